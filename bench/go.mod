@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/bench
+
+go 1.26

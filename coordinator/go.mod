@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/coordinator
+
+go 1.26

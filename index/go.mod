@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/index
+
+go 1.26

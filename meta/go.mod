@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/meta
+
+go 1.26

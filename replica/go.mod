@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/replica
+
+go 1.26

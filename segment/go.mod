@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/segment
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/server
+
+go 1.26
