@@ -1,3 +1,13 @@
 module github.com/sluicemq/sluice/segment
 
-go 1.26
+go 1.26.0
+
+require (
+	github.com/klauspost/compress v1.20.4
+	github.com/pierrec/lz4/v4 v4.1.33
+	github.com/sluicemq/sluice/index v0.0.0
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+)
+
+replace github.com/sluicemq/sluice/index => ../index

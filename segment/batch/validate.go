@@ -1,0 +1,117 @@
+package batch
+
+import (
+	"fmt"
+	"sync"
+)
+
+// ValidateHeader checks b, which must be exactly one whole batch, as far as
+// its header and CRC go: the magic byte, batchLength (at least 49, and
+// len(b) == batchLength+12), the CRC-32C, a known codec, recordCount >= 0,
+// lastOffsetDelta >= -1 and recordCount <= lastOffsetDelta+1. It does not
+// look at the records, so it accepts replicated or compacted batches whose
+// offset deltas have gaps. Errors wrap ErrCorrupt (and ErrUnsupportedCodec
+// for codec bits 5-7). The Header is returned whenever it could be parsed.
+func ValidateHeader(b []byte) (Header, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if h.Length < minLength {
+		return h, corruptf("batchLength %d below the minimum %d", h.Length, minLength)
+	}
+	if h.Size() != len(b) {
+		return h, corruptf("batchLength %d means %d bytes, have %d", h.Length, h.Size(), len(b))
+	}
+	if crc := Checksum(b); crc != h.CRC {
+		return h, corruptf("crc %#08x, computed %#08x", h.CRC, crc)
+	}
+	if c := h.Codec(); !c.valid() {
+		return h, fmt.Errorf("%w: %w: codec %d", ErrCorrupt, ErrUnsupportedCodec, c)
+	}
+	if h.NumRecords < 0 {
+		return h, corruptf("recordCount %d", h.NumRecords)
+	}
+	if h.LastOffsetDelta < -1 || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1 {
+		return h, corruptf("recordCount %d with lastOffsetDelta %d", h.NumRecords, h.LastOffsetDelta)
+	}
+	return h, nil
+}
+
+// Validate fully checks b, which must be exactly one whole batch, as a
+// leader checks a producer's batch (Kafka's LogValidator): everything
+// ValidateHeader checks, lastOffsetDelta == recordCount-1, and then every
+// record, decompressing if needed: the count matches recordCount, each
+// record is well formed (bounded varints, lengths -1 or >= 0, header keys
+// not null) and its fields fill its length exactly, the records fill the
+// section exactly, and the offset deltas are 0, 1, 2, ... in order. An
+// empty batch (recordCount 0, lastOffsetDelta -1) passes; Kafka's produce
+// path rejects those, which is the caller's policy to apply.
+//
+// It does not allocate for uncompressed batches; compressed ones decompress
+// into a pooled buffer. Errors wrap ErrCorrupt. The Header is returned
+// whenever it could be parsed.
+func Validate(b []byte) (Header, error) {
+	h, err := ValidateHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if h.LastOffsetDelta != h.NumRecords-1 {
+		return h, corruptf("lastOffsetDelta %d, want recordCount-1 = %d", h.LastOffsetDelta, h.NumRecords-1)
+	}
+	data, buf, err := recordsOf(&h, b)
+	if err != nil {
+		return h, err
+	}
+	err = walkAll(&h, data)
+	if buf != nil {
+		putBuf(buf, data)
+	}
+	return h, err
+}
+
+// walkAll checks every record of data with the strict (producer) rules.
+func walkAll(h *Header, data []byte) error {
+	w, err := newWalker(h, data, true)
+	if err != nil {
+		return err
+	}
+	var r rawRecord
+	for {
+		ok, err := w.next(&r)
+		if err != nil || !ok {
+			return err
+		}
+	}
+}
+
+// Decompression buffers reused by Validate and Iterate. Buffers larger than
+// maxPooledBuf are dropped rather than kept alive.
+const maxPooledBuf = 4 << 20
+
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// recordsOf returns the records section of b: a subslice of b when
+// uncompressed (buf nil), or the decompressed bytes held in buf, which the
+// caller hands back with putBuf once done with data.
+func recordsOf(h *Header, b []byte) (data []byte, buf *[]byte, err error) {
+	c := h.Codec()
+	if c == CodecNone {
+		return b[HeaderSize:], nil, nil
+	}
+	buf = bufPool.Get().(*[]byte)
+	data, err = decompress((*buf)[:0], c, b[HeaderSize:], MaxDecompressedBytes)
+	if err != nil {
+		bufPool.Put(buf)
+		return nil, nil, err
+	}
+	return data, buf, nil
+}
+
+func putBuf(buf *[]byte, data []byte) {
+	if cap(data) > maxPooledBuf {
+		return
+	}
+	*buf = data[:0]
+	bufPool.Put(buf)
+}

@@ -1,0 +1,509 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// Errors returned by Log methods. Corrupt input batches return errors
+// wrapping ErrCorrupt (the same value as batch.ErrCorrupt).
+var (
+	ErrCorrupt          = batch.ErrCorrupt
+	ErrClosed           = errors.New("segment: log closed")
+	ErrOffsetOutOfRange = errors.New("segment: offset out of range")
+	// ErrFailed marks a log that hit a write, truncate or sync error: the
+	// state of its files is unknown, so it refuses further writes until it
+	// is reopened (recovery then finds what is really on disk).
+	ErrFailed = errors.New("segment: log failed after an IO error")
+)
+
+// OutOfRangeError is returned for an offset outside [LogStartOffset,
+// LogEndOffset]; it wraps ErrOffsetOutOfRange and carries the bounds a
+// Kafka OFFSET_OUT_OF_RANGE answer needs.
+type OutOfRangeError struct {
+	Offset, LogStartOffset, LogEndOffset int64
+}
+
+func (e *OutOfRangeError) Error() string {
+	return fmt.Sprintf("segment: offset %d out of range [%d, %d]", e.Offset, e.LogStartOffset, e.LogEndOffset)
+}
+
+// Unwrap returns ErrOffsetOutOfRange.
+func (e *OutOfRangeError) Unwrap() error { return ErrOffsetOutOfRange }
+
+// Options are a Log's collaborators.
+type Options struct {
+	// Now is the clock (segment.ms by age, retention, LogAppendTime).
+	// Default time.Now.
+	Now func() time.Time
+	// Logger receives one line per notable event (recovery truncations,
+	// rolls are not logged). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Log is one partition's log: a folder of segments. It is safe for
+// concurrent use: appends are serialized, reads run concurrently with each
+// other and with appends, and Sync commits in groups.
+type Log struct {
+	fs   vfs.FS
+	dir  string
+	cfg  Config
+	opts Options
+
+	// mu guards everything below it. Appends and mutations hold it
+	// exclusively; reads hold it shared while they look up positions.
+	mu             sync.RWMutex
+	segs           []*segment // ordered by base offset; the last is active
+	logStartOffset int64
+	writeSeq       uint64     // incremented by every change to the files
+	unsynced       []*segment // closed segments with unsynced data, oldest first
+	dirDirty       bool       // folder entries changed since the last SyncDir
+	unflushed      int64      // records appended since the last sync
+	lastSync       time.Time
+	failed         error
+	closed         bool
+	deletes        []*pendingDelete
+	// truncEpoch counts tail truncations; a Sync that started before one
+	// must not advance the recovery point past the truncated segment.
+	truncEpoch uint64
+
+	// syncMu serializes Sync; syncedSeq is the writeSeq its last fsync
+	// covered. ckptMu serializes checkpoint writes; recoveryPoint is the
+	// value last written.
+	syncMu        sync.Mutex
+	syncedSeq     uint64
+	ckptMu        sync.Mutex
+	recoveryPoint int64
+
+	flushCh chan struct{} // a roll asks the flusher to sync
+	cfgCh   chan struct{} // SetConfig wakes the flusher
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// Dir returns the partition folder.
+func (l *Log) Dir() string { return l.dir }
+
+// Config returns the log's configuration.
+func (l *Log) Config() Config {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg
+}
+
+// SetConfig changes the configuration (a topic config change); it applies
+// to later appends, rolls and retention passes.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cfg.SegmentIndexBytes != l.cfg.SegmentIndexBytes {
+		cfg.SegmentIndexBytes = l.cfg.SegmentIndexBytes // takes effect on reopen
+	}
+	l.cfg = cfg
+	select {
+	case l.cfgCh <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// LogEndOffset returns the offset the next appended record will get.
+func (l *Log) LogEndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.active().next
+}
+
+// LogStartOffset returns the first offset that can be read.
+func (l *Log) LogStartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.logStartOffset
+}
+
+// Size returns the bytes held by the log's segment files (indexes excluded).
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// NumSegments returns the number of segments, the active one included.
+func (l *Log) NumSegments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
+// AppendOptions are the fields the log may set in an appended batch.
+type AppendOptions struct {
+	// SetLeaderEpoch stamps LeaderEpoch into the batch's
+	// partitionLeaderEpoch field (the raft term, under replication).
+	SetLeaderEpoch bool
+	LeaderEpoch    int32
+	// LogAppendTime makes the broker's clock the batch's timestamp: the max
+	// timestamp field and the timestamp-type attribute bit are set and the
+	// CRC recomputed (Kafka's message.timestamp.type=LogAppendTime).
+	LogAppendTime bool
+}
+
+// AppendResult describes an appended batch.
+type AppendResult struct {
+	BaseOffset int64 // offset assigned to the first record
+	LastOffset int64 // offset of the last record
+	// LogAppendTime is the timestamp the log set, in ms, or -1.
+	LogAppendTime int64
+}
+
+// Append validates one whole record batch b (magic 2), assigns its offsets
+// and writes it. It returns the base offset. b is modified in place (the
+// baseOffset field) and must not be modified by the caller until the log is
+// done with it, which is when Append returns. An invalid batch returns an
+// error wrapping ErrCorrupt and appends nothing.
+func (l *Log) Append(b []byte) (int64, error) {
+	r, err := l.AppendWith(b, AppendOptions{})
+	return r.BaseOffset, err
+}
+
+// AppendWith is Append with options; see AppendOptions.
+func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
+	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
+	h, err := batch.Validate(b)
+	if err != nil {
+		return res, err
+	}
+	l.mu.Lock()
+	if err := l.writableLocked(); err != nil {
+		l.mu.Unlock()
+		return res, err
+	}
+	now := l.opts.Now()
+	if opts.LogAppendTime {
+		ts := now.UnixMilli()
+		batch.SetLogAppendTime(b, ts)
+		h.MaxTimestamp = ts
+		h.Attributes |= batch.TimestampTypeBit
+		res.LogAppendTime = ts
+	}
+	if opts.SetLeaderEpoch {
+		batch.SetPartitionLeaderEpoch(b, opts.LeaderEpoch)
+		h.PartitionLeaderEpoch = opts.LeaderEpoch
+	}
+	h.BaseOffset = l.active().next
+	batch.SetBaseOffset(b, h.BaseOffset)
+	if l.shouldRollLocked(&h, now) {
+		if err := l.rollLocked(now); err != nil {
+			l.mu.Unlock()
+			return res, err
+		}
+	}
+	if err := l.writeLocked(b, &h); err != nil {
+		l.mu.Unlock()
+		return res, err
+	}
+	l.unflushed += int64(h.NumRecords)
+	needSync := l.unflushed >= l.cfg.FlushMessages
+	l.mu.Unlock()
+	res.BaseOffset, res.LastOffset = h.BaseOffset, h.LastOffset()
+	if needSync {
+		if err := l.Sync(); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func (l *Log) writableLocked() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.failed
+}
+
+// failLocked records an IO error that leaves the files in an unknown state.
+func (l *Log) failLocked(op string, err error) error {
+	if l.failed == nil {
+		l.failed = fmt.Errorf("%w: %s %s: %w", ErrFailed, op, l.dir, err)
+		l.opts.Logger.Error("segment: log failed", "dir", l.dir, "op", op, "err", err)
+	}
+	return l.failed
+}
+
+// writeLocked writes b at the end of the active segment.
+func (l *Log) writeLocked(b []byte, h *batch.Header) error {
+	s := l.active()
+	pos := s.size
+	if _, err := s.log.WriteAt(b, pos); err != nil {
+		return l.failLocked("write", err)
+	}
+	s.size += int64(len(b))
+	l.writeSeq++
+	s.modSeq = l.writeSeq
+	if err := s.track(h, pos, &l.cfg); err != nil {
+		return l.failLocked("index", err)
+	}
+	return nil
+}
+
+// shouldRollLocked applies Kafka's roll rules (LogSegment.shouldRoll) to
+// the active segment for an incoming batch h.
+func (l *Log) shouldRollLocked(h *batch.Header, now time.Time) bool {
+	s := l.active()
+	if s.size == 0 {
+		return false
+	}
+	n := int64(h.Size())
+	if s.size+n > l.cfg.SegmentBytes {
+		return true
+	}
+	if s.firstTs >= 0 {
+		if h.MaxTimestamp-s.firstTs > l.cfg.SegmentMs {
+			return true
+		}
+	} else if now.Sub(s.created).Milliseconds() > l.cfg.SegmentMs {
+		return true
+	}
+	return s.full(n, h.LastOffset())
+}
+
+// rollLocked seals the active segment and starts a new one at the log end
+// offset. The sealed segment is synced in the background.
+func (l *Log) rollLocked(now time.Time) error {
+	old := l.active()
+	if err := old.seal(); err != nil {
+		return l.failLocked("seal", err)
+	}
+	s, err := createSegment(l.fs, l.dir, old.next, &l.cfg, now)
+	if err != nil {
+		return l.failLocked("roll", err)
+	}
+	l.segs = append(l.segs, s)
+	l.unsynced = append(l.unsynced, old)
+	l.dirDirty = true
+	l.writeSeq++
+	old.modSeq = l.writeSeq
+	select {
+	case l.flushCh <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Roll forces a new active segment (when the active one is not empty).
+func (l *Log) Roll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	if l.active().size == 0 {
+		return nil
+	}
+	return l.rollLocked(l.opts.Now())
+}
+
+// Sync makes every append that returned before it was called durable: the
+// data of the active segment, of segments sealed since the last sync (with
+// their indexes) and the folder's entries. Concurrent callers share one
+// fsync (group commit): a caller whose appends an fsync in flight or just
+// finished already covers returns without one.
+func (l *Log) Sync() error {
+	l.mu.RLock()
+	target := l.writeSeq
+	l.mu.RUnlock()
+
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.syncedSeq >= target {
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		return l.failed
+	}
+	l.mu.Lock()
+	if l.failed != nil {
+		l.mu.Unlock()
+		return l.failed
+	}
+	seq := l.writeSeq
+	sealed := append([]*segment(nil), l.unsynced...)
+	active := l.active()
+	epoch, rp := l.truncEpoch, active.base
+	dirDirty := l.dirDirty
+	l.dirDirty = false
+	unflushed := l.unflushed
+	l.mu.Unlock()
+
+	var err error
+	for _, s := range sealed {
+		if err = errors.Join(s.log.Sync(), s.offFile.Sync(), s.timeFile.Sync()); err != nil && !s.deleted.Load() {
+			break
+		}
+		err = nil
+	}
+	if err == nil {
+		if err = active.log.Sync(); err != nil && active.deleted.Load() {
+			err = nil
+		}
+	}
+	if err == nil && dirDirty {
+		err = l.fs.SyncDir(l.dir)
+	}
+	l.mu.Lock()
+	if err != nil {
+		err = l.failLocked("sync", err)
+		l.mu.Unlock()
+		return err
+	}
+	l.unsynced = removeSynced(l.unsynced, sealed, seq)
+	l.unflushed -= unflushed
+	l.lastSync = l.opts.Now()
+	l.mu.Unlock()
+	l.syncedSeq = seq
+	if len(sealed) > 0 {
+		return l.advanceRecoveryPoint(rp, epoch)
+	}
+	return nil
+}
+
+// removeSynced drops from list the segments in done that have not changed
+// since the sync's snapshot at seq.
+func removeSynced(list, done []*segment, seq uint64) []*segment {
+	out := list[:0]
+	for _, s := range list {
+		keep := true
+		for _, d := range done {
+			if s == d && s.modSeq <= seq {
+				keep = false
+				break
+			}
+		}
+		if keep {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// advanceRecoveryPoint persists a new recovery point after the segments
+// below it were synced, unless a truncation happened since the sync took
+// its snapshot (epoch): the truncated segment was not part of that sync.
+func (l *Log) advanceRecoveryPoint(rp int64, epoch uint64) error {
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	l.mu.RLock()
+	stale := l.truncEpoch != epoch
+	l.mu.RUnlock()
+	if stale || rp <= l.recoveryPoint {
+		return nil
+	}
+	l.recoveryPoint = rp
+	return l.writeCheckpointLocked(false)
+}
+
+// writeCheckpointLocked writes the checkpoint; ckptMu must be held.
+func (l *Log) writeCheckpointLocked(clean bool) error {
+	l.mu.RLock()
+	lso := l.logStartOffset
+	l.mu.RUnlock()
+	return writeCheckpoint(l.fs, l.dir, checkpoint{logStartOffset: lso, recoveryPoint: l.recoveryPoint, cleanShutdown: clean})
+}
+
+// flusher syncs sealed segments after a roll (so the recovery point
+// advances without fsyncs on the append path) and applies flush.ms.
+func (l *Log) flusher() {
+	defer l.wg.Done()
+	for {
+		// flush.ms may change (SetConfig wakes us); tick at its pace.
+		var tick <-chan time.Time
+		l.mu.RLock()
+		ms := l.cfg.FlushMs
+		l.mu.RUnlock()
+		var t *time.Ticker
+		if ms < math.MaxInt64/2 {
+			d := min(max(time.Duration(ms)*time.Millisecond, 10*time.Millisecond), time.Second)
+			t = time.NewTicker(d)
+			tick = t.C
+		}
+		sync := false
+		select {
+		case <-l.done:
+		case <-l.cfgCh:
+		case <-l.flushCh:
+			sync = true
+		case <-tick:
+			l.mu.RLock()
+			sync = l.unflushed > 0 && l.opts.Now().Sub(l.lastSync).Milliseconds() >= l.cfg.FlushMs
+			l.mu.RUnlock()
+		}
+		if t != nil {
+			t.Stop()
+		}
+		select {
+		case <-l.done:
+			return
+		default:
+		}
+		if sync {
+			if err := l.Sync(); err != nil && !errors.Is(err, ErrFailed) {
+				l.opts.Logger.Warn("segment: background sync failed", "dir", l.dir, "err", err)
+			}
+		}
+	}
+}
+
+// Close syncs everything, seals the active segment's indexes, records a
+// clean shutdown and closes the files. Deletions waiting for
+// file.delete.delay.ms are carried out now.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.done)
+	l.wg.Wait()
+
+	err := l.Sync()
+	l.mu.Lock()
+	active := l.active()
+	failed := l.failed
+	if failed == nil {
+		err = errors.Join(err, active.seal(), active.syncAll())
+	}
+	deletes := l.deletes
+	l.deletes = nil
+	l.mu.Unlock()
+	if err == nil && failed == nil {
+		l.ckptMu.Lock()
+		l.recoveryPoint = active.base
+		err = l.writeCheckpointLocked(true)
+		l.ckptMu.Unlock()
+	}
+	for _, d := range deletes {
+		d.run()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.segs {
+		err = errors.Join(err, s.closeFiles())
+	}
+	return err
+}

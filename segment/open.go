@@ -1,0 +1,253 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// Open opens (creating if needed) the partition log in dir and recovers it.
+//
+// Recovery: leftover ".deleted" files and orphan index files are removed.
+// After a clean shutdown (recorded in the checkpoint) the indexes are
+// trusted and only the active segment's tail after its last index entry is
+// scanned. Otherwise every segment from the one holding the recovery point
+// on is scanned from its start: each batch's length, CRC and offsets are
+// checked, the indexes are rebuilt, and the log is cut at the first torn or
+// corrupt batch (that segment is truncated and every later one deleted), so
+// nothing corrupt is ever served and the log stays a contiguous prefix.
+// Segments below the recovery point were synced with their indexes; they
+// are rescanned only when an index is missing or does not fit its log.
+func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	l := &Log{fs: fs, dir: dir, cfg: cfg, opts: opts, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := l.recover(); err != nil {
+		for _, s := range l.segs {
+			s.closeFiles()
+		}
+		return nil, fmt.Errorf("segment: open %s: %w", dir, err)
+	}
+	l.lastSync = opts.Now()
+	l.wg.Add(1)
+	go l.flusher()
+	return l, nil
+}
+
+func (l *Log) recover() error {
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return err
+	}
+	logs := map[int64]bool{}
+	var bases []int64
+	for _, name := range names {
+		if n, ok := ParseFileName(name); ok && !n.Deleted && n.Kind == KindLog {
+			logs[n.Base] = true
+			bases = append(bases, n.Base)
+		}
+	}
+	slices.Sort(bases)
+	for _, name := range names {
+		n, ok := ParseFileName(name)
+		stray := (ok && (n.Deleted || !logs[n.Base])) || name == checkpointName+".tmp" || strings.HasSuffix(name, deletedSuffix)
+		if stray {
+			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+
+	ckpt, haveCkpt, err := readCheckpoint(l.fs, l.dir)
+	if err != nil {
+		return err
+	}
+	clean := haveCkpt && ckpt.cleanShutdown
+	l.recoveryPoint = ckpt.recoveryPoint
+	if !haveCkpt {
+		l.recoveryPoint = 0
+	}
+
+	for i, base := range bases {
+		s, rebuilt, err := openSegment(l.fs, l.dir, base, &l.cfg, false)
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+		last := i == len(bases)-1
+		fullScan := rebuilt || (!clean && base >= l.segmentBase(bases, l.recoveryPoint))
+		if !fullScan {
+			if ok, err := l.loadTrusted(s, bases, i); err != nil {
+				return err
+			} else if !ok {
+				fullScan = true
+			}
+		}
+		if fullScan {
+			if err := s.reopenIndexesWritable(&l.cfg); err != nil {
+				return err
+			}
+			s.offIdx.Reset()
+			s.timeIdx.Reset()
+			s.resetSummary()
+			cut, reason, err := s.scan(0, &l.cfg)
+			if err != nil {
+				return err
+			}
+			if cut > 0 {
+				l.opts.Logger.Warn("segment: recovery truncated a torn or corrupt tail",
+					"file", s.path(KindLog), "position", s.size, "bytes", cut, "reason", reason)
+			}
+			if !last {
+				if err := s.seal(); err != nil {
+					return err
+				}
+			}
+			l.unsynced = append(l.unsynced, s)
+		}
+		if !last && fullScan && s.next != bases[i+1] {
+			// What follows a gap was never synced: the log is a prefix.
+			l.opts.Logger.Warn("segment: recovery dropped segments after a gap",
+				"dir", l.dir, "segment", s.path(KindLog), "end", s.next, "next", bases[i+1])
+			for _, b := range bases[i+1:] {
+				if err := l.removeSegmentFiles(b); err != nil {
+					return err
+				}
+			}
+			l.dirDirty = true
+			break
+		}
+	}
+
+	// The log start offset: the checkpoint's, when it is inside the log.
+	if len(l.segs) > 0 {
+		l.logStartOffset = l.segs[0].base
+	}
+	if haveCkpt && ckpt.logStartOffset > l.logStartOffset {
+		l.logStartOffset = ckpt.logStartOffset
+	}
+	if len(l.segs) == 0 || l.logStartOffset > l.active().next {
+		// Empty, or the data below a persisted log start offset was lost:
+		// start a fresh log there (Kafka's truncateFullyAndStartAt).
+		for _, s := range l.segs {
+			s.closeFiles()
+			if err := l.removeSegmentFiles(s.base); err != nil {
+				return err
+			}
+		}
+		s, err := createSegment(l.fs, l.dir, l.logStartOffset, &l.cfg, l.opts.Now())
+		if err != nil {
+			return err
+		}
+		l.segs = []*segment{s}
+		l.unsynced = nil
+		l.dirDirty = true
+	}
+	// Segments wholly below the log start offset go.
+	for len(l.segs) > 1 && l.segs[1].base <= l.logStartOffset {
+		l.deleteSegmentLocked(l.segs[0])
+		l.segs = l.segs[1:]
+	}
+	act := l.active()
+	l.unsynced = slices.DeleteFunc(l.unsynced, func(s *segment) bool { return s == act })
+	if err := act.reopenIndexesWritable(&l.cfg); err != nil {
+		return err
+	}
+	if act.firstTs < 0 && act.size > 0 {
+		var buf [batch.HeaderSize]byte
+		if h, err := act.headerAt(0, &buf); err == nil {
+			act.firstTs = h.MaxTimestamp
+		}
+	}
+	l.writeSeq = 1 // recovery may have changed files; the first Sync syncs
+	if l.recoveryPoint > l.active().base {
+		l.recoveryPoint = l.active().base
+	}
+	if len(l.unsynced) > 0 && l.recoveryPoint > l.unsynced[0].base {
+		l.recoveryPoint = l.unsynced[0].base
+	}
+	// From here on, a crash is an unclean shutdown.
+	return writeCheckpoint(l.fs, l.dir, checkpoint{logStartOffset: l.logStartOffset, recoveryPoint: l.recoveryPoint})
+}
+
+// segmentBase returns the base of the segment holding offset (the first
+// segment's base when offset is below it).
+func (l *Log) segmentBase(bases []int64, offset int64) int64 {
+	i, found := slices.BinarySearch(bases, offset)
+	if found || i == 0 {
+		return bases[min(i, len(bases)-1)]
+	}
+	return bases[i-1]
+}
+
+// loadTrusted fills in a segment's summary from its indexes without
+// scanning it (the active one is scanned from its last index entry). It
+// reports false when the indexes do not fit the log, asking for a rescan.
+func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
+	last := s.offIdx.Last()
+	if int64(last.Position) >= max(s.size, 1) && s.offIdx.Len() > 0 {
+		return false, nil
+	}
+	if te := s.timeIdx.Last(); s.timeIdx.Len() > 0 {
+		s.maxTs, s.offsetOfMaxTs = te.Timestamp, te.Offset
+	}
+	if i < len(bases)-1 {
+		s.next = bases[i+1]
+		if s.offIdx.Len() > 0 && last.Offset >= s.next {
+			return false, nil
+		}
+		return true, nil
+	}
+	// The active segment: scan from the last index entry to the end.
+	var buf [batch.HeaderSize]byte
+	if s.offIdx.Len() > 0 {
+		h, err := s.headerAt(int64(last.Position), &buf)
+		if err != nil || h.BaseOffset != last.Offset {
+			return false, nil
+		}
+		s.next = last.Offset
+	}
+	size := s.size
+	s.size = int64(last.Position)
+	if err := s.reopenIndexesWritable(&l.cfg); err != nil {
+		return false, err
+	}
+	cut, reason, err := s.scan(int64(last.Position), &l.cfg)
+	if err != nil {
+		return false, err
+	}
+	if cut > 0 {
+		l.opts.Logger.Warn("segment: recovery truncated a corrupt tail after a clean shutdown",
+			"file", s.path(KindLog), "position", s.size, "bytes", size-s.size, "reason", reason)
+	}
+	return true, nil
+}
+
+func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
+
+func (l *Log) removeSegmentFiles(base int64) error {
+	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex} {
+		if err := l.fs.Remove(filepath.Join(l.dir, MakeFileName(base, k))); err != nil && !isNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}

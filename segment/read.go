@@ -1,0 +1,143 @@
+package segment
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// FileRange is a byte range of a segment file holding whole record
+// batches, ready to be sent with sendfile(2) (File.Fd) or copied.
+type FileRange struct {
+	File     vfs.File
+	Position int64 // byte position in the file
+	Size     int64 // bytes
+}
+
+// ReadResult is the answer to Read.
+type ReadResult struct {
+	// Ranges hold whole batches, in offset order, possibly spanning
+	// segments. The files stay readable for at least file.delete.delay.ms
+	// even if retention deletes their segment meanwhile.
+	Ranges []FileRange
+	Bytes  int64 // total size of Ranges
+	// FirstOffset is the base offset of the first batch returned (it may
+	// be below the requested offset: batches are returned whole), or -1.
+	FirstOffset int64
+	// NextOffset is the offset after the last batch returned, or the
+	// requested offset when nothing was returned.
+	NextOffset                   int64
+	LogStartOffset, LogEndOffset int64
+}
+
+// AppendTo appends the bytes of every range to dst.
+func (r *ReadResult) AppendTo(dst []byte) ([]byte, error) {
+	for _, fr := range r.Ranges {
+		n := len(dst)
+		dst = append(dst, make([]byte, fr.Size)...)
+		if _, err := fr.File.ReadAt(dst[n:], fr.Position); err != nil && err != io.EOF {
+			return dst[:n], err
+		}
+	}
+	return dst, nil
+}
+
+// NoUpperBound lets Read return batches up to the log end offset.
+const NoUpperBound = math.MaxInt64
+
+// Read returns the batches from the one containing offset onwards, whole,
+// in at most maxBytes bytes, but always at least one batch when one exists
+// at or after offset (KIP-74). Only batches whose last offset is below
+// upperBound are returned (the high watermark, for consumers); pass
+// NoUpperBound for the log end offset.
+//
+// An offset below the log start offset or above the log end offset returns
+// an *OutOfRangeError (errors.Is ErrOffsetOutOfRange); an offset equal to
+// the log end offset returns an empty result. Batches are not re-read or
+// checked: the log only holds batches validated on append or recovery.
+func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	leo := l.active().next
+	res := ReadResult{FirstOffset: -1, NextOffset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
+	if offset < l.logStartOffset || offset > leo {
+		return res, &OutOfRangeError{Offset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
+	}
+	if l.closed {
+		return res, ErrClosed
+	}
+	upper := min(upperBound, leo)
+	budget := int64(max(maxBytes, 0))
+	var buf [batch.HeaderSize]byte
+	for i := l.segmentIndex(offset); i < len(l.segs) && offset < upper; i++ {
+		s := l.segs[i]
+		pos, h, ok, err := s.find(offset, &buf)
+		if err != nil {
+			return res, fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err)
+		}
+		if !ok {
+			continue
+		}
+		start, end, stop := pos, pos, false
+		for {
+			if h.LastOffset() >= upper || (res.Bytes > 0 && res.Bytes+int64(h.Size()) > budget) {
+				stop = true
+				break
+			}
+			if res.FirstOffset < 0 {
+				res.FirstOffset = h.BaseOffset
+			}
+			end += int64(h.Size())
+			res.Bytes += int64(h.Size())
+			offset = h.NextOffset()
+			if end >= s.size {
+				break
+			}
+			// Skip ahead over whole batches the budget and bound allow: the
+			// segment's tail at once, or up to an index entry (entries sit
+			// on batch boundaries).
+			left := budget - res.Bytes
+			if s.next <= upper && s.size-end <= left {
+				res.Bytes += s.size - end
+				end, offset = s.size, s.next
+				break
+			}
+			if e := s.jump(end, left, upper); e.Position > 0 && int64(e.Position) > end {
+				res.Bytes += int64(e.Position) - end
+				end, offset = int64(e.Position), e.Offset
+			}
+			if h, err = s.headerAt(end, &buf); err != nil {
+				return res, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), end, err)
+			}
+		}
+		if end > start {
+			res.Ranges = append(res.Ranges, FileRange{File: s.log, Position: start, Size: end - start})
+		}
+		if stop {
+			break
+		}
+	}
+	res.NextOffset = offset
+	return res, nil
+}
+
+// ReadBytes is Read followed by copying the batches into dst.
+func (l *Log) ReadBytes(dst []byte, offset int64, maxBytes int, upperBound int64) ([]byte, ReadResult, error) {
+	res, err := l.Read(offset, maxBytes, upperBound)
+	if err != nil {
+		return dst, res, err
+	}
+	dst, err = res.AppendTo(dst)
+	return dst, res, err
+}
+
+// segmentIndex returns the index of the segment holding offset: the last
+// one whose base offset is <= offset (0 when offset is below them all).
+func (l *Log) segmentIndex(offset int64) int {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset })
+	return max(i-1, 0)
+}

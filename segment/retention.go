@@ -1,0 +1,237 @@
+package segment
+
+import (
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// pendingDelete is a segment renamed to ".deleted" whose files are closed
+// and removed file.delete.delay.ms later (Kafka's asynchronous delete), so
+// FileRanges already handed to readers stay valid.
+type pendingDelete struct {
+	once  sync.Once
+	seg   *segment
+	fs    interface{ Remove(string) error }
+	paths []string
+	timer *time.Timer
+}
+
+func (d *pendingDelete) run() {
+	d.once.Do(func() {
+		if d.timer != nil {
+			d.timer.Stop()
+		}
+		d.seg.closeFiles()
+		for _, p := range d.paths {
+			d.fs.Remove(p)
+		}
+	})
+}
+
+// deleteSegmentLocked takes s out of service: its files are renamed with
+// the ".deleted" suffix now and removed after file.delete.delay.ms. The
+// caller removes s from l.segs.
+func (l *Log) deleteSegmentLocked(s *segment) {
+	s.deleted.Store(true)
+	d := &pendingDelete{seg: s, fs: l.fs}
+	renameFailed := false
+	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex} {
+		from := s.path(k)
+		to := filepath.Join(l.dir, FileName{Base: s.base, Kind: k, Deleted: true}.String())
+		if err := l.fs.Rename(from, to); err != nil {
+			l.opts.Logger.Warn("segment: rename for delete failed; removing now", "file", from, "err", err)
+			to, renameFailed = from, true
+		}
+		d.paths = append(d.paths, to)
+	}
+	for i, u := range l.unsynced {
+		if u == s {
+			l.unsynced = append(l.unsynced[:i:i], l.unsynced[i+1:]...)
+			break
+		}
+	}
+	l.dirDirty = true
+	l.writeSeq++
+	if l.cfg.FileDeleteDelayMs == 0 || l.closed || renameFailed {
+		d.run()
+		return
+	}
+	d.timer = time.AfterFunc(time.Duration(l.cfg.FileDeleteDelayMs)*time.Millisecond, func() {
+		d.run()
+		l.mu.Lock()
+		for i, p := range l.deletes {
+			if p == d {
+				l.deletes = append(l.deletes[:i:i], l.deletes[i+1:]...)
+				break
+			}
+		}
+		l.mu.Unlock()
+	})
+	l.deletes = append(l.deletes, d)
+}
+
+// DeleteOldSegments applies retention as of now: closed segments are
+// deleted, oldest first, while one of these holds (Kafka's rules, checked
+// in this order): the next segment starts at or below the log start offset;
+// the segment's largest timestamp is more than retention.ms old (a segment
+// without timestamps counts from its file's modification time); the log
+// would still hold at least retention.bytes without it. The active segment
+// is never deleted. The log start offset moves up to the first remaining
+// segment. It returns the number of segments deleted.
+func (l *Log) DeleteOldSegments() (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return 0, err
+	}
+	nowMs := l.opts.Now().UnixMilli()
+	var total int64
+	for _, s := range l.segs {
+		total += s.size
+	}
+	deleted := 0
+	for len(l.segs) > 1 {
+		s := l.segs[0]
+		largest := s.maxTs
+		if largest < 0 {
+			largest = s.created.UnixMilli()
+		}
+		switch {
+		case l.segs[1].base <= l.logStartOffset:
+		case l.cfg.RetentionMs >= 0 && nowMs-largest > l.cfg.RetentionMs:
+		case l.cfg.RetentionBytes >= 0 && total-s.size >= l.cfg.RetentionBytes:
+		default:
+			return deleted, nil
+		}
+		total -= s.size
+		l.deleteSegmentLocked(s)
+		l.segs = l.segs[1:]
+		l.logStartOffset = max(l.logStartOffset, l.segs[0].base)
+		deleted++
+	}
+	return deleted, nil
+}
+
+// DeleteRecordsBefore advances the log start offset to offset (Kafka's
+// DeleteRecords): records below it are no longer readable, segments wholly
+// below it are deleted, and the new log start offset is persisted before it
+// returns. An offset at or below the current log start offset changes
+// nothing; one above the log end offset returns an *OutOfRangeError. It
+// returns the log start offset.
+func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
+	l.mu.Lock()
+	if err := l.writableLocked(); err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	lso, leo := l.logStartOffset, l.active().next
+	if offset > leo {
+		l.mu.Unlock()
+		return lso, &OutOfRangeError{Offset: offset, LogStartOffset: lso, LogEndOffset: leo}
+	}
+	if offset <= lso {
+		l.mu.Unlock()
+		return lso, nil
+	}
+	l.logStartOffset = offset
+	for len(l.segs) > 1 && l.segs[1].base <= offset {
+		l.deleteSegmentLocked(l.segs[0])
+		l.segs = l.segs[1:]
+	}
+	l.mu.Unlock()
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	if err := l.writeCheckpointLocked(false); err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return offset, l.failLocked("checkpoint", err)
+	}
+	return offset, nil
+}
+
+// Sweeper runs retention (DeleteOldSegments) on a set of logs every
+// retention.check.interval.ms (Kafka's log.retention.check.interval.ms,
+// default 300000).
+type Sweeper struct {
+	interval time.Duration
+	logger   *slog.Logger
+
+	mu   sync.Mutex
+	logs map[*Log]struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// DefaultRetentionCheckInterval is Kafka's log.retention.check.interval.ms.
+const DefaultRetentionCheckInterval = 300000 * time.Millisecond
+
+// NewSweeper returns a stopped sweeper; call Start.
+func NewSweeper(interval time.Duration, logger *slog.Logger) *Sweeper {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Sweeper{interval: interval, logger: logger, logs: map[*Log]struct{}{}}
+}
+
+// Add starts sweeping l.
+func (w *Sweeper) Add(l *Log) {
+	w.mu.Lock()
+	w.logs[l] = struct{}{}
+	w.mu.Unlock()
+}
+
+// Remove stops sweeping l.
+func (w *Sweeper) Remove(l *Log) {
+	w.mu.Lock()
+	delete(w.logs, l)
+	w.mu.Unlock()
+}
+
+// Start runs a sweep every interval until Stop.
+func (w *Sweeper) Start() {
+	w.stop = make(chan struct{})
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		t := time.NewTicker(w.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+				w.SweepOnce()
+			}
+		}
+	}()
+}
+
+// Stop stops the sweeper and waits for a sweep in progress.
+func (w *Sweeper) Stop() {
+	if w.stop != nil {
+		close(w.stop)
+		w.wg.Wait()
+		w.stop = nil
+	}
+}
+
+// SweepOnce applies retention to every log now.
+func (w *Sweeper) SweepOnce() {
+	w.mu.Lock()
+	logs := make([]*Log, 0, len(w.logs))
+	for l := range w.logs {
+		logs = append(logs, l)
+	}
+	w.mu.Unlock()
+	for _, l := range logs {
+		n, err := l.DeleteOldSegments()
+		if err != nil {
+			continue
+		}
+		if n > 0 {
+			w.logger.Info("segment: retention deleted segments", "dir", l.Dir(), "segments", n, "log_start_offset", l.LogStartOffset())
+		}
+	}
+}

@@ -1,0 +1,352 @@
+package segment
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/index"
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// segment is one segment: a .log file of record batches with its offset and
+// time indexes. All mutation happens under the owning Log's mutex.
+type segment struct {
+	base    int64
+	dir     string
+	log     vfs.File
+	offIdx  *index.OffsetIndex
+	timeIdx *index.TimeIndex
+	// idxFiles are the index files, kept to sync them without touching the
+	// index objects from the flusher.
+	offFile, timeFile vfs.File
+
+	size int64 // bytes of valid batches in the .log file
+	next int64 // offset after the last batch; base when empty
+
+	maxTs         int64 // largest batch max timestamp seen, -1 when none
+	offsetOfMaxTs int64 // base offset of the first batch carrying maxTs
+	firstTs       int64 // the first batch's max timestamp (segment.ms roll), -1 when none
+	created       time.Time
+
+	bytesSinceIndex int64
+	offCap, timeCap int // index capacities in entries
+
+	// modSeq is the Log's writeSeq at the segment's last change (guarded
+	// by Log.mu): a Sync whose snapshot predates it did not cover it.
+	modSeq uint64
+
+	// deleted is set when the segment is taken out of service; a Sync that
+	// snapshotted it before then ignores its closed files.
+	deleted atomic.Bool
+}
+
+func (s *segment) path(kind FileKind) string {
+	return filepath.Join(s.dir, MakeFileName(s.base, kind))
+}
+
+func indexCaps(cfg *Config) (off, tim int) {
+	return cfg.SegmentIndexBytes / index.OffsetEntrySize, cfg.SegmentIndexBytes / index.TimeEntrySize
+}
+
+// createSegment creates the three files of a new, empty, active segment.
+func createSegment(fs vfs.FS, dir string, base int64, cfg *Config, now time.Time) (*segment, error) {
+	s := &segment{base: base, dir: dir, next: base, maxTs: -1, offsetOfMaxTs: base, firstTs: -1, created: now}
+	s.offCap, s.timeCap = indexCaps(cfg)
+	var err error
+	if s.log, err = fs.Create(s.path(KindLog)); err != nil {
+		return nil, err
+	}
+	if s.offFile, err = fs.Create(s.path(KindOffsetIndex)); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if s.timeFile, err = fs.Create(s.path(KindTimeIndex)); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if err := s.openIndexes(cfg, true); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openSegment opens an existing segment's files. Missing index files are
+// created empty and rebuilt is set, telling recovery to rescan the log.
+func openSegment(fs vfs.FS, dir string, base int64, cfg *Config, writable bool) (s *segment, rebuilt bool, err error) {
+	s = &segment{base: base, dir: dir, next: base, maxTs: -1, offsetOfMaxTs: base, firstTs: -1}
+	s.offCap, s.timeCap = indexCaps(cfg)
+	if s.log, err = fs.OpenReadWrite(s.path(KindLog)); err != nil {
+		return nil, false, err
+	}
+	if s.size, err = s.log.Size(); err != nil {
+		s.closeFiles()
+		return nil, false, err
+	}
+	if fi, err := fs.Stat(s.path(KindLog)); err == nil {
+		s.created = fi.ModTime()
+	}
+	open := func(kind FileKind) (vfs.File, error) {
+		f, err := fs.OpenReadWrite(s.path(kind))
+		if errors.Is(err, os.ErrNotExist) {
+			rebuilt = true
+			f, err = fs.Create(s.path(kind))
+		}
+		return f, err
+	}
+	if s.offFile, err = open(KindOffsetIndex); err != nil {
+		s.closeFiles()
+		return nil, false, err
+	}
+	if s.timeFile, err = open(KindTimeIndex); err != nil {
+		s.closeFiles()
+		return nil, false, err
+	}
+	if err := s.openIndexes(cfg, writable); err != nil {
+		s.closeFiles()
+		return nil, false, err
+	}
+	return s, rebuilt, nil
+}
+
+func (s *segment) openIndexes(cfg *Config, writable bool) error {
+	var err error
+	if s.offIdx, err = index.OpenOffsetIndex(s.offFile, s.base, cfg.SegmentIndexBytes, writable); err != nil {
+		return err
+	}
+	s.timeIdx, err = index.OpenTimeIndex(s.timeFile, s.base, cfg.SegmentIndexBytes, writable)
+	return err
+}
+
+// reopenIndexesWritable makes a closed segment's indexes appendable again
+// (after a tail truncation made it the active segment).
+func (s *segment) reopenIndexesWritable(cfg *Config) error {
+	if err := s.offIdx.Flush(); err != nil {
+		return err
+	}
+	if err := s.timeIdx.Flush(); err != nil {
+		return err
+	}
+	return s.openIndexes(cfg, true)
+}
+
+func (s *segment) closeFiles() error {
+	var errs []error
+	for _, f := range []vfs.File{s.log, s.offFile, s.timeFile} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close flushes the indexes (without trimming) and closes the files.
+func (s *segment) close() error {
+	var errs []error
+	if s.offIdx != nil {
+		errs = append(errs, s.offIdx.Flush(), s.timeIdx.Flush())
+	}
+	errs = append(errs, s.closeFiles())
+	return errors.Join(errs...)
+}
+
+// seal is called when the segment stops being the active one: the time
+// index gets a last entry holding the segment's max timestamp (so a reopen
+// knows it without a scan, as Kafka does) and both indexes are trimmed.
+func (s *segment) seal() error {
+	if s.maxTs >= 0 {
+		if err := s.timeIdx.Append(s.maxTs, s.offsetOfMaxTs); err != nil && !errors.Is(err, index.ErrFull) {
+			return err
+		}
+	}
+	if err := s.offIdx.Trim(); err != nil {
+		return err
+	}
+	return s.timeIdx.Trim()
+}
+
+// syncAll syncs the log and both index files.
+func (s *segment) syncAll() error {
+	if err := s.offIdx.Flush(); err != nil {
+		return err
+	}
+	if err := s.timeIdx.Flush(); err != nil {
+		return err
+	}
+	return errors.Join(s.log.Sync(), s.offFile.Sync(), s.timeFile.Sync())
+}
+
+// full reports whether the segment cannot take a batch of n bytes whose
+// last offset is lastOffset without rolling (indexes full, relative offset
+// or position overflow). Byte and time limits are the Log's.
+func (s *segment) full(n int64, lastOffset int64) bool {
+	return s.offIdx.Len() >= s.offCap ||
+		s.timeIdx.Len() >= s.timeCap-1 || // one slot is kept for seal
+		lastOffset-s.base > math.MaxInt32 ||
+		s.size+n > math.MaxInt32
+}
+
+// track updates the in-memory summary (max timestamp, first timestamp,
+// index entries) for a batch at pos; it is shared by append and recovery.
+func (s *segment) track(h *batch.Header, pos int64, cfg *Config) error {
+	if h.MaxTimestamp > s.maxTs {
+		s.maxTs, s.offsetOfMaxTs = h.MaxTimestamp, h.BaseOffset
+	}
+	if pos == 0 {
+		s.firstTs = h.MaxTimestamp
+	}
+	if s.bytesSinceIndex > int64(cfg.IndexIntervalBytes) {
+		if err := s.offIdx.Append(h.BaseOffset, uint32(pos)); err != nil {
+			return err
+		}
+		if err := s.timeIdx.Append(s.maxTs, s.offsetOfMaxTs); err != nil {
+			return err
+		}
+		s.bytesSinceIndex = 0
+	}
+	s.bytesSinceIndex += int64(h.Size())
+	s.next = h.NextOffset()
+	return nil
+}
+
+// headerAt reads the batch header at pos.
+func (s *segment) headerAt(pos int64, buf *[batch.HeaderSize]byte) (batch.Header, error) {
+	if pos+batch.HeaderSize > s.size {
+		return batch.Header{}, fmt.Errorf("%w: header at position %d past segment end %d", batch.ErrCorrupt, pos, s.size)
+	}
+	if _, err := s.log.ReadAt(buf[:], pos); err != nil {
+		return batch.Header{}, err
+	}
+	h, err := batch.ParseHeader(buf[:])
+	if err == nil && pos+int64(h.Size()) > s.size {
+		err = fmt.Errorf("%w: batch at position %d runs past segment end %d", batch.ErrCorrupt, pos, s.size)
+	}
+	return h, err
+}
+
+// find returns the position and header of the first batch in the segment
+// whose last offset is >= offset; ok is false when there is none.
+func (s *segment) find(offset int64, buf *[batch.HeaderSize]byte) (pos int64, h batch.Header, ok bool, err error) {
+	if offset >= s.next {
+		return 0, h, false, nil
+	}
+	pos = int64(s.offIdx.Lookup(offset).Position)
+	for pos < s.size {
+		h, err = s.headerAt(pos, buf)
+		if err != nil {
+			return 0, h, false, err
+		}
+		if h.LastOffset() >= offset {
+			return pos, h, true, nil
+		}
+		pos += int64(h.Size())
+	}
+	return 0, h, false, nil
+}
+
+// scan validates batches from pos to the end of the .log file, tracking
+// each into the indexes, and truncates the file at the first invalid or
+// torn batch. It returns how many bytes it cut.
+func (s *segment) scan(pos int64, cfg *Config) (cut int64, reason error, err error) {
+	fileSize, err := s.log.Size()
+	if err != nil {
+		return 0, nil, err
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(s.log, pos, fileSize-pos), 1<<20)
+	var buf []byte
+	expect := s.next
+	for pos < fileSize {
+		reason = func() error {
+			var lenBuf [12]byte
+			if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+				return fmt.Errorf("torn batch header: %w", err)
+			}
+			n := int64(int32(binary.BigEndian.Uint32(lenBuf[8:]))) + batch.LengthOverhead
+			if n < batch.HeaderSize || pos+n > fileSize {
+				return fmt.Errorf("batch length %d does not fit", n)
+			}
+			if int64(cap(buf)) < n {
+				buf = make([]byte, n)
+			}
+			buf = buf[:n]
+			copy(buf, lenBuf[:])
+			if _, err := io.ReadFull(r, buf[12:]); err != nil {
+				return fmt.Errorf("torn batch: %w", err)
+			}
+			h, err := batch.ValidateHeader(buf)
+			if err != nil {
+				return err
+			}
+			if h.BaseOffset < expect || h.LastOffsetDelta < 0 {
+				return fmt.Errorf("batch offsets [%d, %d] out of order, expected >= %d", h.BaseOffset, h.LastOffset(), expect)
+			}
+			if err := s.track(&h, pos, cfg); err != nil {
+				return fmt.Errorf("index: %w", err)
+			}
+			expect = h.NextOffset()
+			pos += n
+			return nil
+		}()
+		if reason != nil {
+			break
+		}
+	}
+	s.size = pos
+	if pos < fileSize {
+		if err := s.log.Truncate(pos); err != nil {
+			return 0, reason, err
+		}
+		return fileSize - pos, reason, nil
+	}
+	return 0, nil, nil
+}
+
+// truncateAt cuts the segment at pos (a batch boundary) and recomputes its
+// summary and indexes by rescanning what remains. Tail truncation is rare
+// (replica divergence), and the rescan keeps the summary exact.
+func (s *segment) truncateAt(pos int64, cfg *Config) error {
+	if err := s.log.Truncate(pos); err != nil {
+		return err
+	}
+	s.offIdx.Reset()
+	s.timeIdx.Reset()
+	s.resetSummary()
+	_, reason, err := s.scan(0, cfg)
+	if err != nil {
+		return err
+	}
+	if reason != nil {
+		return fmt.Errorf("segment: rescan after truncation: %w", reason)
+	}
+	return nil
+}
+
+// resetSummary forgets everything tracked about the segment's batches.
+func (s *segment) resetSummary() {
+	s.size, s.next = 0, s.base
+	s.maxTs, s.offsetOfMaxTs, s.firstTs = -1, s.base, -1
+	s.bytesSinceIndex = 0
+}
+
+// jump returns the index entry with the largest position such that the
+// batches between end and it fit in left bytes and all lie below upper;
+// its Position is 0 when there is none.
+func (s *segment) jump(end, left, upper int64) index.OffsetEntry {
+	limit := min(end+left, math.MaxUint32)
+	e := s.offIdx.LookupPosition(uint32(limit))
+	if e.Offset > upper {
+		if e2 := s.offIdx.Lookup(upper); e2.Position < e.Position {
+			e = e2
+		}
+	}
+	return e
+}

@@ -1,0 +1,138 @@
+package segment
+
+import (
+	"slices"
+
+	"github.com/sluicemq/sluice/segment/batch"
+)
+
+// TruncateTo removes every batch whose last offset is >= offset from the
+// tail of the log (a follower dropping a divergent suffix). A batch holding
+// offset goes whole, so the new log end offset, which it returns, may be
+// below offset (Kafka's LogSegment.truncateTo). An offset at or past the log
+// end offset changes nothing; one below the log start offset empties the
+// log and restarts it at offset (TruncateFullyAndStartAt). The truncation
+// is durable after the next Sync.
+func (l *Log) TruncateTo(offset int64) (int64, error) {
+	l.mu.Lock()
+	if err := l.writableLocked(); err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	if offset >= l.active().next {
+		defer l.mu.Unlock()
+		return l.active().next, nil
+	}
+	if offset < l.logStartOffset {
+		l.mu.Unlock()
+		return offset, l.TruncateFullyAndStartAt(offset)
+	}
+	base := l.segs[l.segmentIndex(offset)].base
+	l.mu.Unlock()
+	// A truncation inside a synced segment must not be trusted by a
+	// recovery: lower the recovery point durably first.
+	if err := l.lowerRecoveryPoint(base); err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	leo, lsoLowered, err := l.truncateLocked(offset)
+	l.mu.Unlock()
+	if err != nil || !lsoLowered {
+		return leo, err
+	}
+	// The batch holding the log start offset went whole: persist the lower
+	// log start offset.
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	if err := l.writeCheckpointLocked(false); err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return 0, l.failLocked("checkpoint", err)
+	}
+	return leo, nil
+}
+
+func (l *Log) truncateLocked(offset int64) (leo int64, lsoLowered bool, err error) {
+	if err := l.writableLocked(); err != nil {
+		return 0, false, err
+	}
+	if offset >= l.active().next {
+		return l.active().next, false, nil
+	}
+	i := l.segmentIndex(offset)
+	s := l.segs[i]
+	for len(l.segs) > i+1 {
+		last := l.active()
+		l.deleteSegmentLocked(last)
+		l.segs = l.segs[:len(l.segs)-1]
+	}
+	l.unsynced = slices.DeleteFunc(l.unsynced, func(u *segment) bool { return u == s })
+	if err := s.reopenIndexesWritable(&l.cfg); err != nil {
+		return 0, false, l.failLocked("truncate", err)
+	}
+	var buf [batch.HeaderSize]byte
+	pos, _, found, err := s.find(offset, &buf)
+	if err != nil {
+		return 0, false, l.failLocked("truncate", err)
+	}
+	if found {
+		if err := s.truncateAt(pos, &l.cfg); err != nil {
+			return 0, false, l.failLocked("truncate", err)
+		}
+	}
+	l.writeSeq++
+	s.modSeq = l.writeSeq
+	if s.next < l.logStartOffset {
+		l.logStartOffset = s.next
+		lsoLowered = true
+	}
+	return s.next, lsoLowered, nil
+}
+
+// TruncateFullyAndStartAt deletes every segment and restarts the log empty
+// at offset, which becomes both the log start and log end offset (a
+// follower too far behind the leader's log start offset). The new log
+// start offset is persisted before it returns.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	if err := l.lowerRecoveryPoint(offset); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if err := l.writableLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	for _, s := range l.segs {
+		l.deleteSegmentLocked(s)
+	}
+	s, err := createSegment(l.fs, l.dir, offset, &l.cfg, l.opts.Now())
+	if err != nil {
+		l.segs = nil
+		err = l.failLocked("truncate", err)
+		l.mu.Unlock()
+		return err
+	}
+	l.segs = []*segment{s}
+	l.unsynced = nil
+	l.logStartOffset = offset
+	l.writeSeq++
+	l.mu.Unlock()
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	return l.writeCheckpointLocked(false)
+}
+
+// lowerRecoveryPoint durably lowers the recovery point to at most rp, and
+// starts a new truncation epoch so that no Sync in flight raises it again.
+func (l *Log) lowerRecoveryPoint(rp int64) error {
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	l.mu.Lock()
+	l.truncEpoch++
+	l.mu.Unlock()
+	if rp >= l.recoveryPoint {
+		return nil
+	}
+	l.recoveryPoint = rp
+	return l.writeCheckpointLocked(false)
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs every check and test of every Sluice module. Installs what the tests
+# need when it is missing (on Debian, with apt-get). Usage: ./test.sh
+# Set SLUICE_TEST_SHORT=1 to skip the long crash tests.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need_go() {
+	if ! command -v go >/dev/null 2>&1; then
+		echo "test.sh: Go is required (https://go.dev/dl/); it is not on PATH" >&2
+		exit 1
+	fi
+}
+
+# Debian packages the tests use; installed only when missing.
+apt_install() {
+	local missing=()
+	for pkg in "$@"; do
+		dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	local sudo=""
+	[ "$(id -u)" -ne 0 ] && sudo="sudo"
+	echo "test.sh: installing ${missing[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+need_go
+# No external programs are needed yet; the broker's client tests will add
+# kcat, python3-kafka and python3-confluent-kafka here.
+apt_install ca-certificates
+
+modules=$(sed -n 's/^\t\.\/\(.*\)$/\1/p' go.work)
+
+echo "== gofmt"
+unformatted=$(gofmt -l $modules)
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+for m in $modules; do (cd "$m" && go vet ./...); done
+
+echo "== go test"
+for m in $modules; do
+	(cd "$m" && go test -count=1 ./...)
+done
+
+echo "== benchmarks compile and run once"
+(cd bench && go test -count=1 -run '^$' -bench . -benchtime 1x ./... >/dev/null)
+echo "test.sh: all checks passed"
