@@ -10,4 +10,9 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 )
 
+require (
+	github.com/cockroachdb/datadriven v1.0.3 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+)
+
 replace github.com/sluicemq/sluice/index => ../index

@@ -95,3 +95,18 @@ func readAll(t testing.TB, l *Log, offset int64) []batch.Header {
 		offset = res.NextOffset
 	}
 }
+
+// headersOf parses the batch headers in data.
+func headersOf(t testing.TB, data []byte) []batch.Header {
+	t.Helper()
+	var out []batch.Header
+	for len(data) > 0 {
+		h, err := batch.ParseHeader(data)
+		if err != nil {
+			t.Fatalf("parse: %v", err)
+		}
+		out = append(out, h)
+		data = data[h.Size():]
+	}
+	return out
+}
