@@ -220,10 +220,10 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 	var buf [batch.HeaderSize]byte
 	if s.offIdx.Len() > 0 {
 		h, err := s.headerAt(int64(last.Position), &buf)
-		if err != nil || h.BaseOffset != last.Offset {
+		if err != nil || h.LastOffset() != last.Offset {
 			return false, nil
 		}
-		s.next = last.Offset
+		s.next = h.BaseOffset
 	}
 	size := s.size
 	s.size = int64(last.Position)

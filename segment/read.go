@@ -108,11 +108,12 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, er
 			}
 			if e := s.jump(end, left, upper); e.Position > 0 && int64(e.Position) > end {
 				res.Bytes += int64(e.Position) - end
-				end, offset = int64(e.Position), e.Offset
+				end = int64(e.Position)
 			}
 			if h, err = s.headerAt(end, &buf); err != nil {
 				return res, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), end, err)
 			}
+			offset = h.BaseOffset
 		}
 		if end > start {
 			res.Ranges = append(res.Ranges, FileRange{File: s.log, Position: start, Size: end - start})

@@ -33,7 +33,7 @@ type segment struct {
 	next int64 // offset after the last batch; base when empty
 
 	maxTs         int64 // largest batch max timestamp seen, -1 when none
-	offsetOfMaxTs int64 // base offset of the first batch carrying maxTs
+	offsetOfMaxTs int64 // last offset of the first batch carrying maxTs (Kafka's shallow offset)
 	firstTs       int64 // the first batch's max timestamp (segment.ms roll), -1 when none
 	created       time.Time
 
@@ -199,13 +199,15 @@ func (s *segment) full(n int64, lastOffset int64) bool {
 // index entries) for a batch at pos; it is shared by append and recovery.
 func (s *segment) track(h *batch.Header, pos int64, cfg *Config) error {
 	if h.MaxTimestamp > s.maxTs {
-		s.maxTs, s.offsetOfMaxTs = h.MaxTimestamp, h.BaseOffset
+		s.maxTs, s.offsetOfMaxTs = h.MaxTimestamp, h.LastOffset()
 	}
 	if pos == 0 {
 		s.firstTs = h.MaxTimestamp
 	}
 	if s.bytesSinceIndex > int64(cfg.IndexIntervalBytes) {
-		if err := s.offIdx.Append(h.BaseOffset, uint32(pos)); err != nil {
+		// Kafka's convention: the entry holds the batch's last offset and
+		// the batch's position (LogSegment.append).
+		if err := s.offIdx.Append(h.LastOffset(), uint32(pos)); err != nil {
 			return err
 		}
 		if err := s.timeIdx.Append(s.maxTs, s.offsetOfMaxTs); err != nil {
@@ -239,7 +241,19 @@ func (s *segment) find(offset int64, buf *[batch.HeaderSize]byte) (pos int64, h 
 	if offset >= s.next {
 		return 0, h, false, nil
 	}
-	pos = int64(s.offIdx.Lookup(offset).Position)
+	e := s.offIdx.Lookup(offset)
+	pos = int64(e.Position)
+	if pos > 0 {
+		// Index files carry no checksum: an entry must point at the batch
+		// it names, or the segment is scanned from its start.
+		if h, err = s.headerAt(pos, buf); err != nil || h.LastOffset() != e.Offset {
+			pos = 0
+		} else if h.LastOffset() >= offset {
+			return pos, h, true, nil
+		} else {
+			pos += int64(h.Size())
+		}
+	}
 	for pos < s.size {
 		h, err = s.headerAt(pos, buf)
 		if err != nil {

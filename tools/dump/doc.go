@@ -1,0 +1,109 @@
+// Package dump is sluice-dump, Sluice's segment inspection tool (Kafka's
+// kafka-dump-log.sh): it prints, as text or JSON lines, the record batches
+// and records of a partition log's segment files, and verifies them. The
+// sluice-dump command and, later, `sluice dump-log` are thin wrappers
+// around Main.
+//
+// # Usage
+//
+//	sluice-dump [flags] PATH...
+//
+// PATH is a partition folder (every .log file in base-offset order, after
+// the folder's log.checkpoint when there is one), one segment .log file,
+// or one .index or .timeindex file (its entries). Flags may come before or
+// after the paths:
+//
+//	--records              also print every record
+//	--max-value-bytes N    show at most N bytes of each key, value and header
+//	                       value (default 64; -1 for no limit)
+//	--json                 print JSON lines instead of text
+//	--verify               check instead of print (see below)
+//	--demo DIR             write a demo partition log into DIR, then dump it
+//	                       with --records
+//
+// Files are only ever read: segment files are opened read-only through
+// vfs.FS and read directly, never through segment.Open (which recovers,
+// and so may truncate, what it opens). Only --demo writes, and only into a
+// folder that does not exist or is empty.
+//
+// # Text output
+//
+// One line per batch, with kafka-dump-log's field names and order; the
+// timestamp field is named by the batch's timestamp type (CreateTime or
+// LogAppendTime) and holds the batch's maxTimestamp; deleteHorizonMs is
+// printed only when the batch has the delete-horizon bit (KIP-534):
+//
+//	baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false position: 0 CreateTime: 1700000000002 size: 158 magic: 2 compresscodec: none crc: 2887189166 isvalid: true
+//
+// With --records, one line per record after its batch. Keys, values and
+// header values are printed quoted, Go-style (strconv.Quote: non-printable
+// bytes escaped), cut at --max-value-bytes; a null one is printed as the
+// bare word null, so an empty value ("") and a null one differ. Control
+// records (transaction markers) show the marker instead of key and payload,
+// as kafka-dump-log does:
+//
+//	| offset: 0 CreateTime: 1700000000000 keySize: 6 valueSize: 14 sequence: -1 headerKeys: [content-type] key: "user-1" payload: "{\"name\":\"ada\"}" headers: ["content-type"="application/json"]
+//	| offset: 3 CreateTime: 1700000001000 keySize: -1 valueSize: 6 sequence: -1 headerKeys: [] key: null payload: "no key"
+//	| offset: 14 CreateTime: 1700000009000 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] endTxnMarker: COMMIT coordinatorEpoch: 0
+//
+// # JSON output
+//
+// One JSON object per line, each with a "type":
+//
+//   - "checkpoint": file, version, logStartOffset, recoveryPoint,
+//     cleanShutdown, crcValid (a folder's log.checkpoint).
+//   - "segment": file, baseOffset, size (bytes), before a file's batches.
+//   - "batch": file, position, then kafka-dump-log's fields under the same
+//     names (baseOffset, lastOffset, count, baseSequence, lastSequence,
+//     producerId, producerEpoch, partitionLeaderEpoch, isTransactional,
+//     isControl, deleteHorizonMs when set, size, magic, compresscodec, crc,
+//     isvalid), with timestampType ("CreateTime" or "LogAppendTime"),
+//     baseTimestamp and maxTimestamp in ms.
+//   - "record" (with --records): file, batchPosition, offset, timestamp,
+//     timestampType, sequence, keySize and valueSize (-1 for null), key,
+//     value, headers (a list of {key, value}), and for control records
+//     endTxnMarker and coordinatorEpoch. A null key or value is JSON null.
+//     Bytes that are valid UTF-8 are a JSON string; other bytes are base64
+//     (standard encoding) with a sibling field keyEncoding / valueEncoding
+//     (or, in a header, keyEncoding / valueEncoding) set to "base64". A
+//     field cut at --max-value-bytes has keyTruncated / valueTruncated set
+//     to true; keySize and valueSize are always the full sizes.
+//   - "offsetIndexEntry" / "timeIndexEntry": file, entry, offset and
+//     position or timestamp (when PATH is an index file).
+//   - "verified" (with --verify): batches, records, segments.
+//
+// # Verify
+//
+// --verify prints nothing but problems, warnings and a last line
+// "verified: N batches, M records, K segments" (a "verified" object with
+// --json). It stops at the first problem with exit status 1 and a message
+// naming the file and byte position. It checks:
+//
+//   - every batch: framing (a torn tail is a problem), CRC and header
+//     (batch.ValidateHeader), and its records (batch.Validate; a batch that
+//     fails only the producer-form rules but whose records are well formed,
+//     as compaction leaves them, is a warning);
+//   - offsets: within a segment and across a folder's segments, no batch and
+//     no segment starts below the offset after the previous batch
+//     (backwards or overlapping offsets are problems; gaps, which
+//     compaction leaves, are warnings); no batch is empty of offsets;
+//   - the offset index: every entry points at the position of a batch whose
+//     base offset is the entry's offset (or its last offset, which is what
+//     Kafka writes), and no non-zero bytes follow the entries (an entry out
+//     of order or garbage);
+//   - the time index: every entry's offset lies in a batch of the segment
+//     and its timestamp is the largest batch max timestamp up to and
+//     including that batch; no non-zero bytes follow the entries;
+//   - the checkpoint: its CRC, and a log start offset and recovery point not
+//     past the log end offset (warnings: the broker tolerates both).
+//
+// Missing index files are warnings: the broker rebuilds them.
+//
+// # Exit status
+//
+// 0 when every file was read without a problem, 1 when a problem was found
+// (a corrupt or torn batch, an unreadable file; with --verify, any failed
+// check), 2 for a usage error. Without --verify, a problem in one file is
+// reported and the dump goes on with the next file (and, when the batch
+// framing is intact, as for a CRC mismatch, with the next batch).
+package dump

@@ -1,0 +1,183 @@
+package dump
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// logReader reads the batches of a .log file front to back. It checks only
+// the framing: a batch length that fits the file and a batch header with
+// magic 2. A framing error ends the file: what follows cannot be found.
+type logReader struct {
+	r    *bufio.Reader
+	size int64 // file size in bytes
+	pos  int64 // position of the next batch
+	buf  []byte
+}
+
+func newLogReader(f vfs.File, size int64) *logReader {
+	return &logReader{r: bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 1<<20), size: size}
+}
+
+// errTorn marks a batch cut short by the end of the file.
+var errTorn = errors.New("torn batch")
+
+// next returns the batch at lr.pos and its header, io.EOF at the end of the
+// file, or a framing error. b is valid until the next call.
+func (lr *logReader) next() (pos int64, b []byte, h batch.Header, err error) {
+	pos = lr.pos
+	left := lr.size - pos
+	if left <= 0 {
+		return pos, nil, h, io.EOF
+	}
+	if left < batch.HeaderSize {
+		return pos, nil, h, fmt.Errorf("%w: %d bytes at the end of the file, a batch header needs %d", errTorn, left, batch.HeaderSize)
+	}
+	var head [batch.LengthOverhead]byte
+	if _, err := io.ReadFull(lr.r, head[:]); err != nil {
+		return pos, nil, h, fmt.Errorf("read: %w", err)
+	}
+	length := int32(binary.BigEndian.Uint32(head[batch.OffLength:]))
+	n := int64(length) + batch.LengthOverhead
+	switch {
+	case n < batch.HeaderSize:
+		return pos, nil, h, fmt.Errorf("%w: batchLength %d is below the minimum %d", batch.ErrCorrupt, length, batch.HeaderSize-batch.LengthOverhead)
+	case n > left:
+		return pos, nil, h, fmt.Errorf("%w: batchLength %d means %d bytes, %d left in the file", errTorn, length, n, left)
+	}
+	if int64(cap(lr.buf)) < n {
+		lr.buf = make([]byte, n)
+	}
+	b = lr.buf[:n]
+	copy(b, head[:])
+	if _, err := io.ReadFull(lr.r, b[batch.LengthOverhead:]); err != nil {
+		return pos, nil, h, fmt.Errorf("read: %w", err)
+	}
+	if h, err = batch.ParseHeader(b); err != nil {
+		return pos, nil, h, err
+	}
+	lr.pos += n
+	return pos, b, h, nil
+}
+
+// logFile dumps (or verifies) one .log file whose base offset, from its
+// name, is base (-1 when unknown). prevNext is the offset after the
+// previous segment of the folder (-1 for none). It returns the offset after
+// the file's last batch (base for an empty file).
+func (d *dumper) logFile(path string, base, prevNext int64) (next int64) {
+	d.segments++
+	f, err := d.fs.Open(path)
+	if err != nil {
+		d.errorf("%v", err)
+		return base
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		d.problemf(path, -1, "%v", err)
+		return base
+	}
+	switch {
+	case d.cfg.verify:
+	case d.cfg.json:
+		d.emit(&jsonSegment{Type: "segment", File: path, BaseOffset: base, Size: size})
+	default:
+		fmt.Fprintf(d.out, "Dumping %s\n", path)
+		if base >= 0 {
+			fmt.Fprintf(d.out, "Log starting offset: %d\n", base)
+		}
+	}
+	next = base
+	var ic *indexChecker
+	if d.cfg.verify {
+		if prevNext >= 0 && base < prevNext {
+			d.problemf(path, 0, "segment base offset %d overlaps the previous segment, which holds offsets up to %d: offsets go backwards", base, prevNext-1)
+			return base
+		}
+		if prevNext >= 0 && base > prevNext {
+			d.warnf(path, 0, "offsets %d to %d are missing between the previous segment and this one (compaction or retention can leave gaps)", prevNext, base-1)
+		}
+		if base >= 0 {
+			if ic = d.openIndexes(path, base); d.stop {
+				return base
+			}
+		}
+	}
+	lr := newLogReader(f, size)
+	for !d.stop {
+		pos, b, h, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			d.problemf(path, pos, "%v; the rest of the file (%d bytes) is not read", err, size-pos)
+			return next
+		}
+		d.batch(path, base, pos, b, &h, &next, ic)
+	}
+	if ic != nil && !d.stop {
+		ic.finish(lr.pos, next)
+	}
+	return next
+}
+
+// batch handles one framed batch at pos. next is the offset expected after
+// the previous batch (-1 when unknown), advanced past this batch.
+func (d *dumper) batch(path string, base, pos int64, b []byte, h *batch.Header, next *int64, ic *indexChecker) {
+	_, herr := batch.ValidateHeader(b)
+	d.batches++
+	d.records += int64(h.NumRecords)
+	if !d.cfg.verify {
+		d.printBatch(path, pos, h, herr == nil)
+		if herr != nil {
+			d.problemf(path, pos, "%v", herr)
+			return
+		}
+		if d.cfg.records {
+			if _, err := batch.Iterate(b, func(r *batch.Record) error {
+				d.printRecord(path, pos, h, r)
+				return nil
+			}); err != nil {
+				d.problemf(path, pos, "%v", err)
+			}
+		}
+		return
+	}
+	if herr != nil {
+		d.problemf(path, pos, "%v", herr)
+		return
+	}
+	if _, err := batch.Validate(b); err != nil {
+		if _, err2 := batch.Iterate(b, func(*batch.Record) error { return nil }); err2 != nil {
+			d.problemf(path, pos, "%v", err2)
+			return
+		}
+		d.warnf(path, pos, "batch is well formed but not as a producer writes it (%v); compaction leaves such batches", err)
+	}
+	switch {
+	case h.LastOffsetDelta < 0:
+		d.problemf(path, pos, "batch at offset %d holds no offsets (lastOffsetDelta %d)", h.BaseOffset, h.LastOffsetDelta)
+		return
+	case *next >= 0 && h.BaseOffset < *next:
+		d.problemf(path, pos, "batch offsets [%d, %d] go backwards or overlap: the previous batch (or the segment's base offset) puts the next offset at %d",
+			h.BaseOffset, h.LastOffset(), *next)
+		return
+	case *next >= 0 && h.BaseOffset > *next:
+		d.warnf(path, pos, "offsets %d to %d are missing before this batch (compaction can leave gaps)", *next, h.BaseOffset-1)
+	}
+	if base >= 0 && h.LastOffset()-base > math.MaxInt32 {
+		d.problemf(path, pos, "batch last offset %d is more than 2^31-1 above the segment base offset %d", h.LastOffset(), base)
+		return
+	}
+	*next = h.NextOffset()
+	if ic != nil {
+		ic.batch(pos, h)
+	}
+}

@@ -1,0 +1,207 @@
+package dump
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// Exit statuses returned by Main.
+const (
+	ExitOK      = 0 // everything read (and with --verify, checked) cleanly
+	ExitProblem = 1 // a problem was found in the files, or one could not be read
+	ExitUsage   = 2 // bad flags or arguments
+)
+
+// config holds the parsed flags.
+type config struct {
+	records       bool
+	json          bool
+	verify        bool
+	maxValueBytes int // -1: no limit
+	demo          string
+}
+
+const usageText = `Usage: sluice-dump [flags] PATH...
+
+Prints the record batches of a Sluice (or Kafka) partition log, like Kafka's
+kafka-dump-log.sh. PATH is a partition folder (every .log file in offset
+order, and its log.checkpoint), a segment .log file, or an .index or
+.timeindex file. Files are only read, never changed.
+
+Flags:
+`
+
+const usageTail = `
+Exit status: 0 clean, 1 a problem was found (with --verify, at the first
+one), 2 usage error.
+
+Examples:
+  sluice-dump --demo ./data/demo-0        write a demo log there and dump it
+  sluice-dump --records ./data/demo-0     every batch and record
+  sluice-dump --json --records ./data/demo-0/00000000000000000000.log
+  sluice-dump --verify ./data/demo-0      CRCs, offsets, indexes
+`
+
+// Main runs sluice-dump with args (without the program name), writing the
+// dump to stdout and problems, warnings and usage to stderr. It returns the
+// exit status: ExitOK, ExitProblem or ExitUsage.
+func Main(args []string, stdout, stderr io.Writer) int {
+	cfg, paths, code, ok := parseArgs(args, stderr)
+	if !ok {
+		return code
+	}
+	d := newDumper(cfg, vfs.Default, stdout, stderr)
+	defer d.out.Flush()
+	if cfg.demo != "" {
+		wrote, err := writeDemo(d.fs, cfg.demo, stderr)
+		if err != nil {
+			d.out.Flush()
+			fmt.Fprintf(stderr, "sluice-dump: demo: %v\n", err)
+			return ExitProblem
+		}
+		if !wrote {
+			fmt.Fprintf(stderr, "sluice-dump: %s already holds a log; dumping it as it is\n", cfg.demo)
+		}
+		if !cfg.verify {
+			d.cfg.records = true
+		}
+		paths = []string{cfg.demo}
+	}
+	for _, p := range paths {
+		if d.stop {
+			break
+		}
+		d.path(p)
+	}
+	if cfg.verify && d.problems == 0 {
+		if cfg.json {
+			d.emit(&jsonVerified{Type: "verified", Batches: d.batches, Records: d.records, Segments: d.segments})
+		} else {
+			fmt.Fprintf(d.out, "verified: %d batches, %d records, %d segments\n", d.batches, d.records, d.segments)
+		}
+	}
+	if d.problems > 0 {
+		return ExitProblem
+	}
+	return ExitOK
+}
+
+// parseArgs parses flags, which may be mixed with paths; everything after
+// "--" is a path.
+func parseArgs(args []string, stderr io.Writer) (cfg config, paths []string, code int, ok bool) {
+	fs := flag.NewFlagSet("sluice-dump", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&cfg.records, "records", false, "also print every record: offset, timestamp, key, value, headers")
+	fs.IntVar(&cfg.maxValueBytes, "max-value-bytes", 64, "show at most this many bytes of each key, value and header value (-1: all)")
+	fs.BoolVar(&cfg.json, "json", false, "print JSON lines (one object per batch, and per record with --records)")
+	fs.BoolVar(&cfg.verify, "verify", false, "check CRCs, record structure, offsets and indexes instead of printing; exit 1 at the first problem")
+	fs.StringVar(&cfg.demo, "demo", "", "write a small demo partition log into `DIR` (unless it holds one), then dump it with --records")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, usageTail)
+	}
+	var tail []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, tail = args[:i], args[i+1:]
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return cfg, nil, ExitOK, false
+			}
+			return cfg, nil, ExitUsage, false
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		paths = append(paths, args[0])
+		args = args[1:]
+	}
+	paths = append(paths, tail...)
+	switch {
+	case cfg.demo != "" && len(paths) > 0:
+		fmt.Fprintln(stderr, "sluice-dump: --demo DIR takes no other PATH")
+	case cfg.demo == "" && len(paths) == 0:
+		fmt.Fprintln(stderr, "sluice-dump: no PATH given (try -h)")
+	default:
+		if cfg.maxValueBytes < 0 {
+			cfg.maxValueBytes = -1
+		}
+		return cfg, paths, ExitOK, true
+	}
+	return cfg, nil, ExitUsage, false
+}
+
+// dumper holds one run's state.
+type dumper struct {
+	cfg  config
+	fs   vfs.FS
+	out  *bufio.Writer
+	errw io.Writer
+	enc  *json.Encoder
+
+	problems int
+	stop     bool // --verify found a problem: do nothing more
+
+	batches, records, segments int64
+}
+
+func newDumper(cfg config, fs vfs.FS, stdout, stderr io.Writer) *dumper {
+	d := &dumper{cfg: cfg, fs: fs, out: bufio.NewWriterSize(stdout, 64<<10), errw: stderr}
+	d.enc = json.NewEncoder(d.out)
+	d.enc.SetEscapeHTML(false)
+	return d
+}
+
+// emit writes v as one JSON line.
+func (d *dumper) emit(v any) {
+	if err := d.enc.Encode(v); err != nil {
+		d.errorf("json: %v", err) // unreachable: every value is encodable
+	}
+}
+
+// problemf reports a problem at a byte position of a file (pos < 0: the
+// file as a whole). With --verify it stops the run.
+func (d *dumper) problemf(file string, pos int64, format string, args ...any) {
+	d.report("", file, pos, fmt.Sprintf(format, args...))
+	d.problems++
+	if d.cfg.verify {
+		d.stop = true
+	}
+}
+
+// warnf reports something worth knowing that is not a problem.
+func (d *dumper) warnf(file string, pos int64, format string, args ...any) {
+	d.report("warning: ", file, pos, fmt.Sprintf(format, args...))
+}
+
+// errorf reports a problem not tied to a file position.
+func (d *dumper) errorf(format string, args ...any) {
+	d.problemf("", -1, format, args...)
+}
+
+func (d *dumper) report(kind, file string, pos int64, msg string) {
+	d.out.Flush() // keep stdout and stderr in order on a terminal
+	var b strings.Builder
+	b.WriteString("sluice-dump: ")
+	b.WriteString(kind)
+	if file != "" {
+		b.WriteString(file)
+		b.WriteString(": ")
+	}
+	if pos >= 0 {
+		fmt.Fprintf(&b, "position %d: ", pos)
+	}
+	b.WriteString(msg)
+	fmt.Fprintln(d.errw, b.String())
+}
