@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/sluicemq/sluice/segment/batch"
@@ -38,9 +39,10 @@ type ReadResult struct {
 func (r *ReadResult) AppendTo(dst []byte) ([]byte, error) {
 	for _, fr := range r.Ranges {
 		n := len(dst)
-		dst = append(dst, make([]byte, fr.Size)...)
-		if _, err := fr.File.ReadAt(dst[n:], fr.Position); err != nil && err != io.EOF {
-			return dst[:n], err
+		dst = slices.Grow(dst, int(fr.Size))[:n+int(fr.Size)] // no zeroing
+		got, err := fr.File.ReadAt(dst[n:], fr.Position)
+		if err != nil && (err != io.EOF || int64(got) != fr.Size) {
+			return dst[:n], fmt.Errorf("segment: read %d bytes at %d: %w", fr.Size, fr.Position, err)
 		}
 	}
 	return dst, nil
@@ -101,6 +103,10 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, er
 			// segment's tail at once, or up to an index entry (entries sit
 			// on batch boundaries).
 			left := budget - res.Bytes
+			if left < batch.HeaderSize {
+				stop = true
+				break
+			}
 			if s.next <= upper && s.size-end <= left {
 				res.Bytes += s.size - end
 				end, offset = s.size, s.next

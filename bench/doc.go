@@ -1,0 +1,30 @@
+// Package bench holds Sluice's storage benchmarks: the segment log's append,
+// read and lookup paths on the real file system, each measured next to a
+// peer in the same run so that the figures are ratios, not absolute times
+// (see CONVENTIONS.md and README.md).
+//
+//   - BenchmarkAppend: 16-record batches of 1 KiB incompressible records
+//     appended to a segment.Log, with no fsync ("pagecache") and with a
+//     group-commit Sync every MiB ("fsync-1MiB"). Each reports the bytes a
+//     plain os.File gets through with the same writes and fsyncs, interleaved
+//     with the log's, as plain-MB/s, and ratio = log MB/s / plain MB/s.
+//   - BenchmarkRead: sequential 1 MiB reads of a pre-written log, copied into
+//     a reused buffer (with a plain pread of as many bytes as the peer), and
+//     resolved to file ranges only (the lookup overhead a sendfile fetch pays).
+//   - BenchmarkOffsetLookup: finding the batch holding a random offset in a
+//     segment whose offset index is full (10 MiB, 1,310,720 entries), through
+//     Log.Read with a 1-byte budget (KIP-74: one batch) and through
+//     index.OffsetIndex.Lookup alone.
+//   - BenchmarkTimestampLookup: Log.OffsetForTimestamp for random timestamps
+//     on the same log, whose timestamps increase, and index.TimeIndex.Lookup
+//     alone.
+//
+// The lookups that read from the file are measured next to one plain pread
+// of a batch header: pread-ns is its time and preads/op the lookup's time in
+// those units.
+//
+// The package has no non-test code; the benchmarks live in its _test files.
+// Their fixtures are built once per test binary and shared by sub-benchmarks
+// and -count repetitions, so a -benchtime 1x smoke run (as CI does) takes a
+// few seconds.
+package bench
