@@ -39,12 +39,14 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
-echo "== go vet"
-for m in $modules; do (cd "$m" && go vet ./...); done
+echo "== go vet, and each module builds alone (GOWORK=off)"
+for m in $modules; do
+	(cd "$m" && go vet ./... && GOWORK=off go build ./...)
+done
 
 echo "== go test"
 for m in $modules; do
-	(cd "$m" && go test -count=1 ./...)
+	(cd "$m" && go test -race -count=1 ./...)
 done
 
 echo "== benchmarks compile and run once"
