@@ -209,6 +209,7 @@ func runCrashWorkload(t *testing.T, seed uint64) {
 				target := lso + rng.Int64N(leo-lso+1)
 				var got int64
 				got, err = l.DeleteRecordsBefore(target)
+				m.maxLSO = max(m.maxLSO, target) // even a failed one may have moved it
 				if err == nil {
 					m.maxLSO = max(m.maxLSO, got)
 					m.lsoDur = max(m.lsoDur, got)

@@ -81,6 +81,7 @@ type Log struct {
 	syncedSeq     uint64
 	ckptMu        sync.Mutex
 	recoveryPoint int64
+	durableLSO    int64 // the log start offset the checkpoint holds
 
 	flushCh chan struct{} // a roll asks the flusher to sync
 	cfgCh   chan struct{} // SetConfig wakes the flusher
@@ -106,9 +107,8 @@ func (l *Log) SetConfig(cfg Config) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cfg.SegmentIndexBytes != l.cfg.SegmentIndexBytes {
-		cfg.SegmentIndexBytes = l.cfg.SegmentIndexBytes // takes effect on reopen
-	}
+	// segment.index.bytes sizes index files when segments are created or
+	// opened; a change applies from the next roll on.
 	l.cfg = cfg
 	select {
 	case l.cfgCh <- struct{}{}:
@@ -173,9 +173,10 @@ type AppendResult struct {
 
 // Append validates one whole record batch b (magic 2), assigns its offsets
 // and writes it. It returns the base offset. b is modified in place (the
-// baseOffset field) and must not be modified by the caller until the log is
-// done with it, which is when Append returns. An invalid batch returns an
-// error wrapping ErrCorrupt and appends nothing.
+// baseOffset field, and maxTimestamp with the CRC when it disagrees with
+// the records, as Kafka's LogValidator corrects it) and must not be
+// modified by the caller until Append returns. An invalid or empty batch
+// returns an error wrapping ErrCorrupt and appends nothing.
 func (l *Log) Append(b []byte) (int64, error) {
 	r, err := l.AppendWith(b, AppendOptions{})
 	return r.BaseOffset, err
@@ -184,9 +185,17 @@ func (l *Log) Append(b []byte) (int64, error) {
 // AppendWith is Append with options; see AppendOptions.
 func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
 	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
-	h, err := batch.Validate(b)
+	h, recordsMaxTs, err := batch.ValidateRecords(b)
 	if err != nil {
 		return res, err
+	}
+	if h.NumRecords == 0 {
+		return res, fmt.Errorf("%w: batch has no records", ErrCorrupt)
+	}
+	if !h.LogAppendTime() && h.MaxTimestamp != recordsMaxTs {
+		// Kafka's LogValidator sets maxTimestamp from the records.
+		batch.SetMaxTimestamp(b, recordsMaxTs)
+		h.MaxTimestamp = recordsMaxTs
 	}
 	l.mu.Lock()
 	if err := l.writableLocked(); err != nil {
@@ -217,6 +226,7 @@ func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
 		l.mu.Unlock()
 		return res, err
 	}
+	l.active().lastModified = now
 	l.unflushed += int64(h.NumRecords)
 	needSync := l.unflushed >= l.cfg.FlushMessages
 	l.mu.Unlock()
@@ -408,20 +418,37 @@ func (l *Log) advanceRecoveryPoint(rp int64, epoch uint64) error {
 	defer l.ckptMu.Unlock()
 	l.mu.RLock()
 	stale := l.truncEpoch != epoch
+	rp = min(rp, l.active().base) // never past the active segment
 	l.mu.RUnlock()
 	if stale || rp <= l.recoveryPoint {
 		return nil
 	}
-	l.recoveryPoint = rp
-	return l.writeCheckpointLocked(false)
+	return l.writeCheckpointLocked(rp, false)
 }
 
-// writeCheckpointLocked writes the checkpoint; ckptMu must be held.
-func (l *Log) writeCheckpointLocked(clean bool) error {
+// writeCheckpoint rewrites the checkpoint with the current log start
+// offset and recovery point.
+func (l *Log) writeCheckpoint() error {
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	return l.writeCheckpointLocked(l.recoveryPoint, false)
+}
+
+// writeCheckpointLocked writes the checkpoint with recovery point rp, and
+// only once it is durable records rp and the log start offset written as
+// the durable ones. ckptMu must be held; mu must not be.
+func (l *Log) writeCheckpointLocked(rp int64, clean bool) error {
 	l.mu.RLock()
 	lso := l.logStartOffset
 	l.mu.RUnlock()
-	return writeCheckpoint(l.fs, l.dir, checkpoint{logStartOffset: lso, recoveryPoint: l.recoveryPoint, cleanShutdown: clean})
+	if err := writeCheckpoint(l.fs, l.dir, checkpoint{logStartOffset: lso, recoveryPoint: rp, cleanShutdown: clean}); err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.failLocked("checkpoint", err)
+	}
+	l.recoveryPoint = rp
+	l.durableLSO = lso
+	return nil
 }
 
 // flusher syncs sealed segments after a roll (so the recovery point
@@ -493,8 +520,7 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	if err == nil && failed == nil {
 		l.ckptMu.Lock()
-		l.recoveryPoint = active.base
-		err = l.writeCheckpointLocked(true)
+		err = l.writeCheckpointLocked(active.base, true)
 		l.ckptMu.Unlock()
 	}
 	for _, d := range deletes {

@@ -37,8 +37,15 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 		opts.Logger = slog.Default()
 	}
 	l := &Log{fs: fs, dir: dir, cfg: cfg, opts: opts, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		// A new partition folder: its entry in the parent must be durable
+		// before anything synced inside it can be.
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := fs.SyncDir(filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
 	}
 	if err := l.recover(); err != nil {
 		for _, s := range l.segs {
@@ -185,7 +192,11 @@ func (l *Log) recover() error {
 		l.recoveryPoint = l.unsynced[0].base
 	}
 	// From here on, a crash is an unclean shutdown.
-	return writeCheckpoint(l.fs, l.dir, checkpoint{logStartOffset: l.logStartOffset, recoveryPoint: l.recoveryPoint})
+	if err := writeCheckpoint(l.fs, l.dir, checkpoint{logStartOffset: l.logStartOffset, recoveryPoint: l.recoveryPoint}); err != nil {
+		return err
+	}
+	l.durableLSO = l.logStartOffset
+	return nil
 }
 
 // segmentBase returns the base of the segment holding offset (the first

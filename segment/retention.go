@@ -76,7 +76,7 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 // deleted, oldest first, while one of these holds (Kafka's rules, checked
 // in this order): the next segment starts at or below the log start offset;
 // the segment's largest timestamp is more than retention.ms old (a segment
-// without timestamps counts from its file's modification time); the log
+// without timestamps counts from its last append); the log
 // would still hold at least retention.bytes without it. The active segment
 // is never deleted. The log start offset moves up to the first remaining
 // segment. It returns the number of segments deleted.
@@ -96,7 +96,7 @@ func (l *Log) DeleteOldSegments() (int, error) {
 		s := l.segs[0]
 		largest := s.maxTs
 		if largest < 0 {
-			largest = s.created.UnixMilli()
+			largest = s.lastModified.UnixMilli() // Kafka: the file's last modified time
 		}
 		switch {
 		case l.segs[1].base <= l.logStartOffset:
@@ -131,24 +131,25 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 		l.mu.Unlock()
 		return lso, &OutOfRangeError{Offset: offset, LogStartOffset: lso, LogEndOffset: leo}
 	}
-	if offset <= lso {
-		l.mu.Unlock()
-		return lso, nil
+	if offset > lso {
+		l.logStartOffset = offset
+		for len(l.segs) > 1 && l.segs[1].base <= offset {
+			l.deleteSegmentLocked(l.segs[0])
+			l.segs = l.segs[1:]
+		}
 	}
-	l.logStartOffset = offset
-	for len(l.segs) > 1 && l.segs[1].base <= offset {
-		l.deleteSegmentLocked(l.segs[0])
-		l.segs = l.segs[1:]
-	}
+	lso = l.logStartOffset
 	l.mu.Unlock()
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
-	if err := l.writeCheckpointLocked(false); err != nil {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return offset, l.failLocked("checkpoint", err)
+	if l.durableLSO >= lso {
+		return lso, nil
 	}
-	return offset, nil
+	// Persist it, also when retention moved it (retention does not).
+	if err := l.writeCheckpointLocked(l.recoveryPoint, false); err != nil {
+		return lso, err
+	}
+	return lso, nil
 }
 
 // Sweeper runs retention (DeleteOldSegments) on a set of logs every
@@ -189,17 +190,24 @@ func (w *Sweeper) Remove(l *Log) {
 	w.mu.Unlock()
 }
 
-// Start runs a sweep every interval until Stop.
+// Start runs a sweep every interval until Stop; it does nothing if the
+// sweeper already runs.
 func (w *Sweeper) Start() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop != nil {
+		return
+	}
 	w.stop = make(chan struct{})
 	w.wg.Add(1)
+	stop := w.stop
 	go func() {
 		defer w.wg.Done()
 		t := time.NewTicker(w.interval)
 		defer t.Stop()
 		for {
 			select {
-			case <-w.stop:
+			case <-stop:
 				return
 			case <-t.C:
 				w.SweepOnce()
@@ -210,10 +218,13 @@ func (w *Sweeper) Start() {
 
 // Stop stops the sweeper and waits for a sweep in progress.
 func (w *Sweeper) Stop() {
-	if w.stop != nil {
-		close(w.stop)
+	w.mu.Lock()
+	stop := w.stop
+	w.stop = nil
+	w.mu.Unlock()
+	if stop != nil {
+		close(stop)
 		w.wg.Wait()
-		w.stop = nil
 	}
 }
 

@@ -36,6 +36,7 @@ type segment struct {
 	offsetOfMaxTs int64 // last offset of the first batch carrying maxTs (Kafka's shallow offset)
 	firstTs       int64 // the first batch's max timestamp (segment.ms roll), -1 when none
 	created       time.Time
+	lastModified  time.Time // of the .log file: the last append, or the file's mtime
 
 	bytesSinceIndex int64
 	offCap, timeCap int // index capacities in entries
@@ -59,7 +60,7 @@ func indexCaps(cfg *Config) (off, tim int) {
 
 // createSegment creates the three files of a new, empty, active segment.
 func createSegment(fs vfs.FS, dir string, base int64, cfg *Config, now time.Time) (*segment, error) {
-	s := &segment{base: base, dir: dir, next: base, maxTs: -1, offsetOfMaxTs: base, firstTs: -1, created: now}
+	s := &segment{base: base, dir: dir, next: base, maxTs: -1, offsetOfMaxTs: base, firstTs: -1, created: now, lastModified: now}
 	s.offCap, s.timeCap = indexCaps(cfg)
 	var err error
 	if s.log, err = fs.Create(s.path(KindLog)); err != nil {
@@ -93,7 +94,7 @@ func openSegment(fs vfs.FS, dir string, base int64, cfg *Config, writable bool) 
 		return nil, false, err
 	}
 	if fi, err := fs.Stat(s.path(KindLog)); err == nil {
-		s.created = fi.ModTime()
+		s.created, s.lastModified = fi.ModTime(), fi.ModTime()
 	}
 	open := func(kind FileKind) (vfs.File, error) {
 		f, err := fs.OpenReadWrite(s.path(kind))
@@ -204,13 +205,16 @@ func (s *segment) track(h *batch.Header, pos int64, cfg *Config) error {
 	if pos == 0 {
 		s.firstTs = h.MaxTimestamp
 	}
-	if s.bytesSinceIndex > int64(cfg.IndexIntervalBytes) {
+	if s.bytesSinceIndex > int64(cfg.IndexIntervalBytes) && !s.offIdx.IsFull() && s.timeIdx.Len() < s.timeCap-1 {
 		// Kafka's convention: the entry holds the batch's last offset and
-		// the batch's position (LogSegment.append).
+		// the batch's position (LogSegment.append). A full index (only in
+		// recovery, after index settings shrank) just stops indexing: the
+		// index is advisory and never a reason to cut the log; the next
+		// append rolls.
 		if err := s.offIdx.Append(h.LastOffset(), uint32(pos)); err != nil {
 			return err
 		}
-		if err := s.timeIdx.Append(s.maxTs, s.offsetOfMaxTs); err != nil {
+		if err := s.timeIdx.Append(s.maxTs, s.offsetOfMaxTs); err != nil && !errors.Is(err, index.ErrFull) {
 			return err
 		}
 		s.bytesSinceIndex = 0
@@ -229,6 +233,9 @@ func (s *segment) headerAt(pos int64, buf *[batch.HeaderSize]byte) (batch.Header
 		return batch.Header{}, err
 	}
 	h, err := batch.ParseHeader(buf[:])
+	if err == nil && h.Size() < batch.HeaderSize {
+		err = fmt.Errorf("%w: batch at position %d has length %d", batch.ErrCorrupt, pos, h.Length)
+	}
 	if err == nil && pos+int64(h.Size()) > s.size {
 		err = fmt.Errorf("%w: batch at position %d runs past segment end %d", batch.ErrCorrupt, pos, s.size)
 	}
@@ -331,10 +338,29 @@ func (s *segment) truncateAt(pos int64, cfg *Config) error {
 	if err := s.log.Truncate(pos); err != nil {
 		return err
 	}
-	s.offIdx.Reset()
-	s.timeIdx.Reset()
-	s.resetSummary()
-	_, reason, err := s.scan(0, cfg)
+	// Keep the index entries below the cut and rescan from the last one:
+	// the time index entries up to it hold the max timestamp so far.
+	s.offIdx.TruncateToPosition(uint32(pos))
+	from := int64(0)
+	var buf [batch.HeaderSize]byte
+	if e := s.offIdx.Last(); s.offIdx.Len() > 0 {
+		if h, err := s.headerAt(int64(e.Position), &buf); err == nil && h.LastOffset() == e.Offset {
+			s.timeIdx.TruncateTo(e.Offset + 1)
+			firstTs := s.firstTs
+			s.resetSummary()
+			s.firstTs = firstTs
+			if te := s.timeIdx.Last(); s.timeIdx.Len() > 0 {
+				s.maxTs, s.offsetOfMaxTs = te.Timestamp, te.Offset
+			}
+			from, s.next = int64(e.Position), h.BaseOffset
+		}
+	}
+	if from == 0 {
+		s.offIdx.Reset()
+		s.timeIdx.Reset()
+		s.resetSummary()
+	}
+	_, reason, err := s.scan(from, cfg)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/sluicemq/sluice/segment/batch"
@@ -11,24 +12,31 @@ import (
 // offset goes whole, so the new log end offset, which it returns, may be
 // below offset (Kafka's LogSegment.truncateTo). An offset at or past the log
 // end offset changes nothing; one below the log start offset empties the
-// log and restarts it at offset (TruncateFullyAndStartAt). The truncation
-// is durable after the next Sync.
+// log and restarts it at offset (TruncateFullyAndStartAt); a negative one
+// is an error. The truncation is durable after the next Sync.
+//
+// It holds syncMu throughout, so no Sync is in flight while it runs: a
+// Sync never covers half a truncation.
 func (l *Log) TruncateTo(offset int64) (int64, error) {
-	l.mu.Lock()
-	if err := l.writableLocked(); err != nil {
-		l.mu.Unlock()
+	if offset < 0 {
+		return 0, fmt.Errorf("segment: truncate to negative offset %d", offset)
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.RLock()
+	err := l.writableLocked()
+	leo, lso := l.active().next, l.logStartOffset
+	base := l.segs[l.segmentIndex(offset)].base
+	l.mu.RUnlock()
+	if err != nil {
 		return 0, err
 	}
-	if offset >= l.active().next {
-		defer l.mu.Unlock()
-		return l.active().next, nil
+	if offset >= leo {
+		return leo, nil
 	}
-	if offset < l.logStartOffset {
-		l.mu.Unlock()
-		return offset, l.TruncateFullyAndStartAt(offset)
+	if offset < lso {
+		return offset, l.truncateFullyLocked(offset)
 	}
-	base := l.segs[l.segmentIndex(offset)].base
-	l.mu.Unlock()
 	// A truncation inside a synced segment must not be trusted by a
 	// recovery: lower the recovery point durably first.
 	if err := l.lowerRecoveryPoint(base); err != nil {
@@ -42,14 +50,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	}
 	// The batch holding the log start offset went whole: persist the lower
 	// log start offset.
-	l.ckptMu.Lock()
-	defer l.ckptMu.Unlock()
-	if err := l.writeCheckpointLocked(false); err != nil {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return 0, l.failLocked("checkpoint", err)
-	}
-	return leo, nil
+	return leo, l.writeCheckpoint()
 }
 
 func (l *Log) truncateLocked(offset int64) (leo int64, lsoLowered bool, err error) {
@@ -81,6 +82,7 @@ func (l *Log) truncateLocked(offset int64) (leo int64, lsoLowered bool, err erro
 		}
 	}
 	l.writeSeq++
+	l.truncEpoch++
 	s.modSeq = l.writeSeq
 	if s.next < l.logStartOffset {
 		l.logStartOffset = s.next
@@ -90,10 +92,20 @@ func (l *Log) truncateLocked(offset int64) (leo int64, lsoLowered bool, err erro
 }
 
 // TruncateFullyAndStartAt deletes every segment and restarts the log empty
-// at offset, which becomes both the log start and log end offset (a
+// at offset (>= 0), which becomes both the log start and log end offset (a
 // follower too far behind the leader's log start offset). The new log
 // start offset is persisted before it returns.
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("segment: restart at negative offset %d", offset)
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	return l.truncateFullyLocked(offset)
+}
+
+// truncateFullyLocked is TruncateFullyAndStartAt; syncMu must be held.
+func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.lowerRecoveryPoint(offset); err != nil {
 		return err
 	}
@@ -102,12 +114,14 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 		l.mu.Unlock()
 		return err
 	}
-	for _, s := range l.segs {
+	old := l.segs
+	for _, s := range old {
 		l.deleteSegmentLocked(s)
 	}
 	s, err := createSegment(l.fs, l.dir, offset, &l.cfg, l.opts.Now())
 	if err != nil {
-		l.segs = nil
+		// Keep the old (now deleted) segment list so the log stays
+		// well-formed; it refuses writes from here on.
 		err = l.failLocked("truncate", err)
 		l.mu.Unlock()
 		return err
@@ -116,23 +130,17 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.unsynced = nil
 	l.logStartOffset = offset
 	l.writeSeq++
+	l.truncEpoch++
 	l.mu.Unlock()
-	l.ckptMu.Lock()
-	defer l.ckptMu.Unlock()
-	return l.writeCheckpointLocked(false)
+	return l.writeCheckpoint()
 }
 
-// lowerRecoveryPoint durably lowers the recovery point to at most rp, and
-// starts a new truncation epoch so that no Sync in flight raises it again.
+// lowerRecoveryPoint durably lowers the recovery point to at most rp.
 func (l *Log) lowerRecoveryPoint(rp int64) error {
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
-	l.mu.Lock()
-	l.truncEpoch++
-	l.mu.Unlock()
 	if rp >= l.recoveryPoint {
 		return nil
 	}
-	l.recoveryPoint = rp
-	return l.writeCheckpointLocked(false)
+	return l.writeCheckpointLocked(rp, false)
 }

@@ -208,3 +208,13 @@ func SetLogAppendTime(b []byte, ts int64) {
 	be.PutUint16(b[OffAttributes:], be.Uint16(b[OffAttributes:])|TimestampTypeBit)
 	be.PutUint32(b[OffCRC:], Checksum(b))
 }
+
+// SetMaxTimestamp sets b's maxTimestamp field to ts (ms) and recomputes
+// the crc; records are untouched. A broker corrects a CreateTime batch
+// whose field disagrees with its records this way (Kafka's LogValidator).
+// It panics if len(b) < HeaderSize.
+func SetMaxTimestamp(b []byte, ts int64) {
+	mustHeader("SetMaxTimestamp", b)
+	binary.BigEndian.PutUint64(b[OffMaxTimestamp:], uint64(ts))
+	binary.BigEndian.PutUint32(b[OffCRC:], Checksum(b))
+}

@@ -52,37 +52,57 @@ func ValidateHeader(b []byte) (Header, error) {
 // into a pooled buffer. Errors wrap ErrCorrupt. The Header is returned
 // whenever it could be parsed.
 func Validate(b []byte) (Header, error) {
-	h, err := ValidateHeader(b)
-	if err != nil {
-		return h, err
-	}
-	if h.LastOffsetDelta != h.NumRecords-1 {
-		return h, corruptf("lastOffsetDelta %d, want recordCount-1 = %d", h.LastOffsetDelta, h.NumRecords-1)
-	}
-	data, buf, err := recordsOf(&h, b)
-	if err != nil {
-		return h, err
-	}
-	err = walkAll(&h, data)
-	if buf != nil {
-		putBuf(buf, data)
-	}
+	h, _, err := ValidateRecords(b)
 	return h, err
 }
 
-// walkAll checks every record of data with the strict (producer) rules.
-func walkAll(h *Header, data []byte) error {
+// ValidateRecords is Validate that also returns the largest record
+// timestamp (baseTimestamp plus each record's delta, in ms; -1 with no
+// records), which the producer's maxTimestamp field should equal for a
+// CreateTime batch (Kafka's LogValidator recomputes it: see
+// SetMaxTimestamp).
+func ValidateRecords(b []byte) (h Header, maxTs int64, err error) {
+	h, err = ValidateHeader(b)
+	if err != nil {
+		return h, -1, err
+	}
+	if h.LastOffsetDelta != h.NumRecords-1 {
+		return h, -1, corruptf("lastOffsetDelta %d, want recordCount-1 = %d", h.LastOffsetDelta, h.NumRecords-1)
+	}
+	data, buf, err := recordsOf(&h, b)
+	if err != nil {
+		return h, -1, err
+	}
+	maxTs, err = walkAll(&h, data)
+	if buf != nil {
+		putBuf(buf, data)
+	}
+	return h, maxTs, err
+}
+
+// walkAll checks every record of data with the strict (producer) rules and
+// returns the largest record timestamp (-1 with no records).
+func walkAll(h *Header, data []byte) (int64, error) {
 	w, err := newWalker(h, data, true)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	var r rawRecord
+	maxDelta := int64(-1 << 63)
 	for {
 		ok, err := w.next(&r)
-		if err != nil || !ok {
-			return err
+		if err != nil {
+			return -1, err
 		}
+		if !ok {
+			break
+		}
+		maxDelta = max(maxDelta, r.tsDelta)
 	}
+	if h.NumRecords == 0 {
+		return -1, nil
+	}
+	return h.BaseTimestamp + maxDelta, nil
 }
 
 // Decompression buffers reused by Validate and Iterate. Buffers larger than
