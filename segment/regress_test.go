@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
@@ -134,5 +135,61 @@ func TestTruncateKeepsIndexes(t *testing.T) {
 	}
 	if off, _, ok, _ := l.OffsetForTimestamp(1150); !ok || off != 30 {
 		t.Fatalf("timestamp lookup after truncate: %d", off)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// flush.ms: unsynced data gets synced by the background flusher once it is
+// that old, without any Sync call.
+func TestFlushMs(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := testConfig()
+	cfg.FlushMs = 20
+	l, err := Open(mem, "/p/t-0", cfg, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mustAppend(t, l, mkBatch(3, 0, 10, "a"))
+	waitFor(t, "flush.ms to sync the append", func() bool {
+		crashed := mem.CrashClone(vfs.CrashOptions{})
+		l2, err := Open(crashed, "/p/t-0", cfg, Options{Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l2.Close()
+		return l2.LogEndOffset() == 3
+	})
+}
+
+// The sweeper applies retention every interval.
+func TestSweeper(t *testing.T) {
+	cfg := testConfig()
+	b := mkBatch(1, 0, 10, "a")
+	cfg.SegmentBytes = int64(len(b))
+	cfg.RetentionBytes = 0
+	l := openTest(t, vfs.NewMem(), cfg, nil)
+	defer l.Close()
+	for i := 0; i < 5; i++ {
+		mustAppend(t, l, mkBatch(1, 0, 10, "a"))
+	}
+	w := NewSweeper(10*time.Millisecond, quietLogger())
+	w.Add(l)
+	w.Start()
+	defer w.Stop()
+	waitFor(t, "the sweeper to delete closed segments", func() bool { return l.NumSegments() == 1 })
+	if l.LogStartOffset() != 4 {
+		t.Fatalf("log start offset %d, want 4", l.LogStartOffset())
 	}
 }
