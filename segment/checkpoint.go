@@ -13,8 +13,8 @@ import (
 	"github.com/sluicemq/sluice/segment/vfs"
 )
 
-// Format: each partition folder holds one small text file, checkpointName,
-// replaced atomically (write checkpointName+".tmp", sync, rename, sync the
+// Format: each partition folder holds one small text file, CheckpointName,
+// replaced atomically (write CheckpointName+".tmp", sync, rename, sync the
 // folder). Lines are "key value"; the first line is the format version and
 // the last line is the CRC-32C (decimal) of every byte before it:
 //
@@ -30,90 +30,96 @@ import (
 // the one holding it. clean-shutdown: 1 when the log was closed cleanly and
 // nothing has been written since, so recovery may trust the indexes.
 const (
-	checkpointName    = "log.checkpoint"
+	CheckpointName    = "log.checkpoint"
 	checkpointVersion = 1
 )
 
-type checkpoint struct {
-	logStartOffset int64
-	recoveryPoint  int64
-	cleanShutdown  bool
+// Checkpoint is the content of a partition folder's checkpoint file.
+type Checkpoint struct {
+	LogStartOffset int64 // the first readable offset
+	RecoveryPoint  int64 // segments with a lower base offset are synced with their indexes
+	CleanShutdown  bool  // closed cleanly, nothing written since
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-func (c checkpoint) encode() []byte {
+func (c Checkpoint) encode() []byte {
 	var b bytes.Buffer
 	clean := 0
-	if c.cleanShutdown {
+	if c.CleanShutdown {
 		clean = 1
 	}
 	fmt.Fprintf(&b, "version %d\nlog-start-offset %d\nrecovery-point %d\nclean-shutdown %d\n",
-		checkpointVersion, c.logStartOffset, c.recoveryPoint, clean)
+		checkpointVersion, c.LogStartOffset, c.RecoveryPoint, clean)
 	fmt.Fprintf(&b, "crc %d\n", crc32.Checksum(b.Bytes(), crcTable))
 	return b.Bytes()
 }
 
-var errBadCheckpoint = errors.New("segment: bad checkpoint file")
+// ErrBadCheckpoint is returned by DecodeCheckpoint for a checkpoint file
+// that is damaged or of an unknown version.
+var ErrBadCheckpoint = errors.New("segment: bad checkpoint file")
 
-func decodeCheckpoint(data []byte) (checkpoint, error) {
+// DecodeCheckpoint parses a checkpoint file's bytes (format above). It
+// returns an error wrapping ErrBadCheckpoint when the CRC line is missing or
+// wrong, a line is malformed, or the version is unknown.
+func DecodeCheckpoint(data []byte) (Checkpoint, error) {
 	i := bytes.LastIndex(bytes.TrimRight(data, "\n"), []byte("\ncrc "))
 	if i < 0 {
-		return checkpoint{}, fmt.Errorf("%w: no crc line", errBadCheckpoint)
+		return Checkpoint{}, fmt.Errorf("%w: no crc line", ErrBadCheckpoint)
 	}
 	body, crcLine := data[:i+1], strings.TrimSpace(string(data[i+1:]))
 	want, err := strconv.ParseUint(strings.TrimPrefix(crcLine, "crc "), 10, 32)
 	if err != nil || uint32(want) != crc32.Checksum(body, crcTable) {
-		return checkpoint{}, fmt.Errorf("%w: checksum mismatch", errBadCheckpoint)
+		return Checkpoint{}, fmt.Errorf("%w: checksum mismatch", ErrBadCheckpoint)
 	}
-	var c checkpoint
+	var c Checkpoint
 	vals := map[string]int64{}
 	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
 		k, v, ok := strings.Cut(line, " ")
 		n, err := strconv.ParseInt(v, 10, 64)
 		if !ok || err != nil {
-			return checkpoint{}, fmt.Errorf("%w: line %q", errBadCheckpoint, line)
+			return Checkpoint{}, fmt.Errorf("%w: line %q", ErrBadCheckpoint, line)
 		}
 		vals[k] = n
 	}
 	if vals["version"] != checkpointVersion {
-		return checkpoint{}, fmt.Errorf("%w: version %d", errBadCheckpoint, vals["version"])
+		return Checkpoint{}, fmt.Errorf("%w: version %d", ErrBadCheckpoint, vals["version"])
 	}
-	c.logStartOffset = vals["log-start-offset"]
-	c.recoveryPoint = vals["recovery-point"]
-	c.cleanShutdown = vals["clean-shutdown"] == 1
+	c.LogStartOffset = vals["log-start-offset"]
+	c.RecoveryPoint = vals["recovery-point"]
+	c.CleanShutdown = vals["clean-shutdown"] == 1
 	return c, nil
 }
 
-// readCheckpoint returns the checkpoint, or ok=false when there is none or
+// ReadCheckpoint reads dir's checkpoint, or ok=false when there is none or
 // it cannot be trusted (then recovery assumes an unclean shutdown).
-func readCheckpoint(fs vfs.FS, dir string) (c checkpoint, ok bool, err error) {
-	path := filepath.Join(dir, checkpointName)
+func ReadCheckpoint(fs vfs.FS, dir string) (c Checkpoint, ok bool, err error) {
+	path := filepath.Join(dir, CheckpointName)
 	f, err := fs.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return checkpoint{}, false, nil
+		return Checkpoint{}, false, nil
 	} else if err != nil {
-		return checkpoint{}, false, err
+		return Checkpoint{}, false, err
 	}
 	defer f.Close()
 	size, err := f.Size()
 	if err != nil {
-		return checkpoint{}, false, err
+		return Checkpoint{}, false, err
 	}
 	if size > 4096 {
-		return checkpoint{}, false, nil
+		return Checkpoint{}, false, nil
 	}
 	data := make([]byte, size)
 	if _, err := f.ReadAt(data, 0); err != nil {
-		return checkpoint{}, false, err
+		return Checkpoint{}, false, err
 	}
-	c, derr := decodeCheckpoint(data)
+	c, derr := DecodeCheckpoint(data)
 	return c, derr == nil, nil
 }
 
 // writeCheckpoint replaces the checkpoint file atomically and durably.
-func writeCheckpoint(fs vfs.FS, dir string, c checkpoint) error {
-	path := filepath.Join(dir, checkpointName)
+func writeCheckpoint(fs vfs.FS, dir string, c Checkpoint) error {
+	path := filepath.Join(dir, CheckpointName)
 	tmp := path + ".tmp"
 	f, err := fs.Create(tmp)
 	if err != nil {

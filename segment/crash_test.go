@@ -290,7 +290,7 @@ func logDir(t *testing.T, fs vfs.FS, dir string) {
 			t.Logf("  %s %d", n, fi.Size())
 		}
 	}
-	if c, ok, _ := readCheckpoint(fs, dir); ok {
+	if c, ok, _ := ReadCheckpoint(fs, dir); ok {
 		t.Logf("  checkpoint %+v", c)
 	}
 }

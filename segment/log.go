@@ -441,7 +441,7 @@ func (l *Log) writeCheckpointLocked(rp int64, clean bool) error {
 	l.mu.RLock()
 	lso := l.logStartOffset
 	l.mu.RUnlock()
-	if err := writeCheckpoint(l.fs, l.dir, checkpoint{logStartOffset: lso, recoveryPoint: rp, cleanShutdown: clean}); err != nil {
+	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: lso, RecoveryPoint: rp, CleanShutdown: clean}); err != nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.failLocked("checkpoint", err)

@@ -75,7 +75,7 @@ func (l *Log) recover() error {
 	slices.Sort(bases)
 	for _, name := range names {
 		n, ok := ParseFileName(name)
-		stray := (ok && (n.Deleted || !logs[n.Base])) || name == checkpointName+".tmp" || strings.HasSuffix(name, deletedSuffix)
+		stray := (ok && (n.Deleted || !logs[n.Base])) || name == CheckpointName+".tmp" || strings.HasSuffix(name, deletedSuffix)
 		if stray {
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
 				return err
@@ -83,12 +83,12 @@ func (l *Log) recover() error {
 		}
 	}
 
-	ckpt, haveCkpt, err := readCheckpoint(l.fs, l.dir)
+	ckpt, haveCkpt, err := ReadCheckpoint(l.fs, l.dir)
 	if err != nil {
 		return err
 	}
-	clean := haveCkpt && ckpt.cleanShutdown
-	l.recoveryPoint = ckpt.recoveryPoint
+	clean := haveCkpt && ckpt.CleanShutdown
+	l.recoveryPoint = ckpt.RecoveryPoint
 	if !haveCkpt {
 		l.recoveryPoint = 0
 	}
@@ -148,8 +148,8 @@ func (l *Log) recover() error {
 	if len(l.segs) > 0 {
 		l.logStartOffset = l.segs[0].base
 	}
-	if haveCkpt && ckpt.logStartOffset > l.logStartOffset {
-		l.logStartOffset = ckpt.logStartOffset
+	if haveCkpt && ckpt.LogStartOffset > l.logStartOffset {
+		l.logStartOffset = ckpt.LogStartOffset
 	}
 	if len(l.segs) == 0 || l.logStartOffset > l.active().next {
 		// Empty, or the data below a persisted log start offset was lost:
@@ -192,7 +192,7 @@ func (l *Log) recover() error {
 		l.recoveryPoint = l.unsynced[0].base
 	}
 	// From here on, a crash is an unclean shutdown.
-	if err := writeCheckpoint(l.fs, l.dir, checkpoint{logStartOffset: l.logStartOffset, recoveryPoint: l.recoveryPoint}); err != nil {
+	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: l.logStartOffset, RecoveryPoint: l.recoveryPoint}); err != nil {
 		return err
 	}
 	l.durableLSO = l.logStartOffset

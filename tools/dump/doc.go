@@ -50,8 +50,8 @@
 //
 // One JSON object per line, each with a "type":
 //
-//   - "checkpoint": file, version, logStartOffset, recoveryPoint,
-//     cleanShutdown, crcValid (a folder's log.checkpoint).
+//   - "checkpoint": file, logStartOffset, recoveryPoint,
+//     cleanShutdown (a folder's log.checkpoint; a damaged one is a warning).
 //   - "segment": file, baseOffset, size (bytes), before a file's batches.
 //   - "batch": file, position, then kafka-dump-log's fields under the same
 //     names (baseOffset, lastOffset, count, baseSequence, lastSequence,

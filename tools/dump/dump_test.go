@@ -38,7 +38,7 @@ func TestDumpBatches(t *testing.T) {
 	if got := lines(stdout, "Dumping "); len(got) != len(logs) || got[0] != "Dumping "+logs[0] {
 		t.Errorf("Dumping lines %q, want one per .log file %q", got, logs)
 	}
-	if !strings.HasPrefix(stdout, "Checkpoint "+filepath.Join(dir, "log.checkpoint")+"\nversion: 1 logStartOffset: 0 ") {
+	if !strings.HasPrefix(stdout, "Checkpoint "+filepath.Join(dir, "log.checkpoint")+"\nlogStartOffset: 0 ") {
 		t.Errorf("no checkpoint first:\n%s", stdout)
 	}
 	if len(lines(stdout, "| ")) != 0 {

@@ -1,24 +1,17 @@
 package dump
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/sluicemq/sluice/segment"
 )
 
-// checkpointName is the partition folder's checkpoint file (segment
-// package, checkpoint.go; its format is private to that package, so it is
-// parsed again here).
-const checkpointName = "log.checkpoint"
+const checkpointName = segment.CheckpointName
 
 // path dumps one command-line PATH: a folder, a .log file or an index file.
 func (d *dumper) path(p string) {
@@ -83,7 +76,7 @@ func (d *dumper) folder(dir string) {
 			}
 		}
 	}
-	var ckpt *checkpointInfo
+	var ckpt *segment.Checkpoint
 	if hasCkpt {
 		ckpt = d.checkpoint(filepath.Join(dir, checkpointName))
 	}
@@ -97,86 +90,38 @@ func (d *dumper) folder(dir string) {
 		}
 		next = d.logFile(filepath.Join(dir, segment.MakeFileName(base, segment.KindLog)), base, next)
 	}
-	if d.cfg.verify && !d.stop && ckpt != nil && ckpt.err == nil && next >= 0 {
+	if d.cfg.verify && !d.stop && ckpt != nil && next >= 0 {
 		path := filepath.Join(dir, checkpointName)
-		if ckpt.logStartOffset > next {
-			d.warnf(path, -1, "log start offset %d is past the log end offset %d: the broker would start an empty log there", ckpt.logStartOffset, next)
+		if ckpt.LogStartOffset > next {
+			d.warnf(path, -1, "log start offset %d is past the log end offset %d: the broker would start an empty log there", ckpt.LogStartOffset, next)
 		}
-		if ckpt.recoveryPoint > next {
-			d.warnf(path, -1, "recovery point %d is past the log end offset %d", ckpt.recoveryPoint, next)
-		}
-	}
-}
-
-// checkpointInfo is a parsed log.checkpoint.
-type checkpointInfo struct {
-	version        int64
-	logStartOffset int64
-	recoveryPoint  int64
-	cleanShutdown  bool
-	crcValid       bool
-	err            error // the file could not be parsed
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// parseCheckpoint parses the segment package's checkpoint format: "key
-// value" lines, the last "crc N" with N the CRC-32C of every byte before it.
-func parseCheckpoint(data []byte) checkpointInfo {
-	var c checkpointInfo
-	i := bytes.LastIndex(bytes.TrimRight(data, "\n"), []byte("\ncrc "))
-	if i < 0 {
-		c.err = errors.New("no crc line")
-		return c
-	}
-	body := data[:i+1]
-	want, err := strconv.ParseUint(strings.TrimSpace(string(data[i+len("\ncrc "):])), 10, 32)
-	c.crcValid = err == nil && uint32(want) == crc32.Checksum(body, castagnoli)
-	vals := map[string]int64{}
-	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		n, err := strconv.ParseInt(v, 10, 64)
-		if !ok || err != nil {
-			c.err = fmt.Errorf("bad line %q", line)
-			return c
-		}
-		vals[k] = n
-	}
-	for _, k := range []string{"version", "log-start-offset", "recovery-point", "clean-shutdown"} {
-		if _, ok := vals[k]; !ok {
-			c.err = fmt.Errorf("no %s line", k)
-			return c
+		if ckpt.RecoveryPoint > next {
+			d.warnf(path, -1, "recovery point %d is past the log end offset %d", ckpt.RecoveryPoint, next)
 		}
 	}
-	c.version, c.logStartOffset, c.recoveryPoint = vals["version"], vals["log-start-offset"], vals["recovery-point"]
-	c.cleanShutdown = vals["clean-shutdown"] == 1
-	return c
 }
 
 // checkpoint prints (or, with --verify, checks) a folder's checkpoint. A bad
 // checkpoint is a warning: the broker then assumes an unclean shutdown.
-func (d *dumper) checkpoint(path string) *checkpointInfo {
+func (d *dumper) checkpoint(path string) *segment.Checkpoint {
 	data, err := d.readSmall(path, 4096)
 	if err != nil {
 		d.warnf(path, -1, "unreadable checkpoint: %v (the broker assumes an unclean shutdown)", err)
 		return nil
 	}
-	c := parseCheckpoint(data)
-	if c.err != nil {
-		d.warnf(path, -1, "unreadable checkpoint: %v (the broker assumes an unclean shutdown)", c.err)
-		return &c
-	}
-	if !c.crcValid {
-		d.warnf(path, -1, "checkpoint CRC mismatch (the broker ignores it and assumes an unclean shutdown)")
+	c, err := segment.DecodeCheckpoint(data)
+	if err != nil {
+		d.warnf(path, -1, "%v (the broker ignores it and assumes an unclean shutdown)", err)
+		return nil
 	}
 	switch {
 	case d.cfg.verify:
 	case d.cfg.json:
-		d.emit(&jsonCheckpoint{Type: "checkpoint", File: path, Version: c.version, LogStartOffset: c.logStartOffset,
-			RecoveryPoint: c.recoveryPoint, CleanShutdown: c.cleanShutdown, CRCValid: c.crcValid})
+		d.emit(&jsonCheckpoint{Type: "checkpoint", File: path, LogStartOffset: c.LogStartOffset,
+			RecoveryPoint: c.RecoveryPoint, CleanShutdown: c.CleanShutdown})
 	default:
-		fmt.Fprintf(d.out, "Checkpoint %s\nversion: %d logStartOffset: %d recoveryPoint: %d cleanShutdown: %t crcValid: %t\n",
-			path, c.version, c.logStartOffset, c.recoveryPoint, c.cleanShutdown, c.crcValid)
+		fmt.Fprintf(d.out, "Checkpoint %s\nlogStartOffset: %d recoveryPoint: %d cleanShutdown: %t\n",
+			path, c.LogStartOffset, c.RecoveryPoint, c.CleanShutdown)
 	}
 	return &c
 }

@@ -41,11 +41,9 @@ type (
 	jsonCheckpoint struct {
 		Type           string `json:"type"`
 		File           string `json:"file"`
-		Version        int64  `json:"version"`
 		LogStartOffset int64  `json:"logStartOffset"`
 		RecoveryPoint  int64  `json:"recoveryPoint"`
 		CleanShutdown  bool   `json:"cleanShutdown"`
-		CRCValid       bool   `json:"crcValid"`
 	}
 	jsonSegment struct {
 		Type       string `json:"type"`
