@@ -38,7 +38,7 @@ func TestScenarios(t *testing.T) {
 		)
 		open := func() {
 			var err error
-			l, err = Open(fs, "/d/t-0", cfg, Options{Now: clock.Now, Logger: quietLogger()})
+			l, err = Open(fs, "/d/t-0", cfg, Options{Now: clock.Now, Logger: quietLogger(), noFlusher: true})
 			if err != nil {
 				t.Fatal(err)
 			}

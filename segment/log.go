@@ -46,6 +46,10 @@ type Options struct {
 	// Logger receives one line per notable event (recovery truncations,
 	// rolls are not logged). Default slog.Default().
 	Logger *slog.Logger
+
+	// noFlusher turns off the background flusher (roll-triggered syncs and
+	// flush.ms), for tests whose output must not depend on its timing.
+	noFlusher bool
 }
 
 // Log is one partition's log: a folder of segments. It is safe for

@@ -54,8 +54,10 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("segment: open %s: %w", dir, err)
 	}
 	l.lastSync = opts.Now()
-	l.wg.Add(1)
-	go l.flusher()
+	if !opts.noFlusher {
+		l.wg.Add(1)
+		go l.flusher()
+	}
 	return l, nil
 }
 
@@ -220,15 +222,32 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 	if te := s.timeIdx.Last(); s.timeIdx.Len() > 0 {
 		s.maxTs, s.offsetOfMaxTs = te.Timestamp, te.Offset
 	}
+	var buf [batch.HeaderSize]byte
 	if i < len(bases)-1 {
+		// A closed segment: its last entries must name real batches (one
+		// or two header reads; index files carry no checksum).
 		s.next = bases[i+1]
-		if s.offIdx.Len() > 0 && last.Offset >= s.next {
-			return false, nil
+		if s.offIdx.Len() > 0 {
+			if h, err := s.headerAt(int64(last.Position), &buf); err != nil || h.LastOffset() != last.Offset || last.Offset >= s.next {
+				return false, nil
+			}
+		}
+		if s.timeIdx.Len() > 0 {
+			te := s.timeIdx.Last()
+			_, h, found, err := s.find(te.Offset, &buf)
+			if err != nil || !found || h.LastOffset() != te.Offset || h.MaxTimestamp != te.Timestamp {
+				return false, nil
+			}
+		} else if s.size > 0 {
+			// A sealed segment with batches always has a time index entry
+			// unless none of its batches has a timestamp: check the first.
+			if h, err := s.headerAt(0, &buf); err != nil || h.MaxTimestamp >= 0 {
+				return false, nil
+			}
 		}
 		return true, nil
 	}
 	// The active segment: scan from the last index entry to the end.
-	var buf [batch.HeaderSize]byte
 	if s.offIdx.Len() > 0 {
 		h, err := s.headerAt(int64(last.Position), &buf)
 		if err != nil || h.LastOffset() != last.Offset {

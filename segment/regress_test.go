@@ -193,3 +193,59 @@ func TestSweeper(t *testing.T) {
 		t.Fatalf("log start offset %d, want 4", l.LogStartOffset())
 	}
 }
+
+// Missing or damaged index files are rebuilt from the log on open.
+func TestIndexesRebuilt(t *testing.T) {
+	for _, damage := range []string{"remove", "garbage"} {
+		t.Run(damage, func(t *testing.T) {
+			mem := vfs.NewMem()
+			cfg := testConfig()
+			cfg.IndexIntervalBytes = 0
+			b := mkBatch(2, 0, 20, "a")
+			cfg.SegmentBytes = int64(5 * len(b))
+			l := openTest(t, mem, cfg, nil)
+			for i := 0; i < 12; i++ {
+				mustAppend(t, l, mkBatch(2, int64(100+i), 20, "a"))
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			names, _ := mem.List("/p/topic-0")
+			for _, name := range names {
+				n, ok := ParseFileName(name)
+				if !ok || n.Kind == KindLog {
+					continue
+				}
+				path := "/p/topic-0/" + name
+				if damage == "remove" {
+					if err := mem.Remove(path); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				f, err := mem.OpenReadWrite(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Entries that point into the middle of batches.
+				f.WriteAt([]byte{0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 2, 0, 0, 0, 9}, 0)
+				f.Close()
+			}
+			l = openTest(t, mem, cfg, nil)
+			defer l.Close()
+			for off := int64(0); off < 24; off++ {
+				res, err := l.Read(off, 1, NoUpperBound)
+				if err != nil || res.FirstOffset != off-off%2 {
+					t.Fatalf("read %d: first %d, %v", off, res.FirstOffset, err)
+				}
+			}
+			// Batch 4 holds timestamps 104, 105 at offsets 8, 9.
+			if off, _, ok, _ := l.OffsetForTimestamp(105); !ok || off != 9 {
+				t.Fatalf("timestamp lookup: %d %v", off, ok)
+			}
+			if ts, off, _, _ := l.MaxTimestamp(); ts != 112 || off != 23 {
+				t.Fatalf("max timestamp %d at %d", ts, off)
+			}
+		})
+	}
+}
