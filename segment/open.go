@@ -245,6 +245,24 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 				return false, nil
 			}
 		}
+		// Its batches must end where the next segment starts: walk the
+		// headers after the last index entry (at most about
+		// index.interval.bytes of them).
+		pos, end := int64(0), s.base
+		if s.offIdx.Len() > 0 {
+			pos = int64(last.Position)
+		}
+		for pos < s.size {
+			h, err := s.headerAt(pos, &buf)
+			if err != nil {
+				return false, nil
+			}
+			pos, end = pos+int64(h.Size()), h.NextOffset()
+		}
+		if end != s.next {
+			return false, fmt.Errorf("%w: %s ends at offset %d but the next segment starts at %d: a segment file is missing or damaged",
+				ErrCorrupt, s.path(KindLog), end, s.next)
+		}
 		return true, nil
 	}
 	// The active segment: scan from the last index entry to the end.

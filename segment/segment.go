@@ -307,8 +307,12 @@ func (s *segment) scan(pos int64, cfg *Config) (cut int64, reason error, err err
 			if err != nil {
 				return err
 			}
-			if h.BaseOffset < expect || h.LastOffsetDelta < 0 {
-				return fmt.Errorf("batch offsets [%d, %d] out of order, expected >= %d", h.BaseOffset, h.LastOffset(), expect)
+			// The CRC does not cover baseOffset: offsets are a function of
+			// the log prefix, so each batch must start where the one
+			// before it ended (log compaction will relax this for
+			// cleaned segments).
+			if h.BaseOffset != expect || h.LastOffsetDelta < 0 || h.NumRecords == 0 {
+				return fmt.Errorf("batch offsets [%d, %d], expected a batch starting at %d", h.BaseOffset, h.LastOffset(), expect)
 			}
 			if err := s.track(&h, pos, cfg); err != nil {
 				return fmt.Errorf("index: %w", err)
