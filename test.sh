@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test of every Sluice module. Installs what the tests
 # need when it is missing (on Debian, with apt-get). Usage: ./test.sh
-# Set SLUICE_TEST_SHORT=1 to skip the long crash tests.
+# Set SLUICE_TEST_SHORT=1 to run the random crash tests with fewer workloads
+# (go test -short).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -46,7 +47,7 @@ done
 
 echo "== go test"
 for m in $modules; do
-	(cd "$m" && go test -race -count=1 ./...)
+	(cd "$m" && go test -race -count=1 ${SLUICE_TEST_SHORT:+-short} ./...)
 done
 
 echo "== benchmarks compile and run once"

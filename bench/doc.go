@@ -1,7 +1,7 @@
 // Package bench holds Sluice's storage benchmarks: the segment log's append,
 // read and lookup paths on the real file system, each measured next to a
 // peer in the same run so that the figures are ratios, not absolute times
-// (see CONVENTIONS.md and README.md).
+// (see README.md).
 //
 //   - BenchmarkAppend: 16-record batches of 1 KiB incompressible records
 //     appended to a segment.Log, with no fsync ("pagecache") and with a

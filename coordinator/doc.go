@@ -4,6 +4,6 @@
 // topic with Kafka's own key and value schemas, rebuilt by replaying that
 // topic's partition when the coordinator starts.
 //
-// The code arrives with the consumer group issue; until then this module only
+// The code arrives with the consumer group work; until then this module only
 // states its job.
 package coordinator

@@ -4,6 +4,6 @@
 // (github.com/cockroachdb/pebble/v2). The controller quorum replicates that
 // log with raft; brokers that are not voters follow it as raft learners.
 //
-// The code arrives with the broker issue; until then this module only states
+// The code arrives with the broker work; until then this module only states
 // its job.
 package meta

@@ -43,8 +43,9 @@ type Options struct {
 	// Now is the clock (segment.ms by age, retention, LogAppendTime).
 	// Default time.Now.
 	Now func() time.Time
-	// Logger receives one line per notable event (recovery truncations,
-	// rolls are not logged). Default slog.Default().
+	// Logger receives one line per notable event, such as a recovery
+	// truncation or an IO failure (not per append or roll). Default
+	// slog.Default().
 	Logger *slog.Logger
 
 	// noFlusher turns off the background flusher (roll-triggered syncs and

@@ -2,6 +2,6 @@
 // encoded and decoded with franz-go's pkg/kmsg) and, in cmd/sluice, the
 // sluice binary.
 //
-// The code arrives with the broker issue; until then this module only states
+// The code arrives with the broker work; until then this module only states
 // its job.
 package server
