@@ -129,6 +129,7 @@ func writeDemo(fs vfs.FS, dir string, stderr io.Writer) (bool, error) {
 	if err := l.Close(); err != nil {
 		return false, err
 	}
-	fmt.Fprintf(stderr, "sluice-dump: wrote a demo partition log to %s: %d batches, %d records, %d segments\n", dir, n, records, segments)
+	fmt.Fprintf(stderr, "sluice-dump: wrote a demo partition log to %s: %s, %s, %s\n", dir,
+		plural(n, "batch", "batches"), plural(records, "record", "records"), plural(segments, "segment", "segments"))
 	return true, nil
 }

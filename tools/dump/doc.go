@@ -8,16 +8,23 @@
 //
 //	sluice-dump [flags] PATH...
 //
+// or, from a Sluice checkout without installing it,
+//
+//	go run ./tools/cmd/sluice-dump [flags] PATH...
+//
 // PATH is a partition folder (every .log file in base-offset order, after
 // the folder's log.checkpoint when there is one), one segment .log file,
-// or one .index or .timeindex file (its entries). Flags may come before or
-// after the paths:
+// one .index or .timeindex file (its entries), or one log.checkpoint file
+// (any file named segment.CheckpointName). Flags may come before or after
+// the paths; -h prints the usage to stdout:
 //
 //	--records              also print every record
 //	--max-value-bytes N    show at most N bytes of each key, value and header
 //	                       value (default 64; -1 for no limit)
 //	--json                 print JSON lines instead of text
-//	--verify               check instead of print (see below)
+//	--verify               check instead of print (see below); it wins over
+//	                       --records, which is ignored, and --json only
+//	                       makes its "verified" lines JSON
 //	--demo DIR             write a demo partition log into DIR, then dump it
 //	                       with --records
 //
@@ -51,7 +58,7 @@
 // One JSON object per line, each with a "type":
 //
 //   - "checkpoint": file, logStartOffset, recoveryPoint,
-//     cleanShutdown (a folder's log.checkpoint; a damaged one is a warning).
+//     cleanShutdown (a log.checkpoint; a damaged one is a problem).
 //   - "segment": file, baseOffset, size (bytes), before a file's batches.
 //   - "batch": file, position, then kafka-dump-log's fields under the same
 //     names (baseOffset, lastOffset, count, baseSequence, lastSequence,
@@ -70,23 +77,40 @@
 //     to true; keySize and valueSize are always the full sizes.
 //   - "offsetIndexEntry" / "timeIndexEntry": file, entry, offset and
 //     position or timestamp (when PATH is an index file).
-//   - "verified" (with --verify): batches, records, segments.
+//   - "verified" (with --verify): batches, records, segments; or, for an
+//     index or checkpoint given as PATH, file, kind ("offsetIndex",
+//     "timeIndex" or "checkpoint"), and for an index entries and
+//     checkedAgainstLog.
+//
+// Problems and warnings are never JSON: they are text lines on stderr,
+// "sluice-dump: [warning: ]FILE: [position N: ]message".
 //
 // # Verify
 //
-// --verify prints nothing but problems, warnings and a last line
-// "verified: N batches, M records, K segments" (a "verified" object with
-// --json). It stops at the first problem with exit status 1 and a message
-// naming the file and byte position. It checks:
+// --verify prints nothing but problems, warnings and last lines:
+// "verified: N batches, M records, K segments" when it read segments, and
+// one line per index or checkpoint given as PATH ("verified: offset index
+// FILE: N entries, in order and checked against its .log", or "in order
+// only" with a warning when the .log is missing; "verified: checkpoint
+// FILE: ...", which alone cannot be checked against the log end offset).
+// With --json these are "verified" objects. It stops at the first problem
+// with exit status 1 and a message naming the file and byte position. It
+// checks:
 //
 //   - every batch: framing (a torn tail is a problem), CRC and header
 //     (batch.ValidateHeader), and its records (batch.Validate; a batch that
 //     fails only the producer-form rules but whose records are well formed,
 //     as compaction leaves them, is a warning);
-//   - offsets: within a segment and across a folder's segments, no batch and
-//     no segment starts below the offset after the previous batch
-//     (backwards or overlapping offsets are problems; gaps, which
-//     compaction leaves, are warnings); no batch is empty of offsets;
+//   - offsets: a folder holds at least one segment .log file; within a
+//     segment and across a folder's segments, every batch and every segment
+//     starts exactly at the offset after the previous batch (or segment), and
+//     a segment's first batch at the segment's base offset. Backwards or
+//     overlapping offsets are problems, and so are gaps: Sluice has no log
+//     compaction yet, and retention deletes only whole segments from the
+//     front, so a gap means a missing or damaged segment or batch. No batch
+//     is empty of offsets. (Compacted logs, Kafka's or Sluice's once it
+//     compacts, leave gaps on purpose: this check will need relaxing for
+//     them, for example by a flag or by the topic's cleanup.policy.)
 //   - the offset index: every entry points at the position of a batch whose
 //     base offset is the entry's offset (or its last offset, which is what
 //     Kafka writes), and no non-zero bytes follow the entries (an entry out
@@ -94,16 +118,29 @@
 //   - the time index: every entry's offset lies in a batch of the segment
 //     and its timestamp is the largest batch max timestamp up to and
 //     including that batch; no non-zero bytes follow the entries;
-//   - the checkpoint: its CRC, and a log start offset and recovery point not
-//     past the log end offset (warnings: the broker tolerates both).
+//   - the checkpoint: its version, format and CRC (a damaged one is a
+//     problem, reported with DecodeCheckpoint's reason, although the broker
+//     survives it by recovering every segment), and a log start offset and
+//     recovery point not past the log end offset (warnings: the broker
+//     tolerates both).
 //
-// Missing index files are warnings: the broker rebuilds them.
+// Missing index files, index files without a .log file and files pending
+// deletion are warnings: the broker rebuilds or removes them.
+//
+// A plain dump (without --verify) makes the same checks, prints the same
+// problems and warnings on stderr as it goes, and exits 1 after a problem;
+// it does not stop at one, and it checks record structure only as far as
+// --records decodes the records. After a batch whose header is damaged,
+// offsets are checked again from the next sound batch, and an index is
+// dropped after its first problem, so one fault is reported once.
 //
 // # Exit status
 //
-// 0 when every file was read without a problem, 1 when a problem was found
-// (a corrupt or torn batch, an unreadable file; with --verify, any failed
-// check), 2 for a usage error. Without --verify, a problem in one file is
-// reported and the dump goes on with the next file (and, when the batch
-// framing is intact, as for a CRC mismatch, with the next batch).
+// 0 when every file was read without a problem (warnings allowed), 1 when
+// a problem was found (a corrupt or torn batch, an offset gap, a bad index
+// entry or checkpoint, an unreadable file, no segment file where a folder
+// was given), 2 for a usage error (on stderr). Without --verify, a problem
+// in one file is reported and the dump goes on with the next file (and,
+// when the batch framing is intact, as for a CRC mismatch, with the next
+// batch). CRCs are printed in decimal everywhere, as kafka-dump-log does.
 package dump

@@ -259,14 +259,26 @@ func TestDemo(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	if code, stdout, stderr := run(t, "-h"); code != ExitOK || stdout != "" || !strings.Contains(stderr, "Usage: sluice-dump") || !strings.Contains(stderr, "-max-value-bytes") {
-		t.Errorf("-h: exit %d\n%s", code, stderr)
+	// -h prints the usage to stdout, so that sluice-dump -h | less works.
+	code, stdout, stderr := run(t, "-h")
+	if code != ExitOK || stderr != "" || !strings.HasPrefix(stdout, "Usage: sluice-dump") {
+		t.Errorf("-h: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	if code, _, stderr := run(t); code != ExitUsage || !strings.Contains(stderr, "no PATH") {
-		t.Errorf("no args: exit %d\n%s", code, stderr)
+	for _, want := range []string{"-max-value-bytes", "sluice-dump --verify ", "go run ./tools/cmd/sluice-dump --verify ",
+		"it wins over --records, which is then ignored", "--json only turns its final \"verified\" lines into JSON"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("usage lacks %q", want)
+		}
 	}
-	if code, _, _ := run(t, "--bogus", "x"); code != ExitUsage {
-		t.Errorf("bad flag: exit %d", code)
+	// Usage errors go to stderr, with exit status 2 and nothing on stdout.
+	for _, args := range [][]string{nil, {"--bogus", "x"}, {"--max-value-bytes", "many", "x"}, {"--demo", "d", "x"}} {
+		code, stdout, stderr := run(t, args...)
+		if code != ExitUsage || stdout != "" || !strings.HasPrefix(stderr, "sluice-dump: ") || !strings.Contains(stderr, "sluice-dump -h") {
+			t.Errorf("%q: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
+		}
+	}
+	if _, _, stderr := run(t); !strings.Contains(stderr, "no PATH") {
+		t.Errorf("no args:\n%s", stderr)
 	}
 	if code, _, stderr := run(t, filepath.Join(t.TempDir(), "missing")); code != ExitProblem || !strings.Contains(stderr, "no such file") {
 		t.Errorf("missing path: exit %d\n%s", code, stderr)

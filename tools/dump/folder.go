@@ -13,7 +13,8 @@ import (
 
 const checkpointName = segment.CheckpointName
 
-// path dumps one command-line PATH: a folder, a .log file or an index file.
+// path dumps one command-line PATH: a folder, a checkpoint, a .log file
+// or an index file.
 func (d *dumper) path(p string) {
 	fi, err := d.fs.Stat(p)
 	if err != nil {
@@ -24,6 +25,10 @@ func (d *dumper) path(p string) {
 		d.folder(p)
 		return
 	}
+	if filepath.Base(p) == checkpointName {
+		d.checkpointFile(p)
+		return
+	}
 	n, ok := segment.ParseFileName(filepath.Base(p))
 	switch {
 	case ok && n.Kind == segment.KindOffsetIndex:
@@ -31,24 +36,25 @@ func (d *dumper) path(p string) {
 	case ok && n.Kind == segment.KindTimeIndex:
 		d.indexFile(p, n.Base, true)
 	case ok:
-		d.logFile(p, n.Base, -1)
+		d.logFile(p, n.Base, prevSegment{})
 	default:
 		d.warnf(p, -1, "not a segment file name (20-digit base offset and .log): offsets are not checked against it and its indexes are not read")
-		d.logFile(p, -1, -1)
+		d.logFile(p, -1, prevSegment{})
 	}
 }
 
 // folder dumps a partition folder: its checkpoint, then every segment in
-// base-offset order, checking with --verify that offsets continue from one
-// segment to the next.
+// base-offset order, checking that offsets continue from one segment to
+// the next.
 func (d *dumper) folder(dir string) {
 	names, err := d.fs.List(dir)
 	if err != nil {
 		d.errorf("%v", err)
 		return
 	}
+	slices.Sort(names)
 	var logs []int64
-	indexes := map[int64][]string{}
+	var indexes []segment.FileName
 	hasCkpt := false
 	for _, name := range names {
 		n, ok := segment.ParseFileName(name)
@@ -57,61 +63,60 @@ func (d *dumper) folder(dir string) {
 			hasCkpt = true
 		case !ok:
 		case n.Deleted:
-			if d.cfg.verify {
-				d.warnf(filepath.Join(dir, name), -1, "pending deletion; skipped")
-			}
+			d.warnf(filepath.Join(dir, name), -1, "pending deletion; skipped")
 		case n.Kind == segment.KindLog:
 			logs = append(logs, n.Base)
 		default:
-			indexes[n.Base] = append(indexes[n.Base], name)
+			indexes = append(indexes, n)
 		}
 	}
 	slices.Sort(logs)
-	if d.cfg.verify {
-		for base, names := range indexes {
-			if _, found := slices.BinarySearch(logs, base); !found {
-				for _, name := range names {
-					d.warnf(filepath.Join(dir, name), -1, "index file without a .log file (the broker removes it)")
-				}
-			}
+	for _, n := range indexes {
+		if _, found := slices.BinarySearch(logs, n.Base); !found {
+			d.warnf(filepath.Join(dir, n.String()), -1, "index file without a .log file (the broker removes it)")
 		}
 	}
 	var ckpt *segment.Checkpoint
 	if hasCkpt {
-		ckpt = d.checkpoint(filepath.Join(dir, checkpointName))
+		if ckpt = d.checkpoint(filepath.Join(dir, checkpointName)); d.stop {
+			return
+		}
 	}
 	if len(logs) == 0 {
-		d.warnf(dir, -1, "no .log files")
+		d.errorf("no segment .log files in %s", dir)
+		return
 	}
-	next := int64(-1)
+	prev := prevSegment{next: -1}
 	for _, base := range logs {
 		if d.stop {
 			return
 		}
-		next = d.logFile(filepath.Join(dir, segment.MakeFileName(base, segment.KindLog)), base, next)
+		path := filepath.Join(dir, segment.MakeFileName(base, segment.KindLog))
+		prev = prevSegment{path: path, next: d.logFile(path, base, prev)}
 	}
-	if d.cfg.verify && !d.stop && ckpt != nil && next >= 0 {
+	if !d.stop && ckpt != nil && prev.next >= 0 {
 		path := filepath.Join(dir, checkpointName)
-		if ckpt.LogStartOffset > next {
-			d.warnf(path, -1, "log start offset %d is past the log end offset %d: the broker would start an empty log there", ckpt.LogStartOffset, next)
+		if ckpt.LogStartOffset > prev.next {
+			d.warnf(path, -1, "log start offset %d is past the log end offset %d: the broker would start an empty log there", ckpt.LogStartOffset, prev.next)
 		}
-		if ckpt.RecoveryPoint > next {
-			d.warnf(path, -1, "recovery point %d is past the log end offset %d", ckpt.RecoveryPoint, next)
+		if ckpt.RecoveryPoint > prev.next {
+			d.warnf(path, -1, "recovery point %d is past the log end offset %d", ckpt.RecoveryPoint, prev.next)
 		}
 	}
 }
 
-// checkpoint prints (or, with --verify, checks) a folder's checkpoint. A bad
-// checkpoint is a warning: the broker then assumes an unclean shutdown.
+// checkpoint prints (or, with --verify, checks) a checkpoint file. A
+// damaged or unreadable one is a problem, although the broker survives it:
+// it ignores the file and recovers every segment, as after a crash.
 func (d *dumper) checkpoint(path string) *segment.Checkpoint {
 	data, err := d.readSmall(path, 4096)
 	if err != nil {
-		d.warnf(path, -1, "unreadable checkpoint: %v (the broker assumes an unclean shutdown)", err)
+		d.problemf(path, -1, "unreadable checkpoint: %v (the broker would recover every segment, as after a crash)", err)
 		return nil
 	}
 	c, err := segment.DecodeCheckpoint(data)
 	if err != nil {
-		d.warnf(path, -1, "%v (the broker ignores it and assumes an unclean shutdown)", err)
+		d.problemf(path, -1, "%v (the broker ignores a damaged checkpoint and recovers every segment, as after a crash)", err)
 		return nil
 	}
 	switch {
@@ -124,6 +129,20 @@ func (d *dumper) checkpoint(path string) *segment.Checkpoint {
 			path, c.LogStartOffset, c.RecoveryPoint, c.CleanShutdown)
 	}
 	return &c
+}
+
+// checkpointFile dumps or verifies a checkpoint given as PATH. Alone, it
+// cannot be checked against the log end offset.
+func (d *dumper) checkpointFile(path string) {
+	c := d.checkpoint(path)
+	if c == nil || !d.cfg.verify {
+		return
+	}
+	d.verified = append(d.verified, verifiedItem{
+		text: fmt.Sprintf("checkpoint %s: logStartOffset: %d recoveryPoint: %d cleanShutdown: %t (its CRC and fields; give its folder to check it against the log)",
+			path, c.LogStartOffset, c.RecoveryPoint, c.CleanShutdown),
+		json: &jsonVerifiedFile{Type: "verified", File: path, Kind: "checkpoint"},
+	})
 }
 
 // readSmall reads a whole file of at most limit bytes.

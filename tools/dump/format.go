@@ -71,6 +71,15 @@ type (
 		Records  int64  `json:"records"`
 		Segments int64  `json:"segments"`
 	}
+	// jsonVerifiedFile is the "verified" line of an index or checkpoint
+	// given as PATH; Entries and CheckedAgainstLog are for indexes only.
+	jsonVerifiedFile struct {
+		Type              string `json:"type"`
+		File              string `json:"file"`
+		Kind              string `json:"kind"` // "offsetIndex", "timeIndex" or "checkpoint"
+		Entries           *int   `json:"entries,omitempty"`
+		CheckedAgainstLog *bool  `json:"checkedAgainstLog,omitempty"`
+	}
 )
 
 // jsonBatch is a "batch" JSON line; field names are kafka-dump-log's.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
@@ -67,22 +68,28 @@ func (lr *logReader) next() (pos int64, b []byte, h batch.Header, err error) {
 	return pos, b, h, nil
 }
 
+// prevSegment is the segment before the one being read, in a folder.
+type prevSegment struct {
+	path string // "" for none
+	next int64  // the offset after its last batch; -1 when unknown
+}
+
 // logFile dumps (or verifies) one .log file whose base offset, from its
-// name, is base (-1 when unknown). prevNext is the offset after the
-// previous segment of the folder (-1 for none). It returns the offset after
-// the file's last batch (base for an empty file).
-func (d *dumper) logFile(path string, base, prevNext int64) (next int64) {
+// name, is base (-1 when unknown); prev is the folder's previous segment.
+// It returns the offset after the file's last batch (base for an empty
+// file), or -1 when a problem leaves it unknown.
+func (d *dumper) logFile(path string, base int64, prev prevSegment) (next int64) {
 	d.segments++
 	f, err := d.fs.Open(path)
 	if err != nil {
 		d.errorf("%v", err)
-		return base
+		return -1
 	}
 	defer f.Close()
 	size, err := f.Size()
 	if err != nil {
 		d.problemf(path, -1, "%v", err)
-		return base
+		return -1
 	}
 	switch {
 	case d.cfg.verify:
@@ -94,20 +101,14 @@ func (d *dumper) logFile(path string, base, prevNext int64) (next int64) {
 			fmt.Fprintf(d.out, "Log starting offset: %d\n", base)
 		}
 	}
+	if d.checkSegmentStart(path, base, prev); d.stop {
+		return -1
+	}
 	next = base
 	var ic *indexChecker
-	if d.cfg.verify {
-		if prevNext >= 0 && base < prevNext {
-			d.problemf(path, 0, "segment base offset %d overlaps the previous segment, which holds offsets up to %d: offsets go backwards", base, prevNext-1)
-			return base
-		}
-		if prevNext >= 0 && base > prevNext {
-			d.warnf(path, 0, "offsets %d to %d are missing between the previous segment and this one (compaction or retention can leave gaps)", prevNext, base-1)
-		}
-		if base >= 0 {
-			if ic = d.openIndexes(path, base); d.stop {
-				return base
-			}
+	if base >= 0 {
+		if ic = d.openIndexes(path, base); d.stop {
+			return -1
 		}
 	}
 	lr := newLogReader(f, size)
@@ -118,7 +119,7 @@ func (d *dumper) logFile(path string, base, prevNext int64) (next int64) {
 		}
 		if err != nil {
 			d.problemf(path, pos, "%v; the rest of the file (%d bytes) is not read", err, size-pos)
-			return next
+			return -1
 		}
 		d.batch(path, base, pos, b, &h, &next, ic)
 	}
@@ -128,52 +129,89 @@ func (d *dumper) logFile(path string, base, prevNext int64) (next int64) {
 	return next
 }
 
+// checkSegmentStart checks that a segment's base offset is the offset after
+// the previous segment. Without compaction (which Sluice does not have
+// yet) and with retention deleting whole segments from the front only, a
+// gap means a segment is missing or damaged.
+func (d *dumper) checkSegmentStart(path string, base int64, prev prevSegment) {
+	if prev.path == "" || prev.next < 0 || base < 0 {
+		return
+	}
+	switch {
+	case base < prev.next:
+		d.problemf(path, 0, "segment base offset %d overlaps the previous segment %s, which holds offsets up to %d: offsets go backwards",
+			base, filepath.Base(prev.path), prev.next-1)
+	case base > prev.next:
+		d.problemf(path, 0, "offsets %d to %d are missing: the previous segment %s ends before offset %d and this one starts at offset %d (a segment is missing or damaged)",
+			prev.next, base-1, filepath.Base(prev.path), prev.next, base)
+	}
+}
+
+// checkHeader is batch.ValidateHeader, except that a CRC mismatch is
+// reported in decimal, as the dump prints the crc field.
+func checkHeader(b []byte, h *batch.Header) error {
+	if crc := batch.Checksum(b); crc != h.CRC {
+		return fmt.Errorf("%w: crc mismatch: the header says %d, the bytes give %d", batch.ErrCorrupt, h.CRC, crc)
+	}
+	_, err := batch.ValidateHeader(b)
+	return err
+}
+
 // batch handles one framed batch at pos. next is the offset expected after
-// the previous batch (-1 when unknown), advanced past this batch.
+// the previous batch (-1 when unknown), advanced past this batch. After a
+// problem that makes the offsets untrustworthy, next becomes -1 and the
+// segment's indexes are no longer checked, so one problem is reported
+// once, not again at every later batch.
 func (d *dumper) batch(path string, base, pos int64, b []byte, h *batch.Header, next *int64, ic *indexChecker) {
-	_, herr := batch.ValidateHeader(b)
+	herr := checkHeader(b, h)
 	d.batches++
 	d.records += int64(h.NumRecords)
+	lost := func() { *next = -1; ic.disable() }
 	if !d.cfg.verify {
 		d.printBatch(path, pos, h, herr == nil)
-		if herr != nil {
-			d.problemf(path, pos, "%v", herr)
-			return
-		}
-		if d.cfg.records {
-			if _, err := batch.Iterate(b, func(r *batch.Record) error {
-				d.printRecord(path, pos, h, r)
-				return nil
-			}); err != nil {
-				d.problemf(path, pos, "%v", err)
-			}
-		}
-		return
 	}
 	if herr != nil {
 		d.problemf(path, pos, "%v", herr)
+		lost()
 		return
 	}
-	if _, err := batch.Validate(b); err != nil {
-		if _, err2 := batch.Iterate(b, func(*batch.Record) error { return nil }); err2 != nil {
-			d.problemf(path, pos, "%v", err2)
-			return
+	switch {
+	case d.cfg.verify:
+		if _, err := batch.Validate(b); err != nil {
+			if _, err2 := batch.Iterate(b, func(*batch.Record) error { return nil }); err2 != nil {
+				d.problemf(path, pos, "%v", err2)
+				return
+			}
+			d.warnf(path, pos, "batch is well formed but not as a producer writes it (%v); compaction leaves such batches", err)
 		}
-		d.warnf(path, pos, "batch is well formed but not as a producer writes it (%v); compaction leaves such batches", err)
+	case d.cfg.records:
+		if _, err := batch.Iterate(b, func(r *batch.Record) error {
+			d.printRecord(path, pos, h, r)
+			return nil
+		}); err != nil {
+			d.problemf(path, pos, "%v", err) // the header, and so the offsets, are sound
+		}
 	}
 	switch {
 	case h.LastOffsetDelta < 0:
 		d.problemf(path, pos, "batch at offset %d holds no offsets (lastOffsetDelta %d)", h.BaseOffset, h.LastOffsetDelta)
+		lost()
 		return
 	case *next >= 0 && h.BaseOffset < *next:
 		d.problemf(path, pos, "batch offsets [%d, %d] go backwards or overlap: the previous batch (or the segment's base offset) puts the next offset at %d",
 			h.BaseOffset, h.LastOffset(), *next)
+		lost()
 		return
+	case *next >= 0 && h.BaseOffset > *next && pos == 0:
+		d.problemf(path, pos, "offsets %d to %d are missing: the segment's base offset is %d but its first batch starts at offset %d",
+			*next, h.BaseOffset-1, *next, h.BaseOffset)
 	case *next >= 0 && h.BaseOffset > *next:
-		d.warnf(path, pos, "offsets %d to %d are missing before this batch (compaction can leave gaps)", *next, h.BaseOffset-1)
+		d.problemf(path, pos, "offsets %d to %d are missing: the previous batch ends at offset %d but this one starts at offset %d",
+			*next, h.BaseOffset-1, *next-1, h.BaseOffset)
 	}
 	if base >= 0 && h.LastOffset()-base > math.MaxInt32 {
 		d.problemf(path, pos, "batch last offset %d is more than 2^31-1 above the segment base offset %d", h.LastOffset(), base)
+		lost()
 		return
 	}
 	*next = h.NextOffset()

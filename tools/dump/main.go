@@ -32,29 +32,43 @@ type config struct {
 const usageText = `Usage: sluice-dump [flags] PATH...
 
 Prints the record batches of a Sluice (or Kafka) partition log, like Kafka's
-kafka-dump-log.sh. PATH is a partition folder (every .log file in offset
-order, and its log.checkpoint), a segment .log file, or an .index or
-.timeindex file. Files are only read, never changed.
+kafka-dump-log.sh. PATH is a partition folder (its log.checkpoint, then every
+.log file in offset order), a segment .log file, an .index or .timeindex
+file, or a log.checkpoint file. Files are only read, never changed. Problems
+and warnings go to stderr as they are found; the dump goes on after a problem.
 
 Flags:
 `
 
 const usageTail = `
-Exit status: 0 clean, 1 a problem was found (with --verify, at the first
-one), 2 usage error.
+--verify prints no batches: it wins over --records, which is then ignored,
+and --json only turns its final "verified" lines into JSON objects. Problems
+and warnings are always text on stderr, one per line.
+
+Exit status: 0 no problem found (warnings allowed), 1 a problem was found
+(--verify stops at the first one), 2 usage error.
 
 Examples:
   sluice-dump --demo ./data/demo-0        write a demo log there and dump it
   sluice-dump --records ./data/demo-0     every batch and record
   sluice-dump --json --records ./data/demo-0/00000000000000000000.log
-  sluice-dump --verify ./data/demo-0      CRCs, offsets, indexes
+  sluice-dump --verify ./data/demo-0      CRCs, offsets, indexes, checkpoint
+  sluice-dump -h | less
+
+Without installing, from the root of a Sluice checkout:
+  go run ./tools/cmd/sluice-dump --demo /tmp/demo-0
+  go run ./tools/cmd/sluice-dump --verify /tmp/demo-0
+  go run ./tools/cmd/sluice-dump --records /tmp/demo-0/00000000000000000000.log
 `
 
+const usageHint = "Run sluice-dump -h for usage.\n"
+
 // Main runs sluice-dump with args (without the program name), writing the
-// dump to stdout and problems, warnings and usage to stderr. It returns the
-// exit status: ExitOK, ExitProblem or ExitUsage.
+// dump (and the usage, for -h) to stdout and problems, warnings and usage
+// errors to stderr. It returns the exit status: ExitOK, ExitProblem or
+// ExitUsage.
 func Main(args []string, stdout, stderr io.Writer) int {
-	cfg, paths, code, ok := parseArgs(args, stderr)
+	cfg, paths, code, ok := parseArgs(args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -82,11 +96,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		d.path(p)
 	}
 	if cfg.verify && d.problems == 0 {
-		if cfg.json {
-			d.emit(&jsonVerified{Type: "verified", Batches: d.batches, Records: d.records, Segments: d.segments})
-		} else {
-			fmt.Fprintf(d.out, "verified: %d batches, %d records, %d segments\n", d.batches, d.records, d.segments)
-		}
+		d.printVerified()
 	}
 	if d.problems > 0 {
 		return ExitProblem
@@ -94,21 +104,46 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
+// printVerified prints --verify's last lines: one per index or checkpoint
+// PATH, then one totalling the segments read (if any).
+func (d *dumper) printVerified() {
+	for _, v := range d.verified {
+		if d.cfg.json {
+			d.emit(v.json)
+		} else {
+			fmt.Fprintf(d.out, "verified: %s\n", v.text)
+		}
+	}
+	if d.segments == 0 {
+		return
+	}
+	if d.cfg.json {
+		d.emit(&jsonVerified{Type: "verified", Batches: d.batches, Records: d.records, Segments: d.segments})
+	} else {
+		fmt.Fprintf(d.out, "verified: %s, %s, %s\n", plural(d.batches, "batch", "batches"),
+			plural(d.records, "record", "records"), plural(d.segments, "segment", "segments"))
+	}
+}
+
+// plural returns "1 batch", "2 batches", "0 batches".
+func plural[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // parseArgs parses flags, which may be mixed with paths; everything after
 // "--" is a path.
-func parseArgs(args []string, stderr io.Writer) (cfg config, paths []string, code int, ok bool) {
+func parseArgs(args []string, stdout, stderr io.Writer) (cfg config, paths []string, code int, ok bool) {
 	fs := flag.NewFlagSet("sluice-dump", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors are printed below; the usage only for -h
+	fs.Usage = func() {}
 	fs.BoolVar(&cfg.records, "records", false, "also print every record: offset, timestamp, key, value, headers")
 	fs.IntVar(&cfg.maxValueBytes, "max-value-bytes", 64, "show at most this many bytes of each key, value and header value (-1: all)")
 	fs.BoolVar(&cfg.json, "json", false, "print JSON lines (one object per batch, and per record with --records)")
-	fs.BoolVar(&cfg.verify, "verify", false, "check CRCs, record structure, offsets and indexes instead of printing; exit 1 at the first problem")
+	fs.BoolVar(&cfg.verify, "verify", false, "check CRCs, record structure, offsets, indexes and the checkpoint instead of printing; stop with exit status 1 at the first problem")
 	fs.StringVar(&cfg.demo, "demo", "", "write a small demo partition log into `DIR` (unless it holds one), then dump it with --records")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, usageTail)
-	}
 	var tail []string
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, tail = args[:i], args[i+1:]
@@ -116,8 +151,13 @@ func parseArgs(args []string, stderr io.Writer) (cfg config, paths []string, cod
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stdout, usageText)
+				fs.SetOutput(stdout)
+				fs.PrintDefaults()
+				fmt.Fprint(stdout, usageTail)
 				return cfg, nil, ExitOK, false
 			}
+			fmt.Fprintf(stderr, "sluice-dump: %v\n%s", err, usageHint)
 			return cfg, nil, ExitUsage, false
 		}
 		args = fs.Args()
@@ -130,9 +170,9 @@ func parseArgs(args []string, stderr io.Writer) (cfg config, paths []string, cod
 	paths = append(paths, tail...)
 	switch {
 	case cfg.demo != "" && len(paths) > 0:
-		fmt.Fprintln(stderr, "sluice-dump: --demo DIR takes no other PATH")
+		fmt.Fprint(stderr, "sluice-dump: --demo DIR takes no other PATH\n"+usageHint)
 	case cfg.demo == "" && len(paths) == 0:
-		fmt.Fprintln(stderr, "sluice-dump: no PATH given (try -h)")
+		fmt.Fprint(stderr, "sluice-dump: no PATH given\n"+usageHint)
 	default:
 		if cfg.maxValueBytes < 0 {
 			cfg.maxValueBytes = -1
@@ -154,6 +194,14 @@ type dumper struct {
 	stop     bool // --verify found a problem: do nothing more
 
 	batches, records, segments int64
+	verified                   []verifiedItem // --verify's lines for index and checkpoint PATHs
+}
+
+// verifiedItem is one "verified" line, as text (after "verified: ") and
+// as a JSON object.
+type verifiedItem struct {
+	text string
+	json any
 }
 
 func newDumper(cfg config, fs vfs.FS, stdout, stderr io.Writer) *dumper {
