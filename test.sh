@@ -28,9 +28,10 @@ apt_install() {
 }
 
 need_go
-# No external programs are needed yet; the broker's client tests will add
-# kcat, python3-kafka and python3-confluent-kafka here.
-apt_install ca-certificates
+# Real Kafka clients the broker tests drive: kcat (librdkafka),
+# kafka-python and confluent-kafka-python (for Debian's /usr/bin/python3).
+apt_install kcat python3-kafka python3-confluent-kafka
+export SLUICE_REQUIRE_CLIENTS=1
 
 modules=$(sed -n 's/^\t\.\/\(.*\)$/\1/p' go.work)
 

@@ -1,10 +1,16 @@
-// Package replica will hold one partition replica: an etcd raft group
-// (go.etcd.io/raft/v3) per partition whose raft log is the partition's
-// segment log (see DESIGN.md). The produce
-// path is server -> replica partition -> segment log: an append returns after
-// commit, and the replica owns the high watermark, the log end offset and the
-// leader epoch stamped into each record batch.
+// Package replica is one partition replica: the produce path is
+// server -> replica.Partition -> segment.Log.
 //
-// The code arrives with the broker work; until then this module only states
-// its job.
+// A Partition owns the high watermark, the log end offset and the leader
+// epoch stamped into each appended record batch. Append returns once the
+// batch is committed. Today a Partition has a single replica, so a batch
+// is committed once it is durable by the log's flush policy: with Sync on
+// every acknowledged write (Sluice's default, log.flush.interval.messages=1)
+// the high watermark only ever covers fsynced data; with Kafka's page-cache
+// policy it covers written data.
+//
+// The interface is the one the raft-replicated partition will fill (see
+// DESIGN.md): one etcd raft group per partition whose raft log is the
+// segment log, where Append returns after the entry commits and the high
+// watermark is the last offset of the last committed entry plus one.
 package replica

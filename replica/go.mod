@@ -1,3 +1,16 @@
 module github.com/sluicemq/sluice/replica
 
-go 1.26
+go 1.26.0
+
+require github.com/sluicemq/sluice/segment v0.0.0
+
+require (
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/sluicemq/sluice/index v0.0.0 // indirect
+)
+
+replace (
+	github.com/sluicemq/sluice/index => ../index
+	github.com/sluicemq/sluice/segment => ../segment
+)

@@ -1,0 +1,121 @@
+package replica
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sluicemq/sluice/segment"
+)
+
+// Partition is one replica of one partition: its log, high watermark and
+// leader epoch. It is safe for concurrent use.
+type Partition struct {
+	log *segment.Log
+
+	mu            sync.Mutex
+	highWatermark int64
+	leaderEpoch   int32
+	syncEvery     bool          // fsync before an append commits
+	changed       chan struct{} // closed and replaced when the high watermark moves
+}
+
+// Options configure a Partition.
+type Options struct {
+	// LeaderEpoch is stamped into every appended batch's
+	// partitionLeaderEpoch field (the raft term, under replication).
+	LeaderEpoch int32
+	// SyncOnCommit makes Append fsync (group commit) before a batch counts
+	// as committed and the high watermark moves past it.
+	SyncOnCommit bool
+}
+
+// New wraps an open log. Everything already in the log counts as committed
+// (a single replica recovered it from disk).
+func New(log *segment.Log, opts Options) *Partition {
+	return &Partition{
+		log:           log,
+		highWatermark: log.LogEndOffset(),
+		leaderEpoch:   opts.LeaderEpoch,
+		syncEvery:     opts.SyncOnCommit,
+		changed:       make(chan struct{}),
+	}
+}
+
+// Log returns the partition's log.
+func (p *Partition) Log() *segment.Log { return p.log }
+
+// LeaderEpoch returns the epoch stamped into appended batches.
+func (p *Partition) LeaderEpoch() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leaderEpoch
+}
+
+// HighWatermark returns the offset below which records are committed and
+// may be served to consumers.
+func (p *Partition) HighWatermark() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.highWatermark
+}
+
+// LogEndOffset returns the offset the next appended record gets.
+func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
+
+// LogStartOffset returns the first readable offset.
+func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
+
+// AppendOptions are per-append choices made by the server.
+type AppendOptions struct {
+	// LogAppendTime sets the broker's clock as the batch timestamp
+	// (message.timestamp.type=LogAppendTime).
+	LogAppendTime bool
+}
+
+// Append appends one record batch (modified in place: offsets, leader
+// epoch) and returns once it is committed. Errors are the log's (for
+// example segment.ErrCorrupt for an invalid batch).
+func (p *Partition) Append(ctx context.Context, batch []byte, opts AppendOptions) (segment.AppendResult, error) {
+	res, err := p.log.AppendWith(batch, segment.AppendOptions{
+		SetLeaderEpoch: true,
+		LeaderEpoch:    p.LeaderEpoch(),
+		LogAppendTime:  opts.LogAppendTime,
+	})
+	if err != nil {
+		return res, err
+	}
+	if p.syncEvery {
+		if err := p.log.Sync(); err != nil {
+			return res, err
+		}
+	}
+	p.advance(res.LastOffset + 1)
+	return res, nil
+}
+
+// advance moves the high watermark up to hw (never down) and wakes
+// waiters.
+func (p *Partition) advance(hw int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if hw <= p.highWatermark {
+		return
+	}
+	p.highWatermark = hw
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed the next time the high watermark moves
+// (for Fetch long polls).
+func (p *Partition) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+// Read returns committed batches (below the high watermark) from offset,
+// KIP-74 style; see segment.Log.Read.
+func (p *Partition) Read(offset int64, maxBytes int) (segment.ReadResult, error) {
+	return p.log.Read(offset, maxBytes, p.HighWatermark())
+}

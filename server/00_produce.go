@@ -1,0 +1,109 @@
+package server
+
+// Produce, versions 3-13. v3 is the first with record batches (magic 2)
+// and transactional ids; v5 returns the log start offset; v8 returns
+// per-record errors; v9 is flexible; v13 names topics by ID. acks=0 gets
+// no response.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/sluicemq/sluice/replica"
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 0, minVersion: 3, maxVersion: 13, serve: serveProduce})
+}
+
+func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		name := rt.Topic
+		t, ok := b.meta.Topic(name)
+		if req.Version >= 13 {
+			t, ok = b.meta.TopicByID(rt.TopicID)
+			name = t.Name
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			var part *replica.Partition
+			if ok {
+				part, ok = b.partition(name, rp.Partition)
+			}
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if req.Version >= 13 {
+					sp.ErrorCode = kerr.UnknownTopicID.Code
+				}
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			err := b.produceOne(ctx, part, t.Configs, rp.Records, &sp)
+			if err != nil {
+				sp.ErrorCode = kafkaCode(err)
+				sp.ErrorMessage = errMessage(err)
+				if sp.ErrorCode == kerr.KafkaStorageError.Code {
+					b.logger.Error("sluice: produce failed", "topic", name, "partition", rp.Partition, "err", err)
+				}
+			}
+			sp.LogStartOffset = part.LogStartOffset()
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		return nil, nil
+	}
+	return resp, nil
+}
+
+// produceOne validates and appends one partition's records: exactly one
+// record batch of magic 2 (Kafka refuses more than one per partition).
+func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, configs map[string]string, records []byte, sp *kmsg.ProduceResponseTopicPartition) error {
+	if len(records) < batch.HeaderSize {
+		return kafkaErrorf(kerr.CorruptMessage, "records of %d bytes hold no record batch", len(records))
+	}
+	h, err := batch.ParseHeader(records)
+	if err != nil {
+		return kafkaErrorf(kerr.UnsupportedForMessageFormat, "%v", err)
+	}
+	if h.Size() != len(records) {
+		return kafkaErrorf(kerr.InvalidRecord, "records hold %d bytes, the first batch %d: one batch per partition", len(records), h.Size())
+	}
+	maxBytes, _ := strconv.Atoi(b.topicConfigValue(configs, "max.message.bytes"))
+	if len(records) > maxBytes {
+		return kafkaErrorf(kerr.MessageTooLarge, "batch of %d bytes exceeds max.message.bytes=%d", len(records), maxBytes)
+	}
+	lat := b.topicConfigValue(configs, "message.timestamp.type") == "LogAppendTime"
+	res, err := part.Append(ctx, records, replica.AppendOptions{LogAppendTime: lat})
+	if err != nil {
+		return fmt.Errorf("append: %w", err)
+	}
+	sp.BaseOffset = res.BaseOffset
+	sp.LogAppendTime = res.LogAppendTime
+	return nil
+}

@@ -1,0 +1,59 @@
+package server
+
+// ListOffsets, versions 1-8. v1 is the first with a single offset per
+// timestamp; v2 adds the isolation level; v4 adds leader epochs; v6 is
+// flexible; v7 accepts -3 (the max timestamp, KIP-734); v8 -4 (local log
+// start, tiered storage: the same as -2 here).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 2, minVersion: 1, maxVersion: 8, serve: serveListOffsets})
+}
+
+func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
+			part, ok := b.partition(rt.Topic, rp.Partition)
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			hw := part.HighWatermark()
+			switch rp.Timestamp {
+			case -1: // latest: the high watermark (read_committed: the last stable offset, the same without transactions)
+				sp.Offset = hw
+			case -2, -4: // earliest
+				sp.Offset = part.LogStartOffset()
+			case -3:
+				if ts, off, found, err := part.Log().MaxTimestamp(); err != nil {
+					sp.ErrorCode = kafkaCode(err)
+				} else if found && off < hw {
+					sp.Timestamp, sp.Offset = ts, off
+				}
+			default:
+				if off, ts, found, err := part.Log().OffsetForTimestamp(rp.Timestamp); err != nil {
+					sp.ErrorCode = kafkaCode(err)
+				} else if found && off < hw {
+					sp.Timestamp, sp.Offset = ts, off
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}

@@ -1,0 +1,103 @@
+package server
+
+// Metadata, versions 0-12. v1 makes a null topic list mean "all topics"
+// (v0: empty means all); v2 adds the cluster id; v4 lets the client ask
+// for auto-creation (earlier versions always may); v9 is flexible; v10
+// adds topic IDs; v12 may ask for a topic by ID alone.
+
+import (
+	"context"
+
+	"github.com/sluicemq/sluice/meta"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 3, minVersion: 0, maxVersion: 12, serve: serveMetadata})
+}
+
+// clusterID is reported in Metadata and DescribeCluster.
+const clusterID = "sluice-single-node"
+
+func serveMetadata(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	adv := b.cfg.AdvertisedListeners[0]
+	host := adv.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: int32(adv.Port)}}
+	id := clusterID
+	resp.ClusterID = &id
+	resp.ControllerID = b.cfg.NodeID
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range b.meta.Topics() {
+			resp.Topics = append(resp.Topics, b.topicMetadata(t))
+		}
+		return resp, nil
+	}
+	autoCreate := b.cfg.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation)
+	for _, rt := range req.Topics {
+		var (
+			t  meta.Topic
+			ok bool
+		)
+		if rt.Topic != nil {
+			t, ok = b.meta.Topic(*rt.Topic)
+		} else {
+			t, ok = b.meta.TopicByID(rt.TopicID)
+		}
+		if !ok && rt.Topic != nil && autoCreate {
+			var err error
+			t, err = b.createTopic(*rt.Topic, -1, -1, nil, false)
+			ok = err == nil
+			if err != nil && !errIs(err, kerr.TopicAlreadyExists) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = rt.Topic
+				mt.ErrorCode = kafkaCode(err)
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			if !ok {
+				t, ok = b.meta.Topic(*rt.Topic)
+			}
+		}
+		if !ok {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = rt.Topic
+			mt.TopicID = rt.TopicID
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if rt.Topic == nil {
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+			}
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, b.topicMetadata(t))
+	}
+	return resp, nil
+}
+
+func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = t.ID
+	for p := int32(0); p < t.Partitions; p++ {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p
+		mp.Leader = b.cfg.NodeID
+		mp.LeaderEpoch = 0
+		mp.Replicas = []int32{b.cfg.NodeID}
+		mp.ISR = []int32{b.cfg.NodeID}
+		if _, ok := b.partition(t.Name, p); !ok {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

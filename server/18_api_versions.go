@@ -1,0 +1,39 @@
+package server
+
+// ApiVersions, versions 0-4. v1 adds throttle time; v3 is flexible and
+// carries the client's software name and version (KIP-511); an
+// unsupported version is answered with UNSUPPORTED_VERSION and our version
+// list in a v0 response, so the client can retry with one we support.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 18, minVersion: 0, maxVersion: 4, serve: serveApiVersions})
+}
+
+func apiKeys() []kmsg.ApiVersionsResponseApiKey {
+	var keys []kmsg.ApiVersionsResponseApiKey
+	for _, h := range sortedHandlers() {
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: h.key, MinVersion: h.minVersion, MaxVersion: h.maxVersion})
+	}
+	return keys
+}
+
+func serveApiVersions(_ context.Context, _ *Broker, _ *clientConn, req kmsg.Request) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	resp.ApiKeys = apiKeys()
+	return resp, nil
+}
+
+func apiVersionsUnsupported() kmsg.Response {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(0)
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	resp.ApiKeys = apiKeys()
+	return resp
+}

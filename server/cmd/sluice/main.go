@@ -1,0 +1,105 @@
+// Command sluice is the Sluice broker.
+//
+//	sluice serve [--config FILE] [--set key=value]...   run a broker
+//	sluice dump-log [flags] PATH...                     inspect segment files (as sluice-dump)
+//
+// FILE uses Kafka's server.properties syntax and key names; --set
+// overrides any key and may repeat. With no flags the broker is one node
+// listening on 127.0.0.1:9092 with its data in ./data.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sluicemq/sluice/server"
+	"github.com/sluicemq/sluice/server/config"
+	"github.com/sluicemq/sluice/tools/dump"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage:
+  sluice serve [--config FILE] [--set key=value]...
+  sluice dump-log [flags] PATH...   (sluice dump-log -h for its flags)
+`
+
+// setFlags collects repeated --set key=value flags.
+type setFlags []string
+
+func (s *setFlags) String() string { return strings.Join(*s, ",") }
+func (s *setFlags) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	*s = append(*s, v)
+	return nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "dump-log":
+		return dump.Main(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("config", "", "a server.properties `FILE` (Kafka syntax and key names)")
+	var sets setFlags
+	fs.Var(&sets, "set", "override one config `key=value` (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg, err := config.Load(*file, sets)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return 2
+	}
+	b, err := server.New(cfg, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return 1
+	}
+	if err := b.Start(); err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		b.Close()
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	s := <-sig
+	logger.Info("sluice: shutting down", "signal", s.String())
+	if err := b.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		logger.Error("sluice: shutdown", "err", err)
+		return 1
+	}
+	logger.Info("sluice: stopped")
+	return 0
+}

@@ -1,0 +1,273 @@
+// Package config is the broker's static configuration: Kafka's
+// server.properties key names, read from a properties file and from
+// `--set key=value` overrides.
+//
+//	sluice serve [--config FILE] [--set key=value]...
+//
+// FILE uses java.util.Properties syntax (see ParseProperties). Every --set
+// replaces the file's value for its key, and --set may repeat (the last one
+// for a key wins). Unknown keys and bad values are errors that name the key;
+// Load and Validate report every problem at once (errors.Join of *Error).
+//
+// # Keys
+//
+// One table in keys.go maps each Kafka key onto one typed field of Config;
+// each field's comment gives its key, unit, allowed range, Sluice's default
+// and Kafka's. Keys lists the names. Sluice differs from Kafka's defaults in:
+//
+//   - log.flush.interval.messages = 1 (Kafka: 9223372036854775807). Every
+//     acknowledged write is fsynced before the ack; concurrent writers share
+//     one fsync (group commit). Set it to 9223372036854775807 for Kafka's
+//     behaviour: acks once the write is in the page cache, and durability
+//     comes from replication and log.flush.interval.ms.
+//   - offsets.topic.replication.factor = 1 (Kafka: 3), since Sluice runs as a
+//     single node.
+//   - node.id = 1 (Kafka: none, -1 means unset).
+//   - listeners = PLAINTEXT://127.0.0.1:9092 (Kafka: PLAINTEXT://:9092, all
+//     interfaces).
+//   - log.dirs = ./data (Kafka: log.dir = /tmp/kafka-logs).
+//
+// # Synonyms
+//
+// Like Kafka, some settings have several names, in units that differ; the
+// more precise one wins whatever order they are given in:
+//
+//	log.dirs            > log.dir
+//	log.roll.ms         > log.roll.hours
+//	log.retention.ms    > log.retention.minutes > log.retention.hours
+//
+// Precedence is by name, not by source, as with Kafka's --override: a --set
+// log.retention.hours does not beat log.retention.ms in the file. Synonyms
+// are accepted by Set and Load, and reported by Source, but have no field
+// of their own: String and Keys know only the canonical name.
+//
+// # Listeners
+//
+// Only the PLAINTEXT security protocol is implemented. A listener is
+// NAME://host:port; NAME must map to PLAINTEXT in
+// listener.security.protocol.map (as PLAINTEXT itself does by default).
+// While advertised.listeners is not set, AdvertisedListeners follows
+// listeners, so the field always holds what clients are told.
+//
+// Config holds slices and a map; Set replaces them and never writes through
+// them, so copies of a Config may share them safely as long as callers do
+// not modify them in place either.
+package config
+
+import "math"
+
+// Config is the broker's static configuration. Build one with Default or
+// Load; a zero Config is not valid.
+type Config struct {
+	// NodeID is this broker's id in the cluster.
+	// Key node.id; int >= 0. Default 1 (Kafka: -1, meaning unset).
+	NodeID int32
+
+	// Listeners are the addresses the broker accepts connections on.
+	// Key listeners; comma-separated NAME://host:port. Default
+	// PLAINTEXT://127.0.0.1:9092 (Kafka: PLAINTEXT://:9092). An empty host
+	// means all interfaces; port 0 asks the OS for a free port (tests).
+	// Names are unique and upper case; non-zero ports are unique.
+	Listeners []Listener
+
+	// AdvertisedListeners are the addresses given to clients in metadata.
+	// Key advertised.listeners; same syntax as listeners. Default (and
+	// Kafka's): the listeners. When derived from listeners, an empty,
+	// 0.0.0.0 or :: host becomes 127.0.0.1 (Kafka would advertise the
+	// machine's canonical host name); when given, an empty host becomes
+	// 127.0.0.1 and 0.0.0.0 or :: is an error. Names must be among the
+	// listeners' names. Port 0 stands for the port the listener of the same
+	// name actually bound; the server fills it in.
+	AdvertisedListeners []Listener
+
+	// ListenerSecurityProtocolMap maps listener names to security protocols.
+	// Key listener.security.protocol.map; comma-separated NAME:PROTOCOL.
+	// Default (Kafka's) PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,
+	// SASL_SSL:SASL_SSL,SSL:SSL. Every listener's name must map to PLAINTEXT,
+	// the only protocol Sluice implements.
+	ListenerSecurityProtocolMap map[string]string
+
+	// LogDirs are the directories holding partition logs.
+	// Key log.dirs (synonym log.dir; log.dirs wins); comma-separated paths,
+	// at least one. Default ./data (Kafka: /tmp/kafka-logs).
+	LogDirs []string
+
+	// NumPartitions is the partition count of topics created without one.
+	// Key num.partitions; int >= 1. Default 1 (Kafka's).
+	NumPartitions int32
+
+	// DefaultReplicationFactor is the replication factor of topics created
+	// without one. Key default.replication.factor; >= 1, at most 32767 (the
+	// protocol's int16; Kafka declares an int). Default 1 (Kafka's).
+	DefaultReplicationFactor int16
+
+	// AutoCreateTopicsEnable creates unknown topics on metadata requests.
+	// Key auto.create.topics.enable; bool. Default true (Kafka's).
+	AutoCreateTopicsEnable bool
+
+	// LogSegmentBytes is the size at which a log segment rolls.
+	// Key log.segment.bytes; bytes, int >= 14. Default 1073741824 (1 GiB,
+	// Kafka's).
+	LogSegmentBytes int32
+
+	// LogRollMs is the age at which a log segment rolls even if not full.
+	// Key log.roll.ms (synonym log.roll.hours, int >= 1; log.roll.ms wins);
+	// milliseconds, long >= 1. Default 604800000 (168 hours, Kafka's).
+	LogRollMs int64
+
+	// LogRetentionMs is how long a closed segment is kept.
+	// Key log.retention.ms (synonyms log.retention.minutes and
+	// log.retention.hours, ints; ms > minutes > hours); milliseconds, long
+	// >= -1; -1 keeps segments forever (a negative synonym means -1 too).
+	// Default 604800000 (168 hours, Kafka's).
+	LogRetentionMs int64
+
+	// LogRetentionBytes is the partition size above which old segments are
+	// deleted. Key log.retention.bytes; bytes, long >= -1; -1 means no size
+	// limit. Default -1 (Kafka's).
+	LogRetentionBytes int64
+
+	// LogRetentionCheckIntervalMs is how often retention runs.
+	// Key log.retention.check.interval.ms; milliseconds, long >= 1.
+	// Default 300000 (5 minutes, Kafka's).
+	LogRetentionCheckIntervalMs int64
+
+	// LogFlushIntervalMessages is how many messages may be acknowledged
+	// before the log is fsynced.
+	// Key log.flush.interval.messages; messages, long >= 1.
+	//
+	// SLUICE DEFAULT 1: every acknowledged write is fsynced before its ack
+	// (concurrent writes share one fsync: group commit), so an acked write
+	// survives power loss on a single node. Kafka's default is
+	// 9223372036854775807: ack once in the page cache and rely on
+	// replication; set that value for Kafka's behaviour and throughput.
+	LogFlushIntervalMessages int64
+
+	// LogFlushIntervalMs is the longest a written message stays unsynced.
+	// Key log.flush.interval.ms; milliseconds, long >= 0. Default
+	// 9223372036854775807 (never; Kafka's, via log.flush.scheduler.interval.ms).
+	LogFlushIntervalMs int64
+
+	// MessageMaxBytes is the largest record batch accepted.
+	// Key message.max.bytes; bytes, int >= 0. Default 1048588 (Kafka's).
+	MessageMaxBytes int32
+
+	// SocketRequestMaxBytes is the largest request accepted.
+	// Key socket.request.max.bytes; bytes, int >= 1. Default 104857600
+	// (100 MiB, Kafka's).
+	SocketRequestMaxBytes int32
+
+	// MinInsyncReplicas is the number of in-sync replicas an acks=all write
+	// needs. Key min.insync.replicas; int >= 1. Default 1 (Kafka's).
+	MinInsyncReplicas int32
+
+	// LogMessageTimestampType is which timestamp records keep.
+	// Key log.message.timestamp.type; CreateTime or LogAppendTime (case
+	// matters, as in Kafka). Default CreateTime (Kafka's).
+	LogMessageTimestampType string
+
+	// CompressionType is the compression of stored batches: producer keeps
+	// what the producer sent. Key compression.type; one of uncompressed,
+	// producer, gzip, snappy, lz4, zstd. Default producer (Kafka's).
+	CompressionType string
+
+	// OffsetsTopicNumPartitions is the partition count of __consumer_offsets.
+	// Key offsets.topic.num.partitions; int >= 1. Default 50 (Kafka's).
+	OffsetsTopicNumPartitions int32
+
+	// OffsetsTopicReplicationFactor is the replication factor of
+	// __consumer_offsets. Key offsets.topic.replication.factor; short >= 1.
+	// Default 1 for a single node (Kafka: 3).
+	OffsetsTopicReplicationFactor int16
+
+	// GroupInitialRebalanceDelayMs is how long a new group waits for more
+	// members before its first rebalance. Key
+	// group.initial.rebalance.delay.ms; milliseconds, int >= 0. Default 3000
+	// (Kafka's).
+	GroupInitialRebalanceDelayMs int32
+
+	// LogIndexIntervalBytes is the log bytes between offset index entries.
+	// Key log.index.interval.bytes; bytes, int >= 0. Default 4096 (Kafka's).
+	LogIndexIntervalBytes int32
+
+	// LogIndexSizeMaxBytes is the largest offset index; a full index rolls
+	// the segment. Key log.index.size.max.bytes; bytes, int >= 4. Default
+	// 10485760 (10 MiB, Kafka's).
+	LogIndexSizeMaxBytes int32
+
+	// LogCleanupPolicy is what happens to old segments.
+	// Key log.cleanup.policy; delete, compact, or both comma-separated.
+	// Default delete (Kafka's).
+	LogCleanupPolicy CleanupPolicy
+
+	// LogSegmentDeleteDelayMs is how long a deleted segment's files linger
+	// (renamed .deleted) before removal. Key log.segment.delete.delay.ms;
+	// milliseconds, long >= 0. Default 60000 (Kafka's; the topic-level name
+	// is file.delete.delay.ms).
+	LogSegmentDeleteDelayMs int64
+
+	// set has bit i on when the key with index i (see entries) was given to
+	// Set; Source reports it.
+	set uint64
+}
+
+// Default returns Sluice's defaults; see each field. It is valid.
+func Default() Config {
+	l := []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}}
+	return Config{
+		NodeID:                        1,
+		Listeners:                     l,
+		AdvertisedListeners:           advertise(l),
+		ListenerSecurityProtocolMap:   defaultProtocolMap(),
+		LogDirs:                       []string{"./data"},
+		NumPartitions:                 1,
+		DefaultReplicationFactor:      1,
+		AutoCreateTopicsEnable:        true,
+		LogSegmentBytes:               1 << 30,
+		LogRollMs:                     168 * hourMs,
+		LogRetentionMs:                168 * hourMs,
+		LogRetentionBytes:             -1,
+		LogRetentionCheckIntervalMs:   300000,
+		LogFlushIntervalMessages:      1,
+		LogFlushIntervalMs:            math.MaxInt64,
+		MessageMaxBytes:               1048588,
+		SocketRequestMaxBytes:         100 << 20,
+		MinInsyncReplicas:             1,
+		LogMessageTimestampType:       "CreateTime",
+		CompressionType:               "producer",
+		OffsetsTopicNumPartitions:     50,
+		OffsetsTopicReplicationFactor: 1,
+		GroupInitialRebalanceDelayMs:  3000,
+		LogIndexIntervalBytes:         4096,
+		LogIndexSizeMaxBytes:          10 << 20,
+		LogCleanupPolicy:              CleanupDelete,
+		LogSegmentDeleteDelayMs:       60000,
+	}
+}
+
+const (
+	minuteMs = 60 * 1000
+	hourMs   = 60 * minuteMs
+)
+
+// CleanupPolicy is log.cleanup.policy: a set of CleanupDelete and
+// CleanupCompact.
+type CleanupPolicy uint8
+
+const (
+	CleanupDelete  CleanupPolicy = 1 << iota // delete segments past retention
+	CleanupCompact                           // keep the last record per key
+)
+
+// String is Kafka's spelling: "delete", "compact" or "compact,delete".
+func (p CleanupPolicy) String() string {
+	switch p {
+	case CleanupDelete:
+		return "delete"
+	case CleanupCompact:
+		return "compact"
+	case CleanupDelete | CleanupCompact:
+		return "compact,delete"
+	}
+	return ""
+}

@@ -1,0 +1,384 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// keyTable maps every Kafka key onto Config: the one table of names. Each
+// field's doc comment in config.go gives its unit and defaults.
+var keyTable = []spec{
+	intKey("node.id", func(c *Config) *int32 { return &c.NodeID }, 0, math.MaxInt32),
+	{
+		name: "listeners",
+		set: func(c *Config, v string) error {
+			ls, err := ParseListeners(v)
+			if err != nil {
+				return err
+			}
+			c.Listeners = ls
+			if e := entries["advertised.listeners"]; c.set&e.bit == 0 {
+				c.AdvertisedListeners = advertise(ls)
+			}
+			return nil
+		},
+		get:   func(c *Config) string { return formatListeners(c.Listeners) },
+		check: func(c *Config) error { return checkListeners(c.Listeners, true) },
+	},
+	{
+		name: "advertised.listeners",
+		set: func(c *Config, v string) error {
+			ls, err := ParseListeners(v)
+			if err != nil {
+				return err
+			}
+			if len(ls) == 0 { // unset: follow listeners again
+				c.set &^= entries["advertised.listeners"].bit
+				c.AdvertisedListeners = advertise(c.Listeners)
+				return nil
+			}
+			for i := range ls {
+				if ls[i].Host == "" {
+					ls[i].Host = loopback
+				}
+			}
+			c.AdvertisedListeners = ls
+			return nil
+		},
+		get:   func(c *Config) string { return formatListeners(c.AdvertisedListeners) },
+		check: func(c *Config) error { return checkAdvertised(c.AdvertisedListeners) },
+	},
+	{
+		name: "listener.security.protocol.map",
+		set: func(c *Config, v string) (err error) {
+			c.ListenerSecurityProtocolMap, err = parseProtocolMap(v)
+			return err
+		},
+		get: func(c *Config) string { return formatProtocolMap(c.ListenerSecurityProtocolMap) },
+	},
+	{
+		name:     "log.dirs",
+		set:      setDirs,
+		get:      func(c *Config) string { return strings.Join(c.LogDirs, ",") },
+		check:    checkDirs,
+		synonyms: []spec{{name: "log.dir", set: setDirs}},
+	},
+	intKey("num.partitions", func(c *Config) *int32 { return &c.NumPartitions }, 1, math.MaxInt32),
+	intKey("default.replication.factor", func(c *Config) *int16 { return &c.DefaultReplicationFactor }, 1, math.MaxInt16),
+	boolKey("auto.create.topics.enable", func(c *Config) *bool { return &c.AutoCreateTopicsEnable }),
+	intKey("log.segment.bytes", func(c *Config) *int32 { return &c.LogSegmentBytes }, 14, math.MaxInt32),
+	withSynonyms(intKey("log.roll.ms", func(c *Config) *int64 { return &c.LogRollMs }, 1, math.MaxInt64),
+		scaledKey("log.roll.hours", func(c *Config) *int64 { return &c.LogRollMs }, hourMs, 1)),
+	withSynonyms(intKey("log.retention.ms", func(c *Config) *int64 { return &c.LogRetentionMs }, -1, math.MaxInt64),
+		scaledKey("log.retention.minutes", func(c *Config) *int64 { return &c.LogRetentionMs }, minuteMs, math.MinInt32),
+		scaledKey("log.retention.hours", func(c *Config) *int64 { return &c.LogRetentionMs }, hourMs, math.MinInt32)),
+	intKey("log.retention.bytes", func(c *Config) *int64 { return &c.LogRetentionBytes }, -1, math.MaxInt64),
+	intKey("log.retention.check.interval.ms", func(c *Config) *int64 { return &c.LogRetentionCheckIntervalMs }, 1, math.MaxInt64),
+	intKey("log.flush.interval.messages", func(c *Config) *int64 { return &c.LogFlushIntervalMessages }, 1, math.MaxInt64),
+	intKey("log.flush.interval.ms", func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0, math.MaxInt64),
+	intKey("message.max.bytes", func(c *Config) *int32 { return &c.MessageMaxBytes }, 0, math.MaxInt32),
+	intKey("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes }, 1, math.MaxInt32),
+	intKey("min.insync.replicas", func(c *Config) *int32 { return &c.MinInsyncReplicas }, 1, math.MaxInt32),
+	enumKey("log.message.timestamp.type", func(c *Config) *string { return &c.LogMessageTimestampType }, "CreateTime", "LogAppendTime"),
+	enumKey("compression.type", func(c *Config) *string { return &c.CompressionType }, "uncompressed", "producer", "gzip", "snappy", "lz4", "zstd"),
+	intKey("offsets.topic.num.partitions", func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }, 1, math.MaxInt32),
+	intKey("offsets.topic.replication.factor", func(c *Config) *int16 { return &c.OffsetsTopicReplicationFactor }, 1, math.MaxInt16),
+	intKey("group.initial.rebalance.delay.ms", func(c *Config) *int32 { return &c.GroupInitialRebalanceDelayMs }, 0, math.MaxInt32),
+	intKey("log.index.interval.bytes", func(c *Config) *int32 { return &c.LogIndexIntervalBytes }, 0, math.MaxInt32),
+	intKey("log.index.size.max.bytes", func(c *Config) *int32 { return &c.LogIndexSizeMaxBytes }, 4, math.MaxInt32),
+	{
+		name:  "log.cleanup.policy",
+		set:   setCleanupPolicy,
+		get:   func(c *Config) string { return c.LogCleanupPolicy.String() },
+		check: checkCleanupPolicy,
+	},
+	intKey("log.segment.delete.delay.ms", func(c *Config) *int64 { return &c.LogSegmentDeleteDelayMs }, 0, math.MaxInt64),
+}
+
+// spec is one row of keyTable.
+type spec struct {
+	name     string
+	set      func(c *Config, v string) error // parse v (syntax, type range) and assign
+	get      func(c *Config) string          // the value as Kafka shows it; nil for synonyms
+	check    func(c *Config) error           // the field's own constraints; nil if none
+	synonyms []spec                          // other names for the field, highest precedence first
+}
+
+// entry indexes a key name, canonical or synonym.
+type entry struct {
+	spec   *spec
+	canon  *spec
+	bit    uint64 // this name's bit in Config.set
+	family uint64 // for a canonical key, its bit and its synonyms' bits
+	stage  int    // Load applies lower stages first: synonyms -n..-1, canonical 0
+}
+
+var (
+	entries   = map[string]*entry{}
+	canonKeys []string // sorted
+)
+
+func init() {
+	i := 0
+	for t := range keyTable {
+		s := &keyTable[t]
+		e := &entry{spec: s, canon: s, bit: 1 << i}
+		i++
+		entries[s.name] = e
+		canonKeys = append(canonKeys, s.name)
+		e.family = e.bit
+		for j := range s.synonyms {
+			syn := &entry{spec: &s.synonyms[j], canon: s, bit: 1 << i, stage: -(j + 1)}
+			i++
+			entries[syn.spec.name] = syn
+			e.family |= syn.bit
+		}
+	}
+	if i > 64 {
+		panic("config: more than 64 keys; widen Config.set")
+	}
+	sort.Strings(canonKeys)
+}
+
+// Keys returns the canonical key names, sorted. Synonyms (log.dir,
+// log.roll.hours, log.retention.minutes, log.retention.hours) are not
+// listed; see Synonyms.
+func Keys() []string {
+	return append([]string(nil), canonKeys...)
+}
+
+// Synonyms returns the other names of a canonical key, highest precedence
+// first (for log.retention.ms: log.retention.minutes, log.retention.hours),
+// or nil.
+func Synonyms(key string) []string {
+	e, ok := entries[key]
+	if !ok || e.spec != e.canon {
+		return nil
+	}
+	var out []string
+	for _, s := range e.spec.synonyms {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+// Set sets one key, by Kafka name (a canonical key or a synonym), from its
+// text. It parses the value, checks the key's own range, and leaves c
+// unchanged on error. Checks that span keys are Validate's. An empty
+// advertised.listeners means "the listeners", as if never set.
+func (c *Config) Set(key, value string) error {
+	e, ok := entries[key]
+	if !ok {
+		return &Error{Key: key, Value: value, Err: ErrUnknownKey}
+	}
+	tmp := *c
+	tmp.set |= e.bit
+	err := e.spec.set(&tmp, value)
+	if err == nil && e.canon.check != nil {
+		err = e.canon.check(&tmp)
+	}
+	if err != nil {
+		return &Error{Key: key, Value: value, Reason: err.Error(), Err: ErrInvalidValue}
+	}
+	*c = tmp
+	return nil
+}
+
+// String returns a canonical key's current value as Kafka shows it (for
+// DescribeConfigs); Set(key, value) with it changes nothing. ok is false
+// for unknown keys and for synonyms.
+func (c *Config) String(key string) (value string, ok bool) {
+	e, ok := entries[key]
+	if !ok || e.spec.get == nil {
+		return "", false
+	}
+	return e.spec.get(c), true
+}
+
+// Source says where a key's value came from.
+type Source uint8
+
+const (
+	// SourceDefault: the key was never set; the value is Sluice's default
+	// (Kafka's DEFAULT_CONFIG).
+	SourceDefault Source = iota
+	// SourceStatic: the key, or for a canonical key one of its synonyms,
+	// was set by the config file, --set or Set (Kafka's
+	// STATIC_BROKER_CONFIG).
+	SourceStatic
+)
+
+func (s Source) String() string {
+	if s == SourceStatic {
+		return "static"
+	}
+	return "default"
+}
+
+// Source reports where key's value came from; ok is false for an unknown
+// key.
+func (c *Config) Source(key string) (src Source, ok bool) {
+	e, ok := entries[key]
+	if !ok {
+		return SourceDefault, false
+	}
+	mask := e.bit
+	if e.spec == e.canon {
+		mask = e.family
+	}
+	if c.set&mask != 0 {
+		return SourceStatic, true
+	}
+	return SourceDefault, true
+}
+
+// withSynonyms adds lower-precedence names to s, highest first.
+func withSynonyms(s spec, syn ...spec) spec {
+	s.synonyms = syn
+	return s
+}
+
+type integer interface{ int16 | int32 | int64 }
+
+func typeRange[T integer]() (lo, hi int64, bits int) {
+	var z T
+	switch any(z).(type) {
+	case int16:
+		return math.MinInt16, math.MaxInt16, 16
+	case int32:
+		return math.MinInt32, math.MaxInt32, 32
+	}
+	return math.MinInt64, math.MaxInt64, 64
+}
+
+// intKey is a decimal integer key in [lo, hi].
+func intKey[T integer](name string, field func(*Config) *T, lo, hi T) spec {
+	tlo, thi, bits := typeRange[T]()
+	return spec{
+		name: name,
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, bits)
+			if err != nil {
+				return fmt.Errorf("must be an integer in [%d, %d]", lo, hi)
+			}
+			*field(c) = T(n)
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(int64(*field(c)), 10) },
+		check: func(c *Config) error {
+			n := *field(c)
+			switch {
+			case n >= lo && n <= hi:
+				return nil
+			case int64(hi) == thi && int64(lo) != tlo:
+				return fmt.Errorf("must be >= %d", lo)
+			}
+			return fmt.Errorf("must be in [%d, %d]", lo, hi)
+		},
+	}
+}
+
+// scaledKey is a synonym in a coarser unit (Kafka int) for a long field:
+// field = v*unit. v must be >= lo; a negative v sets -1 (unlimited).
+func scaledKey(name string, field func(*Config) *int64, unit int64, lo int32) spec {
+	return spec{
+		name: name,
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				return fmt.Errorf("must be an integer in [%d, %d]", lo, math.MaxInt32)
+			}
+			if n < int64(lo) {
+				return fmt.Errorf("must be >= %d", lo)
+			}
+			if n < 0 {
+				*field(c) = -1
+			} else {
+				*field(c) = n * unit
+			}
+			return nil
+		},
+	}
+}
+
+// boolKey is true or false, in any case, as in Kafka.
+func boolKey(name string, field func(*Config) *bool) spec {
+	return spec{
+		name: name,
+		set: func(c *Config, v string) error {
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case "true":
+				*field(c) = true
+			case "false":
+				*field(c) = false
+			default:
+				return errors.New("must be true or false")
+			}
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+	}
+}
+
+// enumKey is one of allowed, case-sensitive as in Kafka.
+func enumKey(name string, field func(*Config) *string, allowed ...string) spec {
+	return spec{
+		name: name,
+		set: func(c *Config, v string) error {
+			*field(c) = strings.TrimSpace(v)
+			return nil
+		},
+		get: func(c *Config) string { return *field(c) },
+		check: func(c *Config) error {
+			for _, a := range allowed {
+				if *field(c) == a {
+					return nil
+				}
+			}
+			return fmt.Errorf("must be one of %s", strings.Join(allowed, ", "))
+		},
+	}
+}
+
+func setDirs(c *Config, v string) (err error) {
+	c.LogDirs, err = parseList(v)
+	return err
+}
+
+func checkDirs(c *Config) error {
+	if len(c.LogDirs) == 0 {
+		return errors.New("must name at least one directory")
+	}
+	return nil
+}
+
+func setCleanupPolicy(c *Config, v string) error {
+	items, err := parseList(v)
+	if err != nil {
+		return err
+	}
+	var p CleanupPolicy
+	for _, it := range items {
+		switch it {
+		case "delete":
+			p |= CleanupDelete
+		case "compact":
+			p |= CleanupCompact
+		default:
+			return fmt.Errorf("unknown policy %q (want delete, compact or both)", it)
+		}
+	}
+	c.LogCleanupPolicy = p
+	return nil
+}
+
+func checkCleanupPolicy(c *Config) error {
+	if p := c.LogCleanupPolicy; p == 0 || p&^(CleanupDelete|CleanupCompact) != 0 {
+		return errors.New("must be delete, compact or compact,delete")
+	}
+	return nil
+}

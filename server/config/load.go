@@ -1,0 +1,185 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Sentinel errors; every *Error wraps one of them.
+var (
+	ErrUnknownKey   = errors.New("config: unknown key")
+	ErrInvalidValue = errors.New("config: invalid value")
+	ErrSyntax       = errors.New("config: syntax error")
+)
+
+// Error is one configuration problem. Load and Validate return several
+// joined with errors.Join; find them with errors.As or by unwrapping.
+type Error struct {
+	Origin string // where the value came from: the file's path or "--set"; "" from Set or Validate
+	Line   int    // line in Origin of a syntax error, else 0
+	Key    string // Kafka key name; "" for a syntax error
+	Value  string // the offending value as given
+	Reason string // what is wrong, e.g. "must be >= 1"
+	Err    error  // ErrUnknownKey, ErrInvalidValue or ErrSyntax
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("config: ")
+	if e.Origin != "" {
+		b.WriteString(e.Origin)
+		if e.Line > 0 {
+			b.WriteString(":" + strconv.Itoa(e.Line))
+		}
+		b.WriteString(": ")
+	} else if e.Line > 0 {
+		b.WriteString("line " + strconv.Itoa(e.Line) + ": ")
+	}
+	switch {
+	case errors.Is(e.Err, ErrUnknownKey):
+		fmt.Fprintf(&b, "unknown key %q", e.Key)
+	case e.Key != "":
+		fmt.Fprintf(&b, "%s=%q: %s", e.Key, e.Value, e.Reason)
+	default:
+		b.WriteString(e.Reason)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Load builds a Config from Default, the properties file (skipped when file
+// is ""), then sets, each "key=value" (a later set wins over an earlier one
+// and over the file). Synonyms follow Kafka's precedence whatever their
+// source (see the package doc). It then runs Validate. Every problem is
+// reported, joined; on error the Config is the zero value.
+func Load(file string, sets []string) (Config, error) {
+	var errs []error
+	props := map[string]string{}
+	origin := map[string]string{}
+	if file != "" {
+		m, err := readFile(file)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for k, v := range m {
+			props[k], origin[k] = v, file
+		}
+	}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			errs = append(errs, &Error{Origin: "--set", Reason: fmt.Sprintf("%q is not key=value", s), Err: ErrSyntax})
+			continue
+		}
+		props[k], origin[k] = v, "--set"
+	}
+	c := Default()
+	for _, k := range applyOrder(props) {
+		if err := c.Set(k, props[k]); err != nil {
+			var ce *Error
+			if errors.As(err, &ce) {
+				ce.Origin = origin[k]
+			}
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, c.validate()...)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+func readFile(file string) (map[string]string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	m, err := ParseProperties(f)
+	if err != nil {
+		for _, e := range flatten(err) {
+			var ce *Error
+			if errors.As(e, &ce) {
+				ce.Origin = file
+			}
+		}
+	}
+	return m, err
+}
+
+// flatten undoes errors.Join.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// applyOrder sorts keys so that lower-precedence synonyms are set first and
+// overwritten by higher ones; unknown keys and the rest go by name.
+func applyOrder(props map[string]string) []string {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	stage := func(k string) int {
+		if e, ok := entries[k]; ok {
+			return e.stage
+		}
+		return 0
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if si, sj := stage(keys[i]), stage(keys[j]); si != sj {
+			return si < sj
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+// Validate reports every problem with c at once (errors.Join of *Error,
+// each naming its key): each field's range, and the checks that span
+// keys — every listener's name maps to PLAINTEXT in
+// listener.security.protocol.map, and advertised listener names are
+// listener names.
+func (c *Config) Validate() error {
+	return errors.Join(c.validate()...)
+}
+
+func (c *Config) validate() []error {
+	var errs []error
+	bad := func(key string, reason error) {
+		v, _ := c.String(key)
+		errs = append(errs, &Error{Key: key, Value: v, Reason: reason.Error(), Err: ErrInvalidValue})
+	}
+	for _, s := range keyTable {
+		if s.check != nil {
+			if err := s.check(c); err != nil {
+				bad(s.name, err)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, l := range c.Listeners {
+		names[l.Name] = true
+		switch p, ok := c.ListenerSecurityProtocolMap[l.Name]; {
+		case !ok:
+			bad("listeners", fmt.Errorf("listener name %s is not in listener.security.protocol.map", l.Name))
+		case p != "PLAINTEXT":
+			bad("listeners", fmt.Errorf("listener %s uses security protocol %s; only PLAINTEXT is supported", l.Name, p))
+		}
+	}
+	for _, l := range c.AdvertisedListeners {
+		if !names[l.Name] {
+			bad("advertised.listeners", fmt.Errorf("listener name %s is not among the listeners", l.Name))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// clientConn is one client connection. Requests are read, served and
+// answered one at a time, in order, as a Kafka broker does per connection
+// (pipelined requests queue in the socket); memory per connection is
+// bounded by socket.request.max.bytes plus one response.
+type clientConn struct {
+	b        *Broker
+	conn     net.Conn
+	clientID string
+	logger   *slog.Logger
+}
+
+func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	cc := &clientConn{b: b, conn: c, logger: b.logger.With("remote", c.RemoteAddr().String())}
+	r := bufio.NewReaderSize(c, 64<<10)
+	w := bufio.NewWriterSize(c, 64<<10)
+	for {
+		if err := cc.serveOne(ctx, r, w); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+				cc.logger.Info("server: closing connection", "client_id", cc.clientID, "reason", err)
+			}
+			return
+		}
+	}
+}
+
+// errClose closes the connection after a request Kafka would not answer.
+var errClose = errors.New("server: closing connection")
+
+func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader, w *bufio.Writer) error {
+	var sizeBuf [4]byte
+	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+		return err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 8 || int64(size) > int64(cc.b.cfg.SocketRequestMaxBytes) {
+		return fmt.Errorf("%w: request size %d outside [8, socket.request.max.bytes=%d]", errClose, size, cc.b.cfg.SocketRequestMaxBytes)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	rd := kbin.Reader{Src: body}
+	key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
+	clientID := rd.NullableString()
+	if rd.Complete() != nil {
+		return fmt.Errorf("%w: truncated request header", errClose)
+	}
+	if clientID != nil {
+		cc.clientID = *clientID
+	}
+	h, ok := handlers[key]
+	req := kmsg.RequestForKey(key)
+	if !ok || req == nil {
+		return fmt.Errorf("%w: unsupported API key %d", errClose, key)
+	}
+	if version < h.minVersion || version > h.maxVersion {
+		if key == kmsg.ApiVersions.Int16() {
+			// KIP-511: answer UNSUPPORTED_VERSION with our versions, in v0.
+			return cc.write(w, corr, key, 0, apiVersionsUnsupported())
+		}
+		return fmt.Errorf("%w: API %d version %d outside [%d, %d]", errClose, key, version, h.minVersion, h.maxVersion)
+	}
+	req.SetVersion(version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&rd)
+	}
+	if err := rd.Complete(); err != nil {
+		return fmt.Errorf("%w: malformed request header: %v", errClose, err)
+	}
+	if err := req.ReadFrom(rd.Src); err != nil {
+		return fmt.Errorf("%w: malformed %s v%d: %v", errClose, kmsg.NameForKey(key), version, err)
+	}
+	resp, err := h.serve(ctx, cc.b, cc, req)
+	if err != nil {
+		return err
+	}
+	if resp == nil { // acks=0 produce: no response
+		return nil
+	}
+	resp.SetVersion(version)
+	return cc.write(w, corr, key, version, resp)
+}
+
+// write sends one response: size, correlation id, the header's tagged
+// fields when the response is flexible (never for ApiVersions), the body.
+func (cc *clientConn) write(w *bufio.Writer, corr int32, key, version int16, resp kmsg.Response) error {
+	buf := make([]byte, 8, 256)
+	binary.BigEndian.PutUint32(buf[4:], uint32(corr))
+	if resp.IsFlexible() && key != kmsg.ApiVersions.Int16() {
+		buf = append(buf, 0) // no tagged fields
+	}
+	buf = resp.AppendTo(buf)
+	binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
+	if _, err := w.Write(buf); err != nil {
+		return err
+	}
+	return w.Flush()
+}

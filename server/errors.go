@@ -1,0 +1,57 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluicemq/sluice/meta"
+	"github.com/sluicemq/sluice/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// kafkaError carries a Kafka error code with a message; internal errors
+// become Kafka codes only here, at the protocol boundary.
+type kafkaError struct {
+	code *kerr.Error
+	msg  string
+}
+
+func (e *kafkaError) Error() string { return fmt.Sprintf("%s: %s", e.code.Message, e.msg) }
+func (e *kafkaError) Unwrap() error { return e.code }
+
+func kafkaErrorf(code *kerr.Error, format string, args ...any) error {
+	return &kafkaError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func errIs(err error, code *kerr.Error) bool { return errors.Is(err, code) }
+
+// kafkaCode maps an internal error to the Kafka error code a client sees.
+func kafkaCode(err error) int16 {
+	var ke *kafkaError
+	var oor *segment.OutOfRangeError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ke):
+		return ke.code.Code
+	case errors.Is(err, segment.ErrCorrupt):
+		return kerr.CorruptMessage.Code
+	case errors.As(err, &oor):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, meta.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, meta.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	default:
+		return kerr.KafkaStorageError.Code
+	}
+}
+
+// errMessage is the message for a response's ErrorMessage field.
+func errMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

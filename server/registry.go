@@ -1,0 +1,39 @@
+package server
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handler serves one Kafka API. Each API lives in its own file, named by
+// key and name (00_produce.go, ...), and registers itself in init, so
+// ApiVersions advertises exactly what exists.
+type handler struct {
+	key        int16
+	minVersion int16
+	maxVersion int16
+	// serve answers a decoded request. Returning an error closes the
+	// connection (Kafka's answer to a request it cannot make sense of).
+	serve func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error)
+}
+
+var handlers = map[int16]handler{}
+
+func register(h handler) {
+	if _, dup := handlers[h.key]; dup {
+		panic("server: API registered twice")
+	}
+	handlers[h.key] = h
+}
+
+// sortedHandlers returns the handlers by key.
+func sortedHandlers() []handler {
+	out := make([]handler, 0, len(handlers))
+	for _, h := range handlers {
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/server/config"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// startBroker runs a broker on a free port with its data in dir (a new
+// temp dir when empty).
+func startBroker(t *testing.T, dir string, sets ...string) (*Broker, string) {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	sets = append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir}, sets...)
+	cfg, err := config.Load("", sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, b.Addr().String()
+}
+
+func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func TestProduceConsumeFranzGo(t *testing.T) {
+	_, addr := startBroker(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	producer := newClient(t, addr, kgo.DefaultProduceTopic("orders"), kgo.AllowAutoTopicCreation())
+	want := []*kgo.Record{
+		{Key: []byte("k1"), Value: []byte("v1"), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}},
+		{Key: nil, Value: []byte("no key")},
+		{Key: []byte("tombstone"), Value: nil},
+		{Key: []byte("empty"), Value: []byte{}},
+	}
+	for _, r := range want {
+		if err := producer.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	consumer := newClient(t, addr, kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []*kgo.Record
+	for len(got) < len(want) {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		got = append(got, fs.Records()...)
+	}
+	for i, r := range got {
+		w := want[i]
+		if r.Offset != int64(i) || !bytes.Equal(r.Key, w.Key) || !bytes.Equal(r.Value, w.Value) ||
+			(r.Key == nil) != (w.Key == nil) || (r.Value == nil) != (w.Value == nil) || len(r.Headers) != len(w.Headers) {
+			t.Fatalf("record %d: got key %q value %q offset %d headers %v", i, r.Key, r.Value, r.Offset, r.Headers)
+		}
+	}
+}
+
+func TestCreateTopicsAndListOffsets(t *testing.T) {
+	_, addr := startBroker(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, addr))
+	res, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"retention.ms": kadm.StringPtr("60000")}, "events")
+	if err != nil || res.Err != nil {
+		t.Fatalf("create: %v %v", err, res.Err)
+	}
+	if res, _ := adm.CreateTopic(ctx, 1, 1, nil, "events"); res.Err == nil {
+		t.Fatal("duplicate topic accepted")
+	}
+	if res, _ := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": kadm.StringPtr("soon")}, "bad"); res.Err == nil {
+		t.Fatal("bad config accepted")
+	}
+	if res, _ := adm.CreateTopic(ctx, 1, 3, nil, "rf3"); res.Err == nil {
+		t.Fatal("replication factor above the live brokers accepted")
+	}
+	if res, _ := adm.CreateTopic(ctx, 1, 1, nil, "bad/name"); res.Err == nil {
+		t.Fatal("illegal name accepted")
+	}
+	producer := newClient(t, addr, kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := 0; i < 10; i++ {
+		r := &kgo.Record{Partition: 1, Value: []byte("x"), Timestamp: time.UnixMilli(int64(1000 + i))}
+		if err := producer.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ends, err := adm.ListEndOffsets(ctx, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("events", 1); o.Offset != 10 {
+		t.Fatalf("end offset %d", o.Offset)
+	}
+	byTs, err := adm.ListOffsetsAfterMilli(ctx, 1005, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := byTs.Lookup("events", 1); o.Offset != 5 {
+		t.Fatalf("offset for timestamp 1005: %d", o.Offset)
+	}
+}
