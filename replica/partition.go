@@ -5,12 +5,18 @@ import (
 	"sync"
 
 	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
 )
 
 // Partition is one replica of one partition: its log, high watermark and
 // leader epoch. It is safe for concurrent use.
 type Partition struct {
 	log *segment.Log
+
+	// appendMu serializes the producer-state check with the append it
+	// guards (not the fsync that follows, so commits still group).
+	appendMu  sync.Mutex
+	producers producerState
 
 	mu            sync.Mutex
 	highWatermark int64
@@ -30,15 +36,26 @@ type Options struct {
 }
 
 // New wraps an open log. Everything already in the log counts as committed
-// (a single replica recovered it from disk).
-func New(log *segment.Log, opts Options) *Partition {
-	return &Partition{
+// (a single replica recovered it from disk). Idempotent producers' state is
+// rebuilt from the log's batch headers.
+func New(log *segment.Log, opts Options) (*Partition, error) {
+	p := &Partition{
 		log:           log,
+		producers:     producerState{},
 		highWatermark: log.LogEndOffset(),
 		leaderEpoch:   opts.LeaderEpoch,
 		syncEvery:     opts.SyncOnCommit,
 		changed:       make(chan struct{}),
 	}
+	err := log.ScanHeaders(log.LogStartOffset(), func(h batch.Header) error {
+		lat := int64(-1)
+		if h.LogAppendTime() {
+			lat = h.MaxTimestamp
+		}
+		p.producers.record(&h, lat)
+		return nil
+	})
+	return p, err
 }
 
 // Log returns the partition's log.
@@ -73,14 +90,44 @@ type AppendOptions struct {
 }
 
 // Append appends one record batch (modified in place: offsets, leader
-// epoch) and returns once it is committed. Errors are the log's (for
-// example segment.ErrCorrupt for an invalid batch).
-func (p *Partition) Append(ctx context.Context, batch []byte, opts AppendOptions) (segment.AppendResult, error) {
-	res, err := p.log.AppendWith(batch, segment.AppendOptions{
+// epoch) and returns once it is committed. A batch from an idempotent
+// producer is checked against that producer's state first: a retry of one
+// of its latest 5 batches returns the original offsets without appending
+// again; a sequence gap returns ErrOutOfOrderSequence and an older epoch
+// ErrInvalidProducerEpoch. Other errors are the log's (for example
+// segment.ErrCorrupt for an invalid batch).
+func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (segment.AppendResult, error) {
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		return segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}, err
+	}
+	p.appendMu.Lock()
+	dup, err := p.producers.check(&h)
+	if err != nil || dup != nil {
+		p.appendMu.Unlock()
+		if err != nil {
+			return segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}, err
+		}
+		// The original may still be on its way to disk: make sure it is
+		// durable before answering for it.
+		res := segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}
+		if p.syncEvery {
+			if err := p.log.Sync(); err != nil {
+				return res, err
+			}
+		}
+		return res, nil
+	}
+	res, err := p.log.AppendWith(b, segment.AppendOptions{
 		SetLeaderEpoch: true,
 		LeaderEpoch:    p.LeaderEpoch(),
 		LogAppendTime:  opts.LogAppendTime,
 	})
+	if err == nil {
+		h.BaseOffset = res.BaseOffset
+		p.producers.record(&h, res.LogAppendTime)
+	}
+	p.appendMu.Unlock()
 	if err != nil {
 		return res, err
 	}

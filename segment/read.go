@@ -153,3 +153,40 @@ func (l *Log) segmentIndex(offset int64) int {
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset })
 	return max(i-1, 0)
 }
+
+// ScanHeaders calls fn with the header of every batch from the one holding
+// offset from (clamped to the log start offset) to the log end offset, in
+// order, reading headers only (61 bytes each): for rebuilding state kept
+// beside the log, such as idempotent producers' sequences. It holds the
+// log's read lock throughout, so appends wait; an error from fn stops it
+// and is returned.
+func (l *Log) ScanHeaders(from int64, fn func(h batch.Header) error) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	from = max(from, l.logStartOffset)
+	var buf [batch.HeaderSize]byte
+	for i := l.segmentIndex(from); i < len(l.segs); i++ {
+		s := l.segs[i]
+		pos, h, ok, err := s.find(from, &buf)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		for {
+			if err := fn(h); err != nil {
+				return err
+			}
+			pos += int64(h.Size())
+			if pos >= s.size {
+				break
+			}
+			if h, err = s.headerAt(pos, &buf); err != nil {
+				return err
+			}
+		}
+		from = s.next
+	}
+	return nil
+}

@@ -273,3 +273,21 @@ func TestMissingSegmentRefused(t *testing.T) {
 		t.Fatalf("open with a missing segment: %v", err)
 	}
 }
+
+func TestScanHeaders(t *testing.T) {
+	cfg := testConfig()
+	b := mkBatch(2, 0, 20, "a")
+	cfg.SegmentBytes = int64(3 * len(b))
+	l := openTest(t, vfs.NewMem(), cfg, nil)
+	defer l.Close()
+	for i := 0; i < 10; i++ {
+		mustAppend(t, l, mkBatch(2, 0, 20, "a"))
+	}
+	var bases []int64
+	if err := l.ScanHeaders(5, func(h batch.Header) error { bases = append(bases, h.BaseOffset); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(bases) != 8 || bases[0] != 4 || bases[7] != 18 {
+		t.Fatalf("scanned bases %v", bases)
+	}
+}

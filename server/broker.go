@@ -30,6 +30,8 @@ type Broker struct {
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition
 
+	topicsMu sync.Mutex // serializes topic creation, deletion and growth (topics_admin.go)
+
 	ln     net.Listener
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -97,7 +99,11 @@ func (b *Broker) openPartition(t meta.Topic, p int32) (*replica.Partition, error
 	if err != nil {
 		return nil, err
 	}
-	part := replica.New(l, replica.Options{SyncOnCommit: cfg.FlushMessages == 1})
+	part, err := replica.New(l, replica.Options{SyncOnCommit: cfg.FlushMessages == 1})
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
 	b.mu.Lock()
 	b.parts[topicPartition{t.Name, p}] = part
 	b.mu.Unlock()

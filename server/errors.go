@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluicemq/sluice/meta"
+	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -38,6 +39,14 @@ func kafkaCode(err error) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.As(err, &oor):
 		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, segment.ErrClosed):
+		// Brokers close a log only when its topic is deleted (or when
+		// shutting down, after requests have finished).
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, replica.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, replica.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, meta.ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, meta.ErrUnknownTopic):
