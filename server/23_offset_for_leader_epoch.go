@@ -1,0 +1,50 @@
+package server
+
+// OffsetForLeaderEpoch, versions 0-4 (KIP-101, KIP-279). v1 returns the
+// leader epoch found; v2 checks the client's current leader epoch; v3
+// adds the replica id; v4 is flexible. For each partition it answers the
+// largest leader epoch <= the requested one and the offset where the next
+// epoch starts (the log end offset for the current epoch).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 23, minVersion: 0, maxVersion: 4, serve: serveOffsetForLeaderEpoch})
+}
+
+func serveOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			part, ok := b.partition(rt.Topic, rp.Partition)
+			switch {
+			case !ok:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case req.Version >= 2 && rp.CurrentLeaderEpoch > part.LeaderEpoch():
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			case req.Version >= 2 && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < part.LeaderEpoch():
+				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+			case rp.LeaderEpoch > part.LeaderEpoch() || rp.LeaderEpoch < 0:
+				// An epoch this log never had: undefined (-1, -1).
+			default:
+				// A single replica has had one leader epoch so far: the
+				// requested one ends at the log end offset.
+				sp.LeaderEpoch, sp.EndOffset = part.LeaderEpoch(), part.LogEndOffset()
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
