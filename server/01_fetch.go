@@ -3,15 +3,15 @@ package server
 // Fetch, versions 4-16. v4 is the first with record batches and the
 // isolation level; v5 returns the log start offset; v7 adds fetch sessions
 // (KIP-227); v11 the rack (preferred read replica); v12 is flexible; v13
-// names topics by ID. Sluice answers every fetch in full and declines
-// sessions (session id 0), which KIP-227 allows: clients then keep sending
-// full fetch requests.
+// names topics by ID. Sessions: epoch -1 fetches without a session, epoch
+// 0 creates one (closing the one named), later epochs are incremental and
+// answer only partitions with records or a changed high watermark or log
+// start offset (see fetch_session.go).
 
 import (
 	"context"
 	"time"
 
-	"github.com/sluicemq/sluice/meta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -20,28 +20,43 @@ func init() {
 	register(handler{key: 1, minVersion: 4, maxVersion: 16, serve: serveFetch})
 }
 
+// fetchPartition is one partition a fetch reads.
+type fetchPartition struct {
+	topic     string
+	topicID   [16]byte
+	partition int32
+	offset    int64
+	maxBytes  int32
+	// last* are what the session last told the client (incremental
+	// fetches leave out partitions where nothing changed).
+	lastHW, lastLogStart int64
+}
+
 func serveFetch(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
-	if req.SessionID != 0 || req.SessionEpoch > 0 {
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	parts, sess, code := b.sessions.resolve(b, req)
+	if code != 0 {
+		resp.ErrorCode = code
 		return resp, nil
 	}
+	if sess != nil {
+		defer sess.mu.Unlock()
+		resp.SessionID = sess.id
+	}
+	incremental := sess != nil && req.SessionEpoch > 0
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
-		resp, bytes, waitOn := b.fetchOnce(req)
-		if bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || len(waitOn) == 0 {
+		bytes, waitOn := b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental)
+		if bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || len(waitOn) == 0 || time.Until(deadline) <= 0 {
 			return resp, nil
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
+		if !waitAny(ctx, waitOn, time.Until(deadline)) {
+			resp.Topics = nil
+			b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental)
 			return resp, nil
 		}
-		if !waitAny(ctx, waitOn, left) {
-			// Timed out or shutting down: answer with what there is.
-			resp, _, _ = b.fetchOnce(req)
-			return resp, nil
-		}
+		resp.Topics = nil
 	}
 }
 
@@ -74,50 +89,35 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 	return false
 }
 
-// fetchOnce reads every requested partition once. It returns the response,
-// the record bytes in it, and the channels that signal new data for the
-// partitions that could have more.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int64, []<-chan struct{}) {
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	resp.SessionID = 0
-	budget := int64(req.MaxBytes)
+// fetchOnce reads every partition once into resp (grouped by topic, in
+// order). It returns the record bytes read and the channels that signal
+// new data for partitions at their end. incremental leaves out partitions
+// with nothing new for the client.
+func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int32, resp *kmsg.FetchResponse, incremental bool) (int64, []<-chan struct{}) {
+	budget := int64(maxBytes)
 	if budget <= 0 {
 		budget = 1 << 62
 	}
 	var total int64
 	var waitOn []<-chan struct{}
-	for _, rt := range req.Topics {
-		st := kmsg.NewFetchResponseTopic()
-		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		var (
-			t  meta.Topic
-			ok bool
-		)
-		if req.Version >= 13 {
-			t, ok = b.meta.TopicByID(rt.TopicID)
-		} else {
-			t, ok = b.meta.Topic(rt.Topic)
-		}
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewFetchResponseTopicPartition()
-			sp.Partition = rp.Partition
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-			sp.RecordBatches = []byte{}
-			part, pok := b.partition(t.Name, rp.Partition)
-			if !ok || !pok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				if req.Version >= 13 && !ok {
-					sp.ErrorCode = kerr.UnknownTopicID.Code
-				}
-				st.Partitions = append(st.Partitions, sp)
-				continue
+	for _, fp := range parts {
+		sp := kmsg.NewFetchResponseTopicPartition()
+		sp.Partition = fp.partition
+		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+		sp.RecordBatches = []byte{}
+		part, ok := b.partition(fp.topic, fp.partition)
+		if !ok {
+			sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if version >= 13 && fp.topic == "" {
+				sp.ErrorCode = kerr.UnknownTopicID.Code
 			}
+		} else {
 			changed := part.Changed() // before reading: no wake-up is missed
 			hw := part.HighWatermark()
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, part.LogStartOffset()
-			limit := min(int64(rp.PartitionMaxBytes), budget-total)
+			limit := min(int64(fp.maxBytes), budget-total)
 			if limit > 0 || total == 0 {
-				res, err := part.Read(rp.FetchOffset, int(max(limit, 1)))
+				res, err := part.Read(fp.offset, int(max(limit, 1)))
 				switch {
 				case err != nil:
 					sp.ErrorCode = kafkaCode(err)
@@ -125,19 +125,30 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int64, 
 					data, err := res.AppendTo(make([]byte, 0, res.Bytes))
 					if err != nil {
 						sp.ErrorCode = kerr.KafkaStorageError.Code
-						b.logger.Error("sluice: fetch read failed", "topic", t.Name, "partition", rp.Partition, "err", err)
+						b.logger.Error("sluice: fetch read failed", "topic", fp.topic, "partition", fp.partition, "err", err)
 						break
 					}
 					sp.RecordBatches = data
 					total += res.Bytes
 				}
 			}
-			if sp.ErrorCode == 0 && rp.FetchOffset >= hw {
+			if sp.ErrorCode == 0 && fp.offset >= hw {
 				waitOn = append(waitOn, changed)
 			}
-			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
+		if incremental && sp.ErrorCode == 0 && len(sp.RecordBatches) == 0 &&
+			sp.HighWatermark == fp.lastHW && sp.LogStartOffset == fp.lastLogStart {
+			continue
+		}
+		fp.lastHW, fp.lastLogStart = sp.HighWatermark, sp.LogStartOffset
+		n := len(resp.Topics)
+		if n == 0 || resp.Topics[n-1].Topic != fp.topic || resp.Topics[n-1].TopicID != fp.topicID {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = fp.topic, fp.topicID
+			resp.Topics = append(resp.Topics, st)
+			n++
+		}
+		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, sp)
 	}
-	return resp, total, waitOn
+	return total, waitOn
 }

@@ -30,6 +30,8 @@ type Broker struct {
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition
 
+	sessions *fetchSessions // KIP-227 fetch sessions
+
 	topicsMu sync.Mutex // serializes topic creation, deletion and growth (topics_admin.go)
 
 	ln     net.Listener
@@ -69,7 +71,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
-	b := &Broker{cfg: cfg, logger: logger, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}}
+	b := &Broker{cfg: cfg, logger: logger, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	for _, t := range st.Topics() {
 		for p := int32(0); p < t.Partitions; p++ {
