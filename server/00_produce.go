@@ -81,6 +81,12 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 	return resp, nil
 }
 
+// codecs maps compression.type values to codecs ("producer" is absent).
+var codecs = map[string]batch.Codec{
+	"uncompressed": batch.CodecNone, "gzip": batch.CodecGzip, "snappy": batch.CodecSnappy,
+	"lz4": batch.CodecLZ4, "zstd": batch.CodecZstd,
+}
+
 // produceOne validates and appends one partition's records: exactly one
 // record batch of magic 2 (Kafka refuses more than one per partition).
 func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, configs map[string]string, records []byte, sp *kmsg.ProduceResponseTopicPartition) error {
@@ -97,6 +103,16 @@ func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, config
 	maxBytes, _ := strconv.Atoi(b.topicConfigValue(configs, "max.message.bytes"))
 	if len(records) > maxBytes {
 		return kafkaErrorf(kerr.MessageTooLarge, "batch of %d bytes exceeds max.message.bytes=%d", len(records), maxBytes)
+	}
+	if codec, ok := codecs[b.topicConfigValue(configs, "compression.type")]; ok && h.Codec() != codec {
+		// A topic whose compression.type names a codec stores batches
+		// with it; "producer" keeps what the producer sent.
+		if _, err := batch.Validate(records); err != nil {
+			return err
+		}
+		if records, err = batch.Recompress(records, codec); err != nil {
+			return err
+		}
 	}
 	lat := b.topicConfigValue(configs, "message.timestamp.type") == "LogAppendTime"
 	res, err := part.Append(ctx, records, replica.AppendOptions{LogAppendTime: lat})

@@ -137,3 +137,28 @@ func TestRetentionBytes(t *testing.T) {
 		t.Fatalf("earliest offset %d, log start %d", o.Offset, part.LogStartOffset())
 	}
 }
+
+// A topic with compression.type=zstd stores zstd batches whatever the
+// producer sent; consumers read the same records.
+func TestCompressionTypeRecompresses(t *testing.T) {
+	b, addr := startBroker(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"compression.type": kadm.StringPtr("zstd")}, "rz"); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, addr, kgo.DefaultProduceTopic("rz"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: bytes.Repeat([]byte("z"), 500)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	part, _ := b.partition("rz", 0)
+	data, _, err := part.Log().ReadBytes(nil, 0, 1<<20, part.HighWatermark())
+	if err != nil || len(data) < 61 || data[22]&7 != 4 {
+		t.Fatalf("stored batch codec bits %d (%v)", data[22]&7, err)
+	}
+	got := consumeN(t, ctx, addr, "rz", kgo.NewOffset().AtStart(), 1)
+	if string(got[0].Key) != "k" || len(got[0].Value) != 500 {
+		t.Fatalf("record after recompression: %q %d", got[0].Key, len(got[0].Value))
+	}
+}
