@@ -12,6 +12,8 @@ import (
 // partitions or rf -1 take the broker defaults (num.partitions,
 // default.replication.factor). Errors are kafkaErrors.
 func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (meta.Topic, error) {
+	b.topicsMu.Lock()
+	defer b.topicsMu.Unlock()
 	if err := meta.ValidateTopicName(name); err != nil {
 		return meta.Topic{}, kafkaErrorf(kerr.InvalidTopicException, "%v", err)
 	}
@@ -46,7 +48,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 		return meta.Topic{}, fmt.Errorf("server: create topic %q: %w", name, err)
 	}
 	for p := int32(0); p < t.Partitions; p++ {
-		if _, err := b.openPartition(t, p); err != nil {
+		if _, err := b.openNewPartition(t, p); err != nil {
 			return t, fmt.Errorf("server: create topic %q partition %d: %w", name, p, err)
 		}
 	}

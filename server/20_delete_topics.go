@@ -1,0 +1,65 @@
+package server
+
+// DeleteTopics, versions 0-6. v1 adds the throttle time; v4 is flexible;
+// v5 adds error messages; v6 names topics by name or by topic ID (KIP-516)
+// and answers with both.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 20, minVersion: 0, maxVersion: 6, serve: serveDeleteTopics})
+}
+
+func serveDeleteTopics(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	topics := req.Topics
+	if req.Version < 6 {
+		topics = nil
+		for _, name := range req.TopicNames {
+			rt := kmsg.NewDeleteTopicsRequestTopic()
+			rt.Topic = kmsg.StringPtr(name)
+			topics = append(topics, rt)
+		}
+	}
+	seenNames, seenIDs := map[string]int{}, map[[16]byte]int{}
+	for _, rt := range topics {
+		if rt.Topic != nil {
+			seenNames[*rt.Topic]++
+		} else {
+			seenIDs[rt.TopicID]++
+		}
+	}
+	for _, rt := range topics {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var err error
+		switch {
+		case rt.Topic != nil && rt.TopicID != [16]byte{}:
+			err = kafkaErrorf(kerr.InvalidRequest, "a topic is named by name or by id, not both")
+		case rt.Topic != nil && seenNames[*rt.Topic] > 1, rt.Topic == nil && seenIDs[rt.TopicID] > 1:
+			err = kafkaErrorf(kerr.InvalidRequest, "topic appears more than once in the request")
+		default:
+			var name string
+			if rt.Topic != nil {
+				name = *rt.Topic
+			}
+			t, derr := b.deleteTopic(name, rt.TopicID, rt.Topic == nil)
+			err = derr
+			if derr == nil {
+				st.Topic, st.TopicID = kmsg.StringPtr(t.Name), t.ID
+			}
+		}
+		if err != nil {
+			st.ErrorCode = kafkaCode(err)
+			st.ErrorMessage = errMessage(err)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}

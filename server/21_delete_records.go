@@ -1,0 +1,60 @@
+package server
+
+// DeleteRecords, versions 0-2. v1 adds the throttle time; v2 is flexible.
+// Each partition's log start offset moves up to the requested offset (-1:
+// the high watermark); the answer's low watermark is the new log start
+// offset. An offset past the high watermark is OFFSET_OUT_OF_RANGE; one at
+// or below the log start offset changes nothing.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 21, minVersion: 0, maxVersion: 2, serve: serveDeleteRecords})
+}
+
+func serveDeleteRecords(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			lw, err := b.deleteRecords(rt.Topic, rp.Partition, rp.Offset)
+			sp.LowWatermark = lw
+			if err != nil {
+				sp.LowWatermark = -1
+				sp.ErrorCode = kafkaCode(err)
+				if sp.ErrorCode == kerr.KafkaStorageError.Code {
+					b.logger.Error("sluice: delete records failed", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+// deleteRecords moves one partition's log start offset up to offset (-1:
+// the high watermark) and returns the log start offset.
+func (b *Broker) deleteRecords(topic string, p int32, offset int64) (int64, error) {
+	part, ok := b.partition(topic, p)
+	if !ok {
+		return -1, kafkaErrorf(kerr.UnknownTopicOrPartition, "no partition %s-%d", topic, p)
+	}
+	hw := part.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return -1, kafkaErrorf(kerr.OffsetOutOfRange, "offset %d is outside [0, high watermark %d]", offset, hw)
+	}
+	return part.Log().DeleteRecordsBefore(offset)
+}

@@ -1,0 +1,45 @@
+package server
+
+// CreatePartitions, versions 0-3. v1 adds the throttle time; v2 is
+// flexible; v3 changes nothing. Partitions only grow. Manual assignment
+// is refused (INVALID_REQUEST): a single node places every partition on
+// itself, so only a null assignment is accepted.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 37, minVersion: 0, maxVersion: 3, serve: serveCreatePartitions})
+}
+
+func serveCreatePartitions(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		var err error
+		switch {
+		case seen[rt.Topic] > 1:
+			err = kafkaErrorf(kerr.InvalidRequest, "topic %q appears more than once in the request", rt.Topic)
+		case rt.Assignment != nil:
+			err = kafkaErrorf(kerr.InvalidRequest, "manual partition assignment is not supported")
+		default:
+			err = b.addPartitions(rt.Topic, rt.Count, req.ValidateOnly)
+		}
+		if err != nil {
+			st.ErrorCode = kafkaCode(err)
+			st.ErrorMessage = errMessage(err)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
