@@ -1,7 +1,8 @@
-// Package bench holds Sluice's storage benchmarks: the segment log's append,
-// read and lookup paths on the real file system, each measured next to a
-// peer in the same run so that the figures are ratios, not absolute times
-// (see README.md).
+// Package bench holds Sluice's storage and end-to-end benchmarks: the segment
+// log's append, read and lookup paths on the real file system, and the
+// broker's produce and read-back over TCP, each measured next to a peer in
+// the same run so that the figures are ratios, not absolute times (see
+// README.md).
 //
 //   - BenchmarkAppend: 16-record batches of 1 KiB incompressible records
 //     appended to a segment.Log, with no fsync ("pagecache") and with a
@@ -18,6 +19,13 @@
 //   - BenchmarkTimestampLookup: Log.OffsetForTimestamp for random timestamps
 //     on the same log, whose timestamps increase, and index.TimeIndex.Lookup
 //     alone.
+//   - BenchmarkProduceE2E: a franz-go producer (acks=all, linger 1 ms, no
+//     compression) sends 1 KiB records to a 16-partition topic on a Sluice
+//     broker started in the process (fsync before the ack), then a consumer
+//     reads them all back; kfake with persistence and an fsync per batch
+//     gets the same records, and a plain file the same bytes with an
+//     fdatasync every MiB: produce-ratio, read-ratio (against kfake) and
+//     disk-ratio (against the file).
 //
 // The lookups that read from the file are measured next to one plain pread
 // of a batch header: pread-ns is its time and preads/op the lookup's time in

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment/batch"
@@ -37,6 +38,9 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 		}
 		return resp, nil
 	}
+	// Partitions are appended concurrently: each waits for its own
+	// group-commit fsync, and those overlap instead of queueing.
+	var wg sync.WaitGroup
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -46,35 +50,40 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 			t, ok = b.meta.TopicByID(rt.TopicID)
 			name = t.Name
 		}
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewProduceResponseTopicPartition()
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for i, rp := range rt.Partitions {
+			sp := &st.Partitions[i]
+			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 			var part *replica.Partition
+			pok := false
 			if ok {
-				part, ok = b.partition(name, rp.Partition)
+				part, pok = b.partition(name, rp.Partition)
 			}
-			if !ok {
+			if !pok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				if req.Version >= 13 {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
 				}
-				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			err := b.produceOne(ctx, part, t.Configs, rp.Records, &sp)
-			if err != nil {
-				sp.ErrorCode = kafkaCode(err)
-				sp.ErrorMessage = errMessage(err)
-				if sp.ErrorCode == kerr.KafkaStorageError.Code {
-					b.logger.Error("sluice: produce failed", "topic", name, "partition", rp.Partition, "err", err)
+			wg.Add(1)
+			go func(records []byte, configs map[string]string) {
+				defer wg.Done()
+				if err := b.produceOne(ctx, part, configs, records, sp); err != nil {
+					sp.ErrorCode = kafkaCode(err)
+					sp.ErrorMessage = errMessage(err)
+					if sp.ErrorCode == kerr.KafkaStorageError.Code {
+						b.logger.Error("sluice: produce failed", "topic", name, "partition", sp.Partition, "err", err)
+					}
 				}
-			}
-			sp.LogStartOffset = part.LogStartOffset()
-			st.Partitions = append(st.Partitions, sp)
+				sp.LogStartOffset = part.LogStartOffset()
+			}(rp.Records, t.Configs)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	wg.Wait()
 	if req.Acks == 0 {
 		return nil, nil
 	}

@@ -101,7 +101,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader, w *bufio.Wr
 // write sends one response: size, correlation id, the header's tagged
 // fields when the response is flexible (never for ApiVersions), the body.
 func (cc *clientConn) write(w *bufio.Writer, corr int32, key, version int16, resp kmsg.Response) error {
-	buf := make([]byte, 8, 256)
+	buf := make([]byte, 8, 256+responseSizeHint(resp))
 	binary.BigEndian.PutUint32(buf[4:], uint32(corr))
 	if resp.IsFlexible() && key != kmsg.ApiVersions.Int16() {
 		buf = append(buf, 0) // no tagged fields
@@ -112,4 +112,19 @@ func (cc *clientConn) write(w *bufio.Writer, corr int32, key, version int16, res
 		return err
 	}
 	return w.Flush()
+}
+
+// responseSizeHint estimates a response's encoded size so the buffer is
+// allocated once: Fetch responses are mostly record bytes.
+func responseSizeHint(resp kmsg.Response) int {
+	n := 0
+	if fr, ok := resp.(*kmsg.FetchResponse); ok {
+		for _, t := range fr.Topics {
+			n += 64 + len(t.Topic)
+			for _, p := range t.Partitions {
+				n += 64 + len(p.RecordBatches)
+			}
+		}
+	}
+	return n
 }
