@@ -1,0 +1,59 @@
+package server
+
+// DescribeCluster, versions 0-1 (KIP-700): the cluster id, the controller
+// and the brokers. v1 adds the endpoint type: Sluice has broker endpoints
+// only, so asking for controllers (2) is UNSUPPORTED_ENDPOINT_TYPE, as it
+// is on a Kafka broker's listener. A single node is its own controller.
+// Sluice has no ACLs, so when asked, the authorized cluster operations are
+// every operation Kafka defines on the cluster resource.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 60, minVersion: 0, maxVersion: 1, serve: serveDescribeCluster})
+}
+
+// endpointTypeBrokers is DescribeCluster's EndpointType for brokers (v1+;
+// 2 is controllers).
+const endpointTypeBrokers = 1
+
+// clusterOperations is the bitfield of ACL operations on the cluster
+// resource (Kafka's AclOperation codes): CREATE 5, ALTER 7, DESCRIBE 8,
+// CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+// IDEMPOTENT_WRITE 12.
+const clusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
+
+func serveDescribeCluster(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if req.Version >= 1 {
+		resp.EndpointType = req.EndpointType
+		if req.EndpointType != endpointTypeBrokers {
+			err := kafkaErrorf(kerr.UnsupportedEndpointType, "endpoint type %d asked of a broker endpoint (only %d, brokers, is served)", req.EndpointType, endpointTypeBrokers)
+			resp.ErrorCode = kafkaCode(err)
+			resp.ErrorMessage = errMessage(err)
+			return resp, nil
+		}
+	}
+	resp.ClusterID = clusterID
+	resp.ControllerID = b.cfg.NodeID
+	adv := b.cfg.AdvertisedListeners[0]
+	host := adv.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	br := kmsg.NewDescribeClusterResponseBroker()
+	br.NodeID = b.cfg.NodeID
+	br.Host = host
+	br.Port = int32(adv.Port)
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{br}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterOperations
+	}
+	return resp, nil
+}

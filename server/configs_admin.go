@@ -1,0 +1,305 @@
+package server
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sluicemq/sluice/meta"
+	"github.com/sluicemq/sluice/server/config"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config admin: what DescribeConfigs (32), AlterConfigs (33) and
+// IncrementalAlterConfigs (44) share.
+//
+// Topic configs are the keys of topicConfigs. A topic's overrides live in
+// the metadata (meta.Topic.Configs); a key not overridden takes the value
+// of its broker key (topicConfigs[k].brokerKey) from the static broker
+// config. A change is validated as a whole (every resulting key and value,
+// then the partition log settings they make), written to the metadata in
+// one record, and then applied to every open partition log of the topic,
+// all under b.topicsMu, so it cannot interleave with another change, with
+// the topic's deletion, or with new partitions being opened from the
+// metadata's configs. Produce reads max.message.bytes,
+// message.timestamp.type and compression.type from the metadata on every
+// request, so those apply at once too. Two settings apply later:
+// segment.index.bytes sizes index files from the next roll, and whether
+// acks wait for an fsync (flush.messages=1) is fixed when a partition
+// opens (replica.Options.SyncOnCommit), so that part of a flush.messages
+// change applies from the next restart; the log's own flushing follows
+// the new value at once.
+//
+// Broker configs are static (server.properties and --set): every one is
+// reported read-only, and a change to one is refused with INVALID_REQUEST,
+// Kafka's answer to a config that "cannot be updated dynamically". The
+// broker resource named "" is Kafka's cluster-wide default of the dynamic
+// broker configs; Sluice has none, so it describes as an empty list.
+
+// topicConfigTypes is each topic config's type as DescribeConfigs v3+
+// reports it (Kafka's LogConfig types). List configs are the only ones
+// IncrementalAlterConfigs may APPEND to or SUBTRACT from. Every key of
+// topicConfigs has an entry (TestTopicConfigTypesCoverTable).
+var topicConfigTypes = map[string]kmsg.ConfigType{
+	"retention.ms":           kmsg.ConfigTypeLong,
+	"retention.bytes":        kmsg.ConfigTypeLong,
+	"segment.bytes":          kmsg.ConfigTypeInt,
+	"segment.ms":             kmsg.ConfigTypeLong,
+	"segment.index.bytes":    kmsg.ConfigTypeInt,
+	"index.interval.bytes":   kmsg.ConfigTypeInt,
+	"flush.messages":         kmsg.ConfigTypeLong,
+	"flush.ms":               kmsg.ConfigTypeLong,
+	"file.delete.delay.ms":   kmsg.ConfigTypeLong,
+	"max.message.bytes":      kmsg.ConfigTypeInt,
+	"min.insync.replicas":    kmsg.ConfigTypeInt,
+	"cleanup.policy":         kmsg.ConfigTypeList,
+	"message.timestamp.type": kmsg.ConfigTypeString,
+	"compression.type":       kmsg.ConfigTypeString,
+}
+
+// configResource identifies a resource of a config request.
+type configResource struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// checkBrokerResource accepts the broker resources this node answers for:
+// its node.id, or "" (the cluster-wide default). Errors are
+// INVALID_REQUEST, with Kafka's messages.
+func (b *Broker) checkBrokerResource(name string) error {
+	if name == "" {
+		return nil
+	}
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil {
+		return kafkaErrorf(kerr.InvalidRequest, "broker id must be an integer, but it is: %q", name)
+	}
+	if int32(id) != b.cfg.NodeID {
+		return kafkaErrorf(kerr.InvalidRequest, "unexpected broker id, expected %d or empty string, but received %s", b.cfg.NodeID, name)
+	}
+	return nil
+}
+
+// wantConfig returns a filter for DescribeConfigs' config names: null or
+// empty means every key (as Kafka reads it).
+func wantConfig(names []string) func(string) bool {
+	if len(names) == 0 {
+		return func(string) bool { return true }
+	}
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+	}
+	return func(k string) bool { return set[k] }
+}
+
+// describeTopicConfigs describes every topic config of topic that want
+// accepts, sorted by name. Errors are kafkaErrors.
+func (b *Broker) describeTopicConfigs(topic string, want func(string) bool, synonyms bool) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	if err := meta.ValidateTopicName(topic); err != nil {
+		return nil, kafkaErrorf(kerr.InvalidTopicException, "%v", err)
+	}
+	t, ok := b.meta.Topic(topic)
+	if !ok {
+		return nil, kafkaErrorf(kerr.UnknownTopicOrPartition, "no topic %q", topic)
+	}
+	defaults := config.Default()
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, k := range slices.Sorted(maps.Keys(topicConfigs)) {
+		if !want(k) {
+			continue
+		}
+		bk := topicConfigs[k].brokerKey
+		var chain []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+		if v, ok := t.Configs[k]; ok {
+			chain = append(chain, configSynonym(k, v, kmsg.ConfigSourceDynamicTopicConfig))
+		}
+		chain = append(chain, b.brokerChain(bk, &defaults)...)
+		out = append(out, describedConfig(k, chain, topicConfigTypes[k], false, synonyms))
+	}
+	return out, nil
+}
+
+// describeBrokerConfigs describes every static broker config that want
+// accepts, sorted by name; name "" (the cluster-wide dynamic defaults)
+// has none.
+func (b *Broker) describeBrokerConfigs(name string, want func(string) bool, synonyms bool) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	if err := b.checkBrokerResource(name); err != nil {
+		return nil, err
+	}
+	out := []kmsg.DescribeConfigsResponseResourceConfig{}
+	if name == "" {
+		return out, nil
+	}
+	defaults := config.Default()
+	for _, k := range config.Keys() {
+		if !want(k) {
+			continue
+		}
+		out = append(out, describedConfig(k, b.brokerChain(k, &defaults), kmsg.ConfigTypeUnknown, true, synonyms))
+	}
+	return out, nil
+}
+
+// brokerChain is a broker key's synonym chain, highest precedence first:
+// its static value when set (a synonym such as log.retention.hours counts
+// as setting log.retention.ms, and is reported under the canonical name
+// with the value it resolves to), then Sluice's default. The default of a
+// key never set is its effective value: for most keys that is Default()'s,
+// but a derived one (advertised.listeners follows listeners and the bound
+// port) differs.
+func (b *Broker) brokerChain(key string, defaults *config.Config) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	var chain []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+	v, _ := b.cfg.String(key)
+	if src, _ := b.cfg.Source(key); src == config.SourceStatic {
+		chain = append(chain, configSynonym(key, v, kmsg.ConfigSourceStaticBrokerConfig))
+		v, _ = defaults.String(key)
+	}
+	return append(chain, configSynonym(key, v, kmsg.ConfigSourceDefaultConfig))
+}
+
+func configSynonym(name, value string, src kmsg.ConfigSource) kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+	s.Name = name
+	s.Value = &value
+	s.Source = src
+	return s
+}
+
+// describedConfig is one config entry: the value and source of the head
+// of its synonym chain, which is included when asked for.
+func describedConfig(name string, chain []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym, typ kmsg.ConfigType, readOnly, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name = name
+	c.Value = chain[0].Value
+	c.Source = chain[0].Source
+	c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig // v0 only
+	c.ReadOnly = readOnly
+	c.IsSensitive = false
+	c.ConfigType = typ
+	if synonyms {
+		c.ConfigSynonyms = chain
+	}
+	return c
+}
+
+// changeTopicConfigs replaces a topic's config overrides with what change
+// makes of the current ones (a copy it may modify), after validating the
+// result, and applies them to the topic's open partition logs. With
+// validateOnly it stops after validating. Errors are kafkaErrors, except
+// failures to write the metadata.
+func (b *Broker) changeTopicConfigs(topic string, validateOnly bool, change func(old map[string]string) (map[string]string, error)) error {
+	b.topicsMu.Lock()
+	defer b.topicsMu.Unlock()
+	t, ok := b.meta.Topic(topic)
+	if !ok {
+		return kafkaErrorf(kerr.UnknownTopicOrPartition, "no topic %q", topic)
+	}
+	old := maps.Clone(t.Configs)
+	if old == nil {
+		old = map[string]string{}
+	}
+	configs, err := change(maps.Clone(old))
+	if err != nil {
+		return err
+	}
+	if err := validateTopicConfigs(configs); err != nil {
+		return kafkaErrorf(kerr.InvalidConfig, "%v", err)
+	}
+	logCfg, err := b.logConfig(configs)
+	if err != nil {
+		return kafkaErrorf(kerr.InvalidConfig, "%v", err)
+	}
+	if validateOnly || maps.Equal(old, configs) {
+		return nil
+	}
+	if err := b.meta.SetTopicConfigs(topic, configs); err != nil {
+		return fmt.Errorf("server: alter configs of topic %q: %w", topic, err)
+	}
+	var errs []string
+	for p := int32(0); p < t.Partitions; p++ {
+		if part, ok := b.partition(topic, p); ok {
+			if err := part.Log().SetConfig(logCfg); err != nil {
+				errs = append(errs, fmt.Sprintf("partition %d: %v", p, err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		// Unreachable (logConfig validated the settings); the metadata
+		// holds the change, and a restart applies it.
+		return fmt.Errorf("server: alter configs of topic %q: %s", topic, strings.Join(errs, "; "))
+	}
+	b.logger.Info("sluice: topic configs changed", "topic", topic, "configs", configs)
+	return nil
+}
+
+// checkTopicConfigKey refuses a key that is not a topic config.
+func checkTopicConfigKey(k string) error {
+	if _, ok := topicConfigs[k]; !ok {
+		return kafkaErrorf(kerr.InvalidConfig, "unknown topic config %q", k)
+	}
+	return nil
+}
+
+// duplicateName returns a name that appears more than once.
+func duplicateName(names []string) (string, bool) {
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			return n, true
+		}
+		seen[n] = true
+	}
+	return "", false
+}
+
+// splitList splits a list config's value ("a,b") into its items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// appendList adds the items of add that list lacks, in order.
+func appendList(list, add string) string {
+	items := splitList(list)
+	for _, s := range splitList(add) {
+		if !slices.Contains(items, s) {
+			items = append(items, s)
+		}
+	}
+	return strings.Join(items, ",")
+}
+
+// subtractList removes the items of sub from list.
+func subtractList(list, sub string) string {
+	drop := splitList(sub)
+	var items []string
+	for _, s := range splitList(list) {
+		if !slices.Contains(drop, s) {
+			items = append(items, s)
+		}
+	}
+	return strings.Join(items, ",")
+}
+
+// changeBrokerConfigs answers a change to a broker resource: a valid
+// resource with no keys to change succeeds (there is nothing to do); any
+// key is refused, since Sluice has no dynamic broker configs yet.
+func (b *Broker) changeBrokerConfigs(name string, keys []string) error {
+	if err := b.checkBrokerResource(name); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return kafkaErrorf(kerr.InvalidRequest, "cannot update these configs dynamically: %s (Sluice does not support dynamic broker configs yet; set them in server.properties or with --set and restart)",
+		strings.Join(keys, ", "))
+}
