@@ -32,7 +32,7 @@ type fetchPartition struct {
 	lastHW, lastLogStart int64
 }
 
-func serveFetch(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	parts, sess, code := b.sessions.resolve(b, req)
@@ -47,13 +47,15 @@ func serveFetch(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request
 	incremental := sess != nil && req.SessionEpoch > 0
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
-		bytes, waitOn := b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental)
+		cc.splices = cc.splices[:0]
+		bytes, waitOn := b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental, &cc.splices)
 		if bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || len(waitOn) == 0 || time.Until(deadline) <= 0 {
 			return resp, nil
 		}
 		if !waitAny(ctx, waitOn, time.Until(deadline)) {
 			resp.Topics = nil
-			b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental)
+			cc.splices = cc.splices[:0]
+			b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental, &cc.splices)
 			return resp, nil
 		}
 		resp.Topics = nil
@@ -93,7 +95,11 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 // order). It returns the record bytes read and the channels that signal
 // new data for partitions at their end. incremental leaves out partitions
 // with nothing new for the client.
-func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int32, resp *kmsg.FetchResponse, incremental bool) (int64, []<-chan struct{}) {
+//
+// With splices non-nil, records that can be sent with sendfile are left in
+// the files: the partition's records field holds a marker and splices
+// says which file ranges replace it when the response is written.
+func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int32, resp *kmsg.FetchResponse, incremental bool, splices *[]splice) (int64, []<-chan struct{}) {
 	budget := int64(maxBytes)
 	if budget <= 0 {
 		budget = 1 << 62
@@ -122,6 +128,14 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int3
 				case err != nil:
 					sp.ErrorCode = kafkaCode(err)
 				case res.Bytes > 0:
+					if splices != nil {
+						if s, ok := newSplice(&res); ok {
+							*splices = append(*splices, s)
+							sp.RecordBatches = (*splices)[len(*splices)-1].marker[:]
+							total += res.Bytes
+							break
+						}
+					}
 					data, err := res.AppendTo(make([]byte, 0, res.Bytes))
 					if err != nil {
 						sp.ErrorCode = kerr.KafkaStorageError.Code

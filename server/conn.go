@@ -23,6 +23,9 @@ type clientConn struct {
 	conn     net.Conn
 	clientID string
 	logger   *slog.Logger
+	// splices are the current Fetch response's records to send from
+	// files (zerocopy.go); reset for every request.
+	splices []splice
 }
 
 func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
@@ -87,6 +90,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader, w *bufio.Wr
 	if err := req.ReadFrom(rd.Src); err != nil {
 		return fmt.Errorf("%w: malformed %s v%d: %v", errClose, kmsg.NameForKey(key), version, err)
 	}
+	cc.splices = cc.splices[:0]
 	resp, err := h.serve(ctx, cc.b, cc, req)
 	if err != nil {
 		return err
@@ -107,6 +111,9 @@ func (cc *clientConn) write(w *bufio.Writer, corr int32, key, version int16, res
 		buf = append(buf, 0) // no tagged fields
 	}
 	buf = resp.AppendTo(buf)
+	if len(cc.splices) > 0 {
+		return cc.writeSpliced(w, buf, resp.IsFlexible(), cc.splices)
+	}
 	binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
 	if _, err := w.Write(buf); err != nil {
 		return err
