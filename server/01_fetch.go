@@ -20,6 +20,9 @@ func init() {
 	register(handler{key: 1, minVersion: 4, maxVersion: 16, serve: serveFetch})
 }
 
+// maxFetchWait bounds a Fetch long poll (clients use 500 ms by default).
+const maxFetchWait = time.Minute
+
 // fetchPartition is one partition a fetch reads.
 type fetchPartition struct {
 	topic     string
@@ -45,7 +48,9 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		resp.SessionID = sess.id
 	}
 	incremental := sess != nil && req.SessionEpoch > 0
-	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	// A long poll waits at most maxFetchWait, whatever the client asks: a
+	// client that asked for days and went away must not pin a goroutine.
+	deadline := time.Now().Add(min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
 	for {
 		cc.splices = cc.splices[:0]
 		bytes, waitOn := b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental, &cc.splices)

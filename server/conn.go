@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,6 +33,14 @@ type clientConn struct {
 func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	cc := &clientConn{b: b, conn: c, logger: b.logger.With("remote", c.RemoteAddr().String())}
+	defer func() {
+		// A bug in one request's handling must not take the broker (and
+		// every other client) down: log it and drop this connection.
+		if r := recover(); r != nil {
+			handlerPanics.Add(1)
+			cc.logger.Error("server: panic serving a request; closing the connection", "client_id", cc.clientID, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
 	for {
@@ -42,6 +52,9 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 		}
 	}
 }
+
+// handlerPanics counts recovered panics (tests assert there are none).
+var handlerPanics atomic.Int64
 
 // errClose closes the connection after a request Kafka would not answer.
 var errClose = errors.New("server: closing connection")
