@@ -63,7 +63,7 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 			}
 			if !pok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				if req.Version >= 13 {
+				if req.Version >= 13 && !ok {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
 				}
 				continue

@@ -12,6 +12,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicemq/sluice/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -33,6 +34,14 @@ type fetchPartition struct {
 	// last* are what the session last told the client (incremental
 	// fetches leave out partitions where nothing changed).
 	lastHW, lastLogStart int64
+	sentHW, sentLogStart int64 // set by the latest pass, applied when sent
+}
+
+// remember records what the response actually sent told the client.
+func remember(parts []*fetchPartition) {
+	for _, fp := range parts {
+		fp.lastHW, fp.lastLogStart = fp.sentHW, fp.sentLogStart
+	}
 }
 
 func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -55,12 +64,14 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		cc.splices = cc.splices[:0]
 		bytes, waitOn := b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental, &cc.splices)
 		if bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || len(waitOn) == 0 || time.Until(deadline) <= 0 {
+			remember(parts)
 			return resp, nil
 		}
 		if !waitAny(ctx, waitOn, time.Until(deadline)) {
 			resp.Topics = nil
 			cc.splices = cc.splices[:0]
 			b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental, &cc.splices)
+			remember(parts)
 			return resp, nil
 		}
 		resp.Topics = nil
@@ -112,6 +123,15 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int3
 	var total int64
 	var waitOn []<-chan struct{}
 	for _, fp := range parts {
+		fp.sentHW, fp.sentLogStart = fp.lastHW, fp.lastLogStart // unless sent below
+		if version >= 13 {
+			// Resolve the ID on every fetch: a session may outlive its
+			// topic (deleted, or recreated under the same name).
+			fp.topic = ""
+			if t, ok := b.meta.TopicByID(fp.topicID); ok {
+				fp.topic = t.Name
+			}
+		}
 		sp := kmsg.NewFetchResponseTopicPartition()
 		sp.Partition = fp.partition
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
@@ -129,6 +149,11 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int3
 			limit := min(int64(fp.maxBytes), budget-total)
 			if limit > 0 || total == 0 {
 				res, err := part.Read(fp.offset, int(max(limit, 1)))
+				if err == nil && total > 0 && res.Bytes > limit {
+					// KIP-74: only the first partition with records may
+					// exceed the limits; later ones wait for a next fetch.
+					res = segment.ReadResult{}
+				}
 				switch {
 				case err != nil:
 					sp.ErrorCode = kafkaCode(err)
@@ -159,7 +184,9 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int3
 			sp.HighWatermark == fp.lastHW && sp.LogStartOffset == fp.lastLogStart {
 			continue
 		}
-		fp.lastHW, fp.lastLogStart = sp.HighWatermark, sp.LogStartOffset
+		// What the client is told, once this pass's response is the one
+		// sent (serveFetch applies it).
+		fp.sentHW, fp.sentLogStart = sp.HighWatermark, sp.LogStartOffset
 		n := len(resp.Topics)
 		if n == 0 || resp.Topics[n-1].Topic != fp.topic || resp.Topics[n-1].TopicID != fp.topicID {
 			st := kmsg.NewFetchResponseTopic()

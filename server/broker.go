@@ -34,12 +34,13 @@ type Broker struct {
 
 	topicsMu sync.Mutex // serializes topic creation, deletion and growth (topics_admin.go)
 
-	ln     net.Listener
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	connMu sync.Mutex
-	conns  map[net.Conn]struct{}
+	ln      net.Listener
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	connMu  sync.Mutex
+	conns   map[net.Conn]struct{}
+	closing bool // Close has begun: accepted connections are dropped
 }
 
 type topicPartition struct {
@@ -147,6 +148,11 @@ func (b *Broker) Start() error {
 				return
 			}
 			b.connMu.Lock()
+			if b.closing {
+				b.connMu.Unlock()
+				c.Close()
+				continue
+			}
 			b.conns[c] = struct{}{}
 			b.connMu.Unlock()
 			b.wg.Add(1)
@@ -172,6 +178,7 @@ func (b *Broker) Close() error {
 	if b.ln != nil {
 		b.ln.Close()
 		b.connMu.Lock()
+		b.closing = true
 		for c := range b.conns {
 			if tc, ok := c.(*net.TCPConn); ok {
 				tc.CloseRead()
@@ -185,7 +192,14 @@ func (b *Broker) Close() error {
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
+			// Requests still running (long polls) are cut short, and
+			// connections blocked anywhere are closed.
 			b.cancel()
+			b.connMu.Lock()
+			for c := range b.conns {
+				c.Close()
+			}
+			b.connMu.Unlock()
 			<-done
 		}
 		b.cancel()

@@ -21,8 +21,30 @@ func sendRange(conn net.Conn, w *bufio.Writer, r segment.FileRange) error {
 	if err != nil {
 		return copyRange(w, r)
 	}
-	off, left := r.Position, r.Size
-	fd := int(r.File.Fd())
+	fc, ok := r.File.(syscall.Conn)
+	if !ok {
+		return copyRange(w, r)
+	}
+	rawFile, err := fc.SyscallConn()
+	if err != nil {
+		return copyRange(w, r)
+	}
+	// Use the file's descriptor inside its RawConn callback: that holds a
+	// reference, so a concurrent Close (topic deletion, retention) cannot
+	// release or reuse the descriptor number mid-send.
+	var serr error
+	ferr := rawFile.Read(func(fd uintptr) bool {
+		serr = sendfileAll(raw, int(fd), r.Position, r.Size)
+		return true
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return serr
+}
+
+// sendfileAll sends size bytes of file fd from off on the socket.
+func sendfileAll(raw syscall.RawConn, fd int, off, left int64) error {
 	var serr error
 	werr := raw.Write(func(sock uintptr) bool {
 		for left > 0 {
