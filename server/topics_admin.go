@@ -83,7 +83,7 @@ func (b *Broker) dropPartition(topic string, p int32) {
 func (b *Broker) openNewPartition(t meta.Topic, p int32) (*replica.Partition, error) {
 	dir := b.partitionDir(t.Name, p)
 	if _, err := vfs.Default.Stat(dir); err == nil {
-		b.logger.Warn("sluice: removing a leftover folder of a deleted topic", "dir", dir)
+		b.logger.Warn("sluice: removing a partition folder that belongs to no topic (left by a deleted topic, or put there by hand)", "dir", dir)
 		if err := vfs.Default.RemoveAll(dir); err != nil {
 			return nil, err
 		}
