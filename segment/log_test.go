@@ -243,8 +243,7 @@ func TestRetention(t *testing.T) {
 	l := openTest(t, fs, cfg, clock)
 	defer l.Close()
 	// Segments: [0,4) old, [4,8) old, [8,12) new, [12,14) active, new.
-	for i, ts := range []int64{now - 60_000, now - 50_000, now - 40_000, now - 20_000, now, now, now} {
-		_ = i
+	for _, ts := range []int64{now - 60_000, now - 50_000, now - 40_000, now - 20_000, now, now, now} {
 		mustAppend(t, l, mkBatch(2, ts, 100, "a"))
 	}
 	if l.NumSegments() != 4 {

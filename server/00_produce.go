@@ -115,10 +115,8 @@ func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, config
 	}
 	if codec, ok := codecs[b.topicConfigValue(configs, "compression.type")]; ok && h.Codec() != codec {
 		// A topic whose compression.type names a codec stores batches
-		// with it; "producer" keeps what the producer sent.
-		if _, err := batch.Validate(records); err != nil {
-			return err
-		}
+		// with it; "producer" keeps what the producer sent. The log
+		// validates the recompressed batch (records included) on append.
 		if records, err = batch.Recompress(records, codec); err != nil {
 			return err
 		}

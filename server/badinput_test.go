@@ -33,7 +33,7 @@ func TestBadFramesCloseOnlyThatConnection(t *testing.T) {
 		binary.BigEndian.PutUint32(junk, uint32(len(junk)-4))
 		frames = append(frames, junk)
 	}
-	for i, f := range frames {
+	for _, f := range frames {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -47,7 +47,6 @@ func TestBadFramesCloseOnlyThatConnection(t *testing.T) {
 			}
 		}
 		c.Close()
-		_ = i
 	}
 	// Still serving.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // needTool returns the path of an external client, skipping the test when
@@ -118,5 +116,3 @@ func TestConfluentKafkaPython(t *testing.T) {
 	_, addr := startBroker(t, "")
 	runTool(t, "", py, "-c", confluentScript, addr)
 }
-
-var _ = kgo.SeedBrokers
