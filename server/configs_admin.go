@@ -44,20 +44,24 @@ import (
 // IncrementalAlterConfigs may APPEND to or SUBTRACT from. Every key of
 // topicConfigs has an entry (TestTopicConfigTypesCoverTable).
 var topicConfigTypes = map[string]kmsg.ConfigType{
-	"retention.ms":           kmsg.ConfigTypeLong,
-	"retention.bytes":        kmsg.ConfigTypeLong,
-	"segment.bytes":          kmsg.ConfigTypeInt,
-	"segment.ms":             kmsg.ConfigTypeLong,
-	"segment.index.bytes":    kmsg.ConfigTypeInt,
-	"index.interval.bytes":   kmsg.ConfigTypeInt,
-	"flush.messages":         kmsg.ConfigTypeLong,
-	"flush.ms":               kmsg.ConfigTypeLong,
-	"file.delete.delay.ms":   kmsg.ConfigTypeLong,
-	"max.message.bytes":      kmsg.ConfigTypeInt,
-	"min.insync.replicas":    kmsg.ConfigTypeInt,
-	"cleanup.policy":         kmsg.ConfigTypeList,
-	"message.timestamp.type": kmsg.ConfigTypeString,
-	"compression.type":       kmsg.ConfigTypeString,
+	"retention.ms":              kmsg.ConfigTypeLong,
+	"retention.bytes":           kmsg.ConfigTypeLong,
+	"segment.bytes":             kmsg.ConfigTypeInt,
+	"segment.ms":                kmsg.ConfigTypeLong,
+	"segment.index.bytes":       kmsg.ConfigTypeInt,
+	"index.interval.bytes":      kmsg.ConfigTypeInt,
+	"flush.messages":            kmsg.ConfigTypeLong,
+	"flush.ms":                  kmsg.ConfigTypeLong,
+	"file.delete.delay.ms":      kmsg.ConfigTypeLong,
+	"max.message.bytes":         kmsg.ConfigTypeInt,
+	"min.insync.replicas":       kmsg.ConfigTypeInt,
+	"cleanup.policy":            kmsg.ConfigTypeList,
+	"message.timestamp.type":    kmsg.ConfigTypeString,
+	"compression.type":          kmsg.ConfigTypeString,
+	"delete.retention.ms":       kmsg.ConfigTypeLong,
+	"min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
+	"min.compaction.lag.ms":     kmsg.ConfigTypeLong,
+	"max.compaction.lag.ms":     kmsg.ConfigTypeLong,
 }
 
 // configResource identifies a resource of a config request.

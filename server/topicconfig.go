@@ -29,6 +29,16 @@ func intRange(lo, hi int64) func(string) error {
 	}
 }
 
+func floatRange(lo, hi float64) func(string) error {
+	return func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < lo || f > hi || f != f {
+			return fmt.Errorf("must be a number in [%g, %g]", lo, hi)
+		}
+		return nil
+	}
+}
+
 func oneOf(vals ...string) func(string) error {
 	return func(v string) error {
 		for _, ok := range vals {
@@ -41,20 +51,24 @@ func oneOf(vals ...string) func(string) error {
 }
 
 var topicConfigs = map[string]topicConfig{
-	"retention.ms":           {"log.retention.ms", intRange(-1, math.MaxInt64)},
-	"retention.bytes":        {"log.retention.bytes", intRange(-1, math.MaxInt64)},
-	"segment.bytes":          {"log.segment.bytes", intRange(14, math.MaxInt32)},
-	"segment.ms":             {"log.roll.ms", intRange(1, math.MaxInt64)},
-	"segment.index.bytes":    {"log.index.size.max.bytes", intRange(4, math.MaxInt32)},
-	"index.interval.bytes":   {"log.index.interval.bytes", intRange(0, math.MaxInt32)},
-	"flush.messages":         {"log.flush.interval.messages", intRange(1, math.MaxInt64)},
-	"flush.ms":               {"log.flush.interval.ms", intRange(0, math.MaxInt64)},
-	"file.delete.delay.ms":   {"log.segment.delete.delay.ms", intRange(0, math.MaxInt64)},
-	"max.message.bytes":      {"message.max.bytes", intRange(0, math.MaxInt32)},
-	"min.insync.replicas":    {"min.insync.replicas", intRange(1, math.MaxInt32)},
-	"cleanup.policy":         {"log.cleanup.policy", oneOf("delete", "compact", "compact,delete", "delete,compact")},
-	"message.timestamp.type": {"log.message.timestamp.type", oneOf("CreateTime", "LogAppendTime")},
-	"compression.type":       {"compression.type", oneOf("uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")},
+	"retention.ms":              {"log.retention.ms", intRange(-1, math.MaxInt64)},
+	"retention.bytes":           {"log.retention.bytes", intRange(-1, math.MaxInt64)},
+	"segment.bytes":             {"log.segment.bytes", intRange(14, math.MaxInt32)},
+	"segment.ms":                {"log.roll.ms", intRange(1, math.MaxInt64)},
+	"segment.index.bytes":       {"log.index.size.max.bytes", intRange(4, math.MaxInt32)},
+	"index.interval.bytes":      {"log.index.interval.bytes", intRange(0, math.MaxInt32)},
+	"flush.messages":            {"log.flush.interval.messages", intRange(1, math.MaxInt64)},
+	"flush.ms":                  {"log.flush.interval.ms", intRange(0, math.MaxInt64)},
+	"file.delete.delay.ms":      {"log.segment.delete.delay.ms", intRange(0, math.MaxInt64)},
+	"max.message.bytes":         {"message.max.bytes", intRange(0, math.MaxInt32)},
+	"min.insync.replicas":       {"min.insync.replicas", intRange(1, math.MaxInt32)},
+	"cleanup.policy":            {"log.cleanup.policy", oneOf("delete", "compact", "compact,delete", "delete,compact")},
+	"delete.retention.ms":       {"log.cleaner.delete.retention.ms", intRange(0, math.MaxInt64)},
+	"min.cleanable.dirty.ratio": {"log.cleaner.min.cleanable.ratio", floatRange(0, 1)},
+	"min.compaction.lag.ms":     {"log.cleaner.min.compaction.lag.ms", intRange(0, math.MaxInt64)},
+	"max.compaction.lag.ms":     {"log.cleaner.max.compaction.lag.ms", intRange(1, math.MaxInt64)},
+	"message.timestamp.type":    {"log.message.timestamp.type", oneOf("CreateTime", "LogAppendTime")},
+	"compression.type":          {"compression.type", oneOf("uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")},
 }
 
 // validateTopicConfigs checks every key and value; the error names the

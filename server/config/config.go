@@ -206,6 +206,93 @@ type Config struct {
 	// is file.delete.delay.ms).
 	LogSegmentDeleteDelayMs int64
 
+	// LogCleanerEnable runs the log cleaner (compaction of topics whose
+	// cleanup.policy includes compact; __consumer_offsets is one). Key
+	// log.cleaner.enable; bool. Default true (Kafka's).
+	LogCleanerEnable bool
+
+	// LogCleanerBackoffMs is how long the cleaner sleeps when no log needs
+	// cleaning. Key log.cleaner.backoff.ms; milliseconds, long >= 0.
+	// Default 15000 (Kafka's).
+	LogCleanerBackoffMs int64
+
+	// LogCleanerThreads is how many logs are cleaned at once. Key
+	// log.cleaner.threads; int >= 0. Default 1 (Kafka's).
+	LogCleanerThreads int32
+
+	// LogCleanerDeleteRetentionMs is how long tombstones are kept after
+	// their segment is cleaned (the topic key is delete.retention.ms). Key
+	// log.cleaner.delete.retention.ms; milliseconds, long >= 0. Default
+	// 86400000 (one day, Kafka's).
+	LogCleanerDeleteRetentionMs int64
+
+	// LogCleanerMinCleanableRatio is the smallest share of dirty (never
+	// cleaned) bytes for which a log is cleaned (topic key
+	// min.cleanable.dirty.ratio). Key log.cleaner.min.cleanable.ratio;
+	// double in [0, 1]. Default 0.5 (Kafka's).
+	LogCleanerMinCleanableRatio float64
+
+	// LogCleanerMinCompactionLagMs is how long a record stays uncompacted
+	// (topic key min.compaction.lag.ms). Key
+	// log.cleaner.min.compaction.lag.ms; milliseconds, long >= 0. Default 0
+	// (Kafka's).
+	LogCleanerMinCompactionLagMs int64
+
+	// LogCleanerMaxCompactionLagMs is the longest a record stays
+	// uncompacted, whatever the dirty ratio (topic key
+	// max.compaction.lag.ms). Key log.cleaner.max.compaction.lag.ms;
+	// milliseconds, long >= 1. Default 9223372036854775807 (Kafka's).
+	LogCleanerMaxCompactionLagMs int64
+
+	// GroupMinSessionTimeoutMs and GroupMaxSessionTimeoutMs bound the
+	// session timeout a classic group member may ask for (outside:
+	// INVALID_SESSION_TIMEOUT). Keys group.min.session.timeout.ms and
+	// group.max.session.timeout.ms; milliseconds, int >= 0. Defaults 6000
+	// and 1800000 (Kafka's).
+	GroupMinSessionTimeoutMs int32
+	GroupMaxSessionTimeoutMs int32
+
+	// GroupMaxSize is the most members a classic group admits (GROUP_MAX_SIZE_REACHED
+	// beyond). Key group.max.size; int >= 1. Default 2147483647 (Kafka's).
+	GroupMaxSize int32
+
+	// OffsetsRetentionMinutes is how long an empty group's committed
+	// offsets are kept (KIP-211). Key offsets.retention.minutes; minutes,
+	// int >= 1. Default 10080 (7 days, Kafka's).
+	OffsetsRetentionMinutes int32
+
+	// OffsetsRetentionCheckIntervalMs is how often expired offsets are
+	// removed. Key offsets.retention.check.interval.ms; milliseconds, long
+	// >= 1. Default 600000 (Kafka's).
+	OffsetsRetentionCheckIntervalMs int64
+
+	// OffsetsCommitTimeoutMs bounds how long an offset commit waits for its
+	// write. Key offsets.commit.timeout.ms; milliseconds, int >= 1. Default
+	// 5000 (Kafka's).
+	OffsetsCommitTimeoutMs int32
+
+	// OffsetMetadataMaxBytes is the longest metadata string an offset
+	// commit may carry (OFFSET_METADATA_TOO_LARGE beyond). Key
+	// offset.metadata.max.bytes; bytes, int >= 0. Default 4096 (Kafka's).
+	OffsetMetadataMaxBytes int32
+
+	// GroupConsumerHeartbeatIntervalMs is the heartbeat interval the broker
+	// gives KIP-848 consumer group members. Key
+	// group.consumer.heartbeat.interval.ms; milliseconds, int >= 1. Default
+	// 5000 (Kafka's).
+	GroupConsumerHeartbeatIntervalMs int32
+
+	// GroupConsumerSessionTimeoutMs is how long a KIP-848 member may go
+	// without a heartbeat before it is removed. Key
+	// group.consumer.session.timeout.ms; milliseconds, int >= 1. Default
+	// 45000 (Kafka's).
+	GroupConsumerSessionTimeoutMs int32
+
+	// GroupConsumerMaxSize is the most members a KIP-848 consumer group
+	// admits. Key group.consumer.max.size; int >= 1. Default 2147483647
+	// (Kafka's).
+	GroupConsumerMaxSize int32
+
 	// set has bit i on when the key with index i (see entries) was given to
 	// Set; Source reports it.
 	set uint64
@@ -242,6 +329,24 @@ func Default() Config {
 		LogIndexSizeMaxBytes:          10 << 20,
 		LogCleanupPolicy:              CleanupDelete,
 		LogSegmentDeleteDelayMs:       60000,
+
+		LogCleanerEnable:                 true,
+		LogCleanerBackoffMs:              15000,
+		LogCleanerThreads:                1,
+		LogCleanerDeleteRetentionMs:      86400000,
+		LogCleanerMinCleanableRatio:      0.5,
+		LogCleanerMinCompactionLagMs:     0,
+		LogCleanerMaxCompactionLagMs:     math.MaxInt64,
+		GroupMinSessionTimeoutMs:         6000,
+		GroupMaxSessionTimeoutMs:         1800000,
+		GroupMaxSize:                     math.MaxInt32,
+		OffsetsRetentionMinutes:          10080,
+		OffsetsRetentionCheckIntervalMs:  600000,
+		OffsetsCommitTimeoutMs:           5000,
+		OffsetMetadataMaxBytes:           4096,
+		GroupConsumerHeartbeatIntervalMs: 5000,
+		GroupConsumerSessionTimeoutMs:    45000,
+		GroupConsumerMaxSize:             math.MaxInt32,
 	}
 }
 

@@ -371,6 +371,8 @@ func TestTableCoversFields(t *testing.T) {
 			v.SetInt(v.Int() - 1)
 		case reflect.Uint8:
 			v.SetUint(v.Uint() ^ 3)
+		case reflect.Float64:
+			v.SetFloat(v.Float() / 2)
 		case reflect.Bool:
 			v.SetBool(!v.Bool())
 		case reflect.String:

@@ -97,6 +97,23 @@ var keyTable = []spec{
 		check: checkCleanupPolicy,
 	},
 	intKey("log.segment.delete.delay.ms", func(c *Config) *int64 { return &c.LogSegmentDeleteDelayMs }, 0, math.MaxInt64),
+	boolKey("log.cleaner.enable", func(c *Config) *bool { return &c.LogCleanerEnable }),
+	intKey("log.cleaner.backoff.ms", func(c *Config) *int64 { return &c.LogCleanerBackoffMs }, 0, math.MaxInt64),
+	intKey("log.cleaner.threads", func(c *Config) *int32 { return &c.LogCleanerThreads }, 0, math.MaxInt32),
+	intKey("log.cleaner.delete.retention.ms", func(c *Config) *int64 { return &c.LogCleanerDeleteRetentionMs }, 0, math.MaxInt64),
+	floatKey("log.cleaner.min.cleanable.ratio", func(c *Config) *float64 { return &c.LogCleanerMinCleanableRatio }, 0, 1),
+	intKey("log.cleaner.min.compaction.lag.ms", func(c *Config) *int64 { return &c.LogCleanerMinCompactionLagMs }, 0, math.MaxInt64),
+	intKey("log.cleaner.max.compaction.lag.ms", func(c *Config) *int64 { return &c.LogCleanerMaxCompactionLagMs }, 1, math.MaxInt64),
+	intKey("group.min.session.timeout.ms", func(c *Config) *int32 { return &c.GroupMinSessionTimeoutMs }, 0, math.MaxInt32),
+	intKey("group.max.session.timeout.ms", func(c *Config) *int32 { return &c.GroupMaxSessionTimeoutMs }, 0, math.MaxInt32),
+	intKey("group.max.size", func(c *Config) *int32 { return &c.GroupMaxSize }, 1, math.MaxInt32),
+	intKey("offsets.retention.minutes", func(c *Config) *int32 { return &c.OffsetsRetentionMinutes }, 1, math.MaxInt32),
+	intKey("offsets.retention.check.interval.ms", func(c *Config) *int64 { return &c.OffsetsRetentionCheckIntervalMs }, 1, math.MaxInt64),
+	intKey("offsets.commit.timeout.ms", func(c *Config) *int32 { return &c.OffsetsCommitTimeoutMs }, 1, math.MaxInt32),
+	intKey("offset.metadata.max.bytes", func(c *Config) *int32 { return &c.OffsetMetadataMaxBytes }, 0, math.MaxInt32),
+	intKey("group.consumer.heartbeat.interval.ms", func(c *Config) *int32 { return &c.GroupConsumerHeartbeatIntervalMs }, 1, math.MaxInt32),
+	intKey("group.consumer.session.timeout.ms", func(c *Config) *int32 { return &c.GroupConsumerSessionTimeoutMs }, 1, math.MaxInt32),
+	intKey("group.consumer.max.size", func(c *Config) *int32 { return &c.GroupConsumerMaxSize }, 1, math.MaxInt32),
 }
 
 // spec is one row of keyTable.
@@ -340,6 +357,28 @@ func enumKey(name string, field func(*Config) *string, allowed ...string) spec {
 				}
 			}
 			return fmt.Errorf("must be one of %s", strings.Join(allowed, ", "))
+		},
+	}
+}
+
+// floatKey is a Kafka double in [lo, hi].
+func floatKey(name string, field func(*Config) *float64, lo, hi float64) spec {
+	return spec{
+		name: name,
+		set: func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || math.IsNaN(f) {
+				return fmt.Errorf("must be a number in [%g, %g]", lo, hi)
+			}
+			*field(c) = f
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatFloat(*field(c), 'f', -1, 64) },
+		check: func(c *Config) error {
+			if f := *field(c); f < lo || f > hi {
+				return fmt.Errorf("must be a number in [%g, %g]", lo, hi)
+			}
+			return nil
 		},
 	}
 }
