@@ -1,9 +1,43 @@
-// Package coordinator will hold the consumer group coordinator: the classic
-// group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), the KIP-848
-// consumer protocol, and committed offsets stored in the __consumer_offsets
-// topic with Kafka's own key and value schemas, rebuilt by replaying that
-// topic's partition when the coordinator starts.
+// Package coordinator is Sluice's group coordinator: consumer groups (the
+// classic protocol of JoinGroup/SyncGroup/Heartbeat/LeaveGroup and the
+// KIP-848 consumer protocol of ConsumerGroupHeartbeat) and the offsets they
+// commit, kept in the __consumer_offsets topic with Kafka's own record
+// schemas.
 //
-// The code arrives with the consumer group work; until then this module only
-// states its job.
+// # Shards
+//
+// A group lives on one partition of __consumer_offsets: Kafka's rule,
+// abs(Java String.hashCode(groupID)) mod the partition count (Partition).
+// The coordinator serves the partitions it was given with Load: one shard
+// each. Load replays the partition's records (Log.Replay) into the shard's
+// groups, so a restart loses no committed offset or group generation; the
+// raft work will call Load when this broker becomes the leader of the
+// partition and Unload when it stops being the leader. A request for a group
+// whose shard is not loaded gets NOT_COORDINATOR; one whose shard is still
+// replaying gets COORDINATOR_LOAD_IN_PROGRESS.
+//
+// # Records (Kafka's __consumer_offsets schemas, via franz-go's kmsg)
+//
+//	key version 0, 1: OffsetCommitKey{group, topic, partition}
+//	                  -> OffsetCommitValue (written as version 3, or 1 when
+//	                     it carries an explicit expire timestamp), or a
+//	                     tombstone when the offset is deleted or expires
+//	key version 2:    GroupMetadataKey{group}
+//	                  -> GroupMetadataValue (version 3) of a classic group
+//	                     after each rebalance, or a tombstone when the group
+//	                     is deleted
+//	key version >= 3: KIP-848 consumer group records; see consumer.go
+//
+// Tools that read __consumer_offsets (kcat, Burrow-style lag checkers)
+// decode these records as they decode Kafka's.
+//
+// # Writes and locks
+//
+// Coordinator.mu guards every shard's groups, members and offsets; it is
+// never held across IO. A change that must be durable (an offset commit, a
+// group's new generation) is validated under mu, written with the shard's
+// writeMu held (so records reach the log in the order they are applied to
+// memory), and applied under mu once the write succeeded (Coordinator.write).
+// Lock order: shard.writeMu, then Coordinator.mu. Timers (session timeouts,
+// rebalance delays) come from Config.Clock so tests drive time by hand.
 package coordinator

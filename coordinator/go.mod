@@ -1,3 +1,8 @@
 module github.com/sluicemq/sluice/coordinator
 
-go 1.26
+go 1.26.0
+
+require (
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+)

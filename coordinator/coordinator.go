@@ -1,0 +1,452 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Record is one record of a __consumer_offsets partition. A nil Value is a
+// tombstone.
+type Record struct {
+	Key, Value []byte
+}
+
+// Log is one __consumer_offsets partition as the coordinator sees it.
+type Log interface {
+	// Append writes recs as one record batch and returns once it is
+	// committed (durable and below the high watermark). An error means the
+	// records may or may not be in the log; the coordinator then fails the
+	// request with a retriable error and does not apply them.
+	Append(ctx context.Context, recs []Record) error
+	// Replay calls fn for every record from the log start offset to the
+	// high watermark, in offset order.
+	Replay(fn func(Record) error) error
+}
+
+// TopicInfo describes one topic for offset requests by topic ID (OffsetCommit
+// v10+, OffsetFetch v10+) and for the KIP-848 assignors.
+type TopicInfo struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+}
+
+// Topics looks up topics. Implementations must be safe for concurrent use
+// and must not call back into the coordinator.
+type Topics interface {
+	// All returns every topic (internal ones included).
+	All() []TopicInfo
+	// ByName returns a topic by name.
+	ByName(name string) (TopicInfo, bool)
+	// ByID returns a topic by ID.
+	ByID(id [16]byte) (TopicInfo, bool)
+}
+
+// Config configures a Coordinator. Durations are the broker keys of the
+// same names (see server/config); zero fields get Kafka's defaults from
+// EnsureDefaults.
+type Config struct {
+	// Partitions is offsets.topic.num.partitions: the partition count of
+	// __consumer_offsets, which Partition needs. Default 50.
+	Partitions int32
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long
+	// the first rebalance of an empty classic group waits for more members.
+	// Default 3 s; set NoInitialRebalanceDelay for 0.
+	InitialRebalanceDelay   time.Duration
+	NoInitialRebalanceDelay bool
+	// MinSessionTimeout and MaxSessionTimeout are
+	// group.min.session.timeout.ms and group.max.session.timeout.ms: the
+	// session timeouts a classic member may ask for. Defaults 6 s and 30 min.
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// GroupMaxSize is group.max.size: the most members a classic group
+	// admits. Default math.MaxInt32.
+	GroupMaxSize int32
+	// OffsetsRetention is offsets.retention.minutes: how long the offsets of
+	// a group with no members are kept (KIP-211). Default 7 days.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms.
+	// Default 10 min.
+	OffsetsRetentionCheckInterval time.Duration
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: the longest
+	// commit metadata string. Default 4096 bytes.
+	OffsetMetadataMaxBytes int
+	// ConsumerHeartbeatInterval and ConsumerSessionTimeout are
+	// group.consumer.heartbeat.interval.ms and
+	// group.consumer.session.timeout.ms (KIP-848 groups). Defaults 5 s and
+	// 45 s.
+	ConsumerHeartbeatInterval, ConsumerSessionTimeout time.Duration
+	// ConsumerMaxSize is group.consumer.max.size. Default math.MaxInt32.
+	ConsumerMaxSize int32
+	// Topics resolves topic names and IDs. Required.
+	Topics Topics
+	// Clock defaults to RealClock.
+	Clock Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with Kafka's defaults.
+func (c *Config) EnsureDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 50
+	}
+	if c.NoInitialRebalanceDelay {
+		c.InitialRebalanceDelay = 0
+	} else {
+		def(&c.InitialRebalanceDelay, 3*time.Second)
+	}
+	def(&c.MinSessionTimeout, 6*time.Second)
+	def(&c.MaxSessionTimeout, 30*time.Minute)
+	if c.GroupMaxSize <= 0 {
+		c.GroupMaxSize = 1<<31 - 1
+	}
+	def(&c.OffsetsRetention, 7*24*time.Hour)
+	def(&c.OffsetsRetentionCheckInterval, 10*time.Minute)
+	if c.OffsetMetadataMaxBytes == 0 {
+		c.OffsetMetadataMaxBytes = 4096
+	}
+	def(&c.ConsumerHeartbeatInterval, 5*time.Second)
+	def(&c.ConsumerSessionTimeout, 45*time.Second)
+	if c.ConsumerMaxSize <= 0 {
+		c.ConsumerMaxSize = 1<<31 - 1
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Coordinator serves the groups of the __consumer_offsets partitions loaded
+// into it. Its request methods take and return franz-go kmsg messages: the
+// group protocol is defined by Kafka's error codes, so the coordinator
+// speaks them directly and the server stays a thin dispatcher.
+type Coordinator struct {
+	cfg Config
+
+	// mu guards shards and all group state below them.
+	mu     sync.Mutex
+	shards map[int32]*shard
+	closed bool
+
+	stopExpiry func() bool
+}
+
+// shard is one loaded __consumer_offsets partition.
+type shard struct {
+	partition int32
+	log       Log
+	// writeMu orders writes: held from before a record batch is appended
+	// until it has been applied, so memory follows log order.
+	writeMu sync.Mutex
+	loading bool
+	groups  map[string]*group
+}
+
+// group is one group of a shard. A group is of one kind at a time: classic
+// (classic != nil, or neither set: a group known only by its committed
+// offsets, which Kafka reports as an Empty classic group) or KIP-848
+// consumer (consumer != nil).
+type group struct {
+	id    string
+	shard *shard
+	// offsets are the committed offsets, by topic then partition.
+	offsets map[string]map[int32]*committedOffset
+	// emptySince is when the group last had no members (for KIP-211
+	// expiry); zero while it has members.
+	emptySince time.Time
+
+	classic  *classicGroup
+	consumer *consumerGroup
+}
+
+// committedOffset is one committed offset as OffsetCommitValue stores it.
+type committedOffset struct {
+	offset      int64
+	leaderEpoch int32
+	metadata    string
+	commitTime  int64 // ms since the epoch
+	expireTime  int64 // ms since the epoch, -1 if none (OffsetCommit v1 only)
+}
+
+// New returns a coordinator serving no partitions yet; see Load.
+func New(cfg Config) *Coordinator {
+	cfg.EnsureDefaults()
+	c := &Coordinator{cfg: cfg, shards: map[int32]*shard{}}
+	c.scheduleExpiry()
+	return c
+}
+
+// Partition is the __consumer_offsets partition of groupID: Kafka's
+// abs(String.hashCode) mod partitions, with Kafka's Utils.abs (MinInt32 -> 0).
+func Partition(groupID string, partitions int32) int32 {
+	var h int32
+	for _, r := range groupID {
+		if r >= 0x10000 { // a surrogate pair in Java's UTF-16
+			r -= 0x10000
+			h = 31*h + int32(0xD800+(r>>10))
+			h = 31*h + int32(0xDC00+(r&0x3FF))
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	if h == -1<<31 {
+		h = 0
+	} else if h < 0 {
+		h = -h
+	}
+	return h % partitions
+}
+
+// Partition is the __consumer_offsets partition of groupID for this
+// coordinator's partition count.
+func (c *Coordinator) Partition(groupID string) int32 {
+	return Partition(groupID, c.cfg.Partitions)
+}
+
+// ErrClosed is returned by Load after Close.
+var ErrClosed = errors.New("coordinator: closed")
+
+// Load makes the coordinator serve partition p, whose records log holds:
+// it replays them, then serves. Requests for the partition's groups get
+// COORDINATOR_LOAD_IN_PROGRESS meanwhile. Loading a loaded partition
+// replaces it.
+func (c *Coordinator) Load(p int32, log Log) error {
+	s := &shard{partition: p, log: log, loading: true, groups: map[string]*group{}}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if old := c.shards[p]; old != nil {
+		c.unloadLocked(old)
+	}
+	c.shards[p] = s
+	c.mu.Unlock()
+
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	var n int
+	err := log.Replay(func(r Record) error {
+		n++
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.replayLocked(s, r)
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if c.shards[p] == s {
+			delete(c.shards, p)
+		}
+		return fmt.Errorf("coordinator: loading __consumer_offsets-%d: %w", p, err)
+	}
+	s.loading = false
+	for _, g := range s.groups {
+		c.loadedLocked(g)
+	}
+	c.cfg.Logger.Debug("coordinator: partition loaded", "partition", p, "records", n, "groups", len(s.groups))
+	return nil
+}
+
+// Unload stops serving partition p; its groups' members are dropped (they
+// find the new coordinator and rejoin).
+func (c *Coordinator) Unload(p int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.shards[p]; s != nil {
+		c.unloadLocked(s)
+		delete(c.shards, p)
+	}
+}
+
+func (c *Coordinator) unloadLocked(s *shard) {
+	for _, g := range s.groups {
+		c.dropLocked(g)
+	}
+	s.groups = map[string]*group{}
+}
+
+// Owns reports whether this coordinator serves groupID's partition (loaded
+// or loading).
+func (c *Coordinator) Owns(groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shards[c.Partition(groupID)] != nil
+}
+
+// Close stops every timer and drops every member; waiting requests return
+// COORDINATOR_NOT_AVAILABLE.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	if c.stopExpiry != nil {
+		c.stopExpiry()
+	}
+	for p, s := range c.shards {
+		c.unloadLocked(s)
+		delete(c.shards, p)
+	}
+}
+
+// shardLocked finds the shard of groupID, or the error code to answer with:
+// NOT_COORDINATOR if the partition is not served here,
+// COORDINATOR_LOAD_IN_PROGRESS while it replays, COORDINATOR_NOT_AVAILABLE
+// after Close.
+func (c *Coordinator) shardLocked(groupID string) (*shard, int16) {
+	if c.closed {
+		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	s := c.shards[c.Partition(groupID)]
+	switch {
+	case s == nil:
+		return nil, kerr.NotCoordinator.Code
+	case s.loading:
+		return nil, kerr.CoordinatorLoadInProgress.Code
+	}
+	return s, 0
+}
+
+// groupLocked returns groupID's group, creating it when create is set; nil
+// with an error code if the shard is not served, or nil with 0 if the group
+// does not exist and create is false. An empty group ID is refused with
+// INVALID_GROUP_ID.
+func (c *Coordinator) groupLocked(groupID string, create bool) (*group, int16) {
+	if groupID == "" {
+		return nil, kerr.InvalidGroupID.Code
+	}
+	s, code := c.shardLocked(groupID)
+	if code != 0 {
+		return nil, code
+	}
+	g := s.groups[groupID]
+	if g == nil && create {
+		g = newGroup(s, groupID, c.cfg.Clock.Now())
+	}
+	return g, 0
+}
+
+func newGroup(s *shard, id string, now time.Time) *group {
+	g := &group{id: id, shard: s, offsets: map[string]map[int32]*committedOffset{}, emptySince: now}
+	s.groups[id] = g
+	return g
+}
+
+// write appends recs to the shard's log and, once they are committed,
+// runs apply under c.mu. The caller must hold neither s.writeMu nor c.mu.
+// check, if not nil, runs under c.mu after s.writeMu is taken and before the
+// write, and may refuse it by returning an error code (then nothing is
+// written and write returns that code); it returns the records to write,
+// which lets the caller build them from the state it validated. A failed
+// write answers with the coordinator error Kafka uses for it
+// (NOT_COORDINATOR, so clients find the coordinator again and retry).
+func (c *Coordinator) write(ctx context.Context, s *shard, check func() ([]Record, int16), apply func()) int16 {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	c.mu.Lock()
+	if c.closed || c.shards[s.partition] != s {
+		c.mu.Unlock()
+		return kerr.NotCoordinator.Code
+	}
+	var recs []Record
+	if check != nil {
+		var code int16
+		if recs, code = check(); code != 0 {
+			c.mu.Unlock()
+			return code
+		}
+	}
+	c.mu.Unlock()
+	if len(recs) > 0 {
+		if err := s.log.Append(ctx, recs); err != nil {
+			c.cfg.Logger.Warn("coordinator: writing to __consumer_offsets failed", "partition", s.partition, "err", err)
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return kerr.RequestTimedOut.Code
+			}
+			return kerr.NotCoordinator.Code
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shards[s.partition] != s {
+		return kerr.NotCoordinator.Code
+	}
+	if apply != nil {
+		apply()
+	}
+	return 0
+}
+
+// writeAsync is write from a place that holds c.mu (a timer, a handler
+// mid-way): it runs in its own goroutine and logs failures.
+func (c *Coordinator) writeAsync(s *shard, check func() ([]Record, int16), apply func()) {
+	go func() {
+		if code := c.write(context.Background(), s, check, apply); code != 0 {
+			c.cfg.Logger.Warn("coordinator: background write failed", "partition", s.partition, "error", kerr.ErrorForCode(code))
+		}
+	}()
+}
+
+// isEmptyLocked reports whether g has no members of either kind.
+func (g *group) isEmptyLocked() bool {
+	switch {
+	case g.consumer != nil:
+		return g.consumer.isEmpty()
+	case g.classic != nil:
+		return g.classic.isEmpty()
+	}
+	return true
+}
+
+// typeName is the group type ListGroups v5+ reports.
+func (g *group) typeName() string {
+	if g.consumer != nil {
+		return "consumer"
+	}
+	return "classic"
+}
+
+// removeLocked deletes g from its shard, stopping its timers.
+func (c *Coordinator) removeLocked(g *group) {
+	c.dropLocked(g)
+	if g.shard.groups[g.id] == g {
+		delete(g.shard.groups, g.id)
+	}
+}
+
+// dropLocked stops g's timers and fails its waiting requests.
+func (c *Coordinator) dropLocked(g *group) {
+	if g.classic != nil {
+		g.classic.shutdown()
+	}
+	if g.consumer != nil {
+		g.consumer.shutdown()
+	}
+}
+
+// loadedLocked runs for every group when its shard finished replaying: the
+// group kinds start their timers (session timeouts of replayed members).
+func (c *Coordinator) loadedLocked(g *group) {
+	if g.classic != nil {
+		c.classicLoaded(g)
+	}
+	if g.consumer != nil {
+		c.consumerLoaded(g)
+	}
+}
