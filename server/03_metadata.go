@@ -23,12 +23,8 @@ const clusterID = "sluice-single-node"
 func serveMetadata(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	adv := b.cfg.AdvertisedListeners[0]
-	host := adv.Host
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: int32(adv.Port)}}
+	host, port := b.advertisedHostPort()
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
 	id := clusterID
 	resp.ClusterID = &id
 	resp.ControllerID = b.cfg.NodeID
@@ -51,7 +47,14 @@ func serveMetadata(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Reques
 		} else {
 			t, ok = b.meta.TopicByID(rt.TopicID)
 		}
-		if !ok && rt.Topic != nil && autoCreate {
+		if !ok && rt.Topic != nil && *rt.Topic == offsetsTopic && autoCreate {
+			// The internal topic is created with its own layout, never
+			// with the defaults of an auto-created topic.
+			if err := b.ensureOffsetsTopic(); err == nil {
+				t, ok = b.meta.Topic(offsetsTopic)
+			}
+		}
+		if !ok && rt.Topic != nil && autoCreate && *rt.Topic != offsetsTopic {
 			var err error
 			t, err = b.createTopic(*rt.Topic, -1, -1, nil, false)
 			ok = err == nil
@@ -82,11 +85,23 @@ func serveMetadata(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Reques
 	return resp, nil
 }
 
+// advertisedHostPort is where clients reach this broker: the first
+// advertised listener (an empty host means the loopback address).
+func (b *Broker) advertisedHostPort() (string, int32) {
+	adv := b.cfg.AdvertisedListeners[0]
+	host := adv.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return host, int32(adv.Port)
+}
+
 func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
+	mt.IsInternal = t.Name == offsetsTopic
 	for p := int32(0); p < t.Partitions; p++ {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p

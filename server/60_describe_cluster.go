@@ -42,15 +42,9 @@ func serveDescribeCluster(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 	}
 	resp.ClusterID = clusterID
 	resp.ControllerID = b.cfg.NodeID
-	adv := b.cfg.AdvertisedListeners[0]
-	host := adv.Host
-	if host == "" {
-		host = "127.0.0.1"
-	}
 	br := kmsg.NewDescribeClusterResponseBroker()
 	br.NodeID = b.cfg.NodeID
-	br.Host = host
-	br.Port = int32(adv.Port)
+	br.Host, br.Port = b.advertisedHostPort()
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{br}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations

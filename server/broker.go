@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/coordinator"
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
@@ -26,6 +27,7 @@ type Broker struct {
 	logger *slog.Logger
 	meta   *meta.Store
 	sweep  *segment.Sweeper
+	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
 
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition
@@ -84,6 +86,10 @@ func New(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		}
 	}
 	b.sweep.Start()
+	b.coord = b.newCoordinator()
+	if t, ok := st.Topic(offsetsTopic); ok {
+		b.loadOffsetsTopic(t)
+	}
 	return b, nil
 }
 
@@ -175,6 +181,9 @@ func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
 // shut so no new request starts), syncs and closes every log and the
 // metadata. A restart finds everything.
 func (b *Broker) Close() error {
+	// Group requests waiting for a rebalance are answered first, so their
+	// connections can finish.
+	b.coord.Close()
 	if b.ln != nil {
 		b.ln.Close()
 		b.connMu.Lock()

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/segmentio/kafka-go v0.4.51
+	github.com/sluicemq/sluice/coordinator v0.0.0
 	github.com/sluicemq/sluice/meta v0.0.0
 	github.com/sluicemq/sluice/replica v0.0.0
 	github.com/sluicemq/sluice/segment v0.0.0
@@ -62,6 +63,7 @@ require (
 )
 
 replace (
+	github.com/sluicemq/sluice/coordinator => ../coordinator
 	github.com/sluicemq/sluice/index => ../index
 	github.com/sluicemq/sluice/meta => ../meta
 	github.com/sluicemq/sluice/replica => ../replica

@@ -1,0 +1,65 @@
+package server
+
+// FindCoordinator, versions 0-6. v1 adds the key type (0 group, 1
+// transaction) and an error message, v3 is flexible, v4 (KIP-699) batches
+// keys in CoordinatorKeys with one answer each, v6 (KIP-932) adds share
+// keys (type 2), which Sluice refuses with INVALID_REQUEST. A single node
+// coordinates every group: the answer is this broker, once
+// __consumer_offsets exists (the first group lookup creates it; a failure
+// to do so is COORDINATOR_NOT_AVAILABLE, which clients retry).
+// Transactions are not supported yet: a transaction key is answered with
+// this broker too, and InitProducerId then refuses the transactional id.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	register(handler{key: 10, minVersion: 0, maxVersion: 6, serve: serveFindCoordinator})
+}
+
+// Coordinator key types (FindCoordinator v1+).
+const (
+	coordinatorKeyGroup       = 0
+	coordinatorKeyTransaction = 1
+)
+
+func serveFindCoordinator(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	find := func(key string) (nodeID int32, host string, port int32, err error) {
+		switch req.CoordinatorType {
+		case coordinatorKeyGroup:
+			if err := b.ensureOffsetsTopic(); err != nil {
+				return -1, "", -1, err
+			}
+		case coordinatorKeyTransaction:
+		default:
+			return -1, "", -1, kafkaErrorf(kerr.InvalidRequest, "coordinator key type %d is not supported", req.CoordinatorType)
+		}
+		host, port = b.advertisedHostPort()
+		return b.cfg.NodeID, host, port, nil
+	}
+	if req.Version <= 3 {
+		var err error
+		resp.NodeID, resp.Host, resp.Port, err = find(req.CoordinatorKey)
+		resp.ErrorCode = kafkaCode(err)
+		if req.Version >= 1 {
+			resp.ErrorMessage = errMessage(err)
+		}
+		return resp, nil
+	}
+	for _, key := range req.CoordinatorKeys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key = key
+		var err error
+		c.NodeID, c.Host, c.Port, err = find(key)
+		c.ErrorCode = kafkaCode(err)
+		c.ErrorMessage = errMessage(err)
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	return resp, nil
+}

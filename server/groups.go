@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicemq/sluice/coordinator"
+	"github.com/sluicemq/sluice/meta"
+	"github.com/sluicemq/sluice/replica"
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The group coordinator's home: __consumer_offsets, a real compacted topic
+// created on first use (FindCoordinator for a group, or any group request)
+// with offsets.topic.num.partitions partitions, Kafka's name and Kafka's
+// record schemas (package coordinator). A single node leads every
+// partition, so it loads all of them into the coordinator: at start-up
+// when the topic exists, else when it creates it.
+
+// offsetsTopic is Kafka's internal topic for committed offsets and groups.
+const offsetsTopic = "__consumer_offsets"
+
+// offsetsTopicConfigs are the topic configs Kafka gives __consumer_offsets:
+// compacted, 100 MiB segments (offsets.topic.segment.bytes), producer
+// compression.
+func offsetsTopicConfigs() map[string]string {
+	return map[string]string{
+		"cleanup.policy":   "compact",
+		"segment.bytes":    strconv.Itoa(100 << 20),
+		"compression.type": "producer",
+	}
+}
+
+// newCoordinator builds the broker's coordinator from its config.
+func (b *Broker) newCoordinator() *coordinator.Coordinator {
+	c := b.cfg
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	return coordinator.New(coordinator.Config{
+		Partitions:                    c.OffsetsTopicNumPartitions,
+		InitialRebalanceDelay:         ms(int64(c.GroupInitialRebalanceDelayMs)),
+		NoInitialRebalanceDelay:       c.GroupInitialRebalanceDelayMs == 0,
+		MinSessionTimeout:             ms(int64(c.GroupMinSessionTimeoutMs)),
+		MaxSessionTimeout:             ms(int64(c.GroupMaxSessionTimeoutMs)),
+		GroupMaxSize:                  c.GroupMaxSize,
+		OffsetsRetention:              time.Duration(c.OffsetsRetentionMinutes) * time.Minute,
+		OffsetsRetentionCheckInterval: ms(c.OffsetsRetentionCheckIntervalMs),
+		OffsetMetadataMaxBytes:        int(c.OffsetMetadataMaxBytes),
+		ConsumerHeartbeatInterval:     ms(int64(c.GroupConsumerHeartbeatIntervalMs)),
+		ConsumerSessionTimeout:        ms(int64(c.GroupConsumerSessionTimeoutMs)),
+		ConsumerMaxSize:               c.GroupConsumerMaxSize,
+		Topics:                        brokerTopics{b},
+		Logger:                        b.logger,
+	})
+}
+
+// loadOffsetsTopic loads every partition of an existing __consumer_offsets
+// into the coordinator, replaying each in its own goroutine (requests for
+// a partition still replaying get COORDINATOR_LOAD_IN_PROGRESS).
+func (b *Broker) loadOffsetsTopic(t meta.Topic) {
+	for p := int32(0); p < t.Partitions; p++ {
+		part, ok := b.partition(t.Name, p)
+		if !ok {
+			continue
+		}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			if err := b.coord.Load(p, offsetsLog{part}); err != nil {
+				b.logger.Error("sluice: loading group coordinator state", "partition", p, "err", err)
+			}
+		}()
+	}
+}
+
+// ensureOffsetsTopic creates __consumer_offsets if it does not exist yet
+// and loads it. Errors are kafkaErrors (COORDINATOR_NOT_AVAILABLE while it
+// cannot be created, as Kafka answers).
+func (b *Broker) ensureOffsetsTopic() error {
+	if _, ok := b.meta.Topic(offsetsTopic); ok {
+		return nil
+	}
+	t, err := b.createTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicReplicationFactor, offsetsTopicConfigs(), false)
+	switch {
+	case errIs(err, kerr.TopicAlreadyExists):
+		return nil // created concurrently; that creator loads it
+	case err != nil:
+		b.logger.Error("sluice: creating "+offsetsTopic, "err", err)
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s cannot be created: %v", offsetsTopic, err)
+	}
+	b.loadOffsetsTopic(t)
+	return nil
+}
+
+// groupReady makes sure the coordinator serves groupID (creating
+// __consumer_offsets on first use) and returns 0, or the error code to
+// answer with.
+func (b *Broker) groupReady(groupID string) int16 {
+	if err := b.ensureOffsetsTopic(); err != nil {
+		return kafkaCode(err)
+	}
+	return 0
+}
+
+// offsetsLog is a __consumer_offsets partition as the coordinator uses it.
+type offsetsLog struct{ p *replica.Partition }
+
+// Append writes recs as one uncompressed batch stamped with the current
+// time and returns once the partition committed it.
+func (l offsetsLog) Append(ctx context.Context, recs []coordinator.Record) error {
+	now := time.Now().UnixMilli()
+	rs := make([]batch.Record, len(recs))
+	for i, r := range recs {
+		rs[i] = batch.Record{Timestamp: now, Key: r.Key, Value: r.Value}
+	}
+	_, err := l.p.Append(ctx, batch.Build(batch.NewBuildOptions(), rs), replica.AppendOptions{})
+	return err
+}
+
+// Replay reads the partition from its log start offset to its high
+// watermark and hands every record of every data batch to fn (control
+// batches are skipped).
+func (l offsetsLog) Replay(fn func(coordinator.Record) error) error {
+	log := l.p.Log()
+	hw := l.p.HighWatermark()
+	var buf []byte
+	for off := log.LogStartOffset(); off < hw; {
+		var res segment.ReadResult
+		var err error
+		buf, res, err = log.ReadBytes(buf[:0], off, 1<<20, hw)
+		if err != nil {
+			return err
+		}
+		if res.NextOffset <= off {
+			return fmt.Errorf("replay stuck at offset %d", off)
+		}
+		for rest := buf; len(rest) > 0; {
+			h, err := batch.ParseHeader(rest)
+			if err != nil {
+				return err
+			}
+			b := rest[:h.Size()]
+			rest = rest[h.Size():]
+			if h.Control() {
+				continue
+			}
+			if _, err := batch.Iterate(b, func(r *batch.Record) error {
+				if r.Offset < off {
+					return nil // before the start (DeleteRecords inside a batch)
+				}
+				return fn(coordinator.Record{Key: r.Key, Value: r.Value})
+			}); err != nil {
+				return err
+			}
+		}
+		off = res.NextOffset
+	}
+	return nil
+}
+
+// brokerTopics is the coordinator's view of the topics.
+type brokerTopics struct{ b *Broker }
+
+func info(t meta.Topic) coordinator.TopicInfo {
+	return coordinator.TopicInfo{Name: t.Name, ID: t.ID, Partitions: t.Partitions}
+}
+
+func (bt brokerTopics) All() []coordinator.TopicInfo {
+	ts := bt.b.meta.Topics()
+	out := make([]coordinator.TopicInfo, len(ts))
+	for i, t := range ts {
+		out[i] = info(t)
+	}
+	return out
+}
+
+func (bt brokerTopics) ByName(name string) (coordinator.TopicInfo, bool) {
+	t, ok := bt.b.meta.Topic(name)
+	return info(t), ok
+}
+
+func (bt brokerTopics) ByID(id [16]byte) (coordinator.TopicInfo, bool) {
+	t, ok := bt.b.meta.TopicByID(id)
+	return info(t), ok
+}
+
+// coordinated registers a group API whose whole answer comes from the
+// coordinator: the request is decoded by kmsg, served by fn, and answered.
+func coordinated[Req kmsg.Request, Resp kmsg.Response](key, maxVersion int16, fn func(*coordinator.Coordinator, context.Context, Req) Resp) {
+	register(handler{key: key, minVersion: 0, maxVersion: maxVersion,
+		serve: func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error) {
+			return fn(b.coord, b.groupContext(ctx, cc), req.(Req)), nil
+		}})
+}
+
+// groupContext is ctx carrying the client's id and host, which the
+// coordinator reports for members (DescribeGroups).
+func (b *Broker) groupContext(ctx context.Context, cc *clientConn) context.Context {
+	return ctx
+}
