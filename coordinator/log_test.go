@@ -219,3 +219,18 @@ func TestDeleteGroupAndExpiry(t *testing.T) {
 		t.Fatalf("groups after replay: %+v", lg.Groups)
 	}
 }
+
+func TestTopicDeletedRemovesOffsets(t *testing.T) {
+	log, clk := &memLog{}, newManualClock()
+	c := testCoordinator(t, log, clk)
+	commit(c, "g", -1, "", "t", 0, 1)
+	commit(c, "g", -1, "", "u", 0, 2)
+	c.TopicDeleted(context.Background(), "t")
+	if got := fetch(c, "g"); len(got) != 1 || got["u/0"] != 2 {
+		t.Fatalf("after deleting t: %v", got)
+	}
+	c2 := testCoordinator(t, log, clk)
+	if got := fetch(c2, "g"); len(got) != 1 || got["u/0"] != 2 {
+		t.Fatalf("after replay: %v", got)
+	}
+}

@@ -436,3 +436,44 @@ func (c *Coordinator) groupTombstonesLocked(g *group) []Record {
 	}
 	return []Record{{Key: groupKey(g.id)}}
 }
+
+// TopicDeleted removes every group's committed offsets of a deleted topic
+// (Kafka does the same when a topic goes away, so a recreated topic does
+// not inherit positions). It writes the tombstones to each loaded
+// partition and returns once they are applied; failures are logged.
+func (c *Coordinator) TopicDeleted(ctx context.Context, topic string) {
+	c.mu.Lock()
+	shards := make([]*shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		shards = append(shards, s)
+	}
+	c.mu.Unlock()
+	for _, s := range shards {
+		type del struct {
+			group string
+			p     int32
+		}
+		var dels []del
+		check := func() ([]Record, int16) {
+			dels = dels[:0]
+			var recs []Record
+			for _, id := range sortedKeys(s.groups) {
+				for _, p := range sortedKeys(s.groups[id].offsets[topic]) {
+					dels = append(dels, del{id, p})
+					recs = append(recs, Record{Key: offsetKey(id, topic, p)})
+				}
+			}
+			return recs, 0
+		}
+		apply := func() {
+			for _, d := range dels {
+				if g := s.groups[d.group]; g != nil {
+					g.deleteOffset(topic, d.p)
+				}
+			}
+		}
+		if code := c.write(ctx, s, check, apply); code != 0 && code != kerr.NotCoordinator.Code {
+			c.cfg.Logger.Warn("coordinator: removing offsets of a deleted topic failed", "topic", topic, "partition", s.partition, "error", kerr.ErrorForCode(code))
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -48,6 +49,9 @@ func (b *Broker) deleteTopic(name string, id [16]byte, byID bool) (meta.Topic, e
 	}
 	for p := int32(0); p < t.Partitions; p++ {
 		b.dropPartition(t.Name, p)
+	}
+	if t.Name != offsetsTopic {
+		b.coord.TopicDeleted(context.Background(), t.Name)
 	}
 	b.logger.Info("sluice: topic deleted", "topic", t.Name, "id", meta.FormatTopicID(t.ID), "partitions", t.Partitions)
 	return t, nil
