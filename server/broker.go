@@ -213,6 +213,7 @@ func (b *Broker) Close() error {
 		}
 		b.cancel()
 	}
+	b.wg.Wait() // coordinator loads started by New, when Start never ran
 	b.sweep.Stop()
 	err := b.closeLogs()
 	return errors.Join(err, b.meta.Close())
