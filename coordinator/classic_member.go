@@ -1,0 +1,332 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// classicMemberLocked finds the classic group and member a SyncGroup or
+// Heartbeat names, in Kafka's order of checks: coordinator errors, unknown
+// group or member (UNKNOWN_MEMBER_ID), a fenced static member, the
+// generation.
+func (c *Coordinator) classicMemberLocked(groupID string, generation int32, memberID string, instanceID *string) (*group, *classicMember, int16) {
+	g, code := c.groupLocked(groupID, false)
+	switch {
+	case code != 0:
+		return nil, nil, code
+	case g == nil || g.consumer != nil:
+		return nil, nil, kerr.UnknownMemberID.Code
+	}
+	cg := classicLocked(g)
+	if cg.state == classicDead {
+		return nil, nil, kerr.CoordinatorNotAvailable.Code
+	}
+	if code := cg.validateMember(memberID, instanceID); code != 0 {
+		return nil, nil, code
+	}
+	if generation != cg.generation {
+		return nil, nil, kerr.IllegalGeneration.Code
+	}
+	return g, cg.members[memberID], 0
+}
+
+// SyncGroup is SyncGroup v0-v5. The leader's assignment is written as the
+// group's GroupMetadataValue and then given to every member (those the
+// leader left out get an empty one); followers wait for it. If the group
+// starts another rebalance first, waiting members get
+// REBALANCE_IN_PROGRESS; if the write fails, they get its error and the
+// group rebalances.
+func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
+	finish := func(r *kmsg.SyncGroupResponse) *kmsg.SyncGroupResponse {
+		r.Version = req.Version
+		return r
+	}
+	c.mu.Lock()
+	g, m, code := c.classicMemberLocked(req.Group, req.Generation, req.MemberID, req.InstanceID)
+	if code != 0 {
+		c.mu.Unlock()
+		return finish(syncError(code))
+	}
+	cg := g.classic
+	if req.ProtocolType != nil && *req.ProtocolType != cg.ptype || req.Protocol != nil && *req.Protocol != cg.protocol {
+		c.mu.Unlock()
+		return finish(syncError(kerr.InconsistentGroupProtocol.Code))
+	}
+	c.scheduleSessionLocked(g, m, m.sessionTimeout)
+	switch cg.state {
+	case classicPreparingRebalance:
+		c.mu.Unlock()
+		return finish(syncError(kerr.RebalanceInProgress.Code))
+	case classicStable:
+		delete(cg.pendingSync, m.id)
+		r := c.syncResponseLocked(g, m)
+		c.mu.Unlock()
+		return finish(r)
+	}
+	// CompletingRebalance: wait for the leader's assignment.
+	delete(cg.pendingSync, m.id)
+	m.answerSync(syncError(kerr.RebalanceInProgress.Code)) // superseded
+	ch := make(chan *kmsg.SyncGroupResponse, 1)
+	m.sync = ch
+	leader := m.id == cg.leader
+	generation := cg.generation
+	c.mu.Unlock()
+
+	if leader {
+		if code := c.storeAssignment(ctx, g, generation, req.GroupAssignment); code != 0 {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			select {
+			case r := <-ch:
+				return finish(r)
+			default:
+			}
+			if m.sync == ch {
+				m.sync = nil
+			}
+			return finish(syncError(code))
+		}
+	}
+	select {
+	case r := <-ch:
+		return finish(r)
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case r := <-ch:
+		return finish(r)
+	default:
+	}
+	if m.sync == ch {
+		m.sync = nil
+	}
+	return finish(syncError(kerr.CoordinatorNotAvailable.Code))
+}
+
+// syncResponseLocked is m's SyncGroup response in a Stable group.
+func (c *Coordinator) syncResponseLocked(g *group, m *classicMember) *kmsg.SyncGroupResponse {
+	r := kmsg.NewPtrSyncGroupResponse()
+	ptype, proto := g.classic.ptype, g.classic.protocol
+	r.ProtocolType, r.Protocol = &ptype, &proto
+	r.MemberAssignment = m.assignment
+	if r.MemberAssignment == nil {
+		r.MemberAssignment = []byte{}
+	}
+	return r
+}
+
+// storeAssignment writes the leader's assignment for generation and, once
+// it is durable, makes the group Stable and answers every waiting
+// SyncGroup; a failed write answers them with its error and rebalances.
+func (c *Coordinator) storeAssignment(ctx context.Context, g *group, generation int32, given []kmsg.SyncGroupRequestGroupAssignment) int16 {
+	assignment := map[string][]byte{}
+	current := func() bool {
+		cg := g.classic
+		return cg.state == classicCompletingRebalance && cg.generation == generation
+	}
+	check := func() ([]Record, int16) {
+		if !current() {
+			return nil, kerr.RebalanceInProgress.Code
+		}
+		for _, a := range given {
+			if g.classic.members[a.MemberID] != nil {
+				assignment[a.MemberID] = a.MemberAssignment
+			}
+		}
+		return []Record{c.groupRecordLocked(g, assignment)}, 0
+	}
+	apply := func() {
+		if !current() {
+			return
+		}
+		cg := g.classic
+		for _, m := range cg.members {
+			m.assignment = assignment[m.id]
+			if m.assignment == nil {
+				m.assignment = []byte{}
+			}
+		}
+		c.transitionLocked(g, classicStable)
+		for _, m := range cg.members {
+			m.answerSync(c.syncResponseLocked(g, m))
+		}
+	}
+	code := c.write(ctx, g.shard, check, apply)
+	if code == 0 || code == kerr.RebalanceInProgress.Code {
+		return code // answered, or by whoever moved the group on
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if current() {
+		for _, m := range g.classic.members {
+			m.assignment = nil
+			m.answerSync(syncError(code))
+		}
+		c.prepareRebalanceLocked(g)
+	}
+	return code
+}
+
+// Heartbeat is Heartbeat v0-v4: each valid heartbeat extends the member's
+// session; REBALANCE_IN_PROGRESS tells members to rejoin.
+func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, m, code := c.classicMemberLocked(req.Group, req.Generation, req.MemberID, req.InstanceID)
+	if code != 0 {
+		resp.ErrorCode = code
+		return resp
+	}
+	switch g.classic.state {
+	case classicEmpty:
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp
+	case classicPreparingRebalance:
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
+	}
+	c.scheduleSessionLocked(g, m, m.sessionTimeout)
+	return resp
+}
+
+// LeaveGroup is LeaveGroup v0-v5: v0-v2 name one member id; v3+ (KIP-345)
+// a batch of members by member id and/or group.instance.id, each with its
+// own error. Every leave starts a rebalance.
+func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	leaving := req.Members
+	if req.Version < 3 {
+		lm := kmsg.NewLeaveGroupRequestMember()
+		lm.MemberID = req.MemberID
+		leaving = []kmsg.LeaveGroupRequestMember{lm}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, code := c.groupLocked(req.Group, false)
+	switch {
+	case code != 0:
+	case g == nil || g.consumer != nil:
+		code = kerr.UnknownMemberID.Code
+	case classicLocked(g).state == classicDead:
+		code = kerr.CoordinatorNotAvailable.Code
+	}
+	if code != 0 {
+		resp.ErrorCode = code
+		return resp
+	}
+	for _, lm := range leaving {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID = lm.MemberID, lm.InstanceID
+		rm.ErrorCode = c.leaveLocked(g, lm.MemberID, lm.InstanceID)
+		resp.Members = append(resp.Members, rm)
+	}
+	if req.Version < 3 {
+		resp.ErrorCode, resp.Members = resp.Members[0].ErrorCode, nil
+	}
+	return resp
+}
+
+// leaveLocked removes one leaving member, returning its error code.
+func (c *Coordinator) leaveLocked(g *group, memberID string, instanceID *string) int16 {
+	cg := g.classic
+	if stop, ok := cg.pending[memberID]; ok && instanceID == nil {
+		stop()
+		delete(cg.pending, memberID)
+		c.maybeCompleteJoinLocked(g)
+		return 0
+	}
+	if instanceID != nil {
+		held, ok := cg.static[*instanceID]
+		switch {
+		case !ok:
+			return kerr.UnknownMemberID.Code
+		case memberID != "" && memberID != held:
+			return kerr.FencedInstanceID.Code
+		}
+		memberID = held
+	}
+	m := cg.members[memberID]
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	c.removeMemberLocked(g, m)
+	return 0
+}
+
+// removeMemberLocked is Kafka's removeMemberAndUpdateClassicGroup: the
+// member goes (a JoinGroup it waits on gets UNKNOWN_MEMBER_ID) and the
+// group rebalances, or completes its join phase if the member was the last
+// one it waited for.
+func (c *Coordinator) removeMemberLocked(g *group, m *classicMember) {
+	c.dropMemberLocked(g, m)
+	switch g.classic.state {
+	case classicStable, classicCompletingRebalance:
+		c.prepareRebalanceLocked(g)
+	case classicPreparingRebalance:
+		c.maybeCompleteJoinLocked(g)
+	}
+}
+
+// dropMemberLocked removes m from g without rebalancing; a new leader is
+// the longest-standing member left.
+func (c *Coordinator) dropMemberLocked(g *group, m *classicMember) {
+	cg := g.classic
+	m.answerJoin(joinError(kerr.UnknownMemberID.Code, ""))
+	m.answerSync(syncError(kerr.UnknownMemberID.Code))
+	if m.stopSession != nil {
+		m.stopSession()
+	}
+	m.sessionSeq++
+	delete(cg.members, m.id)
+	delete(cg.pendingSync, m.id)
+	if m.instanceID != nil && cg.static[*m.instanceID] == m.id {
+		delete(cg.static, *m.instanceID)
+	}
+	if cg.leader == m.id {
+		cg.leader = ""
+		if ms := cg.sortedMembers(); len(ms) > 0 {
+			cg.leader = ms[0].id
+		}
+	}
+}
+
+// scheduleSessionLocked (re)starts m's session timer: when it fires, m is
+// removed unless it waits for a join or sync (which the rebalance and sync
+// timeouts bound).
+func (c *Coordinator) scheduleSessionLocked(g *group, m *classicMember, d time.Duration) {
+	if m.stopSession != nil {
+		m.stopSession()
+	}
+	m.sessionSeq++
+	seq := m.sessionSeq
+	m.stopSession = c.cfg.Clock.AfterFunc(d, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		cg := g.classic
+		if cg.state == classicDead || cg.members[m.id] != m || m.sessionSeq != seq {
+			return
+		}
+		if !m.isNew && (m.join != nil || m.sync != nil) {
+			c.scheduleSessionLocked(g, m, m.sessionTimeout)
+			return
+		}
+		c.removeMemberLocked(g, m)
+	})
+}
+
+// expirePending drops a KIP-394 member id that was not used in time.
+func (c *Coordinator) expirePending(g *group, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cg := g.classic
+	if _, ok := cg.pending[id]; !ok || cg.state == classicDead {
+		return
+	}
+	delete(cg.pending, id)
+	c.maybeCompleteJoinLocked(g)
+}
