@@ -63,7 +63,10 @@ type classicReq struct {
 	seq  int
 	name string
 	done chan struct{}
-	out  func() string // valid once done
+	// learn records the member id the response hands out, and out prints
+	// the response; valid once done.
+	learn func()
+	out   func() string
 }
 
 func newClassicHarness(t *testing.T, cfg Config) *classicHarness {
@@ -264,13 +267,13 @@ func (h *classicHarness) member(d *datadriven.TestData, name string) (int32, str
 }
 
 // async runs f in the background as a request of member name.
-func (h *classicHarness) async(name string, f func() func() string) {
+func (h *classicHarness) async(name string, f func() (learn func(), out func() string)) {
 	h.seq++
 	r := &classicReq{seq: h.seq, name: name, done: make(chan struct{})}
 	h.reqs = append(h.reqs, r)
 	go func() {
 		defer close(r.done)
-		r.out = f()
+		r.learn, r.out = f()
 	}()
 }
 
@@ -297,14 +300,19 @@ func (h *classicHarness) settle(t *testing.T) []string {
 		time.Sleep(50 * time.Microsecond)
 	}
 	var out []string
+	var done []*classicReq
 	left := h.reqs[:0]
 	for _, r := range h.reqs {
 		select {
 		case <-r.done:
-			out = append(out, r.out())
+			done = append(done, r)
+			r.learn()
 		default:
 			left = append(left, r)
 		}
+	}
+	for _, r := range done {
+		out = append(out, r.out())
 	}
 	h.reqs = left
 	return out
@@ -364,35 +372,37 @@ func (h *classicHarness) join(t *testing.T, d *datadriven.TestData) {
 		req.Protocols = append(req.Protocols, rp)
 	}
 	ctx := WithClient(context.Background(), name, "/127.0.0.1")
-	h.async(name, func() func() string {
+	h.async(name, func() (func(), func() string) {
 		resp := h.c.JoinGroup(ctx, req)
-		return func() string {
-			if resp.ErrorCode != 0 {
+		return func() {
 				h.learn(name, resp.MemberID)
-				s := fmt.Sprintf("%s: join %s", name, errName(resp.ErrorCode))
-				if resp.MemberID != "" {
-					s += " id=" + h.name(resp.MemberID)
+				if resp.ErrorCode == 0 {
+					h.gens[name] = resp.Generation
+				}
+			}, func() string {
+				if resp.ErrorCode != 0 {
+					s := fmt.Sprintf("%s: join %s", name, errName(resp.ErrorCode))
+					if resp.MemberID != "" {
+						s += " id=" + h.name(resp.MemberID)
+					}
+					return s
+				}
+				s := fmt.Sprintf("%s: join gen=%d id=%s leader=%s", name, resp.Generation, h.name(resp.MemberID), h.name(resp.LeaderID))
+				if resp.Protocol != nil {
+					s += " proto=" + *resp.Protocol
+				}
+				if resp.ProtocolType != nil && req.Version >= 7 {
+					s += " type=" + *resp.ProtocolType
+				}
+				if len(resp.Members) > 0 {
+					var ms []string
+					for _, m := range resp.Members {
+						ms = append(ms, h.name(m.MemberID)+h.metaString(m.ProtocolMetadata))
+					}
+					s += " members=(" + strings.Join(ms, ", ") + ")"
 				}
 				return s
 			}
-			h.learn(name, resp.MemberID)
-			h.gens[name] = resp.Generation
-			s := fmt.Sprintf("%s: join gen=%d id=%s leader=%s", name, resp.Generation, h.name(resp.MemberID), h.name(resp.LeaderID))
-			if resp.Protocol != nil {
-				s += " proto=" + *resp.Protocol
-			}
-			if resp.ProtocolType != nil && req.Version >= 7 {
-				s += " type=" + *resp.ProtocolType
-			}
-			if len(resp.Members) > 0 {
-				var ms []string
-				for _, m := range resp.Members {
-					ms = append(ms, h.name(m.MemberID)+h.metaString(m.ProtocolMetadata))
-				}
-				s += " members=(" + strings.Join(ms, ", ") + ")"
-			}
-			return s
-		}
 	})
 }
 
@@ -463,9 +473,9 @@ func (h *classicHarness) sync(t *testing.T, d *datadriven.TestData) {
 			req.GroupAssignment = append(req.GroupAssignment, ra)
 		}
 	}
-	h.async(name, func() func() string {
+	h.async(name, func() (func(), func() string) {
 		resp := h.c.SyncGroup(context.Background(), req)
-		return func() string {
+		return func() {}, func() string {
 			if resp.ErrorCode != 0 {
 				return fmt.Sprintf("%s: sync %s", name, errName(resp.ErrorCode))
 			}
