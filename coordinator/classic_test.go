@@ -375,7 +375,9 @@ func (h *classicHarness) join(t *testing.T, d *datadriven.TestData) {
 	h.async(name, func() (func(), func() string) {
 		resp := h.c.JoinGroup(ctx, req)
 		return func() {
-				h.learn(name, resp.MemberID)
+				if resp.ErrorCode == 0 || resp.ErrorCode == kerr.MemberIDRequired.Code {
+					h.learn(name, resp.MemberID)
+				}
 				if resp.ErrorCode == 0 {
 					h.gens[name] = resp.Generation
 				}
