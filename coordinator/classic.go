@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -77,6 +78,9 @@ type classicGroup struct {
 	timerSeq                     uint64
 	// seq numbers members in joining order (leader succession).
 	seq uint64
+	// writes counts background writes of the group's records (tests wait
+	// for them).
+	writes sync.WaitGroup
 }
 
 // classicMember is one member of a classic group.

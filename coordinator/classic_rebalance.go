@@ -450,12 +450,19 @@ func (c *Coordinator) completeJoinLocked(g *group) {
 		cg.protocol, cg.leader = "", ""
 		c.transitionLocked(g, classicEmpty)
 		generation := cg.generation
-		c.writeAsync(g.shard, func() ([]Record, int16) {
-			if g.classic.generation != generation || g.classic.state != classicEmpty || g.shard.groups[g.id] != g {
-				return nil, 0 // a later generation writes itself
+		cg.writes.Add(1)
+		go func() {
+			defer cg.writes.Done()
+			code := c.write(context.Background(), g.shard, func() ([]Record, int16) {
+				if cg.generation != generation || cg.state != classicEmpty || g.shard.groups[g.id] != g {
+					return nil, 0 // a later generation writes itself
+				}
+				return []Record{c.groupRecordLocked(g, nil)}, 0
+			}, nil)
+			if code != 0 {
+				c.cfg.Logger.Warn("coordinator: writing an empty group failed", "group", g.id, "error", kerr.ErrorForCode(code))
 			}
-			return []Record{c.groupRecordLocked(g, nil)}, 0
-		}, nil)
+		}()
 		return
 	}
 	cg.protocol = cg.selectProtocol()

@@ -92,12 +92,9 @@ func (h *classicHarness) close() {
 	}
 }
 
-// id resolves an alias (or a member name: its latest id); anything else is
-// taken as a raw member id.
+// id resolves an alias ("none" is the empty id); anything else is taken as
+// a raw member id.
 func (h *classicHarness) id(a string) string {
-	if ids := h.names[a]; len(ids) > 0 {
-		return ids[len(ids)-1]
-	}
 	for id, al := range h.alias {
 		if al == a {
 			return id
@@ -107,6 +104,14 @@ func (h *classicHarness) id(a string) string {
 		return ""
 	}
 	return a
+}
+
+// latest is member name's latest id, or name itself as a raw id.
+func (h *classicHarness) latest(name string) string {
+	if ids := h.names[name]; len(ids) > 0 {
+		return ids[len(ids)-1]
+	}
+	return name
 }
 
 // name prints a member id as its alias.
@@ -249,7 +254,7 @@ func (h *classicHarness) str(d *datadriven.TestData, key, def string) string {
 func (h *classicHarness) member(d *datadriven.TestData, name string) (int32, string, *string) {
 	gen, id := int32(-1), ""
 	if name != "" {
-		gen, id = h.gens[name], h.id(name)
+		gen, id = h.gens[name], h.latest(name)
 	}
 	if a, ok := d.Arg("gen"); ok {
 		n, _ := strconv.Atoi(a.SingleVal(h.t))
@@ -298,6 +303,19 @@ func (h *classicHarness) settle(t *testing.T) []string {
 			t.Fatalf("%d requests neither completed nor waiting", running)
 		}
 		time.Sleep(50 * time.Microsecond)
+	}
+	h.c.mu.Lock()
+	var groups []*classicGroup
+	for _, s := range h.c.shards {
+		for _, g := range s.groups {
+			if g.classic != nil {
+				groups = append(groups, g.classic)
+			}
+		}
+	}
+	h.c.mu.Unlock()
+	for _, g := range groups {
+		g.writes.Wait()
 	}
 	var out []string
 	var done []*classicReq
@@ -349,7 +367,7 @@ func (h *classicHarness) join(t *testing.T, d *datadriven.TestData) {
 	req.SessionTimeoutMillis = int32(h.duration(h.str(d, "session", "10s")).Milliseconds())
 	req.RebalanceTimeoutMillis = int32(h.duration(h.str(d, "rebalance", "30s")).Milliseconds())
 	req.ProtocolType = h.str(d, "type", "consumer")
-	req.MemberID = h.id(name)
+	req.MemberID = h.latest(name)
 	if _, ok := h.names[name]; !ok || d.HasArg("fresh") {
 		req.MemberID = ""
 	}
@@ -494,7 +512,7 @@ func (h *classicHarness) leave(t *testing.T, d *datadriven.TestData) string {
 		name, inst, hasInst := strings.Cut(v, "/")
 		lm := kmsg.NewLeaveGroupRequestMember()
 		if name != "" {
-			lm.MemberID = h.id(name)
+			lm.MemberID = h.latest(name)
 		}
 		if hasInst {
 			lm.InstanceID = &inst
