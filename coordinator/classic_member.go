@@ -66,30 +66,18 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 		c.mu.Unlock()
 		return finish(r)
 	}
-	// CompletingRebalance: wait for the leader's assignment.
+	// CompletingRebalance: the leader stores its assignment; followers
+	// wait for it.
 	delete(cg.pendingSync, m.id)
 	m.answerSync(syncError(kerr.RebalanceInProgress.Code)) // superseded
+	if m.id == cg.leader {
+		id, generation := m.id, cg.generation
+		c.mu.Unlock()
+		return finish(c.storeAssignment(ctx, g, m, id, generation, req.GroupAssignment))
+	}
 	ch := make(chan *kmsg.SyncGroupResponse, 1)
 	m.sync = ch
-	leader := m.id == cg.leader
-	generation := cg.generation
 	c.mu.Unlock()
-
-	if leader {
-		if code := c.storeAssignment(ctx, g, generation, req.GroupAssignment); code != 0 {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			select {
-			case r := <-ch:
-				return finish(r)
-			default:
-			}
-			if m.sync == ch {
-				m.sync = nil
-			}
-			return finish(syncError(code))
-		}
-	}
 	select {
 	case r := <-ch:
 		return finish(r)
@@ -121,9 +109,11 @@ func (c *Coordinator) syncResponseLocked(g *group, m *classicMember) *kmsg.SyncG
 }
 
 // storeAssignment writes the leader's assignment for generation and, once
-// it is durable, makes the group Stable and answers every waiting
-// SyncGroup; a failed write answers them with its error and rebalances.
-func (c *Coordinator) storeAssignment(ctx context.Context, g *group, generation int32, given []kmsg.SyncGroupRequestGroupAssignment) int16 {
+// it is durable, makes the group Stable, answers every waiting SyncGroup
+// and returns the leader's response (the leader is member leader, known as
+// id when it sent SyncGroup). A failed write answers the followers with its
+// error and rebalances.
+func (c *Coordinator) storeAssignment(ctx context.Context, g *group, leader *classicMember, id string, generation int32, given []kmsg.SyncGroupRequestGroupAssignment) *kmsg.SyncGroupResponse {
 	assignment := map[string][]byte{}
 	current := func() bool {
 		cg := g.classic
@@ -140,6 +130,7 @@ func (c *Coordinator) storeAssignment(ctx context.Context, g *group, generation 
 		}
 		return []Record{c.groupRecordLocked(g, assignment)}, 0
 	}
+	resp := syncError(kerr.RebalanceInProgress.Code)
 	apply := func() {
 		if !current() {
 			return
@@ -155,10 +146,18 @@ func (c *Coordinator) storeAssignment(ctx context.Context, g *group, generation 
 		for _, m := range cg.members {
 			m.answerSync(c.syncResponseLocked(g, m))
 		}
+		switch {
+		case cg.members[id] == leader:
+			resp = c.syncResponseLocked(g, leader)
+		case leader.instanceID != nil:
+			resp = syncError(kerr.FencedInstanceID.Code)
+		default:
+			resp = syncError(kerr.UnknownMemberID.Code)
+		}
 	}
 	code := c.write(ctx, g.shard, check, apply)
 	if code == 0 || code == kerr.RebalanceInProgress.Code {
-		return code // answered, or by whoever moved the group on
+		return resp
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -169,7 +168,7 @@ func (c *Coordinator) storeAssignment(ctx context.Context, g *group, generation 
 		}
 		c.prepareRebalanceLocked(g)
 	}
-	return code
+	return syncError(code)
 }
 
 // Heartbeat is Heartbeat v0-v4: each valid heartbeat extends the member's
