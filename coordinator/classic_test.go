@@ -698,3 +698,39 @@ func TestClassicConcurrent(t *testing.T) {
 		t.Fatalf("group state after everyone left: %s", st)
 	}
 }
+
+// TestClassicJoinContext checks that a JoinGroup whose context ends stops
+// waiting: a new member is removed, and the rebalance goes on without it.
+func TestClassicJoinContext(t *testing.T) {
+	log, clk := &memLog{}, newManualClock()
+	c := testCoordinator(t, log, clk)
+	join := func(ctx context.Context, id string) *kmsg.JoinGroupResponse {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version, req.Group, req.MemberID, req.ProtocolType = 3, "g", id, "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 10000
+		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+		return c.JoinGroup(ctx, req)
+	}
+	a := join(context.Background(), "")
+	if a.ErrorCode != 0 || a.Generation != 1 {
+		t.Fatalf("first join: %+v", a)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *kmsg.JoinGroupResponse)
+	go func() { done <- join(ctx, "") }()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.classicWaiting() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second join did not wait")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if b := <-done; b.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("cancelled join: %v", kerr.ErrorForCode(b.ErrorCode))
+	}
+	a = join(context.Background(), a.MemberID)
+	if a.ErrorCode != 0 || a.Generation != 2 || len(a.Members) != 1 {
+		t.Fatalf("rejoin: %+v", a)
+	}
+}
