@@ -128,6 +128,11 @@ func (c *Coordinator) storeAssignment(ctx context.Context, g *group, leader *cla
 				assignment[a.MemberID] = a.MemberAssignment
 			}
 		}
+		for id := range g.classic.members {
+			if len(assignment[id]) == 0 {
+				assignment[id] = g.classic.emptyAssignment()
+			}
+		}
 		return []Record{c.groupRecordLocked(g, assignment)}, 0
 	}
 	resp := syncError(kerr.RebalanceInProgress.Code)
@@ -138,8 +143,8 @@ func (c *Coordinator) storeAssignment(ctx context.Context, g *group, leader *cla
 		cg := g.classic
 		for _, m := range cg.members {
 			m.assignment = assignment[m.id]
-			if m.assignment == nil {
-				m.assignment = []byte{}
+			if m.assignment == nil { // joined during the write: not possible in CompletingRebalance
+				m.assignment = cg.emptyAssignment()
 			}
 		}
 		c.transitionLocked(g, classicStable)
@@ -169,6 +174,17 @@ func (c *Coordinator) storeAssignment(ctx context.Context, g *group, leader *cla
 		c.prepareRebalanceLocked(g)
 	}
 	return syncError(code)
+}
+
+// emptyAssignment is what a member the leader left out gets: zero bytes, as
+// Kafka gives, except in "consumer" groups, where it is an encoded empty
+// ConsumerMemberAssignment (as franz-go's kfake does: some clients cannot
+// decode zero bytes).
+func (cg *classicGroup) emptyAssignment() []byte {
+	if cg.ptype == "consumer" {
+		return new(kmsg.ConsumerMemberAssignment).AppendTo(nil)
+	}
+	return []byte{}
 }
 
 // Heartbeat is Heartbeat v0-v4: each valid heartbeat extends the member's

@@ -138,6 +138,14 @@ func (h *classicHarness) learn(name, id string) {
 	}
 }
 
+// roundTrip checks that resp encodes and decodes at its version.
+func roundTrip(t *testing.T, resp kmsg.Response) {
+	back := resp.RequestKind().ResponseKind()
+	if err := back.ReadFrom(resp.AppendTo(nil)); err != nil {
+		t.Errorf("%T v%d does not decode: %v", resp, resp.GetVersion(), err)
+	}
+}
+
 func errName(code int16) string {
 	if code == 0 {
 		return "ok"
@@ -170,6 +178,7 @@ func (h *classicHarness) run(t *testing.T, d *datadriven.TestData) string {
 		req.Version, req.Group = h.intArg(d, "v", 4), "g"
 		req.Generation, req.MemberID, req.InstanceID = h.member(d, name)
 		resp := h.c.Heartbeat(context.Background(), req)
+		roundTrip(t, resp)
 		out = append(out, fmt.Sprintf("%s: heartbeat %s", name, errName(resp.ErrorCode)))
 	case "leave":
 		out = append(out, h.leave(t, d))
@@ -392,6 +401,7 @@ func (h *classicHarness) join(t *testing.T, d *datadriven.TestData) {
 	ctx := WithClient(context.Background(), name, "/127.0.0.1")
 	h.async(name, func() (func(), func() string) {
 		resp := h.c.JoinGroup(ctx, req)
+		roundTrip(t, resp)
 		return func() {
 				if resp.ErrorCode == 0 || resp.ErrorCode == kerr.MemberIDRequired.Code {
 					h.learn(name, resp.MemberID)
@@ -495,6 +505,7 @@ func (h *classicHarness) sync(t *testing.T, d *datadriven.TestData) {
 	}
 	h.async(name, func() (func(), func() string) {
 		resp := h.c.SyncGroup(context.Background(), req)
+		roundTrip(t, resp)
 		return func() {}, func() string {
 			if resp.ErrorCode != 0 {
 				return fmt.Sprintf("%s: sync %s", name, errName(resp.ErrorCode))
@@ -524,6 +535,7 @@ func (h *classicHarness) leave(t *testing.T, d *datadriven.TestData) string {
 		req.Members = nil
 	}
 	resp := h.c.LeaveGroup(context.Background(), req)
+	roundTrip(t, resp)
 	s := "leave " + errName(resp.ErrorCode)
 	for _, m := range resp.Members {
 		who := h.name(m.MemberID)
