@@ -363,6 +363,9 @@ func (c *Coordinator) memberTopicsLocked(m *consumerMember) []string {
 // compileSubscriptionRegex compiles a SubscribedTopicRegex. Kafka uses
 // RE2/J, whose syntax Go's regexp shares; the whole topic name must match.
 func compileSubscriptionRegex(s string) (*regexp.Regexp, error) {
+	if _, err := regexp.Compile(s); err != nil {
+		return nil, err
+	}
 	return regexp.Compile("^(?:" + s + ")$")
 }
 

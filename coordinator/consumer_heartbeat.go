@@ -368,12 +368,14 @@ func (h *heartbeat) apply() {
 	}
 
 	if old := h.replaced; old != nil {
-		c.removeConsumerMemberLocked(g, old)
-		h.next.epoch, h.next.prevEpoch, h.next.state = old.prevEpoch, old.prevEpoch, old.state
-		h.next.assigned, h.next.pendingRevocation = old.assigned, old.pendingRevocation
+		// The new member takes over the away static member's epoch,
+		// partitions and target.
 		if t, ok := cg.target[old.id]; ok {
 			cg.target[id] = t
 		}
+		c.removeConsumerMemberLocked(g, old)
+		h.next.epoch, h.next.prevEpoch, h.next.state = old.prevEpoch, old.prevEpoch, old.state
+		h.next.assigned, h.next.pendingRevocation = old.assigned, old.pendingRevocation
 	}
 	m := cg.members[id]
 	if m == nil {

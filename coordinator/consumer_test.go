@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,7 +80,8 @@ func newCGHarness(t testing.TB) *cgHarness {
 	h.topics.set("t", 3)
 	h.topics.set("u", 1)
 	h.cfg = Config{Partitions: 1, Topics: h.topics, Clock: h.clk, NoInitialRebalanceDelay: true,
-		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second}
+		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)}
 	h.start()
 	t.Cleanup(func() { h.c.Close() })
 	return h
@@ -207,6 +209,9 @@ func (h *cgHarness) heartbeat(a map[string]string) string {
 	}
 	cl.epoch = resp.MemberEpoch
 	out := fmt.Sprintf("%s: epoch=%d", member, resp.MemberEpoch)
+	if resp.MemberID == nil || *resp.MemberID != member {
+		out = fmt.Sprintf("%s: generated member id of %d characters, epoch=%d", member, len(*resp.MemberID), resp.MemberEpoch)
+	}
 	if resp.Assignment != nil {
 		cl.owned = assignment{}
 		for _, t := range resp.Assignment.Topics {
@@ -280,7 +285,11 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 	switch td.Cmd {
 	case "heartbeat":
 		var out []string
-		for _, m := range splitList(a["member"]) {
+		members := splitList(a["member"])
+		if len(members) == 0 {
+			members = []string{""}
+		}
+		for _, m := range members {
 			a["member"] = m
 			out = append(out, h.heartbeat(a))
 		}
