@@ -26,7 +26,7 @@
 //	                  -> GroupMetadataValue (version 3) of a classic group
 //	                     after each rebalance, or a tombstone when the group
 //	                     is deleted
-//	key version >= 3: KIP-848 consumer group records; see consumer.go
+//	key version >= 3: KIP-848 consumer group records; see consumer_group.go
 //
 // Tools that read __consumer_offsets (kcat, Burrow-style lag checkers)
 // decode these records as they decode Kafka's.
