@@ -168,7 +168,7 @@ func (h *heartbeat) check() ([]Record, int16) {
 	case g != nil && g.consumer != nil:
 		h.cg = g.consumer
 	case g != nil && g.classic != nil && !g.classic.isEmpty():
-		return h.fail(kerr.GroupIDNotFound.Code, "Group %s is not a consumer group.", req.Group)
+		return h.fail(kerr.GroupIDNotFound.Code, "Group %s is not a consumer group", req.Group)
 	case req.MemberEpoch != epochJoin:
 		return h.fail(kerr.GroupIDNotFound.Code, "Consumer group %s not found.", req.Group)
 	default: // a new group, or an empty classic one to convert
@@ -183,7 +183,7 @@ func (h *heartbeat) check() ([]Record, int16) {
 			case !ok:
 				return h.fail(kerr.UnknownMemberID.Code, "Instance id %s is unknown.", *req.InstanceID)
 			case owner != h.memberID:
-				return h.fail(kerr.FencedInstanceID.Code, "Static member %s with instance id %s is fenced by existing member %s.", h.memberID, *req.InstanceID, owner)
+				return h.fail(kerr.FencedInstanceID.Code, "Static member %s with instance id %s was fenced by member %s.", h.memberID, *req.InstanceID, owner)
 			}
 		}
 		if m == nil {
@@ -197,24 +197,24 @@ func (h *heartbeat) check() ([]Record, int16) {
 	}
 
 	m := cg.members[h.memberID]
+	if m == nil && len(cg.members) >= int(c.cfg.ConsumerMaxSize) {
+		return h.fail(kerr.GroupMaxSizeReached.Code, "The consumer group has reached its maximum capacity of %d members.", c.cfg.ConsumerMaxSize)
+	}
 	if req.MemberEpoch == epochJoin {
 		if iid := req.InstanceID; iid != nil {
 			if owner, ok := cg.static[*iid]; ok && owner != h.memberID {
 				if om := cg.members[owner]; om != nil && om.epoch != epochStaticLeave {
-					return h.fail(kerr.UnreleasedInstanceID.Code, "Static member %s with instance id %s cannot join the group because the instance id is owned by member %s.", h.memberID, *iid, owner)
+					return h.fail(kerr.UnreleasedInstanceID.Code, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", h.memberID, *iid, owner)
 				} else if om != nil {
 					h.replaced = om
 				}
 			}
 		}
-		if m == nil && h.replaced == nil && len(cg.members) >= int(c.cfg.ConsumerMaxSize) {
-			return h.fail(kerr.GroupMaxSizeReached.Code, "The consumer group has reached its maximum capacity of %d members.", c.cfg.ConsumerMaxSize)
-		}
 	} else {
 		if m == nil {
 			if iid := req.InstanceID; iid != nil {
 				if owner, ok := cg.static[*iid]; ok && owner != h.memberID {
-					return h.fail(kerr.FencedInstanceID.Code, "Static member %s with instance id %s is fenced by existing member %s.", h.memberID, *iid, owner)
+					return h.fail(kerr.FencedInstanceID.Code, "Static member %s with instance id %s was fenced by member %s.", h.memberID, *iid, owner)
 				}
 			}
 			return h.fail(kerr.UnknownMemberID.Code, "Member %s is not a member of group %s.", h.memberID, req.Group)
@@ -355,6 +355,7 @@ func (h *heartbeat) apply() {
 		resp.MemberEpoch = req.MemberEpoch
 		if !h.bump { // a static member leaves for a while: it keeps its partitions
 			m.epoch, m.prevEpoch = epochStaticLeave, m.epoch
+			m.pendingRevocation = assignment{}
 			if m.stopRebalance != nil {
 				m.stopRebalance()
 				m.stopRebalance = nil
@@ -368,13 +369,14 @@ func (h *heartbeat) apply() {
 	}
 
 	if old := h.replaced; old != nil {
-		// The new member takes over the away static member's epoch,
-		// partitions and target.
+		// The new member takes over the away static member's
+		// partitions and target, at epoch 0 (it reconciles to the
+		// target epoch below).
 		if t, ok := cg.target[old.id]; ok {
 			cg.target[id] = t
 		}
 		c.removeConsumerMemberLocked(g, old)
-		h.next.epoch, h.next.prevEpoch, h.next.state = old.prevEpoch, old.prevEpoch, old.state
+		h.next.epoch, h.next.prevEpoch, h.next.state = 0, 0, old.state
 		h.next.assigned, h.next.pendingRevocation = old.assigned, old.pendingRevocation
 	}
 	m := cg.members[id]
@@ -404,8 +406,8 @@ func (h *heartbeat) apply() {
 
 	before, beforeState, beforePending := m.assigned.clone(), m.state, m.pendingRevocation.clone()
 	owned := ownedAssignment(req.Topics)
-	if m.epoch == epochStaticLeave {
-		m.epoch = m.prevEpoch // a static member back from a temporary leave
+	if m.epoch == epochStaticLeave { // back from a temporary leave, same member ID
+		m.epoch, m.prevEpoch = 0, 0
 	}
 	cg.reconcile(m, owned)
 
@@ -497,24 +499,27 @@ func (cg *consumerGroup) reconcile(m *consumerMember, owned assignment) {
 	switch m.state {
 	case memberStable:
 		if m.epoch != cg.targetEpoch {
-			cg.nextAssignment(m, owned)
+			cg.nextAssignment(m, owned, m.epoch)
 		}
 	case memberUnrevoked:
 		// Until the member reports the revoked partitions gone, it
-		// keeps its epoch and is told the same assignment.
+		// keeps its epoch and is told the same assignment. Once they
+		// are, a further revocation (the target moved again) happens
+		// at the next epoch.
 		if owned != nil && !ownsAny(owned, m.pendingRevocation) {
-			cg.nextAssignment(m, owned)
+			cg.nextAssignment(m, owned, m.epoch+1)
 		}
 	case memberUnreleased:
-		cg.nextAssignment(m, owned)
+		cg.nextAssignment(m, owned, m.epoch)
 	}
 }
 
 // nextAssignment computes m's next step toward its target: partitions
-// leaving it are revoked first (the member stays at its epoch); otherwise
-// it moves to the target epoch with the target partitions nobody else owns
-// (unreleased until the others give up the rest).
-func (cg *consumerGroup) nextAssignment(m *consumerMember, owned assignment) {
+// leaving it are revoked first (the member moves to revokeEpoch, at most
+// its epoch + 1, and waits there); otherwise it moves to the target epoch
+// with the target partitions nobody else owns (unreleased until the others
+// give up the rest).
+func (cg *consumerGroup) nextAssignment(m *consumerMember, owned assignment, revokeEpoch int32) {
 	target := cg.target[m.id]
 	owners := cg.owners()
 	keep, revoke, unreleased := assignment{}, assignment{}, false
@@ -526,6 +531,7 @@ func (cg *consumerGroup) nextAssignment(m *consumerMember, owned assignment) {
 		}
 	})
 	if len(revoke) > 0 && (owned == nil || ownsAny(owned, revoke)) {
+		m.setEpoch(revokeEpoch)
 		m.state, m.assigned, m.pendingRevocation = memberUnrevoked, keep, revoke
 		return
 	}
@@ -539,13 +545,18 @@ func (cg *consumerGroup) nextAssignment(m *consumerMember, owned assignment) {
 		}
 		keep.add(t, p)
 	})
-	if m.epoch != cg.targetEpoch {
-		m.prevEpoch, m.epoch = m.epoch, cg.targetEpoch
-	}
+	m.setEpoch(cg.targetEpoch)
 	m.assigned, m.pendingRevocation = keep, assignment{}
 	m.state = memberStable
 	if unreleased {
 		m.state = memberUnreleased
+	}
+}
+
+// setEpoch moves m to epoch, remembering the one it leaves.
+func (m *consumerMember) setEpoch(epoch int32) {
+	if m.epoch != epoch {
+		m.prevEpoch, m.epoch = m.epoch, epoch
 	}
 }
 
