@@ -24,31 +24,31 @@ type tpKey struct {
 	part  int32
 }
 
-// assignment is a set of partitions by topic ID; partition lists are kept
+// partitionSet is a set of partitions by topic ID (an assignment); partition lists are kept
 // sorted and free of duplicates.
-type assignment map[[16]byte][]int32
+type partitionSet map[[16]byte][]int32
 
-func (a assignment) clone() assignment {
-	out := make(assignment, len(a))
+func (a partitionSet) clone() partitionSet {
+	out := make(partitionSet, len(a))
 	for t, ps := range a {
 		out[t] = slices.Clone(ps)
 	}
 	return out
 }
 
-func (a assignment) has(t [16]byte, p int32) bool {
+func (a partitionSet) has(t [16]byte, p int32) bool {
 	_, ok := slices.BinarySearch(a[t], p)
 	return ok
 }
 
-func (a assignment) add(t [16]byte, p int32) {
+func (a partitionSet) add(t [16]byte, p int32) {
 	ps := a[t]
 	if i, ok := slices.BinarySearch(ps, p); !ok {
 		a[t] = slices.Insert(ps, i, p)
 	}
 }
 
-func (a assignment) remove(t [16]byte, p int32) {
+func (a partitionSet) remove(t [16]byte, p int32) {
 	ps := a[t]
 	if i, ok := slices.BinarySearch(ps, p); ok {
 		ps = slices.Delete(ps, i, i+1)
@@ -60,7 +60,7 @@ func (a assignment) remove(t [16]byte, p int32) {
 	}
 }
 
-func (a assignment) count() int {
+func (a partitionSet) count() int {
 	n := 0
 	for _, ps := range a {
 		n += len(ps)
@@ -68,7 +68,7 @@ func (a assignment) count() int {
 	return n
 }
 
-func (a assignment) each(fn func(t [16]byte, p int32)) {
+func (a partitionSet) each(fn func(t [16]byte, p int32)) {
 	for t, ps := range a {
 		for _, p := range ps {
 			fn(t, p)
@@ -76,7 +76,7 @@ func (a assignment) each(fn func(t [16]byte, p int32)) {
 	}
 }
 
-func (a assignment) equal(b assignment) bool {
+func (a partitionSet) equal(b partitionSet) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -97,11 +97,11 @@ type assignSpec struct {
 	// topics are the subscribed topics by name.
 	topics map[string]TopicInfo
 	// prev is the previous target assignment, for stickiness.
-	prev map[string]assignment
+	prev map[string]partitionSet
 }
 
 // assign runs the named assignor.
-func assign(name string, spec *assignSpec) map[string]assignment {
+func assign(name string, spec *assignSpec) map[string]partitionSet {
 	if name == assignorRange {
 		return assignRange(spec)
 	}
@@ -111,11 +111,11 @@ func assign(name string, spec *assignSpec) map[string]assignment {
 // assignRange is Kafka's range assignor, per topic: the topic's subscribers,
 // sorted by member ID, each get a contiguous range of its partitions; the
 // first (partitions mod subscribers) get one more.
-func assignRange(spec *assignSpec) map[string]assignment {
-	out := make(map[string]assignment, len(spec.members))
+func assignRange(spec *assignSpec) map[string]partitionSet {
+	out := make(map[string]partitionSet, len(spec.members))
 	subscribers := map[string][]string{}
 	for _, m := range spec.members {
-		out[m] = assignment{}
+		out[m] = partitionSet{}
 		for _, t := range spec.subs[m] {
 			subscribers[t] = append(subscribers[t], m)
 		}
@@ -143,11 +143,11 @@ func assignRange(spec *assignSpec) map[string]assignment {
 // that member counts differ by at most one when subscriptions are the same
 // (and as evenly as the subscriptions allow otherwise), keeping each
 // member's previous partitions where balance permits.
-func assignUniform(spec *assignSpec) map[string]assignment {
-	out := make(map[string]assignment, len(spec.members))
+func assignUniform(spec *assignSpec) map[string]partitionSet {
+	out := make(map[string]partitionSet, len(spec.members))
 	subscribed := make(map[string]map[string]bool, len(spec.members))
 	for _, m := range spec.members {
-		out[m] = assignment{}
+		out[m] = partitionSet{}
 		subscribed[m] = map[string]bool{}
 		for _, t := range spec.subs[m] {
 			subscribed[m][t] = true
@@ -204,7 +204,7 @@ func assignUniform(spec *assignSpec) map[string]assignment {
 
 // uniformMoveOne moves one partition from a member holding at least two
 // more than another eligible member; it reports whether it moved one.
-func uniformMoveOne(members []string, out map[string]assignment, eligible func(string, [16]byte) bool) bool {
+func uniformMoveOne(members []string, out map[string]partitionSet, eligible func(string, [16]byte) bool) bool {
 	byLoad := slices.Clone(members)
 	slices.SortStableFunc(byLoad, func(a, b string) int { return out[b].count() - out[a].count() })
 	for _, from := range byLoad {
@@ -234,7 +234,7 @@ func uniformMoveOne(members []string, out map[string]assignment, eligible func(s
 }
 
 // sortedTopicIDs returns a's topic IDs in byte order.
-func sortedTopicIDs(a assignment) [][16]byte {
+func sortedTopicIDs(a partitionSet) [][16]byte {
 	ids := make([][16]byte, 0, len(a))
 	for t := range a {
 		ids = append(ids, t)

@@ -6,7 +6,7 @@ import (
 )
 
 func testSpec(members int, subs []string, topics ...TopicInfo) *assignSpec {
-	spec := &assignSpec{subs: map[string][]string{}, topics: map[string]TopicInfo{}, prev: map[string]assignment{}}
+	spec := &assignSpec{subs: map[string][]string{}, topics: map[string]TopicInfo{}, prev: map[string]partitionSet{}}
 	for _, t := range topics {
 		spec.topics[t.Name] = t
 	}
@@ -26,7 +26,7 @@ var (
 
 // checkComplete fails unless every partition of the subscribed topics is
 // assigned to exactly one subscriber.
-func checkComplete(t *testing.T, spec *assignSpec, out map[string]assignment) {
+func checkComplete(t *testing.T, spec *assignSpec, out map[string]partitionSet) {
 	t.Helper()
 	seen := map[tpKey]string{}
 	for m, a := range out {
@@ -59,7 +59,7 @@ func checkComplete(t *testing.T, spec *assignSpec, out map[string]assignment) {
 	}
 }
 
-func spread(out map[string]assignment) (lo, hi int) {
+func spread(out map[string]partitionSet) (lo, hi int) {
 	lo = 1 << 30
 	for _, a := range out {
 		lo, hi = min(lo, a.count()), max(hi, a.count())

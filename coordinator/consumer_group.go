@@ -72,7 +72,7 @@ type consumerGroup struct {
 	epoch, targetEpoch int32
 	members            map[string]*consumerMember
 	// target is the target assignment of each member at targetEpoch.
-	target map[string]assignment
+	target map[string]partitionSet
 	// metaKey describes the subscribed topics (names, IDs, partition
 	// counts) as of the last epoch bump; a different one bumps the epoch.
 	metaKey string
@@ -87,6 +87,8 @@ type consumerMember struct {
 	id         string
 	instanceID *string
 	rackID     *string
+	// clientID and clientHost are empty until the server passes them
+	// in the request context (the classic protocol's WithClient).
 	clientID   string
 	clientHost string
 
@@ -104,7 +106,7 @@ type consumerMember struct {
 
 	// assigned are the partitions the member owns (and was told about);
 	// pendingRevocation those it still owns but must give up.
-	assigned, pendingRevocation assignment
+	assigned, pendingRevocation partitionSet
 
 	// sessionSeq and rebalanceSeq identify the current session and
 	// rebalance timers; a timer firing with an older one does nothing.
@@ -114,7 +116,7 @@ type consumerMember struct {
 }
 
 func newConsumerGroup() *consumerGroup {
-	return &consumerGroup{members: map[string]*consumerMember{}, target: map[string]assignment{}, static: map[string]string{}}
+	return &consumerGroup{members: map[string]*consumerMember{}, target: map[string]partitionSet{}, static: map[string]string{}}
 }
 
 func (g *consumerGroup) isEmpty() bool { return len(g.members) == 0 }
@@ -426,7 +428,7 @@ func (c *Coordinator) describeConsumerLocked(g *group, dg *kmsg.ConsumerGroupDes
 
 // describeAssignment lists a by topic name; partitions of topics that no
 // longer exist are left out.
-func (c *Coordinator) describeAssignment(a assignment) kmsg.Assignment {
+func (c *Coordinator) describeAssignment(a partitionSet) kmsg.Assignment {
 	out := kmsg.NewAssignment()
 	for _, t := range c.assignmentTopics(a) {
 		at := kmsg.NewAssignmentTopicPartition()
@@ -437,7 +439,7 @@ func (c *Coordinator) describeAssignment(a assignment) kmsg.Assignment {
 }
 
 // assignmentTopics returns the existing topics of a, sorted by name.
-func (c *Coordinator) assignmentTopics(a assignment) []TopicInfo {
+func (c *Coordinator) assignmentTopics(a partitionSet) []TopicInfo {
 	var out []TopicInfo
 	for id := range a {
 		if info, ok := c.cfg.Topics.ByID(id); ok {

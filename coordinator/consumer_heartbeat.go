@@ -19,18 +19,6 @@ const (
 	epochStaticLeave = -2
 )
 
-// clientInfoKey carries the client ID and host of a request in its context.
-type clientInfoKey struct{}
-
-type clientInfo struct{ id, host string }
-
-// WithClientInfo returns ctx carrying the client ID and address of the
-// connection a request came on; ConsumerGroupHeartbeat records them for
-// ConsumerGroupDescribe.
-func WithClientInfo(ctx context.Context, clientID, host string) context.Context {
-	return context.WithValue(ctx, clientInfoKey{}, clientInfo{clientID, host})
-}
-
 // ConsumerGroupHeartbeat is ConsumerGroupHeartbeat v0-v1 (KIP-848): epoch
 // 0 joins (or rejoins), -1 leaves, -2 leaves temporarily (static members),
 // and any other epoch is a member's regular heartbeat. In v0 the server
@@ -48,12 +36,11 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.Cons
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
 	h := &heartbeat{c: c, req: req, resp: resp, memberID: req.MemberID}
-	h.info, _ = ctx.Value(clientInfoKey{}).(clientInfo)
 	if code, msg := validateHeartbeat(req); code != 0 {
 		return h.answer(code, msg)
 	}
 	if h.memberID == "" { // v0 join
-		h.memberID = newMemberID()
+		h.memberID = newConsumerMemberID()
 	}
 	c.mu.Lock()
 	s, code := c.shardLocked(req.Group)
@@ -116,9 +103,9 @@ func validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) 
 	return 0, ""
 }
 
-// newMemberID is a random member ID in the form of Kafka's Uuid.toString
-// (22 characters of URL-safe base64).
-func newMemberID() string {
+// newConsumerMemberID is a random member ID in the form of Kafka's
+// Uuid.toString (22 characters of URL-safe base64).
+func newConsumerMemberID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
@@ -135,7 +122,6 @@ type heartbeat struct {
 	req      *kmsg.ConsumerGroupHeartbeatRequest
 	resp     *kmsg.ConsumerGroupHeartbeatResponse
 	memberID string
-	info     clientInfo
 
 	// Set by check.
 	code     int16
@@ -235,9 +221,6 @@ func (h *heartbeat) check() ([]Record, int16) {
 		next.rebalanceTimeout, next.rackID, next.instanceID = base.rebalanceTimeout, base.rackID, base.instanceID
 		next.clientID, next.clientHost = base.clientID, base.clientHost
 	}
-	if h.info != (clientInfo{}) {
-		next.clientID, next.clientHost = h.info.id, h.info.host
-	}
 	if req.SubscribedTopicNames != nil {
 		next.topics = slices.Compact(slices.Sorted(slices.Values(req.SubscribedTopicNames)))
 	}
@@ -296,7 +279,7 @@ func sameRegex(a, b *string) bool {
 }
 
 // ownedSubset reports whether every partition of owned is in a.
-func ownedSubset(owned []kmsg.ConsumerGroupHeartbeatRequestTopic, a assignment) bool {
+func ownedSubset(owned []kmsg.ConsumerGroupHeartbeatRequestTopic, a partitionSet) bool {
 	for _, t := range owned {
 		for _, p := range t.Partitions {
 			if !a.has(t.TopicID, p) {
@@ -308,11 +291,11 @@ func ownedSubset(owned []kmsg.ConsumerGroupHeartbeatRequestTopic, a assignment) 
 }
 
 // ownedAssignment is the request's owned partitions, nil if not sent.
-func ownedAssignment(owned []kmsg.ConsumerGroupHeartbeatRequestTopic) assignment {
+func ownedAssignment(owned []kmsg.ConsumerGroupHeartbeatRequestTopic) partitionSet {
 	if owned == nil {
 		return nil
 	}
-	a := assignment{}
+	a := partitionSet{}
 	for _, t := range owned {
 		for _, p := range t.Partitions {
 			a.add(t.TopicID, p)
@@ -355,7 +338,7 @@ func (h *heartbeat) apply() {
 		resp.MemberEpoch = req.MemberEpoch
 		if !h.bump { // a static member leaves for a while: it keeps its partitions
 			m.epoch, m.prevEpoch = epochStaticLeave, m.epoch
-			m.pendingRevocation = assignment{}
+			m.pendingRevocation = partitionSet{}
 			if m.stopRebalance != nil {
 				m.stopRebalance()
 				m.stopRebalance = nil
@@ -383,7 +366,7 @@ func (h *heartbeat) apply() {
 	if m == nil {
 		m = h.next
 		if m.assigned == nil {
-			m.assigned, m.pendingRevocation = assignment{}, assignment{}
+			m.assigned, m.pendingRevocation = partitionSet{}, partitionSet{}
 		}
 		cg.members[id] = m
 		g.emptySince = time.Time{}
@@ -431,7 +414,7 @@ func (h *heartbeat) apply() {
 }
 
 // heartbeatAssignment is a as a heartbeat response carries it.
-func heartbeatAssignment(a assignment) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
+func heartbeatAssignment(a partitionSet) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
 	out := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
 	out.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
 	for _, t := range sortedTopicIDs(a) {
@@ -495,7 +478,7 @@ func (cg *consumerGroup) owners() map[tpKey]*consumerMember {
 // reconcile moves m toward cg's target assignment (Kafka's
 // CurrentAssignmentBuilder); owned are the partitions the member reported
 // owning, nil if it did not send them.
-func (cg *consumerGroup) reconcile(m *consumerMember, owned assignment) {
+func (cg *consumerGroup) reconcile(m *consumerMember, owned partitionSet) {
 	switch m.state {
 	case memberStable:
 		if m.epoch != cg.targetEpoch {
@@ -519,10 +502,10 @@ func (cg *consumerGroup) reconcile(m *consumerMember, owned assignment) {
 // its epoch + 1, and waits there); otherwise it moves to the target epoch
 // with the target partitions nobody else owns (unreleased until the others
 // give up the rest).
-func (cg *consumerGroup) nextAssignment(m *consumerMember, owned assignment, revokeEpoch int32) {
+func (cg *consumerGroup) nextAssignment(m *consumerMember, owned partitionSet, revokeEpoch int32) {
 	target := cg.target[m.id]
 	owners := cg.owners()
-	keep, revoke, unreleased := assignment{}, assignment{}, false
+	keep, revoke, unreleased := partitionSet{}, partitionSet{}, false
 	m.assigned.each(func(t [16]byte, p int32) {
 		if target.has(t, p) {
 			keep.add(t, p)
@@ -546,7 +529,7 @@ func (cg *consumerGroup) nextAssignment(m *consumerMember, owned assignment, rev
 		keep.add(t, p)
 	})
 	m.setEpoch(cg.targetEpoch)
-	m.assigned, m.pendingRevocation = keep, assignment{}
+	m.assigned, m.pendingRevocation = keep, partitionSet{}
 	m.state = memberStable
 	if unreleased {
 		m.state = memberUnreleased
@@ -561,7 +544,7 @@ func (m *consumerMember) setEpoch(epoch int32) {
 }
 
 // ownsAny reports whether owned holds any partition of a.
-func ownsAny(owned, a assignment) bool {
+func ownsAny(owned, a partitionSet) bool {
 	found := false
 	a.each(func(t [16]byte, p int32) { found = found || owned.has(t, p) })
 	return found

@@ -55,7 +55,7 @@ func TestConsumerGroupNoDoubleOwnership(t *testing.T) {
 				// A fenced or removed client drops its partitions and
 				// rejoins, as clients do.
 				if strings.Contains(out, "FENCED_MEMBER_EPOCH") || strings.Contains(out, "UNKNOWN_MEMBER_ID") {
-					cl.epoch, cl.owned = 0, assignment{}
+					cl.epoch, cl.owned = 0, partitionSet{}
 				}
 				trace = append(trace, fmt.Sprintf("%d: %s", step, out))
 				if err := h.checkOwnership(); err != nil {

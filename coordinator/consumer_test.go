@@ -61,7 +61,7 @@ func (m *mutTopics) set(name string, n int32) {
 // was last told it owns.
 type cgClient struct {
 	epoch int32
-	owned assignment
+	owned partitionSet
 }
 
 // cgHarness drives a coordinator through KIP-848 scenarios.
@@ -97,7 +97,7 @@ func (h *cgHarness) start() {
 func (h *cgHarness) client(member string) *cgClient {
 	cl := h.clients[member]
 	if cl == nil {
-		cl = &cgClient{owned: assignment{}}
+		cl = &cgClient{owned: partitionSet{}}
 		h.clients[member] = cl
 	}
 	return cl
@@ -120,7 +120,7 @@ func splitList(s string) []string {
 }
 
 // fmtAssignment prints a by topic name: "t:0,1 u:0", or "-" when empty.
-func (h *cgHarness) fmtAssignment(a assignment) string {
+func (h *cgHarness) fmtAssignment(a partitionSet) string {
 	var parts []string
 	for _, info := range h.c.assignmentTopics(a) {
 		ps := make([]string, 0, len(a[info.ID]))
@@ -135,7 +135,7 @@ func (h *cgHarness) fmtAssignment(a assignment) string {
 	return strings.Join(parts, " ")
 }
 
-func errName(code int16) string {
+func kerrName(code int16) string {
 	if code == 0 {
 		return "OK"
 	}
@@ -205,7 +205,7 @@ func (h *cgHarness) heartbeat(a map[string]string) string {
 		if resp.ErrorMessage != nil {
 			msg = ": " + *resp.ErrorMessage
 		}
-		return fmt.Sprintf("%s: %s%s", member, errName(resp.ErrorCode), msg)
+		return fmt.Sprintf("%s: %s%s", member, kerrName(resp.ErrorCode), msg)
 	}
 	cl.epoch = resp.MemberEpoch
 	out := fmt.Sprintf("%s: epoch=%d", member, resp.MemberEpoch)
@@ -213,7 +213,7 @@ func (h *cgHarness) heartbeat(a map[string]string) string {
 		out = fmt.Sprintf("%s: generated member id of %d characters, epoch=%d", member, len(*resp.MemberID), resp.MemberEpoch)
 	}
 	if resp.Assignment != nil {
-		cl.owned = assignment{}
+		cl.owned = partitionSet{}
 		for _, t := range resp.Assignment.Topics {
 			for _, p := range t.Partitions {
 				cl.owned.add(t.TopicID, p)
@@ -222,7 +222,7 @@ func (h *cgHarness) heartbeat(a map[string]string) string {
 		out += " assigned=" + h.fmtAssignment(cl.owned)
 	}
 	if req.MemberEpoch < 0 {
-		cl.epoch, cl.owned = 0, assignment{}
+		cl.epoch, cl.owned = 0, partitionSet{}
 	}
 	return out
 }
@@ -235,7 +235,7 @@ func (h *cgHarness) describe(group string) string {
 	var b strings.Builder
 	for _, g := range resp.Groups {
 		if g.ErrorCode != 0 {
-			fmt.Fprintf(&b, "%s: %s: %s\n", g.Group, errName(g.ErrorCode), *g.ErrorMessage)
+			fmt.Fprintf(&b, "%s: %s: %s\n", g.Group, kerrName(g.ErrorCode), *g.ErrorMessage)
 			continue
 		}
 		fmt.Fprintf(&b, "%s: state=%s epoch=%d assignment-epoch=%d assignor=%s\n", g.Group, g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName)
@@ -317,7 +317,7 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 		req.Version = 6
 		req.Groups = []string{"g"}
 		dg := h.c.DescribeGroups(context.Background(), req).Groups[0]
-		return fmt.Sprintf("state=%s error=%s\n", dg.State, errName(dg.ErrorCode))
+		return fmt.Sprintf("state=%s error=%s\n", dg.State, kerrName(dg.ErrorCode))
 	case "list":
 		return h.list()
 	case "commit":
@@ -336,7 +336,7 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		resp := h.c.OffsetCommit(context.Background(), req)
-		return errName(resp.Topics[0].Partitions[0].ErrorCode) + "\n"
+		return kerrName(resp.Topics[0].Partitions[0].ErrorCode) + "\n"
 	case "fetch":
 		req := kmsg.NewPtrOffsetFetchRequest()
 		req.Version = 9
@@ -350,7 +350,7 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 		req.Groups = append(req.Groups, rg)
 		resp := h.c.OffsetFetch(context.Background(), req).Groups[0]
 		if resp.ErrorCode != 0 {
-			return errName(resp.ErrorCode) + "\n"
+			return kerrName(resp.ErrorCode) + "\n"
 		}
 		var parts []string
 		for _, t := range resp.Topics {
@@ -362,7 +362,7 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 	case "delete":
 		req := kmsg.NewPtrDeleteGroupsRequest()
 		req.Groups = []string{"g"}
-		return errName(h.c.DeleteGroups(context.Background(), req).Groups[0].ErrorCode) + "\n"
+		return kerrName(h.c.DeleteGroups(context.Background(), req).Groups[0].ErrorCode) + "\n"
 	case "topic":
 		n, _ := strconv.Atoi(a["partitions"])
 		h.topics.set(a["name"], int32(n))
