@@ -323,6 +323,24 @@ func (h *heartbeat) apply() {
 		g = newGroup(h.s, req.Group, now)
 	}
 	if g.consumer == nil {
+		if g.classic != nil && !g.classic.isEmpty() {
+			// A classic member joined while the epoch record was
+			// written (JoinGroup does not take the shard's writeMu):
+			// the group stays classic, and a tombstone undoes the
+			// record for replays.
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
+			msg := fmt.Sprintf("Group %s is not a consumer group", req.Group)
+			resp.ErrorMessage = &msg
+			if h.bump {
+				c.writeAsync(h.s, func() ([]Record, int16) {
+					if g := h.s.groups[req.Group]; g != nil && g.consumer != nil {
+						return nil, 0
+					}
+					return []Record{{Key: consumerMetadataKey(req.Group)}}, 0
+				}, nil)
+			}
+			return
+		}
 		if g.classic != nil {
 			g.classic.shutdown()
 			g.classic = nil
