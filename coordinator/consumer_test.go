@@ -363,6 +363,19 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 		req := kmsg.NewPtrDeleteGroupsRequest()
 		req.Groups = []string{"g"}
 		return kerrName(h.c.DeleteGroups(context.Background(), req).Groups[0].ErrorCode) + "\n"
+	case "offset-delete":
+		req := kmsg.NewPtrOffsetDeleteRequest()
+		req.Group = "g"
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = a["topic"]
+		rp := kmsg.NewOffsetDeleteRequestTopicPartition()
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := h.c.OffsetDelete(context.Background(), req)
+		if resp.ErrorCode != 0 {
+			return kerrName(resp.ErrorCode) + "\n"
+		}
+		return kerrName(resp.Topics[0].Partitions[0].ErrorCode) + "\n"
 	case "topic":
 		n, _ := strconv.Atoi(a["partitions"])
 		h.topics.set(a["name"], int32(n))
