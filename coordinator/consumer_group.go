@@ -87,8 +87,8 @@ type consumerMember struct {
 	id         string
 	instanceID *string
 	rackID     *string
-	// clientID and clientHost are empty until the server passes them
-	// in the request context (the classic protocol's WithClient).
+	// clientID and clientHost come from the request context
+	// (WithClient), as of the member's last heartbeat.
 	clientID   string
 	clientHost string
 

@@ -35,7 +35,7 @@ const (
 func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
-	h := &heartbeat{c: c, req: req, resp: resp, memberID: req.MemberID}
+	h := &heartbeat{c: c, req: req, resp: resp, memberID: req.MemberID, client: clientFrom(ctx)}
 	if code, msg := validateHeartbeat(req); code != 0 {
 		return h.answer(code, msg)
 	}
@@ -122,6 +122,7 @@ type heartbeat struct {
 	req      *kmsg.ConsumerGroupHeartbeatRequest
 	resp     *kmsg.ConsumerGroupHeartbeatResponse
 	memberID string
+	client   clientInfo // from WithClient
 
 	// Set by check.
 	code     int16
@@ -219,8 +220,8 @@ func (h *heartbeat) check() ([]Record, int16) {
 	if base != nil {
 		next.topics, next.regex, next.re, next.assignor = base.topics, base.regex, base.re, base.assignor
 		next.rebalanceTimeout, next.rackID, next.instanceID = base.rebalanceTimeout, base.rackID, base.instanceID
-		next.clientID, next.clientHost = base.clientID, base.clientHost
 	}
+	next.clientID, next.clientHost = h.client.id, h.client.host
 	if req.SubscribedTopicNames != nil {
 		next.topics = slices.Compact(slices.Sorted(slices.Values(req.SubscribedTopicNames)))
 	}

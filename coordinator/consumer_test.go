@@ -199,7 +199,7 @@ func (h *cgHarness) heartbeat(a map[string]string) string {
 	if _, ok := a["malformed"]; ok {
 		req.Topics, req.RebalanceTimeoutMillis = nil, -1
 	}
-	resp := h.c.ConsumerGroupHeartbeat(context.Background(), req)
+	resp := h.c.ConsumerGroupHeartbeat(WithClient(context.Background(), "client-"+member, "/127.0.0.1"), req)
 	if resp.ErrorCode != 0 {
 		msg := ""
 		if resp.ErrorMessage != nil {
@@ -244,7 +244,7 @@ func (h *cgHarness) describe(group string) string {
 			if m.SubscribedTopicRegex != nil {
 				sub += " regex=" + *m.SubscribedTopicRegex
 			}
-			fmt.Fprintf(&b, "  %s epoch=%d topics=%s assigned=%s target=%s\n", m.MemberID, m.MemberEpoch, sub,
+			fmt.Fprintf(&b, "  %s epoch=%d client=%s@%s topics=%s assigned=%s target=%s\n", m.MemberID, m.MemberEpoch, m.ClientID, m.ClientHost, sub,
 				describedAssignment(m.Assignment), describedAssignment(m.TargetAssignment))
 		}
 	}
