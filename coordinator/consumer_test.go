@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -135,16 +134,6 @@ func (h *cgHarness) fmtAssignment(a partitionSet) string {
 	return strings.Join(parts, " ")
 }
 
-func kerrName(code int16) string {
-	if code == 0 {
-		return "OK"
-	}
-	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
-		return e.Message
-	}
-	return strconv.Itoa(int(code))
-}
-
 // heartbeat sends a ConsumerGroupHeartbeat for member as the test client
 // would, updating the client's epoch and owned partitions from the answer.
 func (h *cgHarness) heartbeat(a map[string]string) string {
@@ -205,7 +194,7 @@ func (h *cgHarness) heartbeat(a map[string]string) string {
 		if resp.ErrorMessage != nil {
 			msg = ": " + *resp.ErrorMessage
 		}
-		return fmt.Sprintf("%s: %s%s", member, kerrName(resp.ErrorCode), msg)
+		return fmt.Sprintf("%s: %s%s", member, errName(resp.ErrorCode), msg)
 	}
 	cl.epoch = resp.MemberEpoch
 	out := fmt.Sprintf("%s: epoch=%d", member, resp.MemberEpoch)
@@ -235,7 +224,7 @@ func (h *cgHarness) describe(group string) string {
 	var b strings.Builder
 	for _, g := range resp.Groups {
 		if g.ErrorCode != 0 {
-			fmt.Fprintf(&b, "%s: %s: %s\n", g.Group, kerrName(g.ErrorCode), *g.ErrorMessage)
+			fmt.Fprintf(&b, "%s: %s: %s\n", g.Group, errName(g.ErrorCode), *g.ErrorMessage)
 			continue
 		}
 		fmt.Fprintf(&b, "%s: state=%s epoch=%d assignment-epoch=%d assignor=%s\n", g.Group, g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName)
@@ -317,7 +306,7 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 		req.Version = 6
 		req.Groups = []string{"g"}
 		dg := h.c.DescribeGroups(context.Background(), req).Groups[0]
-		return fmt.Sprintf("state=%s error=%s\n", dg.State, kerrName(dg.ErrorCode))
+		return fmt.Sprintf("state=%s error=%s\n", dg.State, errName(dg.ErrorCode))
 	case "list":
 		return h.list()
 	case "commit":
@@ -336,7 +325,7 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		resp := h.c.OffsetCommit(context.Background(), req)
-		return kerrName(resp.Topics[0].Partitions[0].ErrorCode) + "\n"
+		return errName(resp.Topics[0].Partitions[0].ErrorCode) + "\n"
 	case "fetch":
 		req := kmsg.NewPtrOffsetFetchRequest()
 		req.Version = 9
@@ -350,7 +339,7 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 		req.Groups = append(req.Groups, rg)
 		resp := h.c.OffsetFetch(context.Background(), req).Groups[0]
 		if resp.ErrorCode != 0 {
-			return kerrName(resp.ErrorCode) + "\n"
+			return errName(resp.ErrorCode) + "\n"
 		}
 		var parts []string
 		for _, t := range resp.Topics {
@@ -362,7 +351,7 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 	case "delete":
 		req := kmsg.NewPtrDeleteGroupsRequest()
 		req.Groups = []string{"g"}
-		return kerrName(h.c.DeleteGroups(context.Background(), req).Groups[0].ErrorCode) + "\n"
+		return errName(h.c.DeleteGroups(context.Background(), req).Groups[0].ErrorCode) + "\n"
 	case "offset-delete":
 		req := kmsg.NewPtrOffsetDeleteRequest()
 		req.Group = "g"
@@ -373,9 +362,9 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 		req.Topics = append(req.Topics, rt)
 		resp := h.c.OffsetDelete(context.Background(), req)
 		if resp.ErrorCode != 0 {
-			return kerrName(resp.ErrorCode) + "\n"
+			return errName(resp.ErrorCode) + "\n"
 		}
-		return kerrName(resp.Topics[0].Partitions[0].ErrorCode) + "\n"
+		return errName(resp.Topics[0].Partitions[0].ErrorCode) + "\n"
 	case "topic":
 		n, _ := strconv.Atoi(a["partitions"])
 		h.topics.set(a["name"], int32(n))
