@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -199,6 +200,11 @@ func coordinated[Req kmsg.Request, Resp kmsg.Response](key, maxVersion int16, fn
 
 // groupContext is ctx carrying the client's id and host, which the
 // coordinator reports for members (DescribeGroups).
+// Kafka shows the host as "/" and the client's IP address.
 func (b *Broker) groupContext(ctx context.Context, cc *clientConn) context.Context {
-	return ctx
+	host := cc.conn.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return coordinator.WithClient(ctx, cc.clientID, "/"+host)
 }

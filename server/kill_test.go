@@ -40,12 +40,16 @@ func freePort(t *testing.T) int {
 }
 
 // startProcess runs `sluice serve` and waits until it accepts connections.
-func startProcess(t *testing.T, bin, dir string, port int) *exec.Cmd {
+func startProcess(t *testing.T, bin, dir string, port int, sets ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "serve",
+	args := []string{"serve",
 		"--set", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", port),
-		"--set", "log.dirs="+dir,
-		"--set", "num.partitions=3")
+		"--set", "log.dirs=" + dir,
+		"--set", "num.partitions=3"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.Command(bin, args...)
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
 	}

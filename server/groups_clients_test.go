@@ -1,0 +1,333 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// groupSets are the broker settings group tests use: no initial rebalance
+// delay, few __consumer_offsets partitions, short session timeouts allowed.
+var groupSets = []string{
+	"group.initial.rebalance.delay.ms=0",
+	"offsets.topic.num.partitions=5",
+	"group.min.session.timeout.ms=1000",
+	"group.consumer.heartbeat.interval.ms=200",
+}
+
+// produceKeyed writes n records to topic, round robin over its partitions,
+// and returns each record's "partition/offset" key.
+func produceKeyed(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, from, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for i := from; i < from+n; i++ {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+}
+
+// ownership checks the group invariant from the members' side: a
+// partition is never assigned to a member while another member still owns
+// it (eager balancers revoke everything before a rebalance, cooperative
+// ones revoke what moves first, KIP-848 members get a partition only once
+// its owner released it).
+type ownership struct {
+	mu         sync.Mutex
+	owner      map[int32]string
+	violations []string
+	commitErrs []string
+	assigns    int
+}
+
+func newOwnership() *ownership { return &ownership{owner: map[int32]string{}} }
+
+func (o *ownership) opts(member string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			o.assigns++
+			for _, ps := range m {
+				for _, p := range ps {
+					if cur, ok := o.owner[p]; ok && cur != member {
+						o.violations = append(o.violations, fmt.Sprintf("partition %d assigned to %s while %s owns it", p, member, cur))
+					}
+					o.owner[p] = member
+				}
+			}
+		}),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			// What a user's revoke callback does (kgo's default, replaced
+			// by this one): commit what was processed, then let go.
+			if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+				o.mu.Lock()
+				o.commitErrs = append(o.commitErrs, err.Error())
+				o.mu.Unlock()
+			}
+			o.release(member, m)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { o.release(member, m) }),
+	}
+}
+
+func (o *ownership) release(member string, m map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, ps := range m {
+		for _, p := range ps {
+			if o.owner[p] == member {
+				delete(o.owner, p)
+			}
+		}
+	}
+}
+
+// seen records which records (by value) group members processed.
+type seen struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (s *seen) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// runMember polls as one group member until ctx ends, recording values.
+func runMember(ctx context.Context, cl *kgo.Client, s *seen) {
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			s.mu.Lock()
+			s.m[string(r.Value)] = true
+			s.mu.Unlock()
+		})
+	}
+}
+
+// TestGroupBalancers: three members of one group with each balancer
+// franz-go offers (classic: range, round-robin, cooperative-sticky; KIP-848:
+// the broker's range and uniform assignors) share a 6-partition topic
+// while members join and leave under a producer: every record is
+// processed, no partition is ever owned by two members at once, and the
+// group's committed offsets reach the end of every partition.
+func TestGroupBalancers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+	}{
+		{"range", []kgo.Opt{kgo.Balancers(kgo.RangeBalancer())}},
+		{"roundrobin", []kgo.Opt{kgo.Balancers(kgo.RoundRobinBalancer())}},
+		{"cooperative-sticky", []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}},
+		{"kip848-range", []kgo.Opt{kgo.Balancers(kgo.RangeBalancer()), kgo.ServerSideBalancer()}},
+		{"kip848-uniform", []kgo.Opt{kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testGroupChurn(t, tc.opts)
+		})
+	}
+}
+
+func testGroupChurn(t *testing.T, balancer []kgo.Opt) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	_, addr := startBroker(t, "", groupSets...)
+	topic, group := "churn", "churn-group"
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 6, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	prod := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	own := newOwnership()
+	s := &seen{m: map[string]bool{}}
+	member := func(name string) (*kgo.Client, context.CancelFunc, chan struct{}) {
+		opts := append([]kgo.Opt{
+			kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(200 * time.Millisecond),
+			kgo.ClientID(name),
+		}, balancer...)
+		opts = append(opts, own.opts(name)...)
+		cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mctx, mcancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); runMember(mctx, cl, s) }()
+		return cl, mcancel, done
+	}
+	stop := func(cl *kgo.Client, cancel context.CancelFunc, done chan struct{}) {
+		cancel()
+		<-done
+		cl.Close() // commits what it consumed and leaves the group
+	}
+
+	total := 0
+	step := func(n int) {
+		produceKeyed(t, ctx, prod, topic, total, n)
+		total += n
+	}
+	a, ca, da := member("a")
+	step(200)
+	b, cb, db := member("b")
+	step(200)
+	c, cc, dc := member("c")
+	step(200)
+	stop(b, cb, db) // a member leaves mid-stream
+	step(200)
+	d, cd, dd := member("d")
+	step(200)
+	for s.count() < total {
+		if ctx.Err() != nil {
+			t.Fatalf("processed %d of %d records", s.count(), total)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, m := range []struct {
+		cl     *kgo.Client
+		cancel context.CancelFunc
+		done   chan struct{}
+	}{{a, ca, da}, {c, cc, dc}, {d, cd, dd}} {
+		stop(m.cl, m.cancel, m.done)
+	}
+	own.mu.Lock()
+	if len(own.violations) > 0 {
+		t.Errorf("ownership violations: %v", own.violations)
+	}
+	if len(own.commitErrs) > 0 {
+		t.Logf("commits on revoke that failed (retried by later owners): %v", own.commitErrs)
+	}
+	if own.assigns < 3 {
+		t.Errorf("only %d assignments seen", own.assigns)
+	}
+	own.mu.Unlock()
+
+	// Every member committed on leaving: the group's offsets are the end of
+	// each partition, and the group is empty.
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		behind := ""
+		ends.Each(func(e kadm.ListedOffset) {
+			if o, _ := got.Lookup(e.Topic, e.Partition); o.At != e.Offset {
+				behind += fmt.Sprintf(" p%d committed %d end %d;", e.Partition, o.At, e.Offset)
+			}
+		})
+		if behind == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committed offsets behind the end:%s", behind)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	lg, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := lg[group]; !ok || g.State != "Empty" {
+		t.Fatalf("group after every member left: %+v (present %v)", g, ok)
+	}
+}
+
+// TestGroupResumeAfterKill: a member commits, the broker is killed with
+// SIGKILL and restarted, and the committed offsets and the group are back;
+// a new member resumes at the commit.
+func TestGroupResumeAfterKill(t *testing.T) {
+	bin, err := buildSluice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir, port := t.TempDir(), freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := startProcess(t, bin, dir, port, groupSets...)
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+
+	topic, group := "resume", "resume-group"
+	prod := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	produceKeyed(t, ctx, prod, topic, 0, 100)
+
+	cl := newClient(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(), kgo.SessionTimeout(6*time.Second),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []*kgo.Record
+	for len(got) < 60 {
+		fs := cl.PollRecords(ctx, 60-len(got))
+		if errs := fs.Errors(); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		got = append(got, fs.Records()...)
+	}
+	if err := cl.CommitRecords(ctx, got[len(got)-1]); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Kill() // no LeaveGroup, no clean shutdown
+	cmd.Wait()
+	cl.Close()
+
+	cmd = startProcess(t, bin, dir, port, groupSets...)
+	adm2 := kadm.NewClient(newClient(t, addr))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		offs, err := adm2.FetchOffsets(ctx, group)
+		if err == nil && offs.Error() == nil {
+			if o, ok := offs.Lookup(topic, 0); !ok || o.At != 60 {
+				t.Fatalf("committed offset after kill -9: %+v (found %v), want 60", o, ok)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fetch offsets after restart: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	dg, err := adm2.DescribeGroups(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := dg[group]; g.Err != nil || g.ProtocolType != "consumer" {
+		t.Fatalf("group after restart: %+v", g)
+	}
+	cl2 := newClient(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	fs := cl2.PollRecords(ctx, 1)
+	if errs := fs.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if rs := fs.Records(); len(rs) == 0 || rs[0].Offset != 60 {
+		t.Fatalf("new member started at %v, want offset 60", rs)
+	}
+}
