@@ -312,6 +312,10 @@ func (c *Coordinator) classicReplay(g *group, v *kmsg.GroupMetadataValue) {
 	if g.classic != nil {
 		g.classic.shutdown()
 	}
+	if g.consumer != nil { // a consumer group that emptied and became classic
+		g.consumer.shutdown()
+		g.consumer = nil
+	}
 	cg := newClassicGroup()
 	g.classic = cg
 	cg.ptype, cg.generation = v.ProtocolType, v.Generation

@@ -98,9 +98,16 @@ func (c *Coordinator) classicJoinLocked(j *classicJoin) (*kmsg.JoinGroupResponse
 		return fail(kerr.UnknownMemberID.Code)
 	}
 	if g.consumer != nil {
-		// Joining a KIP-848 group with the classic protocol (KIP-848's
-		// upgrade path) is not supported.
-		return fail(kerr.InconsistentGroupProtocol.Code)
+		if !g.consumer.isEmpty() {
+			// Joining a KIP-848 group with members using the classic
+			// protocol (KIP-848's online migration) is not supported.
+			return fail(kerr.InconsistentGroupProtocol.Code)
+		}
+		// An empty consumer group becomes a classic group, as Kafka's
+		// default group.consumer.migration.policy does; the classic
+		// group's first GroupMetadata record supersedes it on replay.
+		g.consumer.shutdown()
+		g.consumer = nil
 	}
 	cg := classicLocked(g)
 	switch {

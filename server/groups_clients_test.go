@@ -331,3 +331,43 @@ func TestGroupResumeAfterKill(t *testing.T) {
 		t.Fatalf("new member started at %v, want offset 60", rs)
 	}
 }
+
+// TestGroupProtocolSwitch: a group moves between the KIP-848 protocol and
+// the classic one once its members are gone (as Kafka's default migration
+// policy allows), and each new member resumes at the last commit.
+func TestGroupProtocolSwitch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, addr := startBroker(t, "", groupSets...)
+	topic, group := "switch", "switch-group"
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	produceKeyed(t, ctx, newClient(t, addr, kgo.DefaultProduceTopic(topic)), topic, 0, 90)
+	next := int64(0)
+	for i, proto := range [][]kgo.Opt{
+		{kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())},
+		{kgo.Balancers(kgo.CooperativeStickyBalancer())},
+		{kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer())},
+	} {
+		cl := newClient(t, addr, append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, proto...)...)
+		var got []*kgo.Record
+		for len(got) < 30 {
+			fs := cl.PollRecords(ctx, 30-len(got))
+			if errs := fs.Errors(); len(errs) > 0 {
+				t.Fatalf("member %d: %v", i, errs)
+			}
+			got = append(got, fs.Records()...)
+		}
+		if got[0].Offset != next {
+			t.Fatalf("member %d started at offset %d, want %d", i, got[0].Offset, next)
+		}
+		if err := cl.CommitRecords(ctx, got[len(got)-1]); err != nil {
+			t.Fatalf("member %d commit: %v", i, err)
+		}
+		next = got[len(got)-1].Offset + 1
+		cl.Close()
+	}
+}
