@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -22,23 +21,14 @@ import (
 //	    int16 version = 3 | string group (int16 length, UTF-8)
 //	ConsumerGroupMetadataValue (value version 0, flexible):
 //	    int16 version = 0 | int32 epoch | tagged fields (uvarint count;
-//	    written as 0: no MetadataHash, no CreationTimeMs)
+//	    written as 0: no MetadataHash)
 //
 // One is written each time the group epoch moves (a member joins, leaves,
 // times out, changes its subscription, or a subscribed topic changes), and
-// a tombstone when the group is deleted. Kafka's member, target assignment
-// and current assignment records (key versions 4 to 8, 13) are not written,
-// and are skipped if a log holds them: after a restart or a coordinator move
-// the group comes back with its epoch and offsets but no members, and every
-// member's next heartbeat gets UNKNOWN_MEMBER_ID, so it rejoins with epoch 0
-// (and gets a fresh assignment under a bumped epoch).
-
-// Record key and value versions of the consumer group records (part of the
-// __consumer_offsets format).
-const (
-	keyConsumerGroupMetadata = 3
-	consumerMetadataValueV   = 0
-)
+// a tombstone when the group is deleted. Members, target assignments and
+// current assignments are written too (key versions 5 to 8; formats and
+// rules in consumer_records.go), so after a restart or a coordinator move
+// members continue with their member ID and epoch, without a rebalance.
 
 // memberState is where a member is in reconciling its assignment with the
 // group's target (Kafka's MemberState).
@@ -80,6 +70,9 @@ type consumerGroup struct {
 	static map[string]string
 	// assignor is the server assignor of the last target assignment.
 	assignor string
+	// targetReplayed is set once a replayed target assignment metadata
+	// record set targetEpoch (replay only; see consumer_records.go).
+	targetReplayed bool
 }
 
 // consumerMember is one member of a consumer group.
@@ -159,69 +152,92 @@ func (g *consumerGroup) stateName() string {
 	return "Stable"
 }
 
-// consumerLoaded runs when g's shard finished replaying. Members are not
-// persisted, so there are no timers to start.
-func (c *Coordinator) consumerLoaded(g *group) {}
+// consumerLoaded runs when g's shard finished replaying: replayed members
+// get a fresh session timeout (and a rebalance timeout if they have
+// partitions to revoke), as Kafka gives them after a failover. The
+// subscribed topics are described as they are now, so only a change after
+// the load moves the epoch.
+func (c *Coordinator) consumerLoaded(g *group) {
+	cg := g.consumer
+	cg.targetReplayed = false
+	cg.metaKey = c.subscriptionMetaKeyLocked(cg, nil)
+	for _, id := range sortedKeys(cg.members) {
+		m := cg.members[id]
+		c.armSessionLocked(g, m)
+		if m.state == memberUnrevoked {
+			c.armRebalanceLocked(g, m)
+		}
+	}
+	if !cg.isEmpty() {
+		g.emptySince = time.Time{}
+	}
+}
 
 // consumerMetadataKey is the ConsumerGroupMetadataKey of group.
 func consumerMetadataKey(group string) []byte {
-	return kbin.AppendString(kbin.AppendInt16(nil, keyConsumerGroupMetadata), group)
+	return consumerKey(keyConsumerGroupMetadata, group, "")
 }
 
 // consumerMetadataRecord is the ConsumerGroupMetadataValue record of group
 // at epoch.
 func consumerMetadataRecord(group string, epoch int32) Record {
-	v := kbin.AppendInt16(nil, consumerMetadataValueV)
-	v = kbin.AppendInt32(v, epoch)
-	v = kbin.AppendUvarint(v, 0) // no tagged fields
-	return Record{Key: consumerMetadataKey(group), Value: v}
+	return Record{Key: consumerMetadataKey(group), Value: consumerEpochValue(consumerMetadataValueV, epoch)}
 }
 
 // decodeConsumerMetadataValue returns the epoch of a
 // ConsumerGroupMetadataValue, skipping its tagged fields.
-func decodeConsumerMetadataValue(b []byte) (int32, error) {
-	r := kbin.Reader{Src: b}
-	if v := r.Int16(); v < 0 {
-		return 0, fmt.Errorf("consumer group metadata value version %d", v)
-	}
-	epoch := r.Int32()
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		r.Uvarint()              // tag
-		r.Span(int(r.Uvarint())) // value
-	}
-	return epoch, r.Complete()
-}
+func decodeConsumerMetadataValue(b []byte) (int32, error) { return decodeConsumerEpochValue(b) }
 
 // consumerReplay applies a replayed record with key version >= 3 (KIP-848
-// consumer group records) to shard s. Only ConsumerGroupMetadata records
-// are read; the other consumer group record types are skipped.
+// consumer group records) to shard s; see consumer_records.go. Key
+// versions other than 3 and 5 to 8 are skipped.
 func (c *Coordinator) consumerReplay(s *shard, keyVersion int16, r Record) error {
-	if keyVersion != keyConsumerGroupMetadata {
+	switch keyVersion {
+	case keyConsumerGroupMetadata, keyConsumerMember, keyConsumerTargetMetadata, keyConsumerTargetMember, keyConsumerCurrentAssignment:
+	default:
 		return nil
 	}
-	kr := kbin.Reader{Src: r.Key}
-	kr.Int16()
-	id := kr.String()
-	if err := kr.Complete(); err != nil {
-		return fmt.Errorf("consumer group metadata key: %w", err)
+	_, id, member, err := decodeConsumerKey(r.Key)
+	if err != nil {
+		return fmt.Errorf("consumer group record key (version %d): %w", keyVersion, err)
 	}
 	if err := c.checkShard(s, id); err != nil {
 		return err
 	}
 	g := s.groups[id]
 	if r.Value == nil {
-		if g != nil && g.consumer != nil {
-			g.consumer.shutdown()
+		if g == nil || g.consumer == nil {
+			return nil
+		}
+		cg := g.consumer
+		switch keyVersion {
+		case keyConsumerGroupMetadata:
+			cg.shutdown()
 			g.consumer = nil
 			if len(g.offsets) == 0 && g.classic == nil {
 				c.removeLocked(g)
 			}
+		case keyConsumerMember:
+			if m := cg.members[member]; m != nil {
+				delete(cg.members, member)
+				if m.instanceID != nil && cg.static[*m.instanceID] == member {
+					delete(cg.static, *m.instanceID)
+				}
+			}
+		case keyConsumerTargetMember:
+			delete(cg.target, member)
+		case keyConsumerCurrentAssignment:
+			if m := cg.members[member]; m != nil {
+				m.epoch, m.prevEpoch, m.state = 0, 0, memberStable
+				m.assigned, m.pendingRevocation = partitionSet{}, partitionSet{}
+			}
 		}
 		return nil
 	}
-	epoch, err := decodeConsumerMetadataValue(r.Value)
-	if err != nil {
-		return fmt.Errorf("consumer group metadata value of group %q: %w", id, err)
+	if g != nil && g.classic != nil && !g.classic.isEmpty() && keyVersion != keyConsumerGroupMetadata {
+		// Member records of a consumer group the classic group that
+		// now lives here replaced: stale, skip them.
+		return nil
 	}
 	if g == nil {
 		g = newGroup(s, id, c.cfg.Clock.Now())
@@ -233,15 +249,85 @@ func (c *Coordinator) consumerReplay(s *shard, keyVersion int16, r Record) error
 	if g.consumer == nil {
 		g.consumer = newConsumerGroup()
 	}
-	g.consumer.epoch, g.consumer.targetEpoch = epoch, epoch
+	cg := g.consumer
+	switch keyVersion {
+	case keyConsumerGroupMetadata:
+		epoch, err := decodeConsumerMetadataValue(r.Value)
+		if err != nil {
+			return fmt.Errorf("consumer group metadata value of group %q: %w", id, err)
+		}
+		cg.epoch = epoch
+		if !cg.targetReplayed {
+			cg.targetEpoch = epoch
+		}
+	case keyConsumerTargetMetadata:
+		epoch, err := decodeConsumerEpochValue(r.Value)
+		if err != nil {
+			return fmt.Errorf("consumer group target assignment metadata value of group %q: %w", id, err)
+		}
+		cg.targetEpoch, cg.targetReplayed = epoch, true
+	case keyConsumerTargetMember:
+		a, err := decodeConsumerTargetValue(r.Value)
+		if err != nil {
+			return fmt.Errorf("consumer group target assignment of member %q of group %q: %w", member, id, err)
+		}
+		cg.target[member] = a
+	case keyConsumerMember:
+		n, err := decodeConsumerMemberValue(member, r.Value)
+		if err != nil {
+			return fmt.Errorf("consumer group member metadata of member %q of group %q: %w", member, id, err)
+		}
+		if n.rebalanceTimeout == 0 {
+			n.rebalanceTimeout = c.cfg.ConsumerSessionTimeout
+		}
+		m := replayedMember(cg, member)
+		if m.instanceID != nil && cg.static[*m.instanceID] == member {
+			delete(cg.static, *m.instanceID)
+		}
+		m.instanceID, m.rackID, m.clientID, m.clientHost = n.instanceID, n.rackID, n.clientID, n.clientHost
+		m.topics, m.regex, m.re, m.rebalanceTimeout, m.assignor = n.topics, n.regex, n.re, n.rebalanceTimeout, n.assignor
+		if m.instanceID != nil {
+			cg.static[*m.instanceID] = member
+		}
+	case keyConsumerCurrentAssignment:
+		m := replayedMember(cg, member)
+		if err := decodeConsumerCurrentValue(m, r.Value); err != nil {
+			return fmt.Errorf("consumer group current assignment of member %q of group %q: %w", member, id, err)
+		}
+	}
 	return nil
 }
 
-// consumerTombstonesLocked returns the tombstones deleting g's consumer
-// group records: its metadata, and the classic group metadata it may have
-// been converted from.
+// replayedMember returns cg's member id, adding it if it is not there yet
+// (its records may come in any order).
+func replayedMember(cg *consumerGroup, id string) *consumerMember {
+	m := cg.members[id]
+	if m == nil {
+		m = &consumerMember{id: id, assigned: partitionSet{}, pendingRevocation: partitionSet{}}
+		cg.members[id] = m
+	}
+	return m
+}
+
+// consumerTombstonesLocked returns the tombstones deleting all of g's
+// consumer group records (so compaction removes them): each member's
+// records, each target assignment, the target epoch, the group epoch, and
+// the classic group metadata it may have been converted from.
 func (c *Coordinator) consumerTombstonesLocked(g *group) []Record {
-	return []Record{{Key: consumerMetadataKey(g.id)}, {Key: groupKey(g.id)}}
+	cg := g.consumer
+	var recs []Record
+	for _, id := range sortedKeys(cg.members) {
+		recs = append(recs, consumerMemberTombstones(g.id, id)...)
+	}
+	for _, id := range sortedKeys(cg.target) {
+		if cg.members[id] == nil {
+			recs = append(recs, Record{Key: consumerKey(keyConsumerTargetMember, g.id, id)})
+		}
+	}
+	return append(recs,
+		Record{Key: consumerKey(keyConsumerTargetMetadata, g.id, "")},
+		Record{Key: consumerMetadataKey(g.id)},
+		Record{Key: groupKey(g.id)})
 }
 
 // consumerCommitCheckLocked validates an offset commit's member and member

@@ -275,9 +275,7 @@ func checkMemberEpoch(m *consumerMember, req *kmsg.ConsumerGroupHeartbeatRequest
 	return 0, ""
 }
 
-func sameRegex(a, b *string) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
-}
+func sameRegex(a, b *string) bool { return sameOptional(a, b) }
 
 // ownedSubset reports whether every partition of owned is in a.
 func ownedSubset(owned []kmsg.ConsumerGroupHeartbeatRequestTopic, a partitionSet) bool {
