@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -132,6 +133,15 @@ type heartbeat struct {
 	replaced *consumerMember // a static member whose instance ID the member takes over
 	bump     bool            // the group epoch moves
 	metaKey  string
+	recs     []Record // the records check returned
+	// view is the group as apply leaves it (epoch, metaKey, target) and
+	// member the member after this heartbeat, both computed by check so
+	// the records written are what apply installs; before* are the
+	// member's assignment and state before reconciling.
+	view                  consumerGroup
+	member                *consumerMember
+	before, beforePending partitionSet
+	beforeState           memberState
 }
 
 func (h *heartbeat) answer(code int16, msg string) *kmsg.ConsumerGroupHeartbeatResponse {
@@ -148,8 +158,14 @@ func (h *heartbeat) fail(code int16, format string, args ...any) ([]Record, int1
 }
 
 func (h *heartbeat) check() ([]Record, int16) {
+	h.code, h.msg, h.cg, h.next, h.replaced, h.bump, h.member = 0, "", nil, nil, nil, false, nil
+	recs, code := h.checkLocked()
+	h.recs = recs
+	return recs, code
+}
+
+func (h *heartbeat) checkLocked() ([]Record, int16) {
 	c, req := h.c, h.req
-	h.code, h.msg, h.cg, h.next, h.replaced, h.bump = 0, "", nil, nil, nil, false
 	g := h.s.groups[req.Group]
 	switch {
 	case g != nil && g.consumer != nil:
@@ -177,10 +193,13 @@ func (h *heartbeat) check() ([]Record, int16) {
 			return h.fail(kerr.UnknownMemberID.Code, "Member %s is not a member of group %s.", h.memberID, req.Group)
 		}
 		if req.MemberEpoch == epochStaticLeave && m.instanceID != nil {
-			return nil, 0
+			// It keeps its partitions, at epoch -2 (see apply).
+			away := *m
+			away.epoch, away.prevEpoch, away.pendingRevocation = epochStaticLeave, m.epoch, partitionSet{}
+			return []Record{consumerCurrentRecord(req.Group, &away)}, 0
 		}
 		h.bump = true
-		return []Record{consumerMetadataRecord(req.Group, cg.epoch+1)}, 0
+		return append(consumerMemberTombstones(req.Group, m.id), consumerMetadataRecord(req.Group, cg.epoch+1)), 0
 	}
 
 	m := cg.members[h.memberID]
@@ -253,10 +272,77 @@ func (h *heartbeat) check() ([]Record, int16) {
 	h.metaKey = c.subscriptionMetaKeyLocked(cg, next)
 	h.bump = base == nil || cg.epoch == 0 || h.metaKey != cg.metaKey ||
 		!slices.Equal(base.topics, next.topics) || !sameRegex(base.regex, next.regex) || base.assignor != next.assignor
-	if h.bump {
-		return []Record{consumerMetadataRecord(req.Group, cg.epoch+1)}, 0
+	return h.plan(m), 0
+}
+
+// plan computes what apply will do to the group and member m (nil for a
+// joining member) on a view of the group, without changing it, and returns
+// the records of the change: tombstones of a replaced static member, the
+// member's metadata if it changed, the group epoch if it moves, the target
+// assignment where it changed, and the member's current assignment if it
+// changed.
+func (h *heartbeat) plan(m *consumerMember) []Record {
+	cg, next, group, id := h.cg, h.next, h.req.Group, h.memberID
+	view := *cg
+	view.members = maps.Clone(cg.members)
+	view.target = maps.Clone(cg.target)
+	var recs []Record
+	if old := h.replaced; old != nil {
+		// The new member takes over the away static member's
+		// partitions and target, at epoch 0 (it reconciles to the
+		// target epoch below). Its target record moves with it.
+		delete(view.members, old.id)
+		if t, ok := view.target[old.id]; ok {
+			view.target[id] = t
+		}
+		delete(view.target, old.id)
+		recs = append(recs,
+			Record{Key: consumerKey(keyConsumerCurrentAssignment, group, old.id)},
+			Record{Key: consumerKey(keyConsumerMember, group, old.id)})
 	}
-	return nil, 0
+	nm := &consumerMember{}
+	switch {
+	case m != nil:
+		*nm = *m
+		nm.stopSession, nm.stopRebalance = nil, nil
+		nm.topics, nm.regex, nm.re, nm.assignor = next.topics, next.regex, next.re, next.assignor
+		nm.rebalanceTimeout, nm.rackID, nm.instanceID = next.rebalanceTimeout, next.rackID, next.instanceID
+		nm.clientID, nm.clientHost = next.clientID, next.clientHost
+	case h.replaced != nil:
+		*nm = *next
+		old := h.replaced
+		nm.epoch, nm.prevEpoch, nm.state = 0, 0, old.state
+		nm.assigned, nm.pendingRevocation = old.assigned, old.pendingRevocation
+	default:
+		*nm = *next
+	}
+	nm.assigned, nm.pendingRevocation = nm.assigned.clone(), nm.pendingRevocation.clone()
+	view.members[id] = nm
+	if m == nil || !sameMemberMetadata(m, nm) {
+		recs = append(recs, consumerMemberRecord(group, nm))
+	}
+	if h.bump {
+		view.epoch++
+		view.metaKey = h.metaKey
+		recs = append(recs, consumerMetadataRecord(group, view.epoch))
+	}
+	if view.epoch > view.targetEpoch {
+		h.c.computeTargetLocked(&view)
+	}
+	recs = append(recs, consumerTargetRecords(group, cg.target, view.target)...)
+	if view.targetEpoch != cg.targetEpoch {
+		recs = append(recs, consumerTargetMetaRecord(group, view.targetEpoch))
+	}
+	h.before, h.beforeState, h.beforePending = nm.assigned.clone(), nm.state, nm.pendingRevocation.clone()
+	if nm.epoch == epochStaticLeave { // back from a temporary leave, same member ID
+		nm.epoch, nm.prevEpoch = 0, 0
+	}
+	view.reconcile(nm, ownedAssignment(h.req.Topics))
+	if m == nil || !sameCurrentAssignment(m, nm) {
+		recs = append(recs, consumerCurrentRecord(group, nm))
+	}
+	h.view, h.member = view, nm
+	return recs
 }
 
 // checkMemberEpoch fences a member whose heartbeat carries an epoch other
@@ -330,12 +416,16 @@ func (h *heartbeat) apply() {
 			resp.ErrorCode = kerr.GroupIDNotFound.Code
 			msg := fmt.Sprintf("Group %s is not a consumer group", req.Group)
 			resp.ErrorMessage = &msg
-			if h.bump {
+			if len(h.recs) > 0 {
+				var undo []Record
+				for _, r := range h.recs {
+					undo = append(undo, Record{Key: r.Key})
+				}
 				c.writeAsync(h.s, func() ([]Record, int16) {
 					if g := h.s.groups[req.Group]; g != nil && g.consumer != nil {
 						return nil, 0
 					}
-					return []Record{{Key: consumerMetadataKey(req.Group)}}, 0
+					return undo, 0
 				}, nil)
 			}
 			return
@@ -369,47 +459,27 @@ func (h *heartbeat) apply() {
 	}
 
 	if old := h.replaced; old != nil {
-		// The new member takes over the away static member's
-		// partitions and target, at epoch 0 (it reconciles to the
-		// target epoch below).
-		if t, ok := cg.target[old.id]; ok {
-			cg.target[id] = t
-		}
 		c.removeConsumerMemberLocked(g, old)
-		h.next.epoch, h.next.prevEpoch, h.next.state = 0, 0, old.state
-		h.next.assigned, h.next.pendingRevocation = old.assigned, old.pendingRevocation
 	}
+	nm, view := h.member, &h.view
 	m := cg.members[id]
 	if m == nil {
-		m = h.next
-		if m.assigned == nil {
-			m.assigned, m.pendingRevocation = partitionSet{}, partitionSet{}
-		}
+		m = nm
 		cg.members[id] = m
 		g.emptySince = time.Time{}
 	} else {
-		n := h.next
-		m.topics, m.regex, m.re, m.assignor = n.topics, n.regex, n.re, n.assignor
-		m.rebalanceTimeout, m.rackID, m.instanceID = n.rebalanceTimeout, n.rackID, n.instanceID
-		m.clientID, m.clientHost = n.clientID, n.clientHost
+		m.topics, m.regex, m.re, m.assignor = nm.topics, nm.regex, nm.re, nm.assignor
+		m.rebalanceTimeout, m.rackID, m.instanceID = nm.rebalanceTimeout, nm.rackID, nm.instanceID
+		m.clientID, m.clientHost = nm.clientID, nm.clientHost
+		m.epoch, m.prevEpoch, m.state = nm.epoch, nm.prevEpoch, nm.state
+		m.assigned, m.pendingRevocation = nm.assigned, nm.pendingRevocation
 	}
 	if m.instanceID != nil {
 		cg.static[*m.instanceID] = id
 	}
-	if h.bump {
-		cg.epoch++
-		cg.metaKey = h.metaKey
-	}
-	if cg.epoch > cg.targetEpoch {
-		c.computeTargetLocked(cg)
-	}
-
-	before, beforeState, beforePending := m.assigned.clone(), m.state, m.pendingRevocation.clone()
-	owned := ownedAssignment(req.Topics)
-	if m.epoch == epochStaticLeave { // back from a temporary leave, same member ID
-		m.epoch, m.prevEpoch = 0, 0
-	}
-	cg.reconcile(m, owned)
+	cg.epoch, cg.metaKey = view.epoch, view.metaKey
+	cg.target, cg.targetEpoch, cg.assignor = view.target, view.targetEpoch, view.assignor
+	before, beforeState, beforePending := h.before, h.beforeState, h.beforePending
 
 	c.armSessionLocked(g, m)
 	switch {
@@ -605,7 +675,7 @@ func (c *Coordinator) expireConsumerMember(g *group, m *consumerMember, current 
 		if !valid() {
 			return nil, 0
 		}
-		return []Record{consumerMetadataRecord(g.id, g.consumer.epoch+1)}, 0
+		return append(consumerMemberTombstones(g.id, m.id), consumerMetadataRecord(g.id, g.consumer.epoch+1)), 0
 	}
 	apply := func() {
 		if valid() {

@@ -335,10 +335,9 @@ func consumerMemberTombstones(group, member string) []Record {
 }
 
 // consumerTargetRecords are the records moving the target assignment from
-// prev to next at epoch: a target record for each member whose target
-// changed, a tombstone for each member no longer in it, then the target
-// epoch.
-func consumerTargetRecords(group string, prev, next map[string]partitionSet, epoch int32) []Record {
+// prev to next: a target record for each member whose target changed and a
+// tombstone for each member no longer in it.
+func consumerTargetRecords(group string, prev, next map[string]partitionSet) []Record {
 	var recs []Record
 	for _, id := range sortedKeys(next) {
 		if old, ok := prev[id]; !ok || !old.equal(next[id]) {
@@ -350,5 +349,5 @@ func consumerTargetRecords(group string, prev, next map[string]partitionSet, epo
 			recs = append(recs, Record{Key: consumerKey(keyConsumerTargetMember, group, id)})
 		}
 	}
-	return append(recs, consumerTargetMetaRecord(group, epoch))
+	return recs
 }
