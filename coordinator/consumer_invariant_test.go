@@ -14,7 +14,7 @@ import (
 
 // TestConsumerGroupNoDoubleOwnership drives several members through random
 // joins, heartbeats (reporting or not reporting what they own), leaves,
-// topic growth and timeouts, and checks after every step that no partition
+// topic growth, timeouts and coordinator restarts, and checks after every step that no partition
 // has two owners: neither in the coordinator's view (assigned plus pending
 // revocation) nor in what the live members were last told they own.
 func TestConsumerGroupNoDoubleOwnership(t *testing.T) {
@@ -60,6 +60,16 @@ func TestConsumerGroupNoDoubleOwnership(t *testing.T) {
 				trace = append(trace, fmt.Sprintf("%d: %s", step, out))
 				if err := h.checkOwnership(); err != nil {
 					t.Fatalf("after step %d: %v\nlast steps:\n%s", step, err, strings.Join(trace[max(0, len(trace)-15):], "\n"))
+				}
+				// Every change is in the log, and the members survive a
+				// coordinator restart now and then.
+				if step%50 == 49 {
+					h.checkReplay(t, fmt.Sprintf("after step %d (%s)", step, strings.Join(trace[max(0, len(trace)-5):], "; ")))
+				}
+				if step%300 == 299 {
+					h.c.Close()
+					h.start()
+					trace = append(trace, "restart")
 				}
 			}
 		})

@@ -384,21 +384,7 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 	case "records":
 		var b strings.Builder
 		for _, r := range h.log.records() {
-			switch v := keyVersion(r.Key); {
-			case v == keyConsumerGroupMetadata && r.Value == nil:
-				b.WriteString("consumer-group-metadata tombstone\n")
-			case v == keyConsumerGroupMetadata:
-				epoch, err := decodeConsumerMetadataValue(r.Value)
-				fmt.Fprintf(&b, "consumer-group-metadata epoch=%d err=%v\n", epoch, err)
-			case v == keyGroupMetadata && r.Value == nil:
-				b.WriteString("group-metadata tombstone\n")
-			case v <= keyOffsetCommitV1 && r.Value == nil:
-				b.WriteString("offset tombstone\n")
-			case v <= keyOffsetCommitV1:
-				b.WriteString("offset\n")
-			default:
-				fmt.Fprintf(&b, "key version %d\n", v)
-			}
+			b.WriteString(h.fmtRecord(t, r) + "\n")
 		}
 		return b.String()
 	}
@@ -409,32 +395,13 @@ func (h *cgHarness) run(t *testing.T, td *datadriven.TestData) string {
 func TestConsumerGroupScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/consumer", func(t *testing.T, path string) {
 		h := newCGHarness(t)
-		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string { return h.run(t, td) })
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			out := h.run(t, td)
+			h.checkReplay(t, td.Pos)
+			return out
+		})
+		for _, r := range h.log.records() {
+			h.fmtRecord(t, r) // every record decodes and re-encodes to its bytes
+		}
 	})
-}
-
-// TestConsumerGroupRecordsDecode checks the ConsumerGroupMetadata record
-// against the bytes Kafka's schema gives, and that unknown consumer record
-// types (member records Kafka writes) are skipped on replay.
-func TestConsumerGroupRecordsDecode(t *testing.T) {
-	r := consumerMetadataRecord("g", 7)
-	if want := []byte{0, 3, 0, 1, 'g'}; !slices.Equal(r.Key, want) {
-		t.Fatalf("key %x, want %x", r.Key, want)
-	}
-	if want := []byte{0, 0, 0, 0, 0, 7, 0}; !slices.Equal(r.Value, want) {
-		t.Fatalf("value %x, want %x", r.Value, want)
-	}
-	// Tagged fields (Kafka 4.1's MetadataHash) are skipped.
-	tagged := []byte{0, 0, 0, 0, 0, 9, 1, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8}
-	if e, err := decodeConsumerMetadataValue(tagged); err != nil || e != 9 {
-		t.Fatalf("tagged value: %d %v", e, err)
-	}
-	log := &memLog{}
-	memberKey := append([]byte{0, 5, 0, 1, 'g', 0, 1}, 'm')
-	log.batches = [][]Record{{r, {Key: memberKey, Value: []byte{0, 0, 1, 2, 3}}}}
-	c := testCoordinator(t, log, newManualClock())
-	lg := c.ListGroups(context.Background(), kmsg.NewPtrListGroupsRequest())
-	if len(lg.Groups) != 1 || lg.Groups[0].GroupType != "consumer" {
-		t.Fatalf("groups: %+v", lg.Groups)
-	}
 }
