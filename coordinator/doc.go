@@ -26,7 +26,9 @@
 //	                  -> GroupMetadataValue (version 3) of a classic group
 //	                     after each rebalance, or a tombstone when the group
 //	                     is deleted
-//	key version >= 3: KIP-848 consumer group records; see consumer_group.go
+//	key version >= 3: KIP-848 consumer group records (group epoch, members,
+//	                  target and current assignments); see
+//	                  consumer_records.go
 //
 // Tools that read __consumer_offsets (kcat, Burrow-style lag checkers)
 // decode these records as they decode Kafka's.
