@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -163,5 +164,124 @@ func TestConsumerGroup848FranzGoRegex(t *testing.T) {
 	// topic names, as Kafka does.
 	if g.AssignorName != "range" || len(g.Members) != 1 || g.Members[0].SubscribedTopicRegex == nil || !strings.Contains(*g.Members[0].SubscribedTopicRegex, "rx-.*") {
 		t.Fatalf("described: %+v", g)
+	}
+}
+
+// A KIP-848 member survives a broker restart: the coordinator replays the
+// member, its epoch and its assignment, so the same franz-go client keeps
+// consuming with its member ID and epoch (no rebalance, no fetch error), and
+// reads nothing twice beyond what it had not committed.
+func TestConsumerGroup848SurvivesRestart(t *testing.T) {
+	dir, port := t.TempDir(), freePort(t)
+	sets := []string{fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", port), "group.consumer.heartbeat.interval.ms=200"}
+	b, addr := startBroker(t, dir, sets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topic, group = "kip848restart", "g848restart"
+	admin := kadm.NewClient(newClient(t, addr))
+	if _, err := admin.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	producer := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	produce := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			if err := producer.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cl := newClient(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	seen := map[string]int{}
+	consume := func(n int) {
+		for len(seen) < n {
+			if ctx.Err() != nil {
+				t.Fatalf("read %d of %d records", len(seen), n)
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			fs := cl.PollFetches(pctx)
+			pcancel()
+			fs.EachError(func(topic string, p int32, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("fetch error %s/%d: %v", topic, p, err)
+				}
+			})
+			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+		}
+	}
+	produce(0, 30)
+	consume(30)
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Read 15 more without committing them, then wait until the member
+	// owns every partition at a settled epoch.
+	produce(30, 15)
+	consume(45)
+	describe := func(c *kgo.Client) kmsg.ConsumerGroupDescribeResponseGroup {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Groups[0]
+	}
+	var before kmsg.ConsumerGroupDescribeResponseGroup
+	for {
+		before = describe(producer)
+		if before.State == "Stable" && len(before.Members) == 1 && len(before.Members[0].Assignment.TopicPartitions) == 1 &&
+			len(before.Members[0].Assignment.TopicPartitions[0].Partitions) == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("group never stabilized: %+v", before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	memberID, epoch := cl.GroupMetadata()
+	if memberID != before.Members[0].MemberID || epoch != before.Members[0].MemberEpoch {
+		t.Fatalf("client is %s@%d, group has %s@%d", memberID, epoch, before.Members[0].MemberID, before.Members[0].MemberEpoch)
+	}
+
+	b.Close()
+	startBroker(t, dir, sets...)
+
+	// The group comes back with the member at its epoch.
+	var after kmsg.ConsumerGroupDescribeResponseGroup
+	for {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(ctx, producer)
+		if err == nil && resp.Groups[0].ErrorCode == 0 {
+			after = resp.Groups[0]
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("describe after restart: %v %+v", err, resp)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(after.Members) != 1 || after.Members[0].MemberID != memberID || after.Members[0].MemberEpoch != epoch || after.Epoch != before.Epoch {
+		t.Fatalf("after restart: %+v, before: %+v", after, before)
+	}
+	produce(45, 30)
+	consume(75)
+	if id, e := cl.GroupMetadata(); id != memberID || e != epoch {
+		t.Errorf("member %s@%d became %s@%d: the group rebalanced", memberID, epoch, id, e)
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Errorf("commit after restart: %v", err)
+	}
+	for v, n := range seen {
+		var i int
+		fmt.Sscanf(v, "r%d", &i)
+		if n > 1 && (i < 30 || i >= 45) {
+			t.Errorf("%s read %d times, though it was committed or produced after the restart", v, n)
+		}
+	}
+	if g := describe(producer); g.Epoch != before.Epoch || len(g.Members) != 1 || g.Members[0].MemberEpoch != epoch {
+		t.Errorf("group after consuming: %+v", g)
 	}
 }
