@@ -14,6 +14,36 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// topic848 creates topic with 3 partitions and returns a producer and a
+// function producing the records "r<from>" to "r<from+n-1>" round robin.
+func topic848(t *testing.T, ctx context.Context, addr, topic string) (*kgo.Client, func(from, n int)) {
+	t.Helper()
+	admin := kadm.NewClient(newClient(t, addr))
+	if _, err := admin.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	producer := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	return producer, func(from, n int) {
+		for i := from; i < from+n; i++ {
+			if err := producer.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// describe848 describes group with ConsumerGroupDescribe through cl.
+func describe848(t *testing.T, ctx context.Context, cl *kgo.Client, group string) kmsg.ConsumerGroupDescribeResponseGroup {
+	t.Helper()
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Groups[0]
+}
+
 // franz-go's KIP-848 consumer (ServerSideBalancer): two members of one
 // group share a topic's partitions with no record read twice, and once one
 // leaves, the other takes over its partitions.
@@ -22,18 +52,7 @@ func TestConsumerGroup848FranzGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const topic, group = "kip848", "g848"
-	admin := kadm.NewClient(newClient(t, addr))
-	if _, err := admin.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	producer := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	produce := func(from, n int) {
-		for i := from; i < from+n; i++ {
-			if err := producer.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	producer, produce := topic848(t, ctx, addr, topic)
 	produce(0, 30)
 
 	var mu sync.Mutex
@@ -71,15 +90,7 @@ func TestConsumerGroup848FranzGo(t *testing.T) {
 	}
 	b := member()
 	// Wait until both members own partitions.
-	describe := func() kmsg.ConsumerGroupDescribeResponseGroup {
-		req := kmsg.NewPtrConsumerGroupDescribeRequest()
-		req.Groups = []string{group}
-		resp, err := req.RequestWith(ctx, producer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Groups[0]
-	}
+	describe := func() kmsg.ConsumerGroupDescribeResponseGroup { return describe848(t, ctx, producer, group) }
 	bdone := make(chan struct{})
 	go func() {
 		defer close(bdone)
@@ -178,18 +189,7 @@ func TestConsumerGroup848SurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const topic, group = "kip848restart", "g848restart"
-	admin := kadm.NewClient(newClient(t, addr))
-	if _, err := admin.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	producer := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	produce := func(from, n int) {
-		for i := from; i < from+n; i++ {
-			if err := producer.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	producer, produce := topic848(t, ctx, addr, topic)
 	cl := newClient(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
@@ -219,18 +219,9 @@ func TestConsumerGroup848SurvivesRestart(t *testing.T) {
 	// owns every partition at a settled epoch.
 	produce(30, 15)
 	consume(45)
-	describe := func(c *kgo.Client) kmsg.ConsumerGroupDescribeResponseGroup {
-		req := kmsg.NewPtrConsumerGroupDescribeRequest()
-		req.Groups = []string{group}
-		resp, err := req.RequestWith(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Groups[0]
-	}
 	var before kmsg.ConsumerGroupDescribeResponseGroup
 	for {
-		before = describe(producer)
+		before = describe848(t, ctx, producer, group)
 		if before.State == "Stable" && len(before.Members) == 1 && len(before.Members[0].Assignment.TopicPartitions) == 1 &&
 			len(before.Members[0].Assignment.TopicPartitions[0].Partitions) == 3 {
 			break
@@ -281,7 +272,7 @@ func TestConsumerGroup848SurvivesRestart(t *testing.T) {
 			t.Errorf("%s read %d times, though it was committed or produced after the restart", v, n)
 		}
 	}
-	if g := describe(producer); g.Epoch != before.Epoch || len(g.Members) != 1 || g.Members[0].MemberEpoch != epoch {
+	if g := describe848(t, ctx, producer, group); g.Epoch != before.Epoch || len(g.Members) != 1 || g.Members[0].MemberEpoch != epoch {
 		t.Errorf("group after consuming: %+v", g)
 	}
 }
