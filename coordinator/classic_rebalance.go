@@ -106,8 +106,7 @@ func (c *Coordinator) classicJoinLocked(j *classicJoin) (*kmsg.JoinGroupResponse
 		// An empty consumer group becomes a classic group, as Kafka's
 		// default group.consumer.migration.policy does; the classic
 		// group's first GroupMetadata record supersedes it on replay.
-		g.consumer.shutdown()
-		g.consumer = nil
+		c.convertToClassicLocked(g)
 	}
 	cg := classicLocked(g)
 	switch {
@@ -517,4 +516,27 @@ func (cg *classicGroup) selectProtocol() string {
 		}
 	}
 	return best
+}
+
+// convertToClassicLocked turns g, an empty KIP-848 group, into a classic
+// one: its consumer state goes, and its consumer records are tombstoned in
+// the background so compaction can remove them (the classic record, key
+// version 2, is left alone: the classic group writes its own). The write
+// is skipped if the id names a consumer group again by the time it runs.
+func (c *Coordinator) convertToClassicLocked(g *group) {
+	var recs []Record
+	for _, r := range c.consumerTombstonesLocked(g) {
+		if keyVersion(r.Key) >= firstConsumerKeyV {
+			recs = append(recs, r)
+		}
+	}
+	g.consumer.shutdown()
+	g.consumer = nil
+	s, id := g.shard, g.id
+	c.writeAsync(s, func() ([]Record, int16) {
+		if cur := s.groups[id]; cur != nil && cur.consumer != nil {
+			return nil, 0
+		}
+		return recs, 0
+	}, nil)
 }
