@@ -238,12 +238,18 @@ func (c *Coordinator) Load(p int32, log Log) error {
 
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	var n int
+	var n, skipped int
 	err := log.Replay(func(r Record) error {
 		n++
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.replayLocked(s, r)
+		if err := c.replayLocked(s, r); err != nil {
+			// One bad record must not make every group of the partition
+			// unavailable: skip it, loudly.
+			skipped++
+			c.cfg.Logger.Error("coordinator: skipping a record of __consumer_offsets that cannot be applied", "partition", p, "err", err)
+		}
+		return nil
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -257,7 +263,7 @@ func (c *Coordinator) Load(p int32, log Log) error {
 	for _, g := range s.groups {
 		c.loadedLocked(g)
 	}
-	c.cfg.Logger.Debug("coordinator: partition loaded", "partition", p, "records", n, "groups", len(s.groups))
+	c.cfg.Logger.Debug("coordinator: partition loaded", "partition", p, "records", n, "skipped", skipped, "groups", len(s.groups))
 	return nil
 }
 

@@ -234,3 +234,25 @@ func TestTopicDeletedRemovesOffsets(t *testing.T) {
 		t.Fatalf("after replay: %v", got)
 	}
 }
+
+// A record that cannot be decoded, or that belongs to another partition's
+// group, is skipped at load; the partition's other groups stay served.
+func TestReplaySkipsBadRecords(t *testing.T) {
+	log, clk := &memLog{}, newManualClock()
+	c := testCoordinator(t, log, clk)
+	commit(c, "g", -1, "", "t", 0, 5)
+	log.batches = append(log.batches, []Record{{Key: []byte{0, 1, 0}, Value: []byte("x")}})
+	c2 := New(Config{Partitions: 2, Topics: testTopics, Clock: clk})
+	defer c2.Close()
+	// With 2 partitions "g" hashes to partition 1: load the log as
+	// partition 0 too, where g's records are foreign.
+	if err := c2.Load(Partition("g", 2), log); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetch(c2, "g"); got["t/0"] != 5 {
+		t.Fatalf("after a bad record: %v", got)
+	}
+	if err := c2.Load(1-Partition("g", 2), log); err != nil {
+		t.Fatal(err)
+	}
+}

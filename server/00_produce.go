@@ -61,6 +61,12 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 			if ok {
 				part, pok = b.partition(name, rp.Partition)
 			}
+			if pok && name == offsetsTopic {
+				// Only the group coordinator writes there (Kafka's rule).
+				sp.ErrorCode = kerr.InvalidTopicException.Code
+				sp.ErrorMessage = kmsg.StringPtr("Cannot append to internal topic " + offsetsTopic)
+				continue
+			}
 			if !pok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				if req.Version >= 13 && !ok {

@@ -45,6 +45,9 @@ func serveDeleteRecords(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 // deleteRecords moves one partition's log start offset up to offset (-1:
 // the high watermark) and returns the log start offset.
 func (b *Broker) deleteRecords(topic string, p int32, offset int64) (int64, error) {
+	if topic == offsetsTopic {
+		return -1, kafkaErrorf(kerr.InvalidTopicException, "Cannot delete records of internal topic %s", offsetsTopic)
+	}
 	part, ok := b.partition(topic, p)
 	if !ok {
 		return -1, kafkaErrorf(kerr.UnknownTopicOrPartition, "no partition %s-%d", topic, p)

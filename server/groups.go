@@ -17,7 +17,7 @@ import (
 )
 
 // The group coordinator's home: __consumer_offsets, a real compacted topic
-// created on first use (FindCoordinator for a group, or any group request)
+// created on first use (FindCoordinator for a group, or Metadata naming it)
 // with offsets.topic.num.partitions partitions, Kafka's name and Kafka's
 // record schemas (package coordinator). A single node leads every
 // partition, so it loads all of them into the coordinator: at start-up
@@ -40,9 +40,15 @@ func offsetsTopicConfigs() map[string]string {
 // newCoordinator builds the broker's coordinator from its config.
 func (b *Broker) newCoordinator() *coordinator.Coordinator {
 	c := b.cfg
+	partitions := c.OffsetsTopicNumPartitions
+	if t, ok := b.meta.Topic(offsetsTopic); ok {
+		// Groups hash onto the topic as it is (Kafka's rule): the setting
+		// counts only when the topic is created.
+		partitions = t.Partitions
+	}
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	return coordinator.New(coordinator.Config{
-		Partitions:                    c.OffsetsTopicNumPartitions,
+		Partitions:                    partitions,
 		InitialRebalanceDelay:         ms(int64(c.GroupInitialRebalanceDelayMs)),
 		NoInitialRebalanceDelay:       c.GroupInitialRebalanceDelayMs == 0,
 		MinSessionTimeout:             ms(int64(c.GroupMinSessionTimeoutMs)),
@@ -95,16 +101,6 @@ func (b *Broker) ensureOffsetsTopic() error {
 	}
 	b.loadOffsetsTopic(t)
 	return nil
-}
-
-// groupReady makes sure the coordinator serves groupID (creating
-// __consumer_offsets on first use) and returns 0, or the error code to
-// answer with.
-func (b *Broker) groupReady(groupID string) int16 {
-	if err := b.ensureOffsetsTopic(); err != nil {
-		return kafkaCode(err)
-	}
-	return 0
 }
 
 // offsetsLog is a __consumer_offsets partition as the coordinator uses it.

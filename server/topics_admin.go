@@ -30,6 +30,10 @@ import (
 func (b *Broker) deleteTopic(name string, id [16]byte, byID bool) (meta.Topic, error) {
 	b.topicsMu.Lock()
 	defer b.topicsMu.Unlock()
+	if t, ok := b.meta.TopicByID(id); (byID && ok && t.Name == offsetsTopic) || (!byID && name == offsetsTopic) {
+		// Deleting it would drop every group's committed offsets.
+		return meta.Topic{}, kafkaErrorf(kerr.InvalidRequest, "internal topic %s cannot be deleted", offsetsTopic)
+	}
 	var (
 		t   meta.Topic
 		err error
@@ -103,6 +107,11 @@ func (b *Broker) addPartitions(name string, count int32, validateOnly bool) erro
 	t, ok := b.meta.Topic(name)
 	if !ok {
 		return kafkaErrorf(kerr.UnknownTopicOrPartition, "no topic %q", name)
+	}
+	if name == offsetsTopic {
+		// A group's partition is its hash mod the count: growing the
+		// topic would move groups away from their committed offsets.
+		return kafkaErrorf(kerr.InvalidPartitions, "partitions cannot be added to internal topic %s", offsetsTopic)
 	}
 	if count <= t.Partitions {
 		return kafkaErrorf(kerr.InvalidPartitions, "topic %q has %d partitions; partitions can only be added, so the new count must be larger than that, not %d",
