@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -124,4 +125,60 @@ func configValue(cs []kadm.Config, key string) string {
 		}
 	}
 	return ""
+}
+
+// TestOffsetsTopicProtected: clients cannot write to, delete from, create,
+// delete or grow __consumer_offsets (Kafka refuses appends and record
+// deletion on internal topics; Sluice also refuses the topic operations,
+// which would drop or move every group's offsets), and a broker restarted
+// with a different offsets.topic.num.partitions keeps using the topic's
+// real count.
+func TestOffsetsTopicProtected(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	b, addr := startBroker(t, dir, "offsets.topic.num.partitions=3")
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "data"); err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "data", Partition: 0, At: 9, LeaderEpoch: -1})
+	if r, err := adm.CommitOffsets(ctx, "keep", offs); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r)
+	}
+
+	p := coordinator.Partition("keep", 3)
+	res := cl.ProduceSync(ctx, &kgo.Record{Topic: offsetsTopic, Partition: p, Key: []byte{0, 1, 0}, Value: []byte("x")})
+	if err := res.FirstErr(); !errors.Is(err, kerr.InvalidTopicException) {
+		t.Errorf("produce to %s: %v, want INVALID_TOPIC_EXCEPTION", offsetsTopic, err)
+	}
+	dr, err := adm.DeleteRecords(ctx, kadm.Offsets{offsetsTopic: {p: {Topic: offsetsTopic, Partition: p, At: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := dr.Lookup(offsetsTopic, p); !errors.Is(r.Err, kerr.InvalidTopicException) {
+		t.Errorf("delete records of %s: %v", offsetsTopic, r.Err)
+	}
+	if r, err := adm.DeleteTopics(ctx, offsetsTopic); err != nil || !errors.Is(r[offsetsTopic].Err, kerr.InvalidRequest) {
+		t.Errorf("delete %s: %v %v", offsetsTopic, err, r[offsetsTopic].Err)
+	}
+	if r, err := adm.CreatePartitions(ctx, 2, offsetsTopic); err != nil || !errors.Is(r[offsetsTopic].Err, kerr.InvalidPartitions) {
+		t.Errorf("grow %s: %v %v", offsetsTopic, err, r[offsetsTopic].Err)
+	}
+
+	b.Close()
+	_, addr = startBroker(t, dir, "offsets.topic.num.partitions=7")
+	adm = kadm.NewClient(newClient(t, addr))
+	got, err := adm.FetchOffsets(ctx, "keep")
+	if err != nil || got.Error() != nil {
+		t.Fatalf("fetch after restart with another partition count: %v %v", err, got.Error())
+	}
+	if o, _ := got.Lookup("data", 0); o.At != 9 {
+		t.Fatalf("offset after restart: %+v", o)
+	}
+	if r, err := adm.CreateTopics(ctx, 1, 1, nil, "__consumer_offsets"); err == nil && r[offsetsTopic].Err == nil {
+		t.Errorf("creating %s again succeeded", offsetsTopic)
+	}
 }
