@@ -276,8 +276,11 @@ func (s *segment) find(offset int64, buf *[batch.HeaderSize]byte) (pos int64, h 
 
 // scan validates batches from pos to the end of the .log file, tracking
 // each into the indexes, and truncates the file at the first invalid or
-// torn batch. It returns how many bytes it cut.
-func (s *segment) scan(pos int64, cfg *Config) (cut int64, reason error, err error) {
+// torn batch. It returns how many bytes it cut. Each batch must start where
+// the one before it ended, or with gaps (a cleaned segment), anywhere after
+// it; only with gaps may a batch be empty (a producer's last batch that
+// the cleaner emptied).
+func (s *segment) scan(pos int64, cfg *Config, gaps bool) (cut int64, reason error, err error) {
 	fileSize, err := s.log.Size()
 	if err != nil {
 		return 0, nil, err
@@ -309,9 +312,12 @@ func (s *segment) scan(pos int64, cfg *Config) (cut int64, reason error, err err
 			}
 			// The CRC does not cover baseOffset: offsets are a function of
 			// the log prefix, so each batch must start where the one
-			// before it ended (log compaction will relax this for
-			// cleaned segments).
-			if h.BaseOffset != expect || h.LastOffsetDelta < 0 || h.NumRecords == 0 {
+			// before it ended, except in a cleaned segment.
+			bad := h.BaseOffset != expect || h.NumRecords == 0
+			if gaps {
+				bad = h.BaseOffset < expect
+			}
+			if bad || h.LastOffsetDelta < 0 {
 				return fmt.Errorf("batch offsets [%d, %d], expected a batch starting at %d", h.BaseOffset, h.LastOffset(), expect)
 			}
 			if err := s.track(&h, pos, cfg); err != nil {
@@ -364,7 +370,7 @@ func (s *segment) truncateAt(pos int64, cfg *Config) error {
 		s.timeIdx.Reset()
 		s.resetSummary()
 	}
-	_, reason, err := s.scan(from, cfg)
+	_, reason, err := s.scan(from, cfg, true) // checked batches: a cleaned segment may have gaps
 	if err != nil {
 		return err
 	}
