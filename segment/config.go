@@ -83,13 +83,13 @@ const (
 )
 
 // Compacts reports whether cleanup.policy includes compact.
-func (c *Config) Compacts() bool {
+func (c Config) Compacts() bool {
 	return c.CleanupPolicy == PolicyCompact || c.CleanupPolicy == PolicyCompactDelete
 }
 
 // Deletes reports whether cleanup.policy includes delete: only then does
 // retention.ms or retention.bytes delete segments.
-func (c *Config) Deletes() bool {
+func (c Config) Deletes() bool {
 	return c.CleanupPolicy == PolicyDelete || c.CleanupPolicy == PolicyCompactDelete
 }
 
