@@ -165,6 +165,7 @@ func (c *Config) Validate() error {
 	check(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1, "min.cleanable.dirty.ratio", c.MinCleanableDirtyRatio, "must be in [0, 1]")
 	check(c.MinCompactionLagMs >= 0, "min.compaction.lag.ms", c.MinCompactionLagMs, "must be >= 0")
 	check(c.MaxCompactionLagMs >= 1, "max.compaction.lag.ms", c.MaxCompactionLagMs, "must be >= 1")
+	check(c.MinCompactionLagMs <= c.MaxCompactionLagMs, "min.compaction.lag.ms", c.MinCompactionLagMs, "must not exceed max.compaction.lag.ms")
 	return errors.Join(errs...)
 }
 
