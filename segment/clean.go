@@ -438,7 +438,7 @@ type cleanedSegment struct {
 // returns nil when cleaning would not change s.
 func (l *Log) cleanSegment(s *segment, size int64, cfg *Config, f *cleanFilter, now time.Time) (*cleanedSegment, error) {
 	cs := &cleanedSegment{old: s, suffix: cleanedSuffix}
-	ns, err := createSegmentSuffix(l.fs, l.dir, s.base, cfg, now, cleanedSuffix)
+	ns, err := createSegmentFiles(l.fs, l.dir, s.base, cfg, now, cleanedSuffix)
 	if err != nil {
 		return nil, err
 	}
@@ -479,30 +479,6 @@ func (l *Log) cleanSegment(s *segment, size int64, cfg *Config, f *cleanFilter, 
 		return nil, err
 	}
 	return cs, nil
-}
-
-// createSegmentSuffix creates a new segment's files with a suffix after
-// their names (".cleaned").
-func createSegmentSuffix(fs vfs.FS, dir string, base int64, cfg *Config, now time.Time, suffix string) (*segment, error) {
-	s := &segment{base: base, dir: dir, next: base, maxTs: -1, offsetOfMaxTs: base, firstTs: -1, created: now, lastModified: now}
-	s.offCap, s.timeCap = indexCaps(cfg)
-	var err error
-	if s.log, err = fs.Create(s.path(KindLog) + suffix); err != nil {
-		return nil, err
-	}
-	if s.offFile, err = fs.Create(s.path(KindOffsetIndex) + suffix); err != nil {
-		s.closeFiles()
-		return nil, err
-	}
-	if s.timeFile, err = fs.Create(s.path(KindTimeIndex) + suffix); err != nil {
-		s.closeFiles()
-		return nil, err
-	}
-	if err := s.openIndexes(cfg, true); err != nil {
-		s.closeFiles()
-		return nil, err
-	}
-	return s, nil
 }
 
 // rename renames the replacement's files from suffix from to suffix to,

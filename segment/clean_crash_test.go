@@ -98,34 +98,16 @@ func compactWorkload(t *testing.T, rng *rand.Rand, l *Log, m *compactModel, cloc
 func readRecords(t *testing.T, l *Log) []kv {
 	t.Helper()
 	var out []kv
-	offset := l.LogStartOffset()
-	for {
-		data, res, err := l.ReadBytes(nil, offset, 4096, NoUpperBound)
-		if err != nil {
-			t.Fatalf("read at %d: %v", offset, err)
-		}
-		if res.Bytes == 0 {
-			return out
-		}
-		for len(data) > 0 {
-			h, err := batch.ParseHeader(data)
-			if err != nil {
-				t.Fatalf("parse at %d: %v", offset, err)
+	for _, b := range readBatches(t, l) {
+		_, recs, _ := batch.Records(b.data) // checked by readBatches
+		for _, r := range recs {
+			if len(out) > 0 && r.Offset <= out[len(out)-1].off {
+				t.Fatalf("offset %d after %d", r.Offset, out[len(out)-1].off)
 			}
-			_, recs, err := batch.Records(data[:h.Size()])
-			if err != nil {
-				t.Fatalf("corrupt batch served at offset %d: %v", h.BaseOffset, err)
-			}
-			for _, r := range recs {
-				if len(out) > 0 && r.Offset <= out[len(out)-1].off {
-					t.Fatalf("offset %d after %d", r.Offset, out[len(out)-1].off)
-				}
-				out = append(out, kv{off: r.Offset, key: string(r.Key), val: r.Value})
-			}
-			data = data[h.Size():]
+			out = append(out, kv{off: r.Offset, key: string(r.Key), val: r.Value})
 		}
-		offset = res.NextOffset
 	}
+	return out
 }
 
 // checkCompacted verifies a recovered (or live) log against the model and

@@ -60,17 +60,23 @@ func indexCaps(cfg *Config) (off, tim int) {
 
 // createSegment creates the three files of a new, empty, active segment.
 func createSegment(fs vfs.FS, dir string, base int64, cfg *Config, now time.Time) (*segment, error) {
+	return createSegmentFiles(fs, dir, base, cfg, now, "")
+}
+
+// createSegmentFiles creates a new segment's files with suffix after their
+// names (empty, or the cleaner's ".cleaned").
+func createSegmentFiles(fs vfs.FS, dir string, base int64, cfg *Config, now time.Time, suffix string) (*segment, error) {
 	s := &segment{base: base, dir: dir, next: base, maxTs: -1, offsetOfMaxTs: base, firstTs: -1, created: now, lastModified: now}
 	s.offCap, s.timeCap = indexCaps(cfg)
 	var err error
-	if s.log, err = fs.Create(s.path(KindLog)); err != nil {
+	if s.log, err = fs.Create(s.path(KindLog) + suffix); err != nil {
 		return nil, err
 	}
-	if s.offFile, err = fs.Create(s.path(KindOffsetIndex)); err != nil {
+	if s.offFile, err = fs.Create(s.path(KindOffsetIndex) + suffix); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
-	if s.timeFile, err = fs.Create(s.path(KindTimeIndex)); err != nil {
+	if s.timeFile, err = fs.Create(s.path(KindTimeIndex) + suffix); err != nil {
 		s.closeFiles()
 		return nil, err
 	}

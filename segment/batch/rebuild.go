@@ -1,7 +1,6 @@
 package batch
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 )
@@ -72,19 +71,8 @@ func Rebuild(h Header, recs []Record, deleteHorizon int64) ([]byte, error) {
 	if deleteHorizon >= 0 {
 		attrs |= DeleteHorizonBit
 	}
-	be := binary.BigEndian
-	be.PutUint64(out[OffBaseOffset:], uint64(h.BaseOffset))
-	be.PutUint32(out[OffLength:], uint32(len(out)-LengthOverhead))
-	be.PutUint32(out[OffLeaderEpoch:], uint32(h.PartitionLeaderEpoch))
-	out[OffMagic] = Magic
-	be.PutUint16(out[OffAttributes:], attrs)
-	be.PutUint32(out[OffLastOffsetDelta:], uint32(h.LastOffsetDelta))
-	be.PutUint64(out[OffBaseTimestamp:], uint64(base))
-	be.PutUint64(out[OffMaxTimestamp:], uint64(maxTs))
-	be.PutUint64(out[OffProducerID:], uint64(h.ProducerID))
-	be.PutUint16(out[OffProducerEpoch:], uint16(h.ProducerEpoch))
-	be.PutUint32(out[OffBaseSequence:], uint32(h.BaseSequence))
-	be.PutUint32(out[OffRecordCount:], uint32(len(recs)))
-	be.PutUint32(out[OffCRC:], Checksum(out))
+	nh := h
+	nh.Attributes, nh.BaseTimestamp, nh.MaxTimestamp, nh.NumRecords = int16(attrs), base, maxTs, int32(len(recs))
+	putHeader(out, &nh)
 	return out, nil
 }
