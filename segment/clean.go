@@ -144,7 +144,8 @@ func (l *Log) CleanableRatio(upperBound int64) (ratio float64, needed bool) {
 // is cleaned, and a later clean after the horizon drops them. Control
 // batches are kept whole; a producer's last batch is kept as an empty
 // header when all its records go, so producer state rebuilt from headers
-// stays right. The new cleaner offset is persisted.
+// stays right, and so is the last cleanable batch, so a read in the gap
+// before an empty active segment still reaches the log end offset. The new cleaner offset is persisted.
 //
 // Clean does not look at the dirty ratio (see CleanableRatio) nor at
 // cleanup.policy: the caller decides. Reads and appends continue during a
@@ -186,11 +187,11 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 	}
 	st.FirstDirty, st.End = c.firstDirty, c.end
 
-	offsets, lastOfProducer, err := l.buildMaps(c, tail, tailSizes)
+	offsets, lastOfProducer, lastInRange, err := l.buildMaps(c, tail, tailSizes)
 	if err != nil {
 		return st, err
 	}
-	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
+	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, lastInRange: lastInRange, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
 
 	// Rewrite, in offset order; unchanged segments are left alone.
 	var done []*cleanedSegment
@@ -297,16 +298,18 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 // buildMaps reads the dirty section [c.firstDirty, c.end) for the latest
 // offset of each key, and every batch header from the cleanable segments
 // to the end of the log (as of the sizes taken under the lock) for each
-// producer's last batch. Below those sizes the files do not change, but
+// producer's last batch, and the last offset of the last cleanable batch. Below those sizes the files do not change, but
 // for a truncation or deletion, which Clean detects before the swap.
-func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (map[string]int64, map[int64]int64, error) {
-	offsets := map[string]int64{}
-	lastOf := map[int64]int64{}
+func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offsets map[string]int64, lastOf map[int64]int64, lastInRange int64, err error) {
+	offsets, lastOf, lastInRange = map[string]int64{}, map[int64]int64{}, -1
 	segs, sizes := append(slices.Clone(c.segs), tail...), append(slices.Clone(c.sizes), tailSizes...)
 	for i, s := range segs {
-		err := eachBatch(s, sizes[i], i < len(c.segs), func(h *batch.Header, b []byte) error {
+		err = eachBatch(s, sizes[i], i < len(c.segs), func(h *batch.Header, b []byte) error {
 			if h.ProducerID >= 0 {
 				lastOf[h.ProducerID] = h.LastOffset()
+			}
+			if i < len(c.segs) {
+				lastInRange = h.LastOffset()
 			}
 			if b == nil || h.LastOffset() < c.firstDirty || h.Control() {
 				return nil
@@ -320,10 +323,10 @@ func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (map[st
 			return err
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, -1, err
 		}
 	}
-	return offsets, lastOf, nil
+	return offsets, lastOf, lastInRange, nil
 }
 
 // eachBatch calls fn for each batch in the first size bytes of s, with the
@@ -363,6 +366,7 @@ func eachBatch(s *segment, size int64, whole bool, fn func(h *batch.Header, b []
 type cleanFilter struct {
 	offsets        map[string]int64 // latest offset of each key in the dirty section
 	lastOfProducer map[int64]int64  // last offset of each producer's last batch
+	lastInRange    int64            // last offset of the last cleanable batch
 	nowMs, horizon int64            // the clock, and the horizon new tombstones get
 	earliest       int64            // earliest delete horizon kept, -1 for none
 	recordsRemoved int64
@@ -372,8 +376,12 @@ type cleanFilter struct {
 // batch returns the replacement of batch b (header h): b itself when
 // nothing changes, nil when the batch goes.
 func (f *cleanFilter) batch(b []byte, h batch.Header) ([]byte, error) {
-	lastOfProducer := h.ProducerID >= 0 && f.lastOfProducer[h.ProducerID] == h.LastOffset()
-	if h.Control() || (h.NumRecords == 0 && lastOfProducer) {
+	// A producer's last batch stays, if only as an empty header, for
+	// producer state; so does the last cleanable batch, so that a read in
+	// the gap before an empty active segment still finds a batch and moves
+	// on to the log end offset.
+	retainEmpty := (h.ProducerID >= 0 && f.lastOfProducer[h.ProducerID] == h.LastOffset()) || h.LastOffset() == f.lastInRange
+	if h.Control() || (h.NumRecords == 0 && retainEmpty) {
 		return b, nil
 	}
 	if h.NumRecords == 0 {
@@ -416,7 +424,7 @@ func (f *cleanFilter) batch(b []byte, h batch.Header) ([]byte, error) {
 	if removed == 0 && (horizon >= 0) == h.HasDeleteHorizon() {
 		return b, nil
 	}
-	if len(kept) == 0 && !lastOfProducer {
+	if len(kept) == 0 && !retainEmpty {
 		f.batchesRemoved++
 		return nil, nil
 	}

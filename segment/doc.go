@@ -73,7 +73,9 @@
 // offsets and are compressed again with the batch's codec (batch.Rebuild).
 // A batch with no record left goes, except a producer's last batch, which
 // stays as an empty header (Kafka's RETAIN_EMPTY) so producer state rebuilt
-// from headers stays right. Control batches are kept whole, and records of
+// from headers stays right; so does the last cleanable batch, so that a
+// read from inside the gap before an empty active segment still gets a
+// batch and moves on. Control batches are kept whole, and records of
 // aborted transactions are not removed (unlike Kafka). Records without a
 // key are kept.
 //
