@@ -182,9 +182,9 @@ func openCompact(fs vfs.FS, cfg Config, clock *testClock) (*Log, error) {
 // crashes (with torn tails) at random points, sometimes after an injected
 // IO error.
 func TestCleanCrashRandom(t *testing.T) {
-	seeds := 150
+	seeds := 80
 	if testing.Short() {
-		seeds = 30
+		seeds = 20
 	}
 	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -222,9 +222,9 @@ func TestCleanCrashRandom(t *testing.T) {
 // clean in turn (replaying the same workload each time) and checks the
 // recovered log, then cleans it again.
 func TestCleanCrashEveryOp(t *testing.T) {
-	seeds := 6
+	seeds := 3
 	if testing.Short() {
-		seeds = 2
+		seeds = 1
 	}
 	mutating := map[vfs.Op]bool{vfs.OpCreate: true, vfs.OpRemove: true, vfs.OpRename: true, vfs.OpSyncDir: true,
 		vfs.OpWrite: true, vfs.OpTruncate: true, vfs.OpSync: true}

@@ -99,10 +99,11 @@ func (l *Log) recover() error {
 	if !haveCkpt {
 		l.recoveryPoint, l.firstDirty = 0, 0
 	}
-	// Segments that end at or below the recovery point were synced whole;
-	// they, and those below the cleaner offset, may hold offset gaps (the
-	// cleaner only cleans synced segments, and a truncation may make a
-	// cleaned segment the active one).
+	// Offset gaps are compaction's only in a segment that ends at or below
+	// the recovery point (synced whole: only those are cleaned), or below
+	// the cleaner offset (a truncation may make a cleaned segment the
+	// active one, above the recovery point). Elsewhere a gap means lost
+	// unsynced data.
 	syncedRP := l.recoveryPoint
 
 	for i, base := range bases {
@@ -114,7 +115,10 @@ func (l *Log) recover() error {
 		last := i == len(bases)-1
 		fullScan := rebuilt || swapped[base] || (!clean && base >= l.segmentBase(bases, l.recoveryPoint))
 		synced := !last && bases[i+1] <= syncedRP
-		gaps := synced || base < l.firstDirty // a cleaned segment may have gaps
+		gapLimit := l.firstDirty // a gap may end at or below it
+		if synced {
+			gapLimit = bases[i+1]
+		}
 		var cut int64
 		if !fullScan {
 			if ok, err := l.loadTrusted(s, bases, i); err != nil {
@@ -131,7 +135,7 @@ func (l *Log) recover() error {
 			s.timeIdx.Reset()
 			s.resetSummary()
 			var reason error
-			cut, reason, err = s.scan(0, &l.cfg, gaps)
+			cut, reason, err = s.scan(0, &l.cfg, gapLimit)
 			if err != nil {
 				return err
 			}
@@ -156,8 +160,7 @@ func (l *Log) recover() error {
 		}
 		// A gap after a whole synced segment is compaction's; anywhere else
 		// (or an overlap) what follows was never synced: the log is a prefix.
-		gapOK := gaps && cut == 0 && s.next < bases[i+1]
-		if !last && fullScan && s.next != bases[i+1] && !gapOK {
+		if !last && fullScan && s.next != bases[i+1] && !(cut == 0 && s.next < bases[i+1] && bases[i+1] <= gapLimit) {
 			l.opts.Logger.Warn("segment: recovery dropped segments after a gap",
 				"dir", l.dir, "segment", s.path(KindLog), "end", s.next, "next", bases[i+1])
 			for _, b := range bases[i+1:] {
@@ -226,7 +229,7 @@ func (l *Log) recover() error {
 	if len(l.unsynced) > 0 && l.recoveryPoint > l.unsynced[0].base {
 		l.recoveryPoint = l.unsynced[0].base
 	}
-	l.firstDirty = min(max(l.firstDirty, l.logStartOffset), l.recoveryPoint)
+	l.firstDirty = min(l.firstDirty, l.active().next)
 	// From here on, a crash is an unclean shutdown.
 	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: l.logStartOffset, RecoveryPoint: l.recoveryPoint, CleanerOffset: l.firstDirty}); err != nil {
 		return err
@@ -294,7 +297,7 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 			pos, end = pos+int64(h.Size()), h.NextOffset()
 		}
 		// A gap is what compaction leaves, and only below the cleaner offset.
-		if end > s.next || (end < s.next && s.base >= l.firstDirty) {
+		if end > s.next || (end < s.next && s.next > l.firstDirty) {
 			return false, fmt.Errorf("%w: %s ends at offset %d but the next segment starts at %d: a segment file is missing or damaged",
 				ErrCorrupt, s.path(KindLog), end, s.next)
 		}
@@ -313,7 +316,7 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 	if err := s.reopenIndexesWritable(&l.cfg); err != nil {
 		return false, err
 	}
-	cut, reason, err := s.scan(int64(last.Position), &l.cfg, s.base < l.firstDirty)
+	cut, reason, err := s.scan(int64(last.Position), &l.cfg, l.firstDirty)
 	if err != nil {
 		return false, err
 	}

@@ -283,10 +283,11 @@ func (s *segment) find(offset int64, buf *[batch.HeaderSize]byte) (pos int64, h 
 // scan validates batches from pos to the end of the .log file, tracking
 // each into the indexes, and truncates the file at the first invalid or
 // torn batch. It returns how many bytes it cut. Each batch must start where
-// the one before it ended, or with gaps (a cleaned segment), anywhere after
-// it; only with gaps may a batch be empty (a producer's last batch that
-// the cleaner emptied).
-func (s *segment) scan(pos int64, cfg *Config, gaps bool) (cut int64, reason error, err error) {
+// the one before it ended, or, in a cleaned segment, anywhere after it if
+// it starts at or below gapLimit (offset gaps below it are compaction's);
+// only there may a batch be empty (a producer's last batch, or the last
+// cleanable one, that the cleaner emptied).
+func (s *segment) scan(pos int64, cfg *Config, gapLimit int64) (cut int64, reason error, err error) {
 	fileSize, err := s.log.Size()
 	if err != nil {
 		return 0, nil, err
@@ -320,8 +321,8 @@ func (s *segment) scan(pos int64, cfg *Config, gaps bool) (cut int64, reason err
 			// the log prefix, so each batch must start where the one
 			// before it ended, except in a cleaned segment.
 			bad := h.BaseOffset != expect || h.NumRecords == 0
-			if gaps {
-				bad = h.BaseOffset < expect
+			if h.BaseOffset <= gapLimit {
+				bad = h.BaseOffset < expect || (h.NumRecords == 0 && h.BaseOffset >= gapLimit)
 			}
 			if bad || h.LastOffsetDelta < 0 {
 				return fmt.Errorf("batch offsets [%d, %d], expected a batch starting at %d", h.BaseOffset, h.LastOffset(), expect)
@@ -376,7 +377,7 @@ func (s *segment) truncateAt(pos int64, cfg *Config) error {
 		s.timeIdx.Reset()
 		s.resetSummary()
 	}
-	_, reason, err := s.scan(from, cfg, true) // checked batches: a cleaned segment may have gaps
+	_, reason, err := s.scan(from, cfg, math.MaxInt64) // checked batches: a cleaned segment may have gaps
 	if err != nil {
 		return err
 	}
