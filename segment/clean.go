@@ -217,9 +217,26 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 	st.RecordsRemoved, st.BatchesRemoved = f.recordsRemoved, f.batchesRemoved
 
 	if len(done) == 0 {
-		return st, nil
+		// Already clean: only the cleaner offset moves on.
+		return st, l.advanceCleanerOffset(c.end, f.earliest, epoch)
 	}
 	return st, l.swapIn(done, c.end, f.earliest, epoch, abort)
+}
+
+// advanceCleanerOffset records and persists a clean that changed no
+// segment, unless the log was truncated, closed or failed meanwhile.
+func (l *Log) advanceCleanerOffset(end, horizon int64, epoch uint64) error {
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	l.mu.Lock()
+	if l.truncEpoch != epoch || l.closed || l.failed != nil {
+		l.mu.Unlock()
+		return ErrCleanAborted
+	}
+	l.firstDirty = max(l.firstDirty, end)
+	l.tombstoneHorizon = horizon
+	l.mu.Unlock()
+	return l.writeCheckpointLocked(l.recoveryPoint, false)
 }
 
 // swapIn commits and swaps in the replacements (see Clean), unless the log
