@@ -28,7 +28,7 @@ type Broker struct {
 	meta   *meta.Store
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
-	clean  *segment.Cleaner // nil when log.cleaner.enable is false (cleaner.go)
+	clean  *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
 
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition
