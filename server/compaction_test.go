@@ -170,3 +170,55 @@ func TestCompactionPolicyAltered(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// __consumer_offsets is compacted like any compact topic, and the
+// coordinator's replay at start-up reads across the gaps.
+func TestCompactedOffsetsTopicReplays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	sets := []string{"offsets.topic.num.partitions=1", "log.cleaner.backoff.ms=20", "log.cleaner.min.cleanable.ratio=0.01"}
+	b, addr := startBroker(t, dir, sets...)
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(at int64) {
+		t.Helper()
+		offs := kadm.Offsets{}
+		offs.Add(kadm.Offset{Topic: "orders", Partition: 0, At: at, LeaderEpoch: -1})
+		if resp, err := adm.CommitOffsets(ctx, "billing", offs); err != nil || resp.Error() != nil {
+			t.Fatalf("commit: %v %v", err, resp.Error())
+		}
+	}
+	commit(0) // creates the topic
+	segBytes := "1024"
+	if rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "segment.bytes", Value: &segBytes}}, offsetsTopic); err != nil || rs[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, rs)
+	}
+	const commits = 200
+	for i := int64(1); i <= commits; i++ {
+		commit(i)
+	}
+	part, ok := b.partition(offsetsTopic, 0)
+	if !ok {
+		t.Fatal("no __consumer_offsets partition")
+	}
+	for len(keyedRecords(t, part.Log(), part.HighWatermark())) > commits/2 {
+		if ctx.Err() != nil {
+			t.Fatal("__consumer_offsets not compacted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, addr = startBroker(t, dir, sets...)
+	got, err := kadm.NewClient(newClient(t, addr)).FetchOffsets(ctx, "billing")
+	if err != nil || got.Error() != nil {
+		t.Fatalf("fetch: %v %v", err, got.Error())
+	}
+	if o, _ := got.Lookup("orders", 0); o.At != commits {
+		t.Fatalf("after restart: orders/0 = %+v, want %d", o, commits)
+	}
+}
