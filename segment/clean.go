@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"time"
@@ -22,7 +23,7 @@ type CleanStats struct {
 	// [FirstDirty, End). End is the new cleaner offset. Both are 0 when
 	// nothing was cleanable.
 	FirstDirty, End int64
-	Segments        int   // segments rewritten (unchanged ones are not)
+	Segments        int   // segments written (a run of merged segments counts once; unchanged lone ones are not rewritten)
 	BytesRead       int64 // bytes of the segments examined
 	BytesWritten    int64 // bytes of the rewritten segments
 	RecordsRemoved  int64 // records dropped (superseded keys, expired tombstones)
@@ -33,6 +34,8 @@ type CleanStats struct {
 type cleanable struct {
 	segs       []*segment // from the one holding the log start offset to the last cleanable one
 	sizes      []int64    // their sizes
+	idxLens    [][2]int   // their offset and time index entry counts
+	nexts      []int64    // the base offset of the segment after each
 	firstDirty int64      // the cleaner offset, clamped into the range
 	end        int64      // base offset of the first segment not cleanable
 	cleanBytes int64      // bytes of segments below firstDirty
@@ -58,7 +61,7 @@ func (l *Log) cleanableLocked(upperBound, rp int64, now time.Time) cleanable {
 			break
 		}
 	}
-	c.segs = l.segs[start:k]
+	c.segs = slices.Clone(l.segs[start:k]) // l.segs changes in place (swapIn)
 	if len(c.segs) == 0 {
 		return cleanable{}
 	}
@@ -67,6 +70,8 @@ func (l *Log) cleanableLocked(upperBound, rp int64, now time.Time) cleanable {
 	var firstDirtySeg *segment
 	for i, s := range c.segs {
 		c.sizes = append(c.sizes, s.size)
+		c.idxLens = append(c.idxLens, [2]int{s.offIdx.Len(), s.timeIdx.Len()})
+		c.nexts = append(c.nexts, l.segs[start+i+1].base)
 		if l.segs[start+i+1].base <= c.firstDirty {
 			c.cleanBytes += s.size
 			continue
@@ -144,8 +149,8 @@ func (l *Log) CleanableRatio(upperBound int64) (ratio float64, needed bool) {
 // is cleaned, and a later clean after the horizon drops them. Control
 // batches are kept whole; a producer's last batch is kept as an empty
 // header when all its records go, so producer state rebuilt from headers
-// stays right, and so is the last cleanable batch, so a read in the gap
-// before an empty active segment still reaches the log end offset. The new cleaner offset is persisted.
+// stays right, and so is the last batch of each run of adjacent segments
+// cleaned into one (groupSegments). Unchanged lone segments are left alone. The new cleaner offset is persisted.
 //
 // Clean does not look at the dirty ratio (see CleanableRatio) nor at
 // cleanup.policy: the caller decides. Reads and appends continue during a
@@ -153,7 +158,7 @@ func (l *Log) CleanableRatio(upperBound int64) (ratio float64, needed bool) {
 // sees all old or all new segments, and replaced files stay readable for
 // file.delete.delay.ms.
 //
-// Crash safety: each rewritten segment is written as ".cleaned" files and
+// Crash safety: each run's replacement is written as ".cleaned" files and
 // synced; all are then renamed ".swap" (indexes first, the .log last) and
 // the folder synced: that is the commit point, after which recovery
 // completes the swap. The cleaner offset is persisted, then the old files
@@ -187,11 +192,21 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 	}
 	st.FirstDirty, st.End = c.firstDirty, c.end
 
-	offsets, lastOfProducer, lastInRange, err := l.buildMaps(c, tail, tailSizes)
+	offsets, lastOfProducer, lastOfSeg, err := l.buildMaps(c, tail, tailSizes)
 	if err != nil {
 		return st, err
 	}
-	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, lastInRange: lastInRange, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
+	groups := groupSegments(&c, &cfg)
+	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, groupEnds: map[int64]bool{}, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
+	for _, g := range groups {
+		// Each group's last batch stays (see cleanFilter.batch).
+		for i := g[1] - 1; i >= g[0]; i-- {
+			if lastOfSeg[i] >= 0 {
+				f.groupEnds[lastOfSeg[i]] = true
+				break
+			}
+		}
+	}
 
 	// Rewrite, in offset order; unchanged segments are left alone.
 	var done []*cleanedSegment
@@ -201,9 +216,11 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 		}
 		return st, err
 	}
-	for i, s := range c.segs {
-		st.BytesRead += c.sizes[i]
-		cs, err := l.cleanSegment(s, c.sizes[i], &cfg, &f, now)
+	for _, g := range groups {
+		for i := g[0]; i < g[1]; i++ {
+			st.BytesRead += c.sizes[i]
+		}
+		cs, err := l.cleanSegments(c.segs[g[0]:g[1]], c.sizes[g[0]:g[1]], &cfg, &f, now)
 		if err != nil {
 			return abort(err)
 		}
@@ -221,6 +238,21 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 		return st, l.advanceCleanerOffset(c.end, f.earliest, epoch)
 	}
 	return st, l.swapIn(done, c.end, f.earliest, epoch, abort)
+}
+
+// runIndexLocked returns the index in l.segs of the run olds, or -1 when
+// they are no longer all there, in a row.
+func (l *Log) runIndexLocked(olds []*segment) int {
+	i := slices.Index(l.segs, olds[0])
+	if i < 0 || i+len(olds) > len(l.segs) {
+		return -1
+	}
+	for j, s := range olds {
+		if l.segs[i+j] != s {
+			return -1
+		}
+	}
+	return i
 }
 
 // advanceCleanerOffset records and persists a clean that changed no
@@ -252,7 +284,7 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 	l.mu.Lock()
 	changed := l.truncEpoch != epoch || l.closed || l.failed != nil
 	for _, d := range done {
-		changed = changed || slices.Index(l.segs, d.old) < 0
+		changed = changed || l.runIndexLocked(d.olds) < 0
 	}
 	if changed {
 		l.mu.Unlock()
@@ -288,23 +320,27 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, d := range done {
-		i := slices.Index(l.segs, d.old)
+		i := l.runIndexLocked(d.olds)
 		if i < 0 {
-			// Retention deleted it meanwhile: recovery would complete this
-			// swap, which only brings back a segment below the log start.
+			// Retention deleted some of it meanwhile: recovery would
+			// complete this swap, which only brings back segments below
+			// the log start offset.
 			d.discard(l.fs)
 			continue
 		}
-		l.deleteSegmentLocked(d.old)
+		for _, old := range d.olds {
+			l.deleteSegmentLocked(old)
+		}
 		if err := d.rename(l.fs, swapSuffix, ""); err != nil {
 			return l.failLocked("clean swap", err)
 		}
 		d.suffix = ""
-		d.seg.next = d.old.next
-		d.seg.created, d.seg.lastModified = d.old.created, d.old.lastModified
+		last := d.olds[len(d.olds)-1]
+		d.seg.next = last.next
+		d.seg.created, d.seg.lastModified = d.olds[0].created, last.lastModified
 		l.writeSeq++
 		d.seg.modSeq = l.writeSeq
-		l.segs[i] = d.seg
+		l.segs = slices.Replace(l.segs, i, i+len(d.olds), d.seg)
 	}
 	// The next Sync makes the plain names durable; until then recovery
 	// completes the swap from the ".swap" files.
@@ -312,13 +348,40 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 	return nil
 }
 
+// groupSegments splits the cleanable segments into runs that are cleaned
+// into one segment each, named by the run's first base offset (Kafka's
+// groupSegmentsBySize): a run's segments together fit segment.bytes, the
+// index capacities and a relative offset of 2^31-1. It returns [from, to)
+// index pairs into c.segs.
+func groupSegments(c *cleanable, cfg *Config) [][2]int {
+	offCap, timeCap := indexCaps(cfg)
+	var groups [][2]int
+	for i := 0; i < len(c.segs); {
+		j, size, offs, times := i+1, c.sizes[i], c.idxLens[i][0], c.idxLens[i][1]
+		for ; j < len(c.segs); j++ {
+			size, offs, times = size+c.sizes[j], offs+c.idxLens[j][0], times+c.idxLens[j][1]
+			if size > cfg.SegmentBytes || size > math.MaxInt32 || offs > offCap || times >= timeCap ||
+				c.nexts[j]-1-c.segs[i].base > math.MaxInt32 {
+				break
+			}
+		}
+		groups = append(groups, [2]int{i, j})
+		i = j
+	}
+	return groups
+}
+
 // buildMaps reads the dirty section [c.firstDirty, c.end) for the latest
 // offset of each key, and every batch header from the cleanable segments
 // to the end of the log (as of the sizes taken under the lock) for each
-// producer's last batch, and the last offset of the last cleanable batch. Below those sizes the files do not change, but
-// for a truncation or deletion, which Clean detects before the swap.
-func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offsets map[string]int64, lastOf map[int64]int64, lastInRange int64, err error) {
-	offsets, lastOf, lastInRange = map[string]int64{}, map[int64]int64{}, -1
+// producer's last batch, and the last offset of each cleanable segment's
+// last batch (-1 when empty). Below those sizes the files do not change,
+// but for a truncation or deletion, which Clean detects before the swap.
+func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offsets map[string]int64, lastOf map[int64]int64, lastOfSeg []int64, err error) {
+	offsets, lastOf = map[string]int64{}, map[int64]int64{}
+	for range c.segs {
+		lastOfSeg = append(lastOfSeg, -1)
+	}
 	segs, sizes := append(slices.Clone(c.segs), tail...), append(slices.Clone(c.sizes), tailSizes...)
 	for i, s := range segs {
 		err = eachBatch(s, sizes[i], i < len(c.segs), func(h *batch.Header, b []byte) error {
@@ -326,7 +389,7 @@ func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offset
 				lastOf[h.ProducerID] = h.LastOffset()
 			}
 			if i < len(c.segs) {
-				lastInRange = h.LastOffset()
+				lastOfSeg[i] = h.LastOffset()
 			}
 			if b == nil || h.LastOffset() < c.firstDirty || h.Control() {
 				return nil
@@ -340,10 +403,10 @@ func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offset
 			return err
 		})
 		if err != nil {
-			return nil, nil, -1, err
+			return nil, nil, nil, err
 		}
 	}
-	return offsets, lastOf, lastInRange, nil
+	return offsets, lastOf, lastOfSeg, nil
 }
 
 // eachBatch calls fn for each batch in the first size bytes of s, with the
@@ -383,7 +446,7 @@ func eachBatch(s *segment, size int64, whole bool, fn func(h *batch.Header, b []
 type cleanFilter struct {
 	offsets        map[string]int64 // latest offset of each key in the dirty section
 	lastOfProducer map[int64]int64  // last offset of each producer's last batch
-	lastInRange    int64            // last offset of the last cleanable batch
+	groupEnds      map[int64]bool   // last offsets of each group's last batch
 	nowMs, horizon int64            // the clock, and the horizon new tombstones get
 	earliest       int64            // earliest delete horizon kept, -1 for none
 	recordsRemoved int64
@@ -394,10 +457,11 @@ type cleanFilter struct {
 // nothing changes, nil when the batch goes.
 func (f *cleanFilter) batch(b []byte, h batch.Header) ([]byte, error) {
 	// A producer's last batch stays, if only as an empty header, for
-	// producer state; so does the last cleanable batch, so that a read in
-	// the gap before an empty active segment still finds a batch and moves
-	// on to the log end offset.
-	retainEmpty := (h.ProducerID >= 0 && f.lastOfProducer[h.ProducerID] == h.LastOffset()) || h.LastOffset() == f.lastInRange
+	// producer state; so does the last batch of each group of segments
+	// cleaned into one: a read in the gap before an empty active segment
+	// still finds a batch and moves on to the log end offset, and recovery
+	// knows which old segments a ".swap" file replaces (those it spans).
+	retainEmpty := (h.ProducerID >= 0 && f.lastOfProducer[h.ProducerID] == h.LastOffset()) || f.groupEnds[h.LastOffset()]
 	if h.Control() || (h.NumRecords == 0 && retainEmpty) {
 		return b, nil
 	}
@@ -453,47 +517,52 @@ func (f *cleanFilter) batch(b []byte, h batch.Header) ([]byte, error) {
 	return out, nil
 }
 
-// cleanedSegment is a segment's replacement being written or swapped in.
+// cleanedSegment is the replacement of a run of segments being written or
+// swapped in.
 type cleanedSegment struct {
-	old, seg *segment
-	suffix   string // the files' current suffix: cleanedSuffix or swapSuffix
+	olds   []*segment // the segments it replaces, in order
+	seg    *segment
+	suffix string // the files' current suffix: cleanedSuffix or swapSuffix
 }
 
-// cleanSegment writes s's replacement as ".cleaned" files, synced, or
-// returns nil when cleaning would not change s.
-func (l *Log) cleanSegment(s *segment, size int64, cfg *Config, f *cleanFilter, now time.Time) (*cleanedSegment, error) {
-	cs := &cleanedSegment{old: s, suffix: cleanedSuffix}
-	ns, err := createSegmentFiles(l.fs, l.dir, s.base, cfg, now, cleanedSuffix)
+// cleanSegments writes the replacement of the run segs (with their sizes)
+// as ".cleaned" files named by the first one's base offset, synced, or
+// returns nil when cleaning would not change a lone segment.
+func (l *Log) cleanSegments(segs []*segment, sizes []int64, cfg *Config, f *cleanFilter, now time.Time) (*cleanedSegment, error) {
+	cs := &cleanedSegment{olds: segs, suffix: cleanedSuffix}
+	ns, err := createSegmentFiles(l.fs, l.dir, segs[0].base, cfg, now, cleanedSuffix)
 	if err != nil {
 		return nil, err
 	}
 	cs.seg = ns
-	changed := false
-	err = eachBatch(s, size, true, func(h *batch.Header, b []byte) error {
-		out, err := f.batch(b, *h)
+	changed := len(segs) > 1
+	for i, s := range segs {
+		err = eachBatch(s, sizes[i], true, func(h *batch.Header, b []byte) error {
+			out, err := f.batch(b, *h)
+			if err != nil {
+				return err
+			}
+			if out == nil || &out[0] != &b[0] {
+				changed = true
+			}
+			if out == nil {
+				return nil
+			}
+			nh, err := batch.ParseHeader(out)
+			if err != nil {
+				return err
+			}
+			if _, err := ns.log.WriteAt(out, ns.size); err != nil {
+				return err
+			}
+			p := ns.size
+			ns.size += int64(len(out))
+			return ns.track(&nh, p, cfg)
+		})
 		if err != nil {
-			return err
+			cs.discard(l.fs)
+			return nil, err
 		}
-		if out == nil || &out[0] != &b[0] {
-			changed = true
-		}
-		if out == nil {
-			return nil
-		}
-		nh, err := batch.ParseHeader(out)
-		if err != nil {
-			return err
-		}
-		if _, err := ns.log.WriteAt(out, ns.size); err != nil {
-			return err
-		}
-		p := ns.size
-		ns.size += int64(len(out))
-		return ns.track(&nh, p, cfg)
-	})
-	if err != nil {
-		cs.discard(l.fs)
-		return nil, err
 	}
 	if !changed {
 		cs.discard(l.fs)

@@ -73,9 +73,9 @@
 // offsets and are compressed again with the batch's codec (batch.Rebuild).
 // A batch with no record left goes, except a producer's last batch, which
 // stays as an empty header (Kafka's RETAIN_EMPTY) so producer state rebuilt
-// from headers stays right; so does the last cleanable batch, so that a
-// read from inside the gap before an empty active segment still gets a
-// batch and moves on. Control batches are kept whole, and records of
+// from headers stays right; so does the last batch of each run of
+// segments cleaned into one (see below), which also lets a read from
+// inside the gap before an empty active segment get a batch and move on. Control batches are kept whole, and records of
 // aborted transactions are not removed (unlike Kafka). Records without a
 // key are kept.
 //
@@ -94,9 +94,14 @@
 // ".deleted" (removed after file.delete.delay.ms, so reads handed out stay
 // valid) and the ".swap" files take the plain names. A crash before (2)
 // leaves the old segments (recovery removes ".cleaned" and uncommitted
-// ".swap" files); after it, the new ones. Segments are replaced one for
-// one (they are not merged), so a partly durable step (2) leaves a prefix
-// of the segments cleaned, which is also a correctly compacted log.
+// ".swap" files); after it, the new ones. A run of adjacent segments that
+// together fit segment.bytes and the index limits is cleaned into one
+// segment named by the run's first base offset (Kafka's
+// groupSegmentsBySize). The last batch of each run is always kept (as an
+// empty header if need be), so a completed ".swap" spans the old segments
+// it replaces and recovery removes the others of the run. Runs are
+// committed in offset order, so a partly durable step (2) leaves a prefix
+// of the runs cleaned, which is also a correctly compacted log.
 //
 // # Retention
 //

@@ -338,11 +338,40 @@ func (l *Log) removeSegmentFiles(base int64) error {
 	return nil
 }
 
+// batchesEnd returns the offset after the last batch of a whole .log file
+// (one the cleaner wrote and synced), or 0 when it has none.
+func batchesEnd(fs vfs.FS, path string) (int64, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return 0, err
+	}
+	var buf [batch.HeaderSize]byte
+	end := int64(0)
+	for pos := int64(0); pos+batch.HeaderSize <= size; {
+		if _, err := f.ReadAt(buf[:], pos); err != nil {
+			return 0, err
+		}
+		h, err := batch.ParseHeader(buf[:])
+		if err != nil || h.Size() < batch.HeaderSize {
+			return 0, fmt.Errorf("%w: %s at %d: %v", ErrCorrupt, path, pos, err)
+		}
+		pos, end = pos+int64(h.Size()), h.NextOffset()
+	}
+	return end, nil
+}
+
 // completeSwaps finishes or undoes a clean that a crash interrupted (see
 // Log.Clean): ".cleaned" files are removed; a segment whose ".log.swap"
 // file exists was committed, so its ".swap" files replace the segment's
-// files; ".swap" index files without their ".log.swap" are removed. It
-// returns the bases of the swapped-in segments, which recovery rescans.
+// files, and the other old segments it spans are removed (a swap may
+// replace a run of segments); ".swap" index files without their ".log.swap"
+// are removed. It returns the bases of the swapped-in segments, which
+// recovery rescans.
 func (l *Log) completeSwaps() (map[int64]bool, error) {
 	names, err := l.fs.List(l.dir)
 	if err != nil {
@@ -379,6 +408,21 @@ func (l *Log) completeSwaps() (map[int64]bool, error) {
 					err = l.fs.Rename(path, filepath.Join(l.dir, MakeFileName(n.Base, kind)))
 				}
 				if err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	// A committed swap replaces the run of old segments it spans (the
+	// cleaner keeps each run's last batch): remove the others of the run.
+	for base := range committed {
+		end, err := batchesEnd(l.fs, filepath.Join(l.dir, MakeFileName(base, KindLog)))
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			if n, ok := ParseFileName(name); ok && !n.Deleted && n.Base > base && n.Base < end {
+				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !isNotExist(err) {
 					return nil, err
 				}
 			}
