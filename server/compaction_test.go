@@ -6,39 +6,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/segment"
-	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/coordinator"
+	"github.com/sluicemq/sluice/replica"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// keyedRecords reads every record of a log below its high watermark.
-func keyedRecords(t *testing.T, l *segment.Log, hw int64) []batch.Record {
+// recordCount counts the records of a partition below its high watermark
+// (reading it as the coordinator's replay does).
+func recordCount(t *testing.T, part *replica.Partition) int {
 	t.Helper()
-	var out []batch.Record
-	offset := l.LogStartOffset()
-	for {
-		data, res, err := l.ReadBytes(nil, offset, 1<<20, hw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Bytes == 0 {
-			return out
-		}
-		for len(data) > 0 {
-			h, err := batch.ParseHeader(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, recs, err := batch.Records(data[:h.Size()])
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, recs...)
-			data = data[h.Size():]
-		}
-		offset = res.NextOffset
+	n := 0
+	if err := (offsetsLog{part}).Replay(func(coordinator.Record) error { n++; return nil }); err != nil {
+		t.Fatal(err)
 	}
+	return n
 }
 
 // A compacted topic keeps the latest record of each key, tombstones
@@ -90,12 +72,12 @@ func TestCompactedTopic(t *testing.T) {
 		t.Fatal("no partition")
 	}
 	for {
-		got := keyedRecords(t, part.Log(), part.HighWatermark())
-		if len(got) == want {
+		got := recordCount(t, part)
+		if got == want {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("not compacted: %d records, want %d", len(got), want)
+			t.Fatalf("not compacted: %d records, want %d", got, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -160,8 +142,7 @@ func TestCompactionPolicyAltered(t *testing.T) {
 		t.Fatal("the log did not get cleanup.policy=compact")
 	}
 	for {
-		got := keyedRecords(t, part.Log(), part.HighWatermark())
-		if len(got) < 100 {
+		if recordCount(t, part) < 100 {
 			break
 		}
 		if ctx.Err() != nil {
@@ -204,7 +185,7 @@ func TestCompactedOffsetsTopicReplays(t *testing.T) {
 	if !ok {
 		t.Fatal("no __consumer_offsets partition")
 	}
-	for len(keyedRecords(t, part.Log(), part.HighWatermark())) > commits/2 {
+	for recordCount(t, part) > commits/2 {
 		if ctx.Err() != nil {
 			t.Fatal("__consumer_offsets not compacted")
 		}
