@@ -18,10 +18,11 @@ import (
 // folder). Lines are "key value"; the first line is the format version and
 // the last line is the CRC-32C (decimal) of every byte before it:
 //
-//	version 1
+//	version 2
 //	log-start-offset 1200
 //	recovery-point 4096
 //	clean-shutdown 0
+//	cleaner-offset 2048
 //	crc 123456789
 //
 // log-start-offset: the first offset readable (it may sit inside a segment
@@ -29,9 +30,13 @@ import (
 // below it is synced with its indexes; recovery rescans the segments from
 // the one holding it. clean-shutdown: 1 when the log was closed cleanly and
 // nothing has been written since, so recovery may trust the indexes.
+// cleaner-offset (version 2, log compaction): the cleaner's first dirty
+// offset; every offset below it has been cleaned, so no key has two records
+// there. Version 1 files (without it) are still read, as cleaner offset 0;
+// version 2 is always written.
 const (
 	CheckpointName    = "log.checkpoint"
-	checkpointVersion = 1
+	checkpointVersion = 2
 )
 
 // Checkpoint is the content of a partition folder's checkpoint file.
@@ -39,6 +44,7 @@ type Checkpoint struct {
 	LogStartOffset int64 // the first readable offset
 	RecoveryPoint  int64 // segments with a lower base offset are synced with their indexes
 	CleanShutdown  bool  // closed cleanly, nothing written since
+	CleanerOffset  int64 // the cleaner's first dirty offset (0: nothing cleaned)
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -49,8 +55,8 @@ func (c Checkpoint) encode() []byte {
 	if c.CleanShutdown {
 		clean = 1
 	}
-	fmt.Fprintf(&b, "version %d\nlog-start-offset %d\nrecovery-point %d\nclean-shutdown %d\n",
-		checkpointVersion, c.LogStartOffset, c.RecoveryPoint, clean)
+	fmt.Fprintf(&b, "version %d\nlog-start-offset %d\nrecovery-point %d\nclean-shutdown %d\ncleaner-offset %d\n",
+		checkpointVersion, c.LogStartOffset, c.RecoveryPoint, clean, c.CleanerOffset)
 	fmt.Fprintf(&b, "crc %d\n", crc32.Checksum(b.Bytes(), crcTable))
 	return b.Bytes()
 }
@@ -82,12 +88,13 @@ func DecodeCheckpoint(data []byte) (Checkpoint, error) {
 		}
 		vals[k] = n
 	}
-	if vals["version"] != checkpointVersion {
+	if v := vals["version"]; v != 1 && v != checkpointVersion {
 		return Checkpoint{}, fmt.Errorf("%w: version %d", ErrBadCheckpoint, vals["version"])
 	}
 	c.LogStartOffset = vals["log-start-offset"]
 	c.RecoveryPoint = vals["recovery-point"]
 	c.CleanShutdown = vals["clean-shutdown"] == 1
+	c.CleanerOffset = vals["cleaner-offset"]
 	return c, nil
 }
 

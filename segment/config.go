@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Config holds a partition log's settings. Each field names the Kafka topic
@@ -47,6 +48,74 @@ type Config struct {
 	// renamed with a ".deleted" suffix and removed this many ms later, so
 	// reads already handed out stay valid. Default 60000.
 	FileDeleteDelayMs int64
+
+	// CleanupPolicy is cleanup.policy: "delete" (retention.ms and
+	// retention.bytes delete old segments), "compact" (the Cleaner keeps
+	// only the latest record of each key; retention deletes nothing) or
+	// "compact,delete" (both). Set accepts the two words in either order
+	// and stores them in this canonical form. Default "delete".
+	CleanupPolicy string
+	// DeleteRetentionMs is delete.retention.ms: how long, in ms, a
+	// compacted log keeps a tombstone (a record with a null value) after
+	// the cleaner first saw it (KIP-534's delete horizon). Default 86400000
+	// (one day).
+	DeleteRetentionMs int64
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: the cleaner
+	// cleans a log only when its dirty bytes are at least this fraction of
+	// its cleanable bytes (unless max.compaction.lag.ms forces it). A
+	// fraction in [0, 1]; default 0.5.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLagMs is min.compaction.lag.ms: a segment whose largest
+	// timestamp is less than this many ms old is not cleaned yet, nor
+	// anything after it. Default 0.
+	MinCompactionLagMs int64
+	// MaxCompactionLagMs is max.compaction.lag.ms: a log whose oldest
+	// dirty segment is this many ms old is cleaned whatever its dirty
+	// ratio. Default math.MaxInt64 (never forced); minimum 1.
+	MaxCompactionLagMs int64
+}
+
+// Cleanup policies (cleanup.policy values, canonical form).
+const (
+	PolicyDelete        = "delete"
+	PolicyCompact       = "compact"
+	PolicyCompactDelete = "compact,delete"
+)
+
+// Compacts reports whether cleanup.policy includes compact.
+func (c Config) Compacts() bool {
+	return c.CleanupPolicy == PolicyCompact || c.CleanupPolicy == PolicyCompactDelete
+}
+
+// Deletes reports whether cleanup.policy includes delete: only then does
+// retention.ms or retention.bytes delete segments.
+func (c Config) Deletes() bool {
+	return c.CleanupPolicy == PolicyDelete || c.CleanupPolicy == PolicyCompactDelete
+}
+
+// parsePolicy returns the canonical form of a cleanup.policy value: a
+// comma-separated list of "delete" and "compact" in any order.
+func parsePolicy(v string) (string, bool) {
+	var del, comp bool
+	for _, w := range strings.Split(v, ",") {
+		switch strings.ToLower(strings.TrimSpace(w)) {
+		case PolicyDelete:
+			del = true
+		case PolicyCompact:
+			comp = true
+		default:
+			return "", false
+		}
+	}
+	switch {
+	case del && comp:
+		return PolicyCompactDelete, true
+	case comp:
+		return PolicyCompact, true
+	case del:
+		return PolicyDelete, true
+	}
+	return "", false
 }
 
 // DefaultConfig returns Kafka's topic defaults.
@@ -61,6 +130,12 @@ func DefaultConfig() Config {
 		FlushMessages:      math.MaxInt64,
 		FlushMs:            math.MaxInt64,
 		FileDeleteDelayMs:  60000,
+
+		CleanupPolicy:          PolicyDelete,
+		DeleteRetentionMs:      24 * 60 * 60 * 1000,
+		MinCleanableDirtyRatio: 0.5,
+		MinCompactionLagMs:     0,
+		MaxCompactionLagMs:     math.MaxInt64,
 	}
 }
 
@@ -84,23 +159,33 @@ func (c *Config) Validate() error {
 	check(c.FlushMessages >= 1, "flush.messages", c.FlushMessages, "must be >= 1")
 	check(c.FlushMs >= 0, "flush.ms", c.FlushMs, "must be >= 0")
 	check(c.FileDeleteDelayMs >= 0, "file.delete.delay.ms", c.FileDeleteDelayMs, "must be >= 0")
+	_, ok := parsePolicy(c.CleanupPolicy)
+	check(ok, "cleanup.policy", c.CleanupPolicy, "must be delete, compact or compact,delete")
+	check(c.DeleteRetentionMs >= 0, "delete.retention.ms", c.DeleteRetentionMs, "must be >= 0")
+	check(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1, "min.cleanable.dirty.ratio", c.MinCleanableDirtyRatio, "must be in [0, 1]")
+	check(c.MinCompactionLagMs >= 0, "min.compaction.lag.ms", c.MinCompactionLagMs, "must be >= 0")
+	check(c.MaxCompactionLagMs >= 1, "max.compaction.lag.ms", c.MaxCompactionLagMs, "must be >= 1")
+	check(c.MinCompactionLagMs <= c.MaxCompactionLagMs, "min.compaction.lag.ms", c.MinCompactionLagMs, "must not exceed max.compaction.lag.ms")
 	return errors.Join(errs...)
 }
 
 // configKeys maps Kafka's topic config names onto Config fields.
 var configKeys = map[string]func(c *Config) *int64{
-	"segment.bytes":        func(c *Config) *int64 { return &c.SegmentBytes },
-	"segment.ms":           func(c *Config) *int64 { return &c.SegmentMs },
-	"retention.ms":         func(c *Config) *int64 { return &c.RetentionMs },
-	"retention.bytes":      func(c *Config) *int64 { return &c.RetentionBytes },
-	"flush.messages":       func(c *Config) *int64 { return &c.FlushMessages },
-	"flush.ms":             func(c *Config) *int64 { return &c.FlushMs },
-	"file.delete.delay.ms": func(c *Config) *int64 { return &c.FileDeleteDelayMs },
+	"segment.bytes":         func(c *Config) *int64 { return &c.SegmentBytes },
+	"segment.ms":            func(c *Config) *int64 { return &c.SegmentMs },
+	"retention.ms":          func(c *Config) *int64 { return &c.RetentionMs },
+	"retention.bytes":       func(c *Config) *int64 { return &c.RetentionBytes },
+	"flush.messages":        func(c *Config) *int64 { return &c.FlushMessages },
+	"flush.ms":              func(c *Config) *int64 { return &c.FlushMs },
+	"file.delete.delay.ms":  func(c *Config) *int64 { return &c.FileDeleteDelayMs },
+	"delete.retention.ms":   func(c *Config) *int64 { return &c.DeleteRetentionMs },
+	"min.compaction.lag.ms": func(c *Config) *int64 { return &c.MinCompactionLagMs },
+	"max.compaction.lag.ms": func(c *Config) *int64 { return &c.MaxCompactionLagMs },
 }
 
 // Keys returns the Kafka topic config names Set accepts.
 func Keys() []string {
-	keys := []string{"segment.index.bytes", "index.interval.bytes"}
+	keys := []string{"segment.index.bytes", "index.interval.bytes", "cleanup.policy", "min.cleanable.dirty.ratio"}
 	for k := range configKeys {
 		keys = append(keys, k)
 	}
@@ -108,9 +193,26 @@ func Keys() []string {
 }
 
 // Set sets one field by its Kafka topic config name. It returns an error
-// wrapping ErrInvalidConfig for an unknown key or a value that is not an
-// integer; range checks are Validate's.
+// wrapping ErrInvalidConfig for an unknown key or a value that does not
+// parse (an integer; a number for min.cleanable.dirty.ratio; a policy list
+// for cleanup.policy); range checks are Validate's.
 func (c *Config) Set(key, value string) error {
+	switch key {
+	case "cleanup.policy":
+		p, ok := parsePolicy(value)
+		if !ok {
+			return fmt.Errorf("%w: %s=%q: not a list of delete and compact", ErrInvalidConfig, key, value)
+		}
+		c.CleanupPolicy = p
+		return nil
+	case "min.cleanable.dirty.ratio":
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return fmt.Errorf("%w: %s=%q: not a number", ErrInvalidConfig, key, value)
+		}
+		c.MinCleanableDirtyRatio = f
+		return nil
+	}
 	v, err := strconv.ParseInt(value, 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: %s=%q: not an integer", ErrInvalidConfig, key, value)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
 )
 
@@ -28,6 +29,11 @@ import (
 //	sync
 //	crash                       drop everything unsynced and reopen
 //	reopen                      close and open again
+//	put ts=T [pid=P] k=v ...    append one batch of keyed records (v "null": a tombstone)
+//	roll                        roll a new active segment
+//	ratio [upper=U]             CleanableRatio
+//	clean [upper=U] [advance-ms=D] [key=value ...]  set config keys, advance the clock, Clean
+//	dump                        every batch and record from the log start offset
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var (
@@ -149,6 +155,32 @@ func TestScenarios(t *testing.T) {
 				fs = crashed
 				open()
 				return segmentsString(l)
+			case "put":
+				return putKeys(t, l, d, num("ts", 0), num("pid", -1))
+			case "roll":
+				if err := l.Roll(); err != nil {
+					return err.Error()
+				}
+				return segmentsString(l)
+			case "ratio":
+				r, need := l.CleanableRatio(num("upper", NoUpperBound))
+				return fmt.Sprintf("ratio %.3f needed %v", r, need)
+			case "clean":
+				if msg := setKeys(); msg != "" {
+					return msg
+				}
+				if err := l.SetConfig(cfg); err != nil {
+					return err.Error()
+				}
+				clock.Add(time.Duration(num("advance-ms", 0)) * time.Millisecond)
+				st, err := l.Clean(num("upper", NoUpperBound))
+				if err != nil {
+					return err.Error()
+				}
+				return fmt.Sprintf("dirty [%d, %d) rewrote %d segments, removed %d records, %d batches\n%s",
+					st.FirstDirty, st.End, st.Segments, st.RecordsRemoved, st.BatchesRemoved, segmentsString(l))
+			case "dump":
+				return dumpLog(t, l)
 			case "reopen":
 				if err := l.Close(); err != nil {
 					return err.Error()
@@ -174,4 +206,74 @@ func segmentsString(l *Log) string {
 		fmt.Fprintf(&sb, "segment %s: offsets [%d, %d) %d bytes\n", MakeFileName(s.base, KindLog), s.base, s.next, s.size)
 	}
 	return strings.TrimSuffix(sb.String(), "\n")
+}
+
+// putKeys appends one batch whose records are the command's arguments other
+// than ts and pid, in order: key=value, value "null" for a tombstone.
+func putKeys(t *testing.T, l *Log, d *datadriven.TestData, ts, pid int64) string {
+	var recs []batch.Record
+	for _, a := range d.CmdArgs {
+		if a.Key == "ts" || a.Key == "pid" {
+			continue
+		}
+		r := batch.Record{Timestamp: ts, Key: []byte(a.Key)}
+		if v := strings.Join(a.Vals, ","); v != "null" {
+			r.Value = []byte(v)
+		}
+		recs = append(recs, r)
+	}
+	opts := batch.NewBuildOptions()
+	if pid >= 0 {
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid, 0, 0
+	}
+	r, err := l.AppendWith(batch.Build(opts, recs), AppendOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("offsets [%d, %d]", r.BaseOffset, r.LastOffset)
+}
+
+// dumpLog prints every batch and record from the log start offset.
+func dumpLog(t *testing.T, l *Log) string {
+	var sb strings.Builder
+	offset := l.LogStartOffset()
+	for {
+		data, res, err := l.ReadBytes(nil, offset, 1<<20, NoUpperBound)
+		if err != nil {
+			return err.Error()
+		}
+		if res.Bytes == 0 {
+			break
+		}
+		for len(data) > 0 {
+			h, err := batch.ParseHeader(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, recs, err := batch.Records(data[:h.Size()])
+			if err != nil {
+				t.Fatalf("batch at %d: %v", h.BaseOffset, err)
+			}
+			fmt.Fprintf(&sb, "batch [%d, %d]", h.BaseOffset, h.LastOffset())
+			if h.HasDeleteHorizon() {
+				fmt.Fprintf(&sb, " horizon %d", h.BaseTimestamp)
+			}
+			if h.ProducerID >= 0 {
+				fmt.Fprintf(&sb, " pid %d", h.ProducerID)
+			}
+			sb.WriteString(":")
+			for _, r := range recs {
+				v := string(r.Value)
+				if r.Value == nil {
+					v = "null"
+				}
+				fmt.Fprintf(&sb, " %d:%s=%s", r.Offset, r.Key, v)
+			}
+			sb.WriteString("\n")
+			data = data[h.Size():]
+		}
+		offset = res.NextOffset
+	}
+	fmt.Fprintf(&sb, "end %d", l.LogEndOffset())
+	return sb.String()
 }

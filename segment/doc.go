@@ -12,7 +12,12 @@
 //	00000000000000000000.timeindex  time index (package index)
 //	00000000000000004096.log        the next segment starts at offset 4096
 //	...
-//	log.checkpoint                  log start offset, recovery point, clean-shutdown flag
+//	log.checkpoint                  log start offset, recovery point, clean-shutdown flag, cleaner offset
+//
+// While a clean (log compaction, see below) runs, a segment's replacement
+// exists as the same three names with the suffix ".cleaned" (being written)
+// and then ".swap" (complete, synced, committed); files being deleted carry
+// the suffix ".deleted". These suffixes are part of the format.
 //
 // A .log file is nothing but whole record batches (magic 2; see package
 // batch for the byte layout). The log writes a batch's bytes as received;
@@ -48,9 +53,55 @@
 //
 // # Recovery
 //
-// See Open. The invariant: after any crash, the log is a contiguous prefix
-// of what was appended that contains everything synced, and no torn or
-// corrupt batch is ever served.
+// See Open. The invariant: after any crash, the log is a prefix of what was
+// appended (less what compaction removed) that contains everything synced,
+// and no torn or corrupt batch is ever served. Offsets strictly increase;
+// gaps are accepted only in segments compaction may have cleaned (those
+// that end at or below the recovery point, or lie below the cleaner
+// offset).
+//
+// # Compaction
+//
+// With cleanup.policy compact (or compact,delete), Clean (run by a Cleaner)
+// keeps only the latest record of each key in the closed, synced segments
+// below the caller's upper bound (the high watermark), outside
+// min.compaction.lag.ms; a Cleaner picks the log with the highest dirty
+// ratio (dirty bytes, from the cleaner offset on, over cleanable bytes)
+// above min.cleanable.dirty.ratio, or one max.compaction.lag.ms forces.
+// Each rewritten batch keeps its base offset, lastOffsetDelta, producer
+// fields, leader epoch and attributes; its surviving records keep their
+// offsets and are compressed again with the batch's codec (batch.Rebuild).
+// A batch with no record left goes, except a producer's last batch, which
+// stays as an empty header (Kafka's RETAIN_EMPTY) so producer state rebuilt
+// from headers stays right; so does the last batch of each run of
+// segments cleaned into one (see below), which also lets a read from
+// inside the gap before an empty active segment get a batch and move on. Control batches are kept whole, and records of
+// aborted transactions are not removed (unlike Kafka). Records without a
+// key are kept.
+//
+// Tombstones (records with a null value) follow KIP-534 (Kafka 3.1 on): the
+// first clean that keeps one rebuilds its batch with the delete-horizon bit
+// (attribute bit 6) and baseTimestamp = now + delete.retention.ms, by the
+// log's clock (Options.Now); a clean after that horizon drops them. Record
+// timestamps stay right (their deltas are relative to the horizon).
+//
+// The commit protocol, crash-safe at every step: (1) each replacement is
+// written as <base>.log.cleaned with its two indexes, and synced; (2) all
+// are renamed ".swap", indexes first and the .log last, in offset order,
+// and the folder is synced: a segment whose .log.swap exists is committed,
+// and recovery completes its swap; (3) the cleaner offset is persisted in
+// log.checkpoint; (4) under the log's lock, the old files are renamed
+// ".deleted" (removed after file.delete.delay.ms, so reads handed out stay
+// valid) and the ".swap" files take the plain names. A crash before (2)
+// leaves the old segments (recovery removes ".cleaned" and uncommitted
+// ".swap" files); after it, the new ones. A run of adjacent segments that
+// together fit segment.bytes and the index limits is cleaned into one
+// segment named by the run's first base offset (Kafka's
+// groupSegmentsBySize). The last batch of each run is always kept (as an
+// empty header if need be), so a completed ".swap" spans the old segments
+// it replaces and recovery removes the others of the run. Runs are
+// committed in offset order, so a partly durable step (2) leaves a prefix
+// of the runs cleaned, which is also a correctly compacted log.
 //
 // # Retention
 //
@@ -63,10 +114,11 @@
 // # Concurrency
 //
 // One RWMutex guards the segment list and the active segment's summary:
-// appends, rolls, truncations and retention take it exclusively; reads,
-// timestamp lookups and Sync's snapshot take it shared. Sync's fsyncs run
-// outside it (under syncMu), so appends continue during an fsync. Lock
-// order: syncMu, then ckptMu, then mu.
+// appends, rolls, truncations, retention and a clean's swap take it
+// exclusively; reads, timestamp lookups and Sync's snapshot take it shared.
+// Sync's fsyncs run outside it (under syncMu), so appends continue during
+// an fsync; a clean reads and writes its files outside it too. Lock order:
+// cleanMu, then syncMu, then ckptMu, then mu.
 //
 // All file IO goes through vfs.FS.
 package segment

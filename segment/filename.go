@@ -18,10 +18,15 @@ const (
 
 // Format: segment file names are the base offset zero-padded to 20 digits
 // followed by the kind's extension, Kafka's layout. A file being deleted
-// carries the extra suffix deletedSuffix until it is removed.
+// carries the extra suffix deletedSuffix until it is removed. The log
+// cleaner writes a segment's replacement under cleanedSuffix, renames it to
+// swapSuffix once it is complete and synced, and to the plain name once the
+// old files are renamed deletedSuffix (see Log.Clean).
 const (
 	baseOffsetDigits = 20
 	deletedSuffix    = ".deleted"
+	cleanedSuffix    = ".cleaned"
+	swapSuffix       = ".swap"
 )
 
 var kindExt = [...]string{KindLog: ".log", KindOffsetIndex: ".index", KindTimeIndex: ".timeindex"}

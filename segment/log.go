@@ -78,10 +78,20 @@ type Log struct {
 	// truncEpoch counts tail truncations; a Sync that started before one
 	// must not advance the recovery point past the truncated segment.
 	truncEpoch uint64
+	// firstDirty is the cleaner offset: every offset below it has been
+	// cleaned (see Clean). It is persisted in the checkpoint.
+	firstDirty int64
+	// tombstoneHorizon is the earliest delete horizon (ms) the last clean
+	// wrote or kept, or -1: once the clock passes it a clean can drop
+	// tombstones whatever the dirty ratio. Not persisted.
+	tombstoneHorizon int64
 
 	// syncMu serializes Sync; syncedSeq is the writeSeq its last fsync
 	// covered. ckptMu serializes checkpoint writes; recoveryPoint is the
 	// value last written.
+	// cleanMu serializes Clean.
+	cleanMu sync.Mutex
+
 	syncMu        sync.Mutex
 	syncedSeq     uint64
 	ckptMu        sync.Mutex
@@ -444,9 +454,9 @@ func (l *Log) writeCheckpoint() error {
 // the durable ones. ckptMu must be held; mu must not be.
 func (l *Log) writeCheckpointLocked(rp int64, clean bool) error {
 	l.mu.RLock()
-	lso := l.logStartOffset
+	lso, dirty := l.logStartOffset, l.firstDirty
 	l.mu.RUnlock()
-	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: lso, RecoveryPoint: rp, CleanShutdown: clean}); err != nil {
+	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: lso, RecoveryPoint: rp, CleanShutdown: clean, CleanerOffset: dirty}); err != nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.failLocked("checkpoint", err)

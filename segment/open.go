@@ -36,7 +36,7 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	l := &Log{fs: fs, dir: dir, cfg: cfg, opts: opts, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &Log{fs: fs, dir: dir, cfg: cfg, opts: opts, tombstoneHorizon: -1, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
 	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		// A new partition folder: its entry in the parent must be durable
 		// before anything synced inside it can be.
@@ -62,6 +62,10 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 }
 
 func (l *Log) recover() error {
+	swapped, err := l.completeSwaps()
+	if err != nil {
+		return err
+	}
 	names, err := l.fs.List(l.dir)
 	if err != nil {
 		return err
@@ -91,9 +95,16 @@ func (l *Log) recover() error {
 	}
 	clean := haveCkpt && ckpt.CleanShutdown
 	l.recoveryPoint = ckpt.RecoveryPoint
+	l.firstDirty = ckpt.CleanerOffset
 	if !haveCkpt {
-		l.recoveryPoint = 0
+		l.recoveryPoint, l.firstDirty = 0, 0
 	}
+	// Offset gaps are compaction's only in a segment that ends at or below
+	// the recovery point (synced whole: only those are cleaned), or below
+	// the cleaner offset (a truncation may make a cleaned segment the
+	// active one, above the recovery point). Elsewhere a gap means lost
+	// unsynced data.
+	syncedRP := l.recoveryPoint
 
 	for i, base := range bases {
 		s, rebuilt, err := openSegment(l.fs, l.dir, base, &l.cfg, false)
@@ -102,7 +113,13 @@ func (l *Log) recover() error {
 		}
 		l.segs = append(l.segs, s)
 		last := i == len(bases)-1
-		fullScan := rebuilt || (!clean && base >= l.segmentBase(bases, l.recoveryPoint))
+		fullScan := rebuilt || swapped[base] || (!clean && base >= l.segmentBase(bases, l.recoveryPoint))
+		synced := !last && bases[i+1] <= syncedRP
+		gapLimit := l.firstDirty // a gap may end at or below it
+		if synced {
+			gapLimit = bases[i+1]
+		}
+		var cut int64
 		if !fullScan {
 			if ok, err := l.loadTrusted(s, bases, i); err != nil {
 				return err
@@ -117,7 +134,8 @@ func (l *Log) recover() error {
 			s.offIdx.Reset()
 			s.timeIdx.Reset()
 			s.resetSummary()
-			cut, reason, err := s.scan(0, &l.cfg)
+			var reason error
+			cut, reason, err = s.scan(0, &l.cfg, gapLimit)
 			if err != nil {
 				return err
 			}
@@ -130,10 +148,19 @@ func (l *Log) recover() error {
 					return err
 				}
 			}
-			l.unsynced = append(l.unsynced, s)
+			if synced && cut == 0 {
+				// Its data was synced: only the rebuilt indexes were not,
+				// so sync them now rather than lower the recovery point.
+				if err := s.syncAll(); err != nil {
+					return err
+				}
+			} else {
+				l.unsynced = append(l.unsynced, s)
+			}
 		}
-		if !last && fullScan && s.next != bases[i+1] {
-			// What follows a gap was never synced: the log is a prefix.
+		// A gap after a whole synced segment is compaction's; anywhere else
+		// (or an overlap) what follows was never synced: the log is a prefix.
+		if !last && fullScan && s.next != bases[i+1] && !(cut == 0 && s.next < bases[i+1] && bases[i+1] <= gapLimit) {
 			l.opts.Logger.Warn("segment: recovery dropped segments after a gap",
 				"dir", l.dir, "segment", s.path(KindLog), "end", s.next, "next", bases[i+1])
 			for _, b := range bases[i+1:] {
@@ -143,6 +170,15 @@ func (l *Log) recover() error {
 			}
 			l.dirDirty = true
 			break
+		}
+	}
+
+	// A completed swap means the clean that wrote it committed: everything
+	// up to the end of its last segment was cleaned (the checkpoint may not
+	// say so yet).
+	for i, s := range l.segs {
+		if swapped[s.base] && i+1 < len(l.segs) {
+			l.firstDirty = max(l.firstDirty, l.segs[i+1].base)
 		}
 	}
 
@@ -193,8 +229,9 @@ func (l *Log) recover() error {
 	if len(l.unsynced) > 0 && l.recoveryPoint > l.unsynced[0].base {
 		l.recoveryPoint = l.unsynced[0].base
 	}
+	l.firstDirty = min(l.firstDirty, l.active().next)
 	// From here on, a crash is an unclean shutdown.
-	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: l.logStartOffset, RecoveryPoint: l.recoveryPoint}); err != nil {
+	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: l.logStartOffset, RecoveryPoint: l.recoveryPoint, CleanerOffset: l.firstDirty}); err != nil {
 		return err
 	}
 	l.durableLSO = l.logStartOffset
@@ -259,7 +296,8 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 			}
 			pos, end = pos+int64(h.Size()), h.NextOffset()
 		}
-		if end != s.next {
+		// A gap is what compaction leaves, and only below the cleaner offset.
+		if end > s.next || (end < s.next && s.next > l.firstDirty) {
 			return false, fmt.Errorf("%w: %s ends at offset %d but the next segment starts at %d: a segment file is missing or damaged",
 				ErrCorrupt, s.path(KindLog), end, s.next)
 		}
@@ -278,7 +316,7 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 	if err := s.reopenIndexesWritable(&l.cfg); err != nil {
 		return false, err
 	}
-	cut, reason, err := s.scan(int64(last.Position), &l.cfg)
+	cut, reason, err := s.scan(int64(last.Position), &l.cfg, l.firstDirty)
 	if err != nil {
 		return false, err
 	}
@@ -298,4 +336,105 @@ func (l *Log) removeSegmentFiles(base int64) error {
 		}
 	}
 	return nil
+}
+
+// batchesEnd returns the offset after the last batch of a whole .log file
+// (one the cleaner wrote and synced), or 0 when it has none.
+func batchesEnd(fs vfs.FS, path string) (int64, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return 0, err
+	}
+	var buf [batch.HeaderSize]byte
+	end := int64(0)
+	for pos := int64(0); pos+batch.HeaderSize <= size; {
+		if _, err := f.ReadAt(buf[:], pos); err != nil {
+			return 0, err
+		}
+		h, err := batch.ParseHeader(buf[:])
+		if err != nil || h.Size() < batch.HeaderSize {
+			return 0, fmt.Errorf("%w: %s at %d: %v", ErrCorrupt, path, pos, err)
+		}
+		pos, end = pos+int64(h.Size()), h.NextOffset()
+	}
+	return end, nil
+}
+
+// completeSwaps finishes or undoes a clean that a crash interrupted (see
+// Log.Clean): ".cleaned" files are removed; a segment whose ".log.swap"
+// file exists was committed, so its ".swap" files replace the segment's
+// files, and the other old segments it spans are removed (a swap may
+// replace a run of segments); ".swap" index files without their ".log.swap"
+// are removed. It returns the bases of the swapped-in segments, which
+// recovery rescans.
+func (l *Log) completeSwaps() (map[int64]bool, error) {
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	committed := map[int64]bool{}
+	for _, name := range names {
+		if n, ok := ParseFileName(strings.TrimSuffix(name, swapSuffix)); ok && strings.HasSuffix(name, swapSuffix) && n.Kind == KindLog && !n.Deleted {
+			committed[n.Base] = true
+		}
+	}
+	changed := false
+	// Index files first, the .log last: the .log.swap is the commit mark.
+	for _, kind := range []FileKind{KindOffsetIndex, KindTimeIndex, KindLog} {
+		for _, name := range names {
+			path := filepath.Join(l.dir, name)
+			switch {
+			case strings.HasSuffix(name, cleanedSuffix):
+				if kind == KindLog {
+					changed = true
+					if err := l.fs.Remove(path); err != nil {
+						return nil, err
+					}
+				}
+			case strings.HasSuffix(name, swapSuffix):
+				n, ok := ParseFileName(strings.TrimSuffix(name, swapSuffix))
+				if !ok || n.Deleted || n.Kind != kind {
+					continue
+				}
+				changed = true
+				if !committed[n.Base] {
+					err = l.fs.Remove(path)
+				} else {
+					err = l.fs.Rename(path, filepath.Join(l.dir, MakeFileName(n.Base, kind)))
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	// A committed swap replaces the run of old segments it spans (the
+	// cleaner keeps each run's last batch): remove the others of the run.
+	for base := range committed {
+		end, err := batchesEnd(l.fs, filepath.Join(l.dir, MakeFileName(base, KindLog)))
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			if n, ok := ParseFileName(name); ok && !n.Deleted && n.Base > base && n.Base < end {
+				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !isNotExist(err) {
+					return nil, err
+				}
+			}
+		}
+	}
+	if changed {
+		if len(committed) > 0 {
+			l.opts.Logger.Warn("segment: recovery completed an interrupted clean", "dir", l.dir, "segments", len(committed))
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return nil, err
+		}
+	}
+	return committed, nil
 }

@@ -77,7 +77,8 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 // in this order): the next segment starts at or below the log start offset;
 // the segment's largest timestamp is more than retention.ms old (a segment
 // without timestamps counts from its last append); the log
-// would still hold at least retention.bytes without it. The active segment
+// would still hold at least retention.bytes without it. The last two apply
+// only when cleanup.policy includes delete. The active segment
 // is never deleted. The log start offset moves up to the first remaining
 // segment. It returns the number of segments deleted.
 func (l *Log) DeleteOldSegments() (int, error) {
@@ -100,6 +101,9 @@ func (l *Log) DeleteOldSegments() (int, error) {
 		}
 		switch {
 		case l.segs[1].base <= l.logStartOffset:
+		case !l.cfg.Deletes():
+			// cleanup.policy=compact: retention deletes nothing (Kafka).
+			return deleted, nil
 		case l.cfg.RetentionMs >= 0 && nowMs-largest > l.cfg.RetentionMs:
 		case l.cfg.RetentionBytes >= 0 && total-s.size >= l.cfg.RetentionBytes:
 		default:

@@ -60,17 +60,23 @@ func indexCaps(cfg *Config) (off, tim int) {
 
 // createSegment creates the three files of a new, empty, active segment.
 func createSegment(fs vfs.FS, dir string, base int64, cfg *Config, now time.Time) (*segment, error) {
+	return createSegmentFiles(fs, dir, base, cfg, now, "")
+}
+
+// createSegmentFiles creates a new segment's files with suffix after their
+// names (empty, or the cleaner's ".cleaned").
+func createSegmentFiles(fs vfs.FS, dir string, base int64, cfg *Config, now time.Time, suffix string) (*segment, error) {
 	s := &segment{base: base, dir: dir, next: base, maxTs: -1, offsetOfMaxTs: base, firstTs: -1, created: now, lastModified: now}
 	s.offCap, s.timeCap = indexCaps(cfg)
 	var err error
-	if s.log, err = fs.Create(s.path(KindLog)); err != nil {
+	if s.log, err = fs.Create(s.path(KindLog) + suffix); err != nil {
 		return nil, err
 	}
-	if s.offFile, err = fs.Create(s.path(KindOffsetIndex)); err != nil {
+	if s.offFile, err = fs.Create(s.path(KindOffsetIndex) + suffix); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
-	if s.timeFile, err = fs.Create(s.path(KindTimeIndex)); err != nil {
+	if s.timeFile, err = fs.Create(s.path(KindTimeIndex) + suffix); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
@@ -276,8 +282,12 @@ func (s *segment) find(offset int64, buf *[batch.HeaderSize]byte) (pos int64, h 
 
 // scan validates batches from pos to the end of the .log file, tracking
 // each into the indexes, and truncates the file at the first invalid or
-// torn batch. It returns how many bytes it cut.
-func (s *segment) scan(pos int64, cfg *Config) (cut int64, reason error, err error) {
+// torn batch. It returns how many bytes it cut. Each batch must start where
+// the one before it ended, or, in a cleaned segment, anywhere after it if
+// it starts at or below gapLimit (offset gaps below it are compaction's);
+// only there may a batch be empty (a producer's last batch, or the last
+// cleanable one, that the cleaner emptied).
+func (s *segment) scan(pos int64, cfg *Config, gapLimit int64) (cut int64, reason error, err error) {
 	fileSize, err := s.log.Size()
 	if err != nil {
 		return 0, nil, err
@@ -309,9 +319,12 @@ func (s *segment) scan(pos int64, cfg *Config) (cut int64, reason error, err err
 			}
 			// The CRC does not cover baseOffset: offsets are a function of
 			// the log prefix, so each batch must start where the one
-			// before it ended (log compaction will relax this for
-			// cleaned segments).
-			if h.BaseOffset != expect || h.LastOffsetDelta < 0 || h.NumRecords == 0 {
+			// before it ended, except in a cleaned segment.
+			bad := h.BaseOffset != expect || h.NumRecords == 0
+			if h.BaseOffset <= gapLimit {
+				bad = h.BaseOffset < expect || (h.NumRecords == 0 && h.BaseOffset >= gapLimit)
+			}
+			if bad || h.LastOffsetDelta < 0 {
 				return fmt.Errorf("batch offsets [%d, %d], expected a batch starting at %d", h.BaseOffset, h.LastOffset(), expect)
 			}
 			if err := s.track(&h, pos, cfg); err != nil {
@@ -364,7 +377,7 @@ func (s *segment) truncateAt(pos int64, cfg *Config) error {
 		s.timeIdx.Reset()
 		s.resetSummary()
 	}
-	_, reason, err := s.scan(from, cfg)
+	_, reason, err := s.scan(from, cfg, math.MaxInt64) // checked batches: a cleaned segment may have gaps
 	if err != nil {
 		return err
 	}

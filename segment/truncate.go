@@ -39,7 +39,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	}
 	// A truncation inside a synced segment must not be trusted by a
 	// recovery: lower the recovery point durably first.
-	if err := l.lowerRecoveryPoint(base); err != nil {
+	if err := l.lowerRecoveryPoint(base, offset); err != nil {
 		return 0, err
 	}
 	l.mu.Lock()
@@ -84,6 +84,7 @@ func (l *Log) truncateLocked(offset int64) (leo int64, lsoLowered bool, err erro
 	l.writeSeq++
 	l.truncEpoch++
 	s.modSeq = l.writeSeq
+	l.firstDirty = min(l.firstDirty, s.next)
 	if s.next < l.logStartOffset {
 		l.logStartOffset = s.next
 		lsoLowered = true
@@ -106,7 +107,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 
 // truncateFullyLocked is TruncateFullyAndStartAt; syncMu must be held.
 func (l *Log) truncateFullyLocked(offset int64) error {
-	if err := l.lowerRecoveryPoint(offset); err != nil {
+	if err := l.lowerRecoveryPoint(offset, offset); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -135,12 +136,18 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	return l.writeCheckpoint()
 }
 
-// lowerRecoveryPoint durably lowers the recovery point to at most rp.
-func (l *Log) lowerRecoveryPoint(rp int64) error {
+// lowerRecoveryPoint durably lowers the recovery point to at most rp and
+// the cleaner offset to at most dirty (what a truncation removes is no
+// longer clean: offsets there will be written again).
+func (l *Log) lowerRecoveryPoint(rp, dirty int64) error {
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
-	if rp >= l.recoveryPoint {
+	l.mu.Lock()
+	dirtyLowered := dirty < l.firstDirty
+	l.firstDirty = min(l.firstDirty, dirty)
+	l.mu.Unlock()
+	if rp >= l.recoveryPoint && !dirtyLowered {
 		return nil
 	}
-	return l.writeCheckpointLocked(rp, false)
+	return l.writeCheckpointLocked(min(rp, l.recoveryPoint), false)
 }

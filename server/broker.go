@@ -28,6 +28,7 @@ type Broker struct {
 	meta   *meta.Store
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
+	clean  *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
 
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition
@@ -76,6 +77,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, logger: logger, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
+	b.clean = newCleaner(cfg, logger)
 	for _, t := range st.Topics() {
 		for p := int32(0); p < t.Partitions; p++ {
 			if _, err := b.openPartition(t, p); err != nil {
@@ -86,6 +88,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		}
 	}
 	b.sweep.Start()
+	b.startCleaner()
 	b.coord = b.newCoordinator()
 	if t, ok := st.Topic(offsetsTopic); ok {
 		b.loadOffsetsTopic(t)
@@ -117,6 +120,7 @@ func (b *Broker) openPartition(t meta.Topic, p int32) (*replica.Partition, error
 	b.parts[topicPartition{t.Name, p}] = part
 	b.mu.Unlock()
 	b.sweep.Add(l)
+	b.addToCleaner(part)
 	return part, nil
 }
 
@@ -215,6 +219,7 @@ func (b *Broker) Close() error {
 	}
 	b.wg.Wait() // coordinator loads started by New, when Start never ran
 	b.sweep.Stop()
+	b.stopCleaner()
 	err := b.closeLogs()
 	return errors.Join(err, b.meta.Close())
 }

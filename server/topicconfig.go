@@ -101,7 +101,7 @@ func (b *Broker) logConfig(configs map[string]string) (segment.Config, error) {
 	cfg := segment.DefaultConfig()
 	for k := range topicConfigs {
 		if err := cfg.Set(k, b.topicConfigValue(configs, k)); err != nil {
-			continue // not a log setting (cleanup.policy, max.message.bytes, ...)
+			continue // not a log setting (max.message.bytes, message.timestamp.type, ...)
 		}
 	}
 	return cfg, cfg.Validate()

@@ -75,6 +75,7 @@ func (b *Broker) dropPartition(topic string, p int32) {
 		// Requests that looked the partition up before this point see
 		// segment.ErrClosed (UNKNOWN_TOPIC_OR_PARTITION).
 		b.sweep.Remove(part.Log())
+		b.removeFromCleaner(part.Log())
 		if err := part.Log().Close(); err != nil {
 			b.logger.Warn("sluice: close deleted partition", "topic", topic, "partition", p, "err", err)
 		}

@@ -79,21 +79,32 @@ func Build(opts BuildOptions, recs []Record) []byte {
 	if opts.Control {
 		attrs |= ControlBit
 	}
-	be := binary.BigEndian
-	be.PutUint64(out[OffBaseOffset:], uint64(opts.BaseOffset))
-	be.PutUint32(out[OffLength:], uint32(len(out)-LengthOverhead))
-	be.PutUint32(out[OffLeaderEpoch:], uint32(opts.LeaderEpoch))
-	out[OffMagic] = Magic
-	be.PutUint16(out[OffAttributes:], attrs)
-	be.PutUint32(out[OffLastOffsetDelta:], uint32(len(recs)-1))
-	be.PutUint64(out[OffBaseTimestamp:], uint64(base))
-	be.PutUint64(out[OffMaxTimestamp:], uint64(maxTS))
-	be.PutUint64(out[OffProducerID:], uint64(opts.ProducerID))
-	be.PutUint16(out[OffProducerEpoch:], uint16(opts.ProducerEpoch))
-	be.PutUint32(out[OffBaseSequence:], uint32(opts.BaseSequence))
-	be.PutUint32(out[OffRecordCount:], uint32(len(recs)))
-	be.PutUint32(out[OffCRC:], Checksum(out))
+	putHeader(out, &Header{
+		BaseOffset: opts.BaseOffset, PartitionLeaderEpoch: opts.LeaderEpoch, Attributes: int16(attrs),
+		LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: base, MaxTimestamp: maxTS,
+		ProducerID: opts.ProducerID, ProducerEpoch: opts.ProducerEpoch, BaseSequence: opts.BaseSequence,
+		NumRecords: int32(len(recs)),
+	})
 	return out
+}
+
+// putHeader writes h's fields into the header of out, a whole batch, with
+// batchLength from len(out), magic 2 and the CRC computed over out.
+func putHeader(out []byte, h *Header) {
+	be := binary.BigEndian
+	be.PutUint64(out[OffBaseOffset:], uint64(h.BaseOffset))
+	be.PutUint32(out[OffLength:], uint32(len(out)-LengthOverhead))
+	be.PutUint32(out[OffLeaderEpoch:], uint32(h.PartitionLeaderEpoch))
+	out[OffMagic] = Magic
+	be.PutUint16(out[OffAttributes:], uint16(h.Attributes))
+	be.PutUint32(out[OffLastOffsetDelta:], uint32(h.LastOffsetDelta))
+	be.PutUint64(out[OffBaseTimestamp:], uint64(h.BaseTimestamp))
+	be.PutUint64(out[OffMaxTimestamp:], uint64(h.MaxTimestamp))
+	be.PutUint64(out[OffProducerID:], uint64(h.ProducerID))
+	be.PutUint16(out[OffProducerEpoch:], uint16(h.ProducerEpoch))
+	be.PutUint32(out[OffBaseSequence:], uint32(h.BaseSequence))
+	be.PutUint32(out[OffRecordCount:], uint32(h.NumRecords))
+	be.PutUint32(out[OffCRC:], Checksum(out))
 }
 
 // bytesLen is the encoded length field of a nullable byte string.

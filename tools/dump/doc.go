@@ -102,15 +102,14 @@
 //     fails only the producer-form rules but whose records are well formed,
 //     as compaction leaves them, is a warning);
 //   - offsets: a folder holds at least one segment .log file; within a
-//     segment and across a folder's segments, every batch and every segment
-//     starts exactly at the offset after the previous batch (or segment), and
-//     a segment's first batch at the segment's base offset. Backwards or
-//     overlapping offsets are problems, and so are gaps: Sluice has no log
-//     compaction yet, and retention deletes only whole segments from the
-//     front, so a gap means a missing or damaged segment or batch. No batch
-//     is empty of offsets. (Compacted logs, Kafka's or Sluice's once it
-//     compacts, leave gaps on purpose: this check will need relaxing for
-//     them, for example by a flag or by the topic's cleanup.policy.)
+//     segment and across a folder's segments, offsets strictly increase:
+//     every batch starts after the previous batch (or at or after its
+//     segment's base offset), and every segment's base offset is past the
+//     previous segment's last batch. Backwards or overlapping offsets are
+//     problems; gaps are not, since log compaction (cleanup.policy=compact)
+//     removes records and whole batches and keeps the others' offsets. A
+//     batch always spans at least one offset (lastOffsetDelta >= 0), even
+//     one the cleaner emptied (a producer's last batch).
 //   - the offset index: every entry points at the position of a batch whose
 //     base offset is the entry's offset (or its last offset, which is what
 //     Kafka writes), and no non-zero bytes follow the entries (an entry out
@@ -137,7 +136,7 @@
 // # Exit status
 //
 // 0 when every file was read without a problem (warnings allowed), 1 when
-// a problem was found (a corrupt or torn batch, an offset gap, a bad index
+// a problem was found (a corrupt or torn batch, an offset overlap, a bad index
 // entry or checkpoint, an unreadable file, no segment file where a folder
 // was given), 2 for a usage error (on stderr). Without --verify, a problem
 // in one file is reported and the dump goes on with the next file (and,

@@ -129,21 +129,17 @@ func (d *dumper) logFile(path string, base int64, prev prevSegment) (next int64)
 	return next
 }
 
-// checkSegmentStart checks that a segment's base offset is the offset after
-// the previous segment. Without compaction (which Sluice does not have
-// yet) and with retention deleting whole segments from the front only, a
-// gap means a segment is missing or damaged.
+// checkSegmentStart checks that a segment's base offset is not below the
+// offset after the previous segment. A gap is fine: log compaction leaves
+// them (a cleaned segment keeps its base offset while its last batches may
+// be gone).
 func (d *dumper) checkSegmentStart(path string, base int64, prev prevSegment) {
 	if prev.path == "" || prev.next < 0 || base < 0 {
 		return
 	}
-	switch {
-	case base < prev.next:
+	if base < prev.next {
 		d.problemf(path, 0, "segment base offset %d overlaps the previous segment %s, which holds offsets up to %d: offsets go backwards",
 			base, filepath.Base(prev.path), prev.next-1)
-	case base > prev.next:
-		d.problemf(path, 0, "offsets %d to %d are missing: the previous segment %s ends before offset %d and this one starts at offset %d (a segment is missing or damaged)",
-			prev.next, base-1, filepath.Base(prev.path), prev.next, base)
 	}
 }
 
@@ -202,13 +198,8 @@ func (d *dumper) batch(path string, base, pos int64, b []byte, h *batch.Header, 
 			h.BaseOffset, h.LastOffset(), *next)
 		lost()
 		return
-	case *next >= 0 && h.BaseOffset > *next && pos == 0:
-		d.problemf(path, pos, "offsets %d to %d are missing: the segment's base offset is %d but its first batch starts at offset %d",
-			*next, h.BaseOffset-1, *next, h.BaseOffset)
-	case *next >= 0 && h.BaseOffset > *next:
-		d.problemf(path, pos, "offsets %d to %d are missing: the previous batch ends at offset %d but this one starts at offset %d",
-			*next, h.BaseOffset-1, *next-1, h.BaseOffset)
 	}
+	// A gap (h.BaseOffset > *next) is fine: compaction leaves them.
 	if base >= 0 && h.LastOffset()-base > math.MaxInt32 {
 		d.problemf(path, pos, "batch last offset %d is more than 2^31-1 above the segment base offset %d", h.LastOffset(), base)
 		lost()

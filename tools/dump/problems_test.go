@@ -99,19 +99,16 @@ func TestSegmentGap(t *testing.T) {
 	if len(logs) < 3 {
 		t.Fatalf("%d segments", len(logs))
 	}
-	prevNext := lastOffset(t, logs[0]) + 1
-	missing, _ := segment.ParseFileName(filepath.Base(logs[2]))
 	if err := os.Remove(logs[1]); err != nil {
 		t.Fatal(err)
 	}
-	msg := fmt.Sprintf("offsets %d to %d are missing: the previous segment %s ends before offset %d and this one starts at offset %d (a segment is missing or damaged)",
-		prevNext, missing.Base-1, filepath.Base(logs[0]), prevNext, missing.Base)
-	wantProblem(t, dir, logs[2], 0, msg)
-	// A plain dump reports it too, with the orphaned indexes, dumps on and
-	// exits 1.
+	// The gap itself is fine (compaction leaves gaps); the missing
+	// segment's orphaned indexes are warned about, and the dump goes on.
 	orphan := indexPath(logs[1], segment.KindOffsetIndex)
-	stdout, _ := wantExit(t, ExitProblem, []string{dir}, logs[2]+": position 0: "+msg,
-		"warning: "+orphan+": index file without a .log file")
+	code, stdout, stderr := run(t, dir)
+	if code != ExitOK || !strings.Contains(stderr, "warning: "+orphan+": index file without a .log file") || strings.Contains(stderr, "missing:") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
 	if !strings.Contains(stdout, "Dumping "+logs[len(logs)-1]) {
 		t.Errorf("plain dump stopped:\n%s", stdout)
 	}
@@ -137,7 +134,7 @@ func checkpointBytes(body string) []byte {
 func TestCheckpointDamaged(t *testing.T) {
 	for _, tc := range []struct{ name, content, reason string }{
 		{"crc", "version 1\nlog-start-offset 0\nrecovery-point 3\nclean-shutdown 1\ncrc 12345\n", "checksum mismatch"},
-		{"version", string(checkpointBytes("version 2\nlog-start-offset 0\nrecovery-point 0\nclean-shutdown 1\n")), "version 2"},
+		{"version", string(checkpointBytes("version 3\nlog-start-offset 0\nrecovery-point 0\nclean-shutdown 1\n")), "version 3"},
 		{"unparsable", string(checkpointBytes("version 1\nlog-start-offset zero\n")), `line "log-start-offset zero"`},
 		{"no crc", "version 1\n", "no crc line"},
 	} {
@@ -228,7 +225,7 @@ func TestVerifyWins(t *testing.T) {
 		t.Errorf("outputs differ:\n%s%s%s%s", plain, withRecords, jsonOnly, jsonRecords)
 	}
 	bad := t.TempDir()
-	path := writeRaw(t, bad, 0, 0, 5)
+	path := writeRaw(t, bad, 0, 0, 1) // overlapping offsets
 	stdout, _ := wantExit(t, ExitProblem, []string{"--verify", "--json", "--records", bad}, "sluice-dump: "+path+": position ")
 	if stdout != "" {
 		t.Errorf("stdout %q", stdout)

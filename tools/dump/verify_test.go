@@ -163,17 +163,17 @@ func writeRaw(t *testing.T, dir string, base int64, bases ...int64) string {
 }
 
 func TestVerifyOffsets(t *testing.T) {
-	// A gap between batches of a segment is a problem (Sluice does not
-	// compact), and so is a first batch above the segment's base offset.
+	// Gaps between batches of a segment, before a segment's first batch
+	// and between segments are fine: compaction leaves them.
 	dir := t.TempDir()
-	path := writeRaw(t, dir, 0, 0, 2, 10)
-	wantProblem(t, dir, path, positions(t, path)[2], "offsets 4 to 9 are missing: the previous batch ends at offset 3 but this one starts at offset 10")
-	dir = t.TempDir()
-	path = writeRaw(t, dir, 0, 3)
-	wantProblem(t, dir, path, 0, "offsets 0 to 2 are missing: the segment's base offset is 0 but its first batch starts at offset 3")
+	writeRaw(t, dir, 0, 0, 2, 10)
+	writeRaw(t, dir, 14, 20)
+	if code, stdout, stderr := run(t, "--verify", dir); code != ExitOK || stdout != "verified: 4 batches, 8 records, 2 segments\n" {
+		t.Fatalf("gaps: exit %d\n%s%s", code, stdout, stderr)
+	}
 	// Offsets going backwards inside a segment are a problem.
 	dir = t.TempDir()
-	path = writeRaw(t, dir, 0, 0, 2, 3)
+	path := writeRaw(t, dir, 0, 0, 2, 3)
 	wantProblem(t, dir, path, positions(t, path)[2], "go backwards or overlap")
 	// So is a first batch below the segment's base offset.
 	dir = t.TempDir()
