@@ -371,3 +371,77 @@ func TestGroupProtocolSwitch(t *testing.T) {
 		cl.Close()
 	}
 }
+
+// TestGroupStaticMembership (KIP-345): a static member (group.instance.id)
+// that restarts within its session timeout takes its place back without a
+// rebalance: the other member's generation does not move and the restarted
+// member owns the same partitions.
+func TestGroupStaticMembership(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, addr := startBroker(t, "", groupSets...)
+	topic, group := "static", "static-group"
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	type member struct {
+		cl    *kgo.Client
+		mu    sync.Mutex
+		parts []int32
+	}
+	start := func(id string) *member {
+		m := &member{}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.InstanceID(id), kgo.SessionTimeout(20*time.Second), kgo.Balancers(kgo.RangeBalancer()),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
+				m.mu.Lock()
+				m.parts = append([]int32(nil), a[topic]...)
+				m.mu.Unlock()
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.cl = cl
+		go func() {
+			for ctx.Err() == nil && !cl.PollFetches(ctx).IsClientClosed() {
+			}
+		}()
+		return m
+	}
+	assigned := func(m *member) []int32 {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.parts
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			if ctx.Err() != nil {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	a := start("instance-a")
+	b := start("instance-b")
+	defer b.cl.Close()
+	waitFor("both members assigned", func() bool { return len(assigned(a))+len(assigned(b)) == 4 && len(assigned(a)) == 2 })
+	_, genBefore := b.cl.GroupMetadata()
+	partsA := assigned(a)
+
+	a.cl.Close() // a static member does not send LeaveGroup on close
+	a2 := start("instance-a")
+	defer a2.cl.Close()
+	waitFor("the restarted member's assignment", func() bool { return len(assigned(a2)) == 2 })
+	if got := assigned(a2); fmt.Sprint(got) != fmt.Sprint(partsA) {
+		t.Errorf("restarted static member owns %v, before %v", got, partsA)
+	}
+	// A rebalance would have put the restarted member in a new generation.
+	if _, gen := a2.cl.GroupMetadata(); gen != genBefore {
+		t.Errorf("the restarted member is in generation %d, the group was in %d: its rejoin caused a rebalance", gen, genBefore)
+	}
+	if _, gen := b.cl.GroupMetadata(); gen != genBefore {
+		t.Errorf("generation moved from %d to %d: the static rejoin caused a rebalance", genBefore, gen)
+	}
+}
