@@ -7,8 +7,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/sluicemq/sluice/replica"
@@ -119,6 +121,11 @@ func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, config
 	if len(records) > maxBytes {
 		return kafkaErrorf(kerr.MessageTooLarge, "batch of %d bytes exceeds max.message.bytes=%d", len(records), maxBytes)
 	}
+	if strings.Contains(b.topicConfigValue(configs, "cleanup.policy"), "compact") {
+		if err := checkKeys(records); err != nil {
+			return err
+		}
+	}
 	if codec, ok := codecs[b.topicConfigValue(configs, "compression.type")]; ok && h.Codec() != codec {
 		// A topic whose compression.type names a codec stores batches
 		// with it; "producer" keeps what the producer sent. The log
@@ -134,5 +141,27 @@ func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, config
 	}
 	sp.BaseOffset = res.BaseOffset
 	sp.LogAppendTime = res.LogAppendTime
+	return nil
+}
+
+// errNoKey stops checkKeys at the first record without a key.
+var errNoKey = errors.New("record without a key")
+
+// checkKeys refuses a batch for a compacted topic that holds a record
+// without a key, as Kafka's LogValidator does (INVALID_RECORD): compaction
+// keeps the last record per key, so a keyless one has no meaning there.
+func checkKeys(records []byte) error {
+	_, err := batch.Iterate(records, func(r *batch.Record) error {
+		if r.Key == nil {
+			return errNoKey
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoKey):
+		return kafkaErrorf(kerr.InvalidRecord, "Compacted topic cannot accept message without key.")
+	case err != nil:
+		return kafkaErrorf(kerr.CorruptMessage, "%v", err)
+	}
 	return nil
 }

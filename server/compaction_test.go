@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/coordinator"
 	"github.com/sluicemq/sluice/replica"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -38,6 +40,11 @@ func TestCompactedTopic(t *testing.T) {
 		t.Fatalf("create: %v %v", err, res.Err)
 	}
 	cl := newClient(t, addr, kgo.DefaultProduceTopic(topic))
+	// A record without a key has no place in a compacted topic (Kafka's
+	// LogValidator refuses it).
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("no key")}).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("keyless record to a compacted topic: %v, want INVALID_RECORD", err)
+	}
 	const keys, rounds = 20, 15
 	latest := map[string]*kgo.Record{} // key -> last produced record, with its offset
 	var fillers []*kgo.Record
