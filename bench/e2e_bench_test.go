@@ -83,7 +83,7 @@ func BenchmarkProduceE2E(b *testing.B) {
 	total := int64(n) * recordValueBytes
 
 	sluiceAddr := startSluice(b, filepath.Join(b.TempDir(), "sluice"))
-	kfakeAddr := startKfake(b, filepath.Join(b.TempDir(), "kfake"))
+	kfakeAddr := startKfake(b, filepath.Join(b.TempDir(), "kfake"), true)
 	for _, addr := range []string{sluiceAddr, kfakeAddr} {
 		if err := createE2ETopic(ctx, addr); err != nil {
 			b.Fatal(err)
@@ -191,10 +191,11 @@ func timeIt(f func() error) (time.Duration, error) {
 }
 
 // startSluice runs a Sluice broker on a free port with the default config
-// and its data in dir, closed when the benchmark ends.
-func startSluice(b *testing.B, dir string) string {
+// (overridden by the key=value settings in extra) and its data in dir,
+// closed when the benchmark ends.
+func startSluice(b *testing.B, dir string, extra ...string) string {
 	b.Helper()
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir})
+	cfg, err := config.Load("", append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir}, extra...))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -213,11 +214,16 @@ func startSluice(b *testing.B, dir string) string {
 	return br.Addr().String()
 }
 
-// startKfake runs a one-broker kfake cluster persisting to dir with an
-// fsync per batch, closed when the benchmark ends.
-func startKfake(b *testing.B, dir string) string {
+// startKfake runs a one-broker kfake cluster persisting to dir, with an
+// fsync per write (kfake.SyncWrites: per batch, per committed partition)
+// when sync is set, closed when the benchmark ends.
+func startKfake(b *testing.B, dir string, sync bool) string {
 	b.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(dir), kfake.SyncWrites())
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.DataDir(dir)}
+	if sync {
+		opts = append(opts, kfake.SyncWrites())
+	}
+	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
