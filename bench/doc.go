@@ -26,6 +26,13 @@
 //     gets the same records, and a plain file the same bytes with an
 //     fdatasync every MiB: produce-ratio, read-ratio (against kfake) and
 //     disk-ratio (against the file).
+//   - BenchmarkClean: one Log.Clean of a freshly built 64 MiB log of keyed
+//     1 KiB records (10,000 keys, 8 MiB segments), uncompressed and zstd,
+//     next to a peer that reads the same files and writes and fsyncs as
+//     many bytes as the clean kept: ratio.
+//   - BenchmarkOffsetCommitE2E: 16-partition OffsetCommit requests to
+//     Sluice's group coordinator over TCP, next to kfake, with and without
+//     fsync, from one group and from eight at once: commits/s and ratio.
 //
 // The lookups that read from the file are measured next to one plain pread
 // of a batch header: pread-ns is its time and preads/op the lookup's time in
