@@ -356,12 +356,7 @@ func (c *Coordinator) scheduleExpiry() {
 // group left with no offsets and no members is deleted. Offsets of groups
 // with members do not expire.
 func (c *Coordinator) expireOffsets() {
-	c.mu.Lock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		shards = append(shards, s)
-	}
-	c.mu.Unlock()
+	shards := c.servedShards()
 	for _, s := range shards {
 		type exp struct {
 			group, topic string
@@ -442,12 +437,7 @@ func (c *Coordinator) groupTombstonesLocked(g *group) []Record {
 // not inherit positions). It writes the tombstones to each loaded
 // partition and returns once they are applied; failures are logged.
 func (c *Coordinator) TopicDeleted(ctx context.Context, topic string) {
-	c.mu.Lock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		shards = append(shards, s)
-	}
-	c.mu.Unlock()
+	shards := c.servedShards()
 	for _, s := range shards {
 		type del struct {
 			group string
@@ -476,4 +466,15 @@ func (c *Coordinator) TopicDeleted(ctx context.Context, topic string) {
 			c.cfg.Logger.Warn("coordinator: removing offsets of a deleted topic failed", "topic", topic, "partition", s.partition, "error", kerr.ErrorForCode(code))
 		}
 	}
+}
+
+// servedShards returns the shards loaded now, for passes over all groups.
+func (c *Coordinator) servedShards() []*shard {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	shards := make([]*shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		shards = append(shards, s)
+	}
+	return shards
 }
