@@ -122,6 +122,16 @@ func classicLocked(g *group) *classicGroup {
 	return g.classic
 }
 
+// classicLive reports whether cg is still g's live classic state: not shut
+// down, not replaced (a KIP-848 conversion sets g.classic to nil, a replay
+// or a conversion back creates a new one), and g still its shard's group.
+// A timer callback or a request that resumes after releasing
+// Coordinator.mu checks it before touching the group, with the classic
+// state it captured while it held the lock.
+func (g *group) classicLive(cg *classicGroup) bool {
+	return cg != nil && g.classic == cg && cg.state != classicDead && g.shard.groups[g.id] == g
+}
+
 // isEmpty reports whether the group has no members.
 func (cg *classicGroup) isEmpty() bool {
 	return cg.state == classicEmpty || cg.state == classicDead
@@ -173,6 +183,25 @@ func (c *Coordinator) transitionLocked(g *group, state classicState) {
 	} else {
 		g.emptySince = time.Time{}
 	}
+}
+
+// await waits for a waiting request's answer on ch until ctx ends; then,
+// under c.mu, it takes an answer that arrived meanwhile or returns
+// abandon(), which unregisters the wait.
+func await[T any](c *Coordinator, ctx context.Context, ch chan T, abandon func() T) T {
+	select {
+	case r := <-ch:
+		return r
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case r := <-ch: // answered while we took the lock
+		return r
+	default:
+	}
+	return abandon()
 }
 
 // answerJoin sends r to the member's waiting JoinGroup, if any.

@@ -44,56 +44,66 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 		r.Version = req.Version
 		return r
 	}
+	resp, leader, wait := c.syncGroup(req)
+	switch {
+	case leader != nil:
+		return finish(c.storeAssignment(ctx, leader.g, leader.cg, leader.m, leader.id, leader.generation, req.GroupAssignment))
+	case wait == nil:
+		return finish(resp)
+	}
+	return finish(await(c, ctx, wait.ch, func() *kmsg.SyncGroupResponse {
+		if wait.m.sync == wait.ch {
+			wait.m.sync = nil
+		}
+		return syncError(kerr.CoordinatorNotAvailable.Code)
+	}))
+}
+
+// syncLeader is a leader's SyncGroup that stores its assignment.
+type syncLeader struct {
+	g          *group
+	cg         *classicGroup
+	m          *classicMember
+	id         string // m's id when it sent SyncGroup
+	generation int32
+}
+
+// syncWait is a follower's SyncGroup waiting for the leader's assignment.
+type syncWait struct {
+	m  *classicMember
+	ch chan *kmsg.SyncGroupResponse
+}
+
+// syncGroup handles a SyncGroup under c.mu: it returns a response, the
+// leader's assignment to store, or a follower's registered wait.
+func (c *Coordinator) syncGroup(req *kmsg.SyncGroupRequest) (*kmsg.SyncGroupResponse, *syncLeader, *syncWait) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	g, m, code := c.classicMemberLocked(req.Group, req.Generation, req.MemberID, req.InstanceID)
 	if code != 0 {
-		c.mu.Unlock()
-		return finish(syncError(code))
+		return syncError(code), nil, nil
 	}
 	cg := g.classic
 	if req.ProtocolType != nil && *req.ProtocolType != cg.ptype || req.Protocol != nil && *req.Protocol != cg.protocol {
-		c.mu.Unlock()
-		return finish(syncError(kerr.InconsistentGroupProtocol.Code))
+		return syncError(kerr.InconsistentGroupProtocol.Code), nil, nil
 	}
 	c.scheduleSessionLocked(g, m, m.sessionTimeout)
 	switch cg.state {
 	case classicPreparingRebalance:
-		c.mu.Unlock()
-		return finish(syncError(kerr.RebalanceInProgress.Code))
+		return syncError(kerr.RebalanceInProgress.Code), nil, nil
 	case classicStable:
 		delete(cg.pendingSync, m.id)
-		r := c.syncResponseLocked(g, m)
-		c.mu.Unlock()
-		return finish(r)
+		return c.syncResponseLocked(g, m), nil, nil
 	}
 	// CompletingRebalance: the leader stores its assignment; followers
 	// wait for it.
 	delete(cg.pendingSync, m.id)
 	m.answerSync(syncError(kerr.RebalanceInProgress.Code)) // superseded
 	if m.id == cg.leader {
-		id, generation := m.id, cg.generation
-		c.mu.Unlock()
-		return finish(c.storeAssignment(ctx, g, m, id, generation, req.GroupAssignment))
+		return nil, &syncLeader{g: g, cg: cg, m: m, id: m.id, generation: cg.generation}, nil
 	}
-	ch := make(chan *kmsg.SyncGroupResponse, 1)
-	m.sync = ch
-	c.mu.Unlock()
-	select {
-	case r := <-ch:
-		return finish(r)
-	case <-ctx.Done():
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	select {
-	case r := <-ch:
-		return finish(r)
-	default:
-	}
-	if m.sync == ch {
-		m.sync = nil
-	}
-	return finish(syncError(kerr.CoordinatorNotAvailable.Code))
+	m.sync = make(chan *kmsg.SyncGroupResponse, 1)
+	return nil, nil, &syncWait{m: m, ch: m.sync}
 }
 
 // syncResponseLocked is m's SyncGroup response in a Stable group.
@@ -113,24 +123,25 @@ func (c *Coordinator) syncResponseLocked(g *group, m *classicMember) *kmsg.SyncG
 // and returns the leader's response (the leader is member leader, known as
 // id when it sent SyncGroup). A failed write answers the followers with its
 // error and rebalances.
-func (c *Coordinator) storeAssignment(ctx context.Context, g *group, leader *classicMember, id string, generation int32, given []kmsg.SyncGroupRequestGroupAssignment) *kmsg.SyncGroupResponse {
+func (c *Coordinator) storeAssignment(ctx context.Context, g *group, cg *classicGroup, leader *classicMember, id string, generation int32, given []kmsg.SyncGroupRequestGroupAssignment) *kmsg.SyncGroupResponse {
 	assignment := map[string][]byte{}
+	// current runs under c.mu: cg is still g's group (not converted or
+	// removed meanwhile) and still completing generation.
 	current := func() bool {
-		cg := g.classic
-		return cg.state == classicCompletingRebalance && cg.generation == generation
+		return g.classicLive(cg) && cg.state == classicCompletingRebalance && cg.generation == generation
 	}
 	check := func() ([]Record, int16) {
 		if !current() {
 			return nil, kerr.RebalanceInProgress.Code
 		}
 		for _, a := range given {
-			if g.classic.members[a.MemberID] != nil {
+			if cg.members[a.MemberID] != nil {
 				assignment[a.MemberID] = a.MemberAssignment
 			}
 		}
-		for id := range g.classic.members {
+		for id := range cg.members {
 			if len(assignment[id]) == 0 {
-				assignment[id] = g.classic.emptyAssignment()
+				assignment[id] = cg.emptyAssignment()
 			}
 		}
 		return []Record{c.groupRecordLocked(g, assignment)}, 0
@@ -140,7 +151,6 @@ func (c *Coordinator) storeAssignment(ctx context.Context, g *group, leader *cla
 		if !current() {
 			return
 		}
-		cg := g.classic
 		for _, m := range cg.members {
 			m.assignment = assignment[m.id]
 			if m.assignment == nil { // joined during the write: not possible in CompletingRebalance
@@ -167,7 +177,7 @@ func (c *Coordinator) storeAssignment(ctx context.Context, g *group, leader *cla
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if current() {
-		for _, m := range g.classic.members {
+		for _, m := range cg.members {
 			m.assignment = nil
 			m.answerSync(syncError(code))
 		}
@@ -319,11 +329,11 @@ func (c *Coordinator) scheduleSessionLocked(g *group, m *classicMember, d time.D
 	}
 	m.sessionSeq++
 	seq := m.sessionSeq
+	cg := g.classic
 	m.stopSession = c.cfg.Clock.AfterFunc(d, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		cg := g.classic
-		if cg.state == classicDead || cg.members[m.id] != m || m.sessionSeq != seq {
+		if !g.classicLive(cg) || cg.members[m.id] != m || m.sessionSeq != seq {
 			return
 		}
 		if !m.isNew && (m.join != nil || m.sync != nil) {
@@ -334,12 +344,12 @@ func (c *Coordinator) scheduleSessionLocked(g *group, m *classicMember, d time.D
 	})
 }
 
-// expirePending drops a KIP-394 member id that was not used in time.
-func (c *Coordinator) expirePending(g *group, id string) {
+// expirePending drops a KIP-394 member id of cg, g's classic state when it
+// was handed out, that was not used in time.
+func (c *Coordinator) expirePending(g *group, cg *classicGroup, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cg := g.classic
-	if _, ok := cg.pending[id]; !ok || cg.state == classicDead {
+	if _, ok := cg.pending[id]; !ok || !g.classicLive(cg) {
 		return
 	}
 	delete(cg.pending, id)

@@ -27,36 +27,27 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		rebalance = session
 	}
 	j := &classicJoin{req: req, client: clientFrom(ctx), session: session, rebalance: rebalance}
-	c.mu.Lock()
-	resp, wait, write := c.classicJoinLocked(j)
-	c.mu.Unlock()
+	resp, wait, write := c.classicJoin(j)
 	switch {
 	case write != nil:
 		return finish(write(ctx))
 	case wait == nil:
 		return finish(resp)
 	}
-	select {
-	case r := <-wait.ch:
-		return finish(r)
-	case <-ctx.Done():
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	select {
-	case r := <-wait.ch: // answered while we took the lock
-		return finish(r)
-	default:
-	}
-	if m := wait.g.classic.members[wait.memberID]; m != nil && m.join == wait.ch && wait.g.classic.state != classicDead {
-		m.join = nil
-		if m.isNew {
-			c.removeMemberLocked(wait.g, m)
-		} else {
-			c.maybeCompleteJoinLocked(wait.g)
+	return finish(await(c, ctx, wait.ch, func() *kmsg.JoinGroupResponse {
+		if !wait.g.classicLive(wait.cg) {
+			return joinError(kerr.CoordinatorNotAvailable.Code, "")
 		}
-	}
-	return finish(joinError(kerr.CoordinatorNotAvailable.Code, ""))
+		if m := wait.cg.members[wait.memberID]; m != nil && m.join == wait.ch {
+			m.join = nil
+			if m.isNew {
+				c.removeMemberLocked(wait.g, m)
+			} else {
+				c.maybeCompleteJoinLocked(wait.g)
+			}
+		}
+		return joinError(kerr.CoordinatorNotAvailable.Code, "")
+	}))
 }
 
 // classicJoin is one JoinGroup request being handled.
@@ -69,8 +60,16 @@ type classicJoin struct {
 // joinWait is a JoinGroup waiting for its rebalance.
 type joinWait struct {
 	g        *group
+	cg       *classicGroup // g's classic state when the wait began
 	memberID string
 	ch       chan *kmsg.JoinGroupResponse
+}
+
+// classicJoin is classicJoinLocked with c.mu held.
+func (c *Coordinator) classicJoin(j *classicJoin) (*kmsg.JoinGroupResponse, *joinWait, func(context.Context) *kmsg.JoinGroupResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.classicJoinLocked(j)
 }
 
 // classicJoinLocked handles a JoinGroup under c.mu: it returns a response,
@@ -131,7 +130,7 @@ func (c *Coordinator) classicJoinLocked(j *classicJoin) (*kmsg.JoinGroupResponse
 		} else if req.Version >= 4 {
 			// KIP-394: the member must come back with this id within its
 			// session timeout; the rebalance waits for it meanwhile.
-			cg.pending[id] = c.cfg.Clock.AfterFunc(j.session, func() { c.expirePending(g, id) })
+			cg.pending[id] = c.cfg.Clock.AfterFunc(j.session, func() { c.expirePending(g, cg, id) })
 			return joinError(kerr.MemberIDRequired.Code, id), nil, nil
 		}
 		return nil, c.addMemberLocked(g, j, id), nil
@@ -240,7 +239,7 @@ func (c *Coordinator) addMemberLocked(g *group, j *classicJoin, id string) *join
 		cg.leader = id
 	}
 	c.scheduleSessionLocked(g, m, newMemberJoinTimeout)
-	w := &joinWait{g: g, memberID: id, ch: m.join}
+	w := &joinWait{g: g, cg: cg, memberID: id, ch: m.join}
 	c.maybeRebalanceLocked(g)
 	return w
 }
@@ -253,7 +252,7 @@ func (c *Coordinator) updateMemberLocked(g *group, m *classicMember, j *classicJ
 	// on it).
 	m.answerJoin(joinError(kerr.RebalanceInProgress.Code, m.id))
 	m.join = make(chan *kmsg.JoinGroupResponse, 1)
-	w := &joinWait{g: g, memberID: m.id, ch: m.join}
+	w := &joinWait{g: g, cg: g.classic, memberID: m.id, ch: m.join}
 	c.maybeRebalanceLocked(g)
 	return w
 }
@@ -290,25 +289,28 @@ func (c *Coordinator) replaceStaticLocked(g *group, j *classicJoin, oldID, id st
 		}
 		generation := cg.generation
 		write := func(ctx context.Context) *kmsg.JoinGroupResponse {
+			// The group may have been removed or converted to a
+			// KIP-848 group since c.mu was released: check and apply
+			// run under it and look at cg only while it is live.
+			var resp *kmsg.JoinGroupResponse
 			code := c.write(ctx, g.shard, func() ([]Record, int16) {
-				if g.classic.members[id] != m || g.classic.state == classicDead {
+				if !g.classicLive(cg) || cg.members[id] != m {
 					return nil, kerr.UnknownMemberID.Code
 				}
 				return []Record{c.groupRecordLocked(g, nil)}, 0
-			}, nil)
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if code != 0 {
-				// Undo the replacement, as Kafka does.
-				if cg.members[id] == m && cg.state != classicDead {
-					c.swapMemberIDLocked(g, m, oldID)
-					m.protocols, m.sessionTimeout, m.rebalanceTimeout = saved.protocols, saved.sessionTimeout, saved.rebalanceTimeout
+			}, func() {
+				if !g.classicLive(cg) {
+					resp = joinError(kerr.UnknownMemberID.Code, "")
+					return
 				}
-				return joinError(code, "")
+				resp = c.joinResponseLocked(g, m, oldLeader)
+				resp.Generation = generation
+			})
+			if code == 0 {
+				return resp
 			}
-			r := c.joinResponseLocked(g, m, oldLeader)
-			r.Generation = generation
-			return r
+			c.undoReplace(g, cg, m, id, oldID, saved)
+			return joinError(code, "")
 		}
 		return nil, nil, write
 	case classicCompletingRebalance:
@@ -316,6 +318,18 @@ func (c *Coordinator) replaceStaticLocked(g *group, j *classicJoin, oldID, id st
 		return nil, c.updateMemberLocked(g, m, j), nil
 	default: // PreparingRebalance
 		return nil, c.updateMemberLocked(g, m, j), nil
+	}
+}
+
+// undoReplace reverts a static member replacement whose write failed, as
+// Kafka does: m, known as id since the replacement, gets back oldID and
+// its former protocols and timeouts.
+func (c *Coordinator) undoReplace(g *group, cg *classicGroup, m *classicMember, id, oldID string, saved classicMember) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g.classicLive(cg) && cg.members[id] == m {
+		c.swapMemberIDLocked(g, m, oldID)
+		m.protocols, m.sessionTimeout, m.rebalanceTimeout = saved.protocols, saved.sessionTimeout, saved.rebalanceTimeout
 	}
 }
 
@@ -416,8 +430,8 @@ func (c *Coordinator) scheduleJoinLocked(g *group, d time.Duration, f func()) {
 	cg.stopJoinTimer = c.cfg.Clock.AfterFunc(d, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if g.classic.timerSeq == seq && g.classic.state != classicDead {
-			g.classic.stopJoinTimer = nil
+		if g.classicLive(cg) && cg.timerSeq == seq {
+			cg.stopJoinTimer = nil
 			f()
 		}
 	})
@@ -438,18 +452,27 @@ func (c *Coordinator) maybeCompleteJoinLocked(g *group) {
 	}
 }
 
-// completeJoinLocked ends the join phase: members that did not rejoin are
-// removed, the generation advances, and every member gets its JoinGroup
-// response (the leader with everyone's metadata); a group left without
-// members becomes Empty and its new generation is written.
+// completeJoinLocked ends the join phase (Kafka's completeClassicGroupJoin):
+// dynamic members that did not rejoin are removed, the generation advances,
+// and every member that rejoined gets its JoinGroup response (the leader
+// with everyone's metadata); a group left without members becomes Empty and
+// its new generation is written. Static members that did not rejoin stay
+// (the leader assigns to them too) until their session times out or they
+// do not sync in time. A leader that did not rejoin hands over to the
+// longest-standing member that did; if only static members that did not
+// rejoin are left, the join phase waits another rebalance timeout.
 func (c *Coordinator) completeJoinLocked(g *group) {
 	cg := g.classic
 	cg.stopTimers()
 	cg.initialDelay, cg.newMemberAdded = false, false
 	for _, m := range cg.sortedMembers() {
-		if m.join == nil {
+		if m.join == nil && m.instanceID == nil {
 			c.dropMemberLocked(g, m)
 		}
+	}
+	if !cg.electJoinedLeader() {
+		c.scheduleJoinLocked(g, cg.rebalanceTimeout(), func() { c.completeJoinLocked(g) })
+		return
 	}
 	cg.generation++
 	if len(cg.members) == 0 {
@@ -460,7 +483,7 @@ func (c *Coordinator) completeJoinLocked(g *group) {
 		go func() {
 			defer cg.writes.Done()
 			code := c.write(context.Background(), g.shard, func() ([]Record, int16) {
-				if cg.generation != generation || cg.state != classicEmpty || g.shard.groups[g.id] != g {
+				if !g.classicLive(cg) || cg.generation != generation || cg.state != classicEmpty {
 					return nil, 0 // a later generation writes itself
 				}
 				return []Record{c.groupRecordLocked(g, nil)}, 0
@@ -484,16 +507,46 @@ func (c *Coordinator) completeJoinLocked(g *group) {
 	cg.stopSyncTimer = c.cfg.Clock.AfterFunc(cg.rebalanceTimeout(), func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if cg.timerSeq != seq || cg.state == classicDead {
+		if !g.classicLive(cg) || cg.timerSeq != seq {
 			return
 		}
 		cg.stopSyncTimer = nil
+		// Every member still pending goes, then the group rebalances
+		// (Kafka's expirePendingSync); removing them one by one would
+		// stop at the first, as the rebalance clears pendingSync.
+		var late []*classicMember
 		for _, m := range cg.sortedMembers() {
-			if cg.pendingSync[m.id] && cg.members[m.id] == m {
-				c.removeMemberLocked(g, m)
+			if cg.pendingSync[m.id] {
+				late = append(late, m)
 			}
 		}
+		if len(late) == 0 {
+			return
+		}
+		for _, m := range late {
+			c.dropMemberLocked(g, m)
+		}
+		c.prepareRebalanceLocked(g)
 	})
+}
+
+// electJoinedLeader is Kafka's maybeElectNewJoinedLeader: a leader that did
+// not rejoin hands over to the longest-standing member that did. It
+// reports false when members are left but none rejoined.
+func (cg *classicGroup) electJoinedLeader() bool {
+	if len(cg.members) == 0 {
+		return true
+	}
+	if l := cg.members[cg.leader]; l != nil && l.join != nil {
+		return true
+	}
+	for _, m := range cg.sortedMembers() {
+		if m.join != nil {
+			cg.leader = m.id
+			return true
+		}
+	}
+	return false
 }
 
 // selectProtocol is Kafka's vote: among the protocols every member

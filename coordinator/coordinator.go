@@ -216,25 +216,25 @@ func (c *Coordinator) Partition(groupID string) int32 {
 	return Partition(groupID, c.cfg.Partitions)
 }
 
-// ErrClosed is returned by Load after Close.
+// ErrClosed is returned by Load after Close, or when the coordinator is
+// closed while Load replays.
 var ErrClosed = errors.New("coordinator: closed")
+
+// ErrUnloaded is returned by Load when the partition is unloaded (Unload) or
+// loaded again (another Load) while it replays: the shard it built is not
+// served.
+var ErrUnloaded = errors.New("coordinator: partition unloaded while loading")
 
 // Load makes the coordinator serve partition p, whose records log holds:
 // it replays them, then serves. Requests for the partition's groups get
 // COORDINATOR_LOAD_IN_PROGRESS meanwhile. Loading a loaded partition
-// replaces it.
+// replaces it. If the partition is unloaded or loaded again while it
+// replays, Load returns ErrUnloaded; if the coordinator is closed, ErrClosed.
 func (c *Coordinator) Load(p int32, log Log) error {
 	s := &shard{partition: p, log: log, loading: true, groups: map[string]*group{}}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return ErrClosed
+	if err := c.install(s); err != nil {
+		return err
 	}
-	if old := c.shards[p]; old != nil {
-		c.unloadLocked(old)
-	}
-	c.shards[p] = s
-	c.mu.Unlock()
 
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -259,11 +259,34 @@ func (c *Coordinator) Load(p int32, log Log) error {
 		}
 		return fmt.Errorf("coordinator: loading __consumer_offsets-%d: %w", p, err)
 	}
+	// Unload, a newer Load or Close may have dropped s while it replayed:
+	// its groups are not served, so their timers must not start.
+	switch {
+	case c.closed:
+		return ErrClosed
+	case c.shards[p] != s:
+		return fmt.Errorf("coordinator: loading __consumer_offsets-%d: %w", p, ErrUnloaded)
+	}
 	s.loading = false
 	for _, g := range s.groups {
 		c.loadedLocked(g)
 	}
 	c.cfg.Logger.Debug("coordinator: partition loaded", "partition", p, "records", n, "skipped", skipped, "groups", len(s.groups))
+	return nil
+}
+
+// install makes s the shard of its partition, unloading the one it
+// replaces.
+func (c *Coordinator) install(s *shard) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if old := c.shards[s.partition]; old != nil {
+		c.unloadLocked(old)
+	}
+	c.shards[s.partition] = s
 	return nil
 }
 
@@ -365,20 +388,10 @@ func newGroup(s *shard, id string, now time.Time) *group {
 func (c *Coordinator) write(ctx context.Context, s *shard, check func() ([]Record, int16), apply func()) int16 {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	c.mu.Lock()
-	if c.closed || c.shards[s.partition] != s {
-		c.mu.Unlock()
-		return kerr.NotCoordinator.Code
+	recs, code := c.checkWrite(s, check)
+	if code != 0 {
+		return code
 	}
-	var recs []Record
-	if check != nil {
-		var code int16
-		if recs, code = check(); code != 0 {
-			c.mu.Unlock()
-			return code
-		}
-	}
-	c.mu.Unlock()
 	if len(recs) > 0 {
 		if err := s.log.Append(ctx, recs); err != nil {
 			c.cfg.Logger.Warn("coordinator: writing to __consumer_offsets failed", "partition", s.partition, "err", err)
@@ -397,6 +410,20 @@ func (c *Coordinator) write(ctx context.Context, s *shard, check func() ([]Recor
 		apply()
 	}
 	return 0
+}
+
+// checkWrite is write's validation under c.mu: the shard must still be
+// served, and check (if not nil) must accept the write.
+func (c *Coordinator) checkWrite(s *shard, check func() ([]Record, int16)) ([]Record, int16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.shards[s.partition] != s {
+		return nil, kerr.NotCoordinator.Code
+	}
+	if check == nil {
+		return nil, 0
+	}
+	return check()
 }
 
 // writeAsync is write from a place that holds c.mu (a timer, a handler
