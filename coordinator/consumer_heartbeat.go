@@ -43,9 +43,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.Cons
 	if h.memberID == "" { // v0 join
 		h.memberID = newConsumerMemberID()
 	}
-	c.mu.Lock()
-	s, code := c.shardLocked(req.Group)
-	c.mu.Unlock()
+	s, code := c.lookupShard(req.Group)
 	if code != 0 {
 		return h.answer(code, "")
 	}

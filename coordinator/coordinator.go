@@ -483,3 +483,19 @@ func (c *Coordinator) loadedLocked(g *group) {
 		c.consumerLoaded(g)
 	}
 }
+
+// lookupShard is shardLocked for a caller not holding c.mu.
+func (c *Coordinator) lookupShard(groupID string) (*shard, int16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shardLocked(groupID)
+}
+
+// lookupGroup is groupLocked (without creating) for a caller not holding
+// c.mu. The group may change once the lock is released: writes check it
+// again under the lock.
+func (c *Coordinator) lookupGroup(groupID string) (*group, int16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groupLocked(groupID, false)
+}

@@ -40,6 +40,11 @@
 // group's new generation) is validated under mu, written with the shard's
 // writeMu held (so records reach the log in the order they are applied to
 // memory), and applied under mu once the write succeeded (Coordinator.write).
-// Lock order: shard.writeMu, then Coordinator.mu. Timers (session timeouts,
-// rebalance delays) come from Config.Clock so tests drive time by hand.
+// Lock order: shard.writeMu, then Coordinator.mu; every unlock is
+// deferred, so a panic in a handler cannot leave the coordinator locked. A
+// timer or write callback that resumes after the lock was released first
+// checks that the group kind it captured is still the group's (a classic
+// group may have become a KIP-848 group, or been deleted, meanwhile).
+// Timers (session timeouts, rebalance delays) come from Config.Clock so
+// tests drive time by hand.
 package coordinator

@@ -121,9 +121,7 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 }
 
 func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
-	c.mu.Lock()
-	g, code := c.groupLocked(id, false)
-	c.mu.Unlock()
+	g, code := c.lookupGroup(id)
 	if code != 0 {
 		return code
 	}

@@ -66,9 +66,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		return resp
 	}
 
-	c.mu.Lock()
-	s, code := c.shardLocked(req.Group)
-	c.mu.Unlock()
+	s, code := c.lookupShard(req.Group)
 	if req.Group == "" {
 		code = kerr.InvalidGroupID.Code
 	}
@@ -279,9 +277,7 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	c.mu.Lock()
-	g, code := c.groupLocked(req.Group, false)
-	c.mu.Unlock()
+	g, code := c.lookupGroup(req.Group)
 	if code == 0 && g == nil {
 		code = kerr.GroupIDNotFound.Code
 	}
