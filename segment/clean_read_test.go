@@ -1,0 +1,162 @@
+package segment
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// TestCleanWhileReading: readers scanning the whole log while the cleaner
+// swaps segments under them always see a consistent log: offsets strictly
+// increase, every record read is exactly one that was written at that
+// offset, and the latest version of every key written before the read
+// began is there (at its offset or a later one).
+func TestCleanWhileReading(t *testing.T) {
+	cfg := DefaultConfig() // file.delete.delay.ms 60 s: handed-out ranges stay valid
+	cfg.CleanupPolicy = PolicyCompact
+	cfg.SegmentBytes = 1024
+	cfg.MinCleanableDirtyRatio = 0
+	l, err := Open(vfs.NewMem(), "/r/t-0", cfg, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	var mu sync.Mutex
+	written := map[int64]string{} // offset -> "key=value"
+	latest := map[string]int64{}  // key -> offset of its latest synced write
+	var published int64           // written has every offset below it
+	snapshot := func() (map[string]int64, int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		m := make(map[string]int64, len(latest))
+		for k, v := range latest {
+			m[k] = v
+		}
+		return m, published
+	}
+
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	var reads [2]int
+	for r := range reads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				want, end := snapshot()
+				seen := map[string]int64{}
+				last := int64(-1)
+				var buf []byte
+				for off := l.LogStartOffset(); off < end; {
+					var res ReadResult
+					var err error
+					buf, res, err = l.ReadBytes(buf[:0], off, 4096, end)
+					if err != nil {
+						errs <- fmt.Errorf("read at %d: %w", off, err)
+						return
+					}
+					if res.NextOffset <= off {
+						break
+					}
+					for rest := buf; len(rest) > 0; {
+						h, err := batch.ParseHeader(rest)
+						if err != nil {
+							errs <- err
+							return
+						}
+						_, recs, err := batch.Records(rest[:h.Size()])
+						if err != nil {
+							errs <- err
+							return
+						}
+						rest = rest[h.Size():]
+						for _, rec := range recs {
+							if rec.Offset <= last {
+								errs <- fmt.Errorf("offset %d after %d", rec.Offset, last)
+								return
+							}
+							last = rec.Offset
+							got := string(rec.Key) + "=" + string(rec.Value)
+							mu.Lock()
+							exp, ok := written[rec.Offset]
+							mu.Unlock()
+							if !ok || exp != got {
+								errs <- fmt.Errorf("offset %d holds %q, %q was written there", rec.Offset, got, exp)
+								return
+							}
+							seen[string(rec.Key)] = rec.Offset
+						}
+					}
+					off = res.NextOffset
+				}
+				for k, o := range want {
+					if seen[k] < o {
+						errs <- fmt.Errorf("key %s: latest write at %d, the read saw it last at %d", k, o, seen[k])
+						return
+					}
+				}
+				reads[r]++
+			}
+		}()
+	}
+
+	cleaned := 0
+	type write struct {
+		key string
+		off int64
+	}
+	var unsynced []write
+	for i := 0; i < 500; i++ {
+		key := fmt.Sprintf("k%d", i%12)
+		val := fmt.Sprintf("v%d", i)
+		off := mustAppend(t, l, batch.Build(batch.NewBuildOptions(), []batch.Record{{Timestamp: 1, Key: []byte(key), Value: []byte(val)}}))
+		mu.Lock()
+		written[off] = key + "=" + val
+		published = off + 1
+		mu.Unlock()
+		unsynced = append(unsynced, write{key, off})
+		if i%25 == 24 {
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			for _, w := range unsynced {
+				latest[w.key] = w.off
+			}
+			mu.Unlock()
+			unsynced = unsynced[:0]
+			st, err := l.Clean(l.LogEndOffset())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Segments > 0 {
+				cleaned++
+			}
+		}
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+	}
+	close(done)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	if cleaned < 5 || reads[0] == 0 || reads[1] == 0 {
+		t.Fatalf("%d cleans, %v full reads: the test exercised too little", cleaned, reads)
+	}
+}
