@@ -56,6 +56,7 @@ func (d *dumper) folder(dir string) {
 	var logs []int64
 	var indexes []segment.FileName
 	hasCkpt := false
+	pending := 0 // files renamed .deleted, removed after file.delete.delay.ms
 	for _, name := range names {
 		n, ok := segment.ParseFileName(name)
 		switch {
@@ -63,12 +64,15 @@ func (d *dumper) folder(dir string) {
 			hasCkpt = true
 		case !ok:
 		case n.Deleted:
-			d.warnf(filepath.Join(dir, name), -1, "pending deletion; skipped")
+			pending++
 		case n.Kind == segment.KindLog:
 			logs = append(logs, n.Base)
 		default:
 			indexes = append(indexes, n)
 		}
+	}
+	if pending > 0 {
+		d.notef(dir, "%d files pending deletion (.deleted, left by retention or the log cleaner) skipped", pending)
 	}
 	slices.Sort(logs)
 	for _, n := range indexes {

@@ -27,6 +27,7 @@ type config struct {
 	verify        bool
 	maxValueBytes int // -1: no limit
 	demo          string
+	prog          string // the name the tool was invoked by, for -h
 }
 
 const usageText = `Usage: sluice-dump [flags] PATH...
@@ -68,7 +69,13 @@ const usageHint = "Run sluice-dump -h for usage.\n"
 // errors to stderr. It returns the exit status: ExitOK, ExitProblem or
 // ExitUsage.
 func Main(args []string, stdout, stderr io.Writer) int {
-	cfg, paths, code, ok := parseArgs(args, stdout, stderr)
+	return MainAs("sluice-dump", args, stdout, stderr)
+}
+
+// MainAs is Main for a program that embeds the tool under another name
+// (the broker's "sluice dump-log"): -h says so.
+func MainAs(prog string, args []string, stdout, stderr io.Writer) int {
+	cfg, paths, code, ok := parseArgs(prog, args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -135,10 +142,11 @@ func plural[N int | int64](n N, one, many string) string {
 
 // parseArgs parses flags, which may be mixed with paths; everything after
 // "--" is a path.
-func parseArgs(args []string, stdout, stderr io.Writer) (cfg config, paths []string, code int, ok bool) {
+func parseArgs(prog string, args []string, stdout, stderr io.Writer) (cfg config, paths []string, code int, ok bool) {
 	fs := flag.NewFlagSet("sluice-dump", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed below; the usage only for -h
 	fs.Usage = func() {}
+	cfg.prog = prog
 	fs.BoolVar(&cfg.records, "records", false, "also print every record: offset, timestamp, key, value, headers")
 	fs.IntVar(&cfg.maxValueBytes, "max-value-bytes", 64, "show at most this many bytes of each key, value and header value (-1: all)")
 	fs.BoolVar(&cfg.json, "json", false, "print JSON lines (one object per batch, and per record with --records)")
@@ -151,6 +159,9 @@ func parseArgs(args []string, stdout, stderr io.Writer) (cfg config, paths []str
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				if cfg.prog != "" && cfg.prog != "sluice-dump" {
+					fmt.Fprintf(stdout, "%s is sluice-dump built into the broker binary: the flags and output are the same.\n\n", cfg.prog)
+				}
 				fmt.Fprint(stdout, usageText)
 				fs.SetOutput(stdout)
 				fs.PrintDefaults()
@@ -231,6 +242,11 @@ func (d *dumper) problemf(file string, pos int64, format string, args ...any) {
 // warnf reports something worth knowing that is not a problem.
 func (d *dumper) warnf(file string, pos int64, format string, args ...any) {
 	d.report("warning: ", file, pos, fmt.Sprintf(format, args...))
+}
+
+// notef reports something worth knowing that is not a problem.
+func (d *dumper) notef(file string, format string, args ...any) {
+	d.report("note: ", file, -1, fmt.Sprintf(format, args...))
 }
 
 // errorf reports a problem not tied to a file position.

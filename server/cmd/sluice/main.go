@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return serve(args[1:], stderr)
 	case "dump-log":
-		return dump.Main(args[1:], stdout, stderr)
+		return dump.MainAs("sluice dump-log", args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
