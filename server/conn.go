@@ -11,6 +11,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -45,7 +46,13 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 	w := bufio.NewWriterSize(c, 64<<10)
 	for {
 		if err := cc.serveOne(ctx, r, w); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+			switch {
+			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), ctx.Err() != nil:
+			case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
+				// The client went away mid-answer (a consumer closing
+				// while its fetch or heartbeat was served): routine.
+				cc.logger.Debug("server: client closed the connection", "client_id", cc.clientID, "reason", err)
+			default:
 				cc.logger.Info("server: closing connection", "client_id", cc.clientID, "reason", err)
 			}
 			return
