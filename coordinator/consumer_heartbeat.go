@@ -453,6 +453,7 @@ func (h *heartbeat) apply() {
 		}
 		c.removeConsumerMemberLocked(g, m)
 		cg.epoch++
+		cg.metaKey = c.subscriptionMetaKeyLocked(cg, nil)
 		return
 	}
 
@@ -680,6 +681,7 @@ func (c *Coordinator) expireConsumerMember(g *group, m *consumerMember, current 
 			c.cfg.Logger.Info("coordinator: removing consumer group member", "group", g.id, "member", m.id, "reason", why)
 			c.removeConsumerMemberLocked(g, m)
 			g.consumer.epoch++
+			g.consumer.metaKey = c.subscriptionMetaKeyLocked(g.consumer, nil)
 		}
 	}
 	if code := c.write(context.Background(), s, check, apply); code != 0 && code != kerr.NotCoordinator.Code {
