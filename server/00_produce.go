@@ -117,6 +117,16 @@ func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, config
 	if h.Size() != len(records) {
 		return kafkaErrorf(kerr.InvalidRecord, "records hold %d bytes, the first batch %d: one batch per partition", len(records), h.Size())
 	}
+	switch {
+	case h.Control():
+		// Control records (transaction markers, raft's own entries)
+		// come from the broker, never from clients (Kafka's rule).
+		return kafkaErrorf(kerr.InvalidRecord, "Clients are not allowed to write control records")
+	case h.Attributes&batch.DeleteHorizonBit != 0:
+		// The delete horizon (KIP-534) is the log cleaner's mark: from a
+		// client it could make a tombstone expire at once.
+		return kafkaErrorf(kerr.InvalidRecord, "the delete horizon attribute is set by the log cleaner, not by clients")
+	}
 	maxBytes, _ := strconv.Atoi(b.topicConfigValue(configs, "max.message.bytes"))
 	if len(records) > maxBytes {
 		return kafkaErrorf(kerr.MessageTooLarge, "batch of %d bytes exceeds max.message.bytes=%d", len(records), maxBytes)

@@ -81,6 +81,17 @@ func TestProduceCorruptCRC(t *testing.T) {
 			return b
 		}(), []int16{kerr.CorruptMessage.Code}},
 		{"truncated", good[:len(good)-3], []int16{kerr.CorruptMessage.Code, kerr.InvalidRecord.Code}},
+		{"control batch", func() []byte {
+			o := batch.NewBuildOptions()
+			o.Control = true
+			return batch.Build(o, []batch.Record{{Timestamp: 1, Key: []byte{0, 0, 0, 0}, Value: []byte("v")}})
+		}(), []int16{kerr.InvalidRecord.Code}},
+		{"delete horizon", func() []byte {
+			b := append([]byte(nil), good...)
+			b[batch.OffAttributes+1] |= batch.DeleteHorizonBit
+			binary.BigEndian.PutUint32(b[batch.OffCRC:], batch.Checksum(b))
+			return b
+		}(), []int16{kerr.InvalidRecord.Code}},
 	} {
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks = -1
