@@ -58,7 +58,9 @@
 // and no torn or corrupt batch is ever served. Offsets strictly increase;
 // gaps are accepted only in segments compaction may have cleaned (those
 // that end at or below the recovery point, or lie below the cleaner
-// offset).
+// offset) and, when log.checkpoint is missing or fails its checks, in
+// every closed segment, up to the next segment's base offset: a lost
+// checkpoint costs a full rescan, never cleaned data.
 //
 // # Compaction
 //

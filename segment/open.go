@@ -23,7 +23,9 @@ import (
 // on is scanned from its start: each batch's length, CRC and offsets are
 // checked, the indexes are rebuilt, and the log is cut at the first torn or
 // corrupt batch (that segment is truncated and every later one deleted), so
-// nothing corrupt is ever served and the log stays a contiguous prefix.
+// nothing corrupt is ever served and the log stays a prefix. Offset gaps
+// (compaction's) are accepted in segments known to be cleanable (see
+// recover); without a trusted checkpoint, in every closed segment.
 // Segments below the recovery point were synced with their indexes; they
 // are rescanned only when an index is missing or does not fit its log.
 func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
@@ -98,12 +100,21 @@ func (l *Log) recover() error {
 	l.firstDirty = ckpt.CleanerOffset
 	if !haveCkpt {
 		l.recoveryPoint, l.firstDirty = 0, 0
+		if len(bases) > 0 {
+			l.opts.Logger.Warn("segment: no trusted "+CheckpointName+" (missing or damaged): rescanning every segment; offset gaps in closed segments are taken as compaction's",
+				"dir", l.dir, "segments", len(bases))
+		}
 	}
 	// Offset gaps are compaction's only in a segment that ends at or below
 	// the recovery point (synced whole: only those are cleaned), or below
 	// the cleaner offset (a truncation may make a cleaned segment the
 	// active one, above the recovery point). Elsewhere a gap means lost
-	// unsynced data.
+	// unsynced data. Without a trusted checkpoint neither is known: a
+	// closed segment may then have gaps up to the next segment's base
+	// (Kafka's recovery never requires contiguous offsets), so losing the
+	// checkpoint costs a rescan, never cleaned data. Offsets must still
+	// strictly increase, and CRC errors, torn tails and overlaps still cut
+	// the log.
 	syncedRP := l.recoveryPoint
 
 	for i, base := range bases {
@@ -116,7 +127,7 @@ func (l *Log) recover() error {
 		fullScan := rebuilt || swapped[base] || (!clean && base >= l.segmentBase(bases, l.recoveryPoint))
 		synced := !last && bases[i+1] <= syncedRP
 		gapLimit := l.firstDirty // a gap may end at or below it
-		if synced {
+		if synced || (!haveCkpt && !last) {
 			gapLimit = bases[i+1]
 		}
 		var cut int64

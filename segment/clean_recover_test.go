@@ -1,0 +1,136 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// fillKeyed appends n one-record batches cycling through keys keys.
+func fillKeyed(t *testing.T, l *Log, n, keys int, tag string) {
+	t.Helper()
+	for j := 0; j < n; j++ {
+		rec := batch.Record{Timestamp: 1, Key: []byte(fmt.Sprintf("k%d", j%keys)), Value: []byte(fmt.Sprintf("%s%d", tag, j))}
+		mustAppend(t, l, batch.Build(batch.NewBuildOptions(), []batch.Record{rec}))
+	}
+}
+
+// A cleaned log reopened without a trusted checkpoint (lost, failing its
+// CRC, oversized) keeps everything: the compaction gaps in its closed
+// segments are not taken for lost data.
+func TestCleanedLogWithoutTrustedCheckpoint(t *testing.T) {
+	ckpt := filepath.Join("/p/topic-0", CheckpointName)
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, mem *vfs.MemFS)
+	}{
+		{"missing", func(t *testing.T, mem *vfs.MemFS) {
+			if err := mem.Remove(ckpt); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"crc mismatch", func(t *testing.T, mem *vfs.MemFS) {
+			f, err := mem.OpenReadWrite(ckpt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var b [1]byte
+			f.ReadAt(b[:], 0)
+			b[0] ^= 0x01
+			f.WriteAt(b[:], 0)
+		}},
+		{"oversized", func(t *testing.T, mem *vfs.MemFS) {
+			f, err := mem.OpenReadWrite(ckpt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			f.WriteAt(make([]byte, 5000), 0)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.CleanupPolicy = PolicyCompact
+			cfg.SegmentBytes = 300
+			mem := vfs.NewMem()
+			l := openTest(t, mem, cfg, nil)
+			fillKeyed(t, l, 60, 3, "v")
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := l.Clean(NoUpperBound); err != nil || st.RecordsRemoved == 0 {
+				t.Fatalf("clean: %+v, %v", st, err)
+			}
+			fillKeyed(t, l, 10, 3, "w") // more data after the cleaned part
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			leo, want := l.LogEndOffset(), readAll(t, l, 0)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			tc.damage(t, mem)
+			l = openTest(t, mem, cfg, nil)
+			defer l.Close()
+			got := readAll(t, l, 0)
+			if l.LogEndOffset() != leo || len(got) != len(want) {
+				t.Fatalf("reopen without a trusted checkpoint: log end offset %d (was %d), %d batches (were %d)", l.LogEndOffset(), leo, len(got), len(want))
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("batch %d: %+v, was %+v", i, got[i], want[i])
+				}
+			}
+			// The log cleans again from scratch.
+			if _, err := l.Clean(NoUpperBound); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Without a trusted checkpoint, offsets must still strictly increase: a
+// batch whose base offset goes backwards cuts the log there.
+func TestNoCheckpointStillRefusesBackwardOffsets(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 300
+	mem := vfs.NewMem()
+	l := openTest(t, mem, cfg, nil)
+	fillKeyed(t, l, 20, 3, "v")
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.NumSegments() < 3 {
+		t.Fatalf("want several segments, have %d", l.NumSegments())
+	}
+	l.Close()
+	if err := mem.Remove(filepath.Join("/p/topic-0", CheckpointName)); err != nil {
+		t.Fatal(err)
+	}
+	// The second batch of the first segment claims the first one's offset
+	// (baseOffset is not covered by the CRC).
+	f, err := mem.OpenReadWrite(filepath.Join("/p/topic-0", MakeFileName(0, KindLog)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hdr [batch.HeaderSize]byte
+	f.ReadAt(hdr[:], 0)
+	h, err := batch.ParseHeader(hdr[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zero [8]byte
+	binary.BigEndian.PutUint64(zero[:], 0)
+	f.WriteAt(zero[:], int64(h.Size()))
+	f.Close()
+	l = openTest(t, mem, cfg, nil)
+	defer l.Close()
+	if leo := l.LogEndOffset(); leo != 1 {
+		t.Fatalf("log end offset %d after a backwards offset at 1: want the log cut at 1", leo)
+	}
+}
