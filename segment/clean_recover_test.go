@@ -134,3 +134,38 @@ func TestNoCheckpointStillRefusesBackwardOffsets(t *testing.T) {
 		t.Fatalf("log end offset %d after a backwards offset at 1: want the log cut at 1", leo)
 	}
 }
+
+// With file.delete.delay.ms > 0 the segments a clean replaces are removed
+// by a timer; its callback and the code that armed it must not race (run
+// with -race).
+func TestCleanDelayedDeleteNoRace(t *testing.T) {
+	cfg := testConfig()
+	cfg.CleanupPolicy = PolicyCompact
+	cfg.SegmentBytes = 300
+	cfg.FileDeleteDelayMs = 1
+	mem := vfs.NewMem()
+	l := openTest(t, mem, cfg, nil)
+	defer l.Close()
+	for round := 0; round < 5; round++ {
+		fillKeyed(t, l, 30, 3, fmt.Sprintf("r%d-", round))
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Clean(NoUpperBound); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the replaced segments to be removed", func() bool {
+		names, err := mem.List("/p/topic-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if fn, ok := ParseFileName(n); ok && fn.Deleted {
+				return false
+			}
+		}
+		return true
+	})
+	readAll(t, l, 0)
+}

@@ -15,14 +15,19 @@ type pendingDelete struct {
 	seg   *segment
 	fs    interface{ Remove(string) error }
 	paths []string
-	timer *time.Timer
+
+	mu    sync.Mutex  // guards timer: set after AfterFunc returns, read by run from any goroutine
+	timer *time.Timer // nil when the delete runs at once
 }
 
 func (d *pendingDelete) run() {
+	d.mu.Lock()
+	t := d.timer
+	d.mu.Unlock()
+	if t != nil {
+		t.Stop() // a no-op when run is the timer's own callback
+	}
 	d.once.Do(func() {
-		if d.timer != nil {
-			d.timer.Stop()
-		}
 		d.seg.closeFiles()
 		for _, p := range d.paths {
 			d.fs.Remove(p)
@@ -58,6 +63,7 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 		d.run()
 		return
 	}
+	d.mu.Lock()
 	d.timer = time.AfterFunc(time.Duration(l.cfg.FileDeleteDelayMs)*time.Millisecond, func() {
 		d.run()
 		l.mu.Lock()
@@ -69,6 +75,7 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 		}
 		l.mu.Unlock()
 	})
+	d.mu.Unlock()
 	l.deletes = append(l.deletes, d)
 }
 
