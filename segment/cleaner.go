@@ -15,18 +15,41 @@ import (
 // a tombstone horizon forces it), and no other worker is cleaning, and
 // runs Log.Clean on it; when no log needs cleaning it sleeps
 // log.cleaner.backoff.ms.
+//
+// A log whose clean fails (other than ErrCleanAborted: a damaged batch, an
+// IO error) is marked uncleanable (Kafka's KAFKA-7215) and skipped, so it
+// cannot starve the others by keeping the highest dirty ratio; it is tried
+// again after a backoff of 10 × log.cleaner.backoff.ms, doubling after each
+// further failure up to an hour, so a transient error heals.
 type Cleaner struct {
 	threads int
 	backoff time.Duration
 	logger  *slog.Logger
+	now     func() time.Time // the clock for uncleanable backoffs; tests set it
 
-	mu   sync.Mutex
-	idle *sync.Cond            // signalled when a clean finishes
-	logs map[*Log]func() int64 // registered logs and their upper bounds
-	busy map[*Log]bool         // logs being cleaned
-	stop chan struct{}
-	wg   sync.WaitGroup
+	mu          sync.Mutex
+	idle        *sync.Cond              // signalled when a clean finishes
+	logs        map[*Log]func() int64   // registered logs and their upper bounds
+	busy        map[*Log]bool           // logs being cleaned
+	uncleanable map[*Log]uncleanableLog // logs whose last clean failed
+	stop        chan struct{}
+	wg          sync.WaitGroup
 }
+
+// uncleanableLog is a log skipped after a failed clean until retry.
+type uncleanableLog struct {
+	retry   time.Time
+	backoff time.Duration // the wait before retry; doubles on each failure
+}
+
+// Uncleanable backoff bounds: the first wait is uncleanableFactor ×
+// log.cleaner.backoff.ms (at least minUncleanableBackoff), doubling up to
+// maxUncleanableBackoff.
+const (
+	uncleanableFactor     = 10
+	minUncleanableBackoff = 10 * time.Millisecond
+	maxUncleanableBackoff = time.Hour
+)
 
 // Kafka's defaults for log.cleaner.threads and log.cleaner.backoff.ms.
 const (
@@ -40,7 +63,8 @@ func NewCleaner(threads int, backoff time.Duration, logger *slog.Logger) *Cleane
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c := &Cleaner{threads: max(threads, 1), backoff: backoff, logger: logger, logs: map[*Log]func() int64{}, busy: map[*Log]bool{}}
+	c := &Cleaner{threads: max(threads, 1), backoff: backoff, logger: logger, now: time.Now,
+		logs: map[*Log]func() int64{}, busy: map[*Log]bool{}, uncleanable: map[*Log]uncleanableLog{}}
 	c.idle = sync.NewCond(&c.mu)
 	return c
 }
@@ -62,6 +86,7 @@ func (c *Cleaner) Remove(l *Log) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.logs, l)
+	delete(c.uncleanable, l)
 	for c.busy[l] {
 		c.idle.Wait()
 	}
@@ -115,7 +140,8 @@ func (c *Cleaner) Close() {
 }
 
 // CleanOnce cleans the filthiest registered log that needs it, if any,
-// and reports whether it cleaned one.
+// and reports whether it cleaned one. Logs marked uncleanable are skipped
+// until their retry time.
 func (c *Cleaner) CleanOnce() bool {
 	c.mu.Lock()
 	var (
@@ -123,8 +149,12 @@ func (c *Cleaner) CleanOnce() bool {
 		bestUpper int64
 		bestRatio = -1.0
 	)
+	now := c.now()
 	for l, upper := range c.logs {
 		if c.busy[l] {
+			continue
+		}
+		if u, ok := c.uncleanable[l]; ok && now.Before(u.retry) {
 			continue
 		}
 		u := upper()
@@ -140,16 +170,37 @@ func (c *Cleaner) CleanOnce() bool {
 	c.mu.Unlock()
 
 	st, err := best.Clean(bestUpper)
-	switch {
-	case err == nil:
+	if err == nil {
 		c.logger.Info("segment: cleaned log", "dir", best.Dir(), "dirty_ratio", bestRatio,
 			"segments", st.Segments, "records_removed", st.RecordsRemoved, "bytes_before", st.BytesRead, "cleaner_offset", st.End)
-	case errors.Is(err, ErrCleanAborted), errors.Is(err, ErrClosed):
-	default:
-		c.logger.Warn("segment: clean failed", "dir", best.Dir(), "err", err)
 	}
 
 	c.mu.Lock()
+	u, wasUncleanable := c.uncleanable[best]
+	switch {
+	case err == nil:
+		if wasUncleanable {
+			delete(c.uncleanable, best)
+			c.logger.Info("segment: a log marked uncleanable was cleaned again", "dir", best.Dir())
+		}
+	case errors.Is(err, ErrCleanAborted), errors.Is(err, ErrClosed):
+	default:
+		if _, registered := c.logs[best]; registered {
+			if wasUncleanable {
+				u.backoff = min(2*u.backoff, maxUncleanableBackoff)
+			} else {
+				u.backoff = min(max(uncleanableFactor*c.backoff, minUncleanableBackoff), maxUncleanableBackoff)
+			}
+			u.retry = c.now().Add(u.backoff)
+			c.uncleanable[best] = u
+			if wasUncleanable {
+				c.logger.Warn("segment: clean of an uncleanable log failed again", "dir", best.Dir(), "err", err, "retry_in", u.backoff)
+			} else {
+				c.logger.Error("segment: clean failed; the log is marked uncleanable and skipped until retry",
+					"dir", best.Dir(), "err", err, "retry_in", u.backoff)
+			}
+		}
+	}
 	delete(c.busy, best)
 	c.idle.Broadcast()
 	c.mu.Unlock()

@@ -73,3 +73,104 @@ func TestCleanerCleansRegisteredLogs(t *testing.T) {
 		t.Fatal("an unregistered log was cleaned")
 	}
 }
+
+// A log whose clean keeps failing (a damaged batch) is marked uncleanable
+// and skipped, so it does not starve the others; it is retried after a
+// growing backoff and cleaned once the damage is gone.
+func TestCleanerSkipsUncleanableLog(t *testing.T) {
+	cfg := testConfig()
+	cfg.CleanupPolicy = PolicyCompact
+	cfg.SegmentBytes = 300
+	mem := vfs.NewMem()
+	var logs []*Log
+	for i, n := range []int{60, 40} { // log 0 is the filthiest
+		l, err := Open(mem, fmt.Sprintf("/c/t-%d", i), cfg, Options{Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		keys := 3
+		if i == 1 {
+			keys = 20
+		}
+		fillKeyed(t, l, n, keys, "v")
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 { // cleaned before, with new dirty data since
+			if _, err := l.Clean(NoUpperBound); err != nil {
+				t.Fatal(err)
+			}
+			fillKeyed(t, l, 40, keys, "w")
+			l.Roll()
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		logs = append(logs, l)
+	}
+	r0, _ := logs[0].CleanableRatio(NoUpperBound)
+	r1, _ := logs[1].CleanableRatio(NoUpperBound)
+	if r0 <= r1 {
+		t.Fatalf("log 0 must be the filthiest: ratios %.2f, %.2f", r0, r1)
+	}
+	// Bit rot in a value byte of log 0's first batch.
+	flip := func() {
+		f, err := mem.OpenReadWrite("/c/t-0/" + MakeFileName(0, KindLog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var b [1]byte
+		f.ReadAt(b[:], 70)
+		b[0] ^= 0xff
+		f.WriteAt(b[:], 70)
+	}
+	flip()
+	clock := newClock()
+	c := NewCleaner(1, time.Second, quietLogger())
+	c.now = clock.Now
+	for _, l := range logs {
+		c.Add(l, nil)
+	}
+	for i := 0; i < 5; i++ {
+		c.CleanOnce()
+	}
+	if _, needed := logs[1].CleanableRatio(NoUpperBound); needed {
+		t.Fatal("log 1 never cleaned: the failing log 0 is picked every pass")
+	}
+	backoff := func() time.Duration {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.uncleanable[logs[0]].backoff
+	}
+	if b := backoff(); b != 10*time.Second {
+		t.Fatalf("first uncleanable backoff %v, want 10 × log.cleaner.backoff.ms", b)
+	}
+	// Retried after the backoff: it fails again and the backoff doubles.
+	clock.Add(10 * time.Second)
+	if c.CleanOnce() {
+		t.Fatal("the damaged log was cleaned")
+	}
+	if b := backoff(); b != 20*time.Second {
+		t.Fatalf("backoff after a second failure %v, want 20s", b)
+	}
+	// Repaired: once the backoff passes, it is cleaned again.
+	flip()
+	if c.CleanOnce() {
+		t.Fatal("an uncleanable log was retried before its backoff")
+	}
+	clock.Add(20 * time.Second)
+	if !c.CleanOnce() {
+		t.Fatal("the repaired log was not retried")
+	}
+	if _, needed := logs[0].CleanableRatio(NoUpperBound); needed {
+		t.Fatal("log 0 still needs cleaning")
+	}
+	c.mu.Lock()
+	_, still := c.uncleanable[logs[0]]
+	c.mu.Unlock()
+	if still {
+		t.Fatal("log 0 still marked uncleanable after a clean")
+	}
+}

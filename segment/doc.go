@@ -69,7 +69,10 @@
 // below the caller's upper bound (the high watermark), outside
 // min.compaction.lag.ms; a Cleaner picks the log with the highest dirty
 // ratio (dirty bytes, from the cleaner offset on, over cleanable bytes)
-// above min.cleanable.dirty.ratio, or one max.compaction.lag.ms forces.
+// above min.cleanable.dirty.ratio, or one max.compaction.lag.ms forces;
+// a log whose clean failed (not merely aborted) is skipped as uncleanable
+// for 10 × log.cleaner.backoff.ms, doubling after each failed retry up to
+// an hour, so it cannot starve the others.
 // Each rewritten batch keeps its base offset, lastOffsetDelta, producer
 // fields, leader epoch and attributes; its surviving records keep their
 // offsets and are compressed again with the batch's codec (batch.Rebuild).
