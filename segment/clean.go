@@ -194,7 +194,7 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 
 	offsets, lastOfProducer, lastOfSeg, err := l.buildMaps(c, tail, tailSizes)
 	if err != nil {
-		return st, err
+		return st, l.cleanReadError(err, epoch, c.segs, tail)
 	}
 	groups := groupSegments(&c, &cfg)
 	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, groupEnds: map[int64]bool{}, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
@@ -222,7 +222,7 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 		}
 		cs, err := l.cleanSegments(c.segs[g[0]:g[1]], c.sizes[g[0]:g[1]], &cfg, &f, now)
 		if err != nil {
-			return abort(err)
+			return abort(l.cleanReadError(err, epoch, c.segs, tail))
 		}
 		if cs == nil {
 			continue
@@ -238,6 +238,25 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 		return st, l.advanceCleanerOffset(c.end, f.earliest, epoch)
 	}
 	return st, l.swapIn(done, c.end, f.earliest, epoch, abort)
+}
+
+// cleanReadError returns ErrCleanAborted in place of err when the log
+// changed under the clean in a way that explains a failed read or rebuild
+// (a file closed, an EOF, a batch past a shrunk file): it was truncated,
+// closed or failed since the snapshot (epoch), or a segment the clean reads
+// (segs, tail) was deleted. Otherwise err stands: the files are damaged.
+func (l *Log) cleanReadError(err error, epoch uint64, segs, tail []*segment) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.truncEpoch != epoch || l.closed || l.failed != nil {
+		return fmt.Errorf("%w (%v)", ErrCleanAborted, err)
+	}
+	for _, s := range append(slices.Clone(segs), tail...) {
+		if s.deleted.Load() {
+			return fmt.Errorf("%w (%v)", ErrCleanAborted, err)
+		}
+	}
+	return err
 }
 
 // runIndexLocked returns the index in l.segs of the run olds, or -1 when
