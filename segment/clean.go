@@ -325,6 +325,7 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 		// log, but the state of the files is unknown.
 		err = l.failLocked("clean", err)
 		l.mu.Unlock()
+		closeCleaned(done)
 		return err
 	}
 	l.firstDirty = max(l.firstDirty, end)
@@ -334,11 +335,12 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 	// their gaps, carry their plain names (recovery accepts gaps in a
 	// trusted segment only below it).
 	if err := l.writeCheckpointLocked(l.recoveryPoint, false); err != nil {
+		closeCleaned(done) // the log failed; recovery completes the swap
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, d := range done {
+	for k, d := range done {
 		i := l.runIndexLocked(d.olds)
 		if i < 0 {
 			// Retention deleted some of it meanwhile: recovery would
@@ -351,6 +353,7 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 			l.deleteSegmentLocked(old)
 		}
 		if err := d.rename(l.fs, swapSuffix, ""); err != nil {
+			closeCleaned(done[k:]) // not swapped in
 			return l.failLocked("clean swap", err)
 		}
 		d.suffix = ""
@@ -365,6 +368,14 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 	// completes the swap from the ".swap" files.
 	l.dirDirty = true
 	return nil
+}
+
+// closeCleaned closes the files of replacements that were not swapped in,
+// leaving the files themselves for recovery.
+func closeCleaned(done []*cleanedSegment) {
+	for _, d := range done {
+		d.seg.closeFiles()
+	}
 }
 
 // groupSegments splits the cleanable segments into runs that are cleaned

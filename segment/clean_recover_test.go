@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicemq/sluice/segment/batch"
@@ -168,4 +171,99 @@ func TestCleanDelayedDeleteNoRace(t *testing.T) {
 		return true
 	})
 	readAll(t, l, 0)
+}
+
+// countFS counts open files whose names contain a clean's suffixes.
+type countFS struct {
+	vfs.FS
+	mu   sync.Mutex
+	open map[*countFile]string
+}
+
+type countFile struct {
+	vfs.File
+	fs *countFS
+}
+
+func (c *countFS) track(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !(strings.Contains(name, cleanedSuffix) || strings.Contains(name, swapSuffix)) {
+		return f, err
+	}
+	cf := &countFile{File: f, fs: c}
+	c.mu.Lock()
+	c.open[cf] = name
+	c.mu.Unlock()
+	return cf, nil
+}
+
+func (c *countFS) Create(name string) (vfs.File, error) {
+	f, err := c.FS.Create(name)
+	return c.track(name, f, err)
+}
+
+func (c *countFS) OpenReadWrite(name string) (vfs.File, error) {
+	f, err := c.FS.OpenReadWrite(name)
+	return c.track(name, f, err)
+}
+
+func (f *countFile) Close() error {
+	f.fs.mu.Lock()
+	delete(f.fs.open, f)
+	f.fs.mu.Unlock()
+	return f.File.Close()
+}
+
+// A clean that fails while committing or swapping in its replacements
+// closes the replacements' files it did not swap in.
+func TestCleanSwapErrorClosesFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(op vfs.Op, path string) bool
+	}{
+		{"sync dir", func(op vfs.Op, path string) bool { return op == vfs.OpSyncDir }},
+		{"checkpoint", func(op vfs.Op, path string) bool {
+			return op == vfs.OpCreate && strings.Contains(path, CheckpointName)
+		}},
+		{"rename swap", func(op vfs.Op, path string) bool {
+			return op == vfs.OpRename && strings.HasSuffix(path, swapSuffix)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.CleanupPolicy = PolicyCompact
+			cfg.SegmentBytes = 300
+			var armed atomic.Bool
+			inj := vfs.InjectorFunc(func(op vfs.Op, path string) error {
+				if armed.Load() && tc.fail(op, path) {
+					return fmt.Errorf("%w: %s %s", vfs.ErrInjected, op, path)
+				}
+				return nil
+			})
+			fs := &countFS{FS: vfs.NewErrorFS(vfs.NewMem(), inj), open: map[*countFile]string{}}
+			l := openTest(t, fs, cfg, nil)
+			defer l.Close()
+			fillKeyed(t, l, 60, 3, "v")
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			if _, err := l.Clean(NoUpperBound); err == nil {
+				t.Fatal("clean succeeded despite the injected error")
+			}
+			armed.Store(false)
+			l.mu.RLock()
+			inUse := map[vfs.File]bool{}
+			for _, s := range l.segs {
+				inUse[s.log], inUse[s.offFile], inUse[s.timeFile] = true, true, true
+			}
+			l.mu.RUnlock()
+			fs.mu.Lock()
+			defer fs.mu.Unlock()
+			for f, name := range fs.open {
+				if !inUse[f] {
+					t.Errorf("file %s left open", name)
+				}
+			}
+		})
+	}
 }
