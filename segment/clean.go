@@ -314,8 +314,18 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 	// offset order; then the folder is synced.
 	for _, d := range done {
 		if err := d.rename(l.fs, cleanedSuffix, swapSuffix); err != nil {
+			// Undo: a committed ".swap" left behind would be completed by
+			// recovery, however the log changes meanwhile.
+			var errs []error
+			for _, d := range done {
+				if derr := d.discard(l.fs); derr != nil && d.suffix == swapSuffix {
+					errs = append(errs, derr)
+				}
+			}
+			if len(errs) > 0 {
+				err = l.failLocked("clean: discard a committed swap", errors.Join(append(errs, err)...))
+			}
 			l.mu.Unlock()
-			_, err = abort(err)
 			return err
 		}
 		d.suffix = swapSuffix
@@ -345,8 +355,12 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 		if i < 0 {
 			// Retention deleted some of it meanwhile: recovery would
 			// complete this swap, which only brings back segments below
-			// the log start offset.
-			d.discard(l.fs)
+			// the log start offset, but must not see it once later
+			// cleans have changed the segments after it.
+			if err := d.discard(l.fs); err != nil {
+				closeCleaned(done[k+1:])
+				return l.failLocked("clean: discard a committed swap", err)
+			}
 			continue
 		}
 		for _, old := range d.olds {
@@ -618,14 +632,20 @@ func (c *cleanedSegment) rename(fs vfs.FS, from, to string) error {
 	return nil
 }
 
-// discard closes and removes the replacement's files under either suffix
-// (best effort: recovery removes a leftover ".cleaned" or uncommitted
-// ".swap" file).
-func (c *cleanedSegment) discard(fs vfs.FS) {
+// discard closes and removes the replacement's files under either suffix,
+// the .log first (a ".log.swap" is the commit mark). It returns the first
+// removal error other than a missing file: harmless for ".cleaned" and
+// uncommitted ".swap" files (recovery removes them), but a committed swap
+// left behind would be completed by recovery.
+func (c *cleanedSegment) discard(fs vfs.FS) error {
 	c.seg.closeFiles()
+	var first error
 	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex} {
 		for _, suffix := range []string{cleanedSuffix, swapSuffix} {
-			fs.Remove(filepath.Join(c.seg.dir, MakeFileName(c.seg.base, k)) + suffix)
+			if err := fs.Remove(filepath.Join(c.seg.dir, MakeFileName(c.seg.base, k)) + suffix); err != nil && !isNotExist(err) && first == nil {
+				first = err
+			}
 		}
 	}
+	return first
 }

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -265,5 +266,98 @@ func TestCleanSwapErrorClosesFiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Recovery refuses, rather than deletes, a segment that a committed
+// ".swap" spans but that runs past the swap's end: the swap is stale (a
+// failed clean could not remove it) and the segment newer.
+func TestRecoveryRefusesStaleSwap(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 300
+	mem := vfs.NewMem()
+	l := openTest(t, mem, cfg, nil)
+	fillKeyed(t, l, 30, 3, "v")
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.RLock()
+	b1 := l.segs[1].base
+	l.mu.RUnlock()
+	l.Close()
+	dir := "/p/topic-0"
+	read := func(name string) []byte {
+		f, err := mem.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		size, _ := f.Size()
+		b := make([]byte, size)
+		if _, err := f.ReadAt(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// A stale swap at base 0 that ends one batch into segment b1.
+	seg1 := read(MakeFileName(b1, KindLog))
+	h, err := batch.ParseHeader(seg1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swap := append(read(MakeFileName(0, KindLog)), seg1[:h.Size()]...)
+	f, err := mem.Create(filepath.Join(dir, MakeFileName(0, KindLog)+swapSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(swap, 0)
+	f.Close()
+	_, err = Open(mem, dir, cfg, Options{Logger: quietLogger()})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "refusing to delete") {
+		t.Fatalf("open with a stale swap: %v, want a refusal", err)
+	}
+	if _, err := mem.Stat(filepath.Join(dir, MakeFileName(b1, KindLog))); err != nil {
+		t.Fatalf("segment %d gone: %v", b1, err)
+	}
+}
+
+// A clean that cannot remove a committed ".swap" while undoing fails the
+// log, so no later change can make recovery complete the stale swap.
+func TestCleanUndoFailureFailsLog(t *testing.T) {
+	cfg := testConfig()
+	cfg.CleanupPolicy = PolicyCompact
+	cfg.SegmentBytes = 300
+	var armed atomic.Bool
+	renames := 0
+	inj := vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if !armed.Load() {
+			return nil
+		}
+		switch {
+		case op == vfs.OpRename && strings.HasSuffix(path, KindLog.String()+cleanedSuffix):
+			if renames++; renames == 2 { // the second replacement's commit
+				return fmt.Errorf("%w: rename %s", vfs.ErrInjected, path)
+			}
+		case op == vfs.OpRemove && strings.HasSuffix(path, swapSuffix):
+			return fmt.Errorf("%w: remove %s", vfs.ErrInjected, path)
+		}
+		return nil
+	})
+	l := openTest(t, vfs.NewErrorFS(vfs.NewMem(), inj), cfg, nil)
+	defer l.Close()
+	fillKeyed(t, l, 60, 3, "v")
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if _, err := l.Clean(NoUpperBound); err == nil {
+		t.Fatal("clean succeeded despite the injected error")
+	}
+	armed.Store(false)
+	if renames < 2 {
+		t.Fatalf("only %d replacements committed: the test needs two", renames)
+	}
+	if _, err := l.Append(mkBatch(1, 0, 10, "a")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append after an undo failure: %v, want ErrFailed", err)
 	}
 }

@@ -104,7 +104,10 @@
 // segment named by the run's first base offset (Kafka's
 // groupSegmentsBySize). The last batch of each run is always kept (as an
 // empty header if need be), so a completed ".swap" spans the old segments
-// it replaces and recovery removes the others of the run. Runs are
+// it replaces and recovery removes the others of the run (it refuses to
+// open the log, rather than delete one, when a segment inside a swap's
+// span runs past its end: the swap is stale; a clean that cannot remove a
+// committed swap it undoes fails the log instead of leaving one). Runs are
 // committed in offset order, so a partly durable step (2) leaves a prefix
 // of the runs cleaned, which is also a correctly compacted log.
 //

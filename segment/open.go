@@ -394,6 +394,30 @@ func (l *Log) completeSwaps() (map[int64]bool, error) {
 			committed[n.Base] = true
 		}
 	}
+	// A committed swap replaces the run of old segments it spans (the
+	// cleaner keeps each run's last batch), so those end by its end. A
+	// segment inside its span that runs past its end is newer than the
+	// swap (a stale ".swap" a failed clean could not remove): refuse
+	// rather than delete it.
+	ends := map[int64]int64{}
+	for base := range committed {
+		end, err := batchesEnd(l.fs, filepath.Join(l.dir, MakeFileName(base, KindLog)+swapSuffix))
+		if err != nil {
+			return nil, err
+		}
+		ends[base] = end
+		for _, name := range names {
+			n, ok := ParseFileName(name)
+			if !ok || n.Deleted || n.Kind != KindLog || n.Base <= base || n.Base >= end {
+				continue
+			}
+			path := filepath.Join(l.dir, name)
+			if segEnd, err := batchesEnd(l.fs, path); err == nil && segEnd > end {
+				return nil, fmt.Errorf("%w: %s runs to offset %d, past the end %d of the committed clean %s that spans it: refusing to delete it (if the segment is right, remove the stale %s files)",
+					ErrCorrupt, path, segEnd, end, MakeFileName(base, KindLog)+swapSuffix, MakeFileName(base, KindLog)[:20]+".*"+swapSuffix)
+			}
+		}
+	}
 	changed := false
 	// Index files first, the .log last: the .log.swap is the commit mark.
 	for _, kind := range []FileKind{KindOffsetIndex, KindTimeIndex, KindLog} {
@@ -426,11 +450,7 @@ func (l *Log) completeSwaps() (map[int64]bool, error) {
 	}
 	// A committed swap replaces the run of old segments it spans (the
 	// cleaner keeps each run's last batch): remove the others of the run.
-	for base := range committed {
-		end, err := batchesEnd(l.fs, filepath.Join(l.dir, MakeFileName(base, KindLog)))
-		if err != nil {
-			return nil, err
-		}
+	for base, end := range ends {
 		for _, name := range names {
 			if n, ok := ParseFileName(name); ok && !n.Deleted && n.Base > base && n.Base < end {
 				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !isNotExist(err) {
