@@ -192,9 +192,16 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 	}
 	st.FirstDirty, st.End = c.firstDirty, c.end
 
-	offsets, lastOfProducer, lastOfSeg, err := l.buildMaps(c, tail, tailSizes)
+	offsets, lastOfProducer, lastOfSeg, mapped, err := l.buildMaps(c, tail, tailSizes)
 	if err != nil {
 		return st, l.cleanReadError(err, epoch, c.segs, tail)
+	}
+	if mapped < len(c.segs) {
+		// The offset map is full: clean up to the last segment mapped; the
+		// cleaner offset advances that far only.
+		c.segs, c.sizes, c.idxLens, c.nexts = c.segs[:mapped], c.sizes[:mapped], c.idxLens[:mapped], c.nexts[:mapped]
+		c.end, lastOfSeg = c.nexts[mapped-1], lastOfSeg[:mapped]
+		st.End = c.end
 	}
 	groups := groupSegments(&c, &cfg)
 	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, groupEnds: map[int64]bool{}, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
@@ -415,20 +422,40 @@ func groupSegments(c *cleanable, cfg *Config) [][2]int {
 	return groups
 }
 
+// Kafka's default log.cleaner.dedupe.buffer.size, and the bytes an offset
+// map entry costs beyond its key's (string header, offset, map overhead).
+const (
+	DefaultCleanerDedupeBufferBytes = 128 << 20
+	OffsetMapEntryOverhead          = 48
+)
+
 // buildMaps reads the dirty section [c.firstDirty, c.end) for the latest
 // offset of each key, and every batch header from the cleanable segments
 // to the end of the log (as of the sizes taken under the lock) for each
 // producer's last batch, and the last offset of each cleanable segment's
 // last batch (-1 when empty). Below those sizes the files do not change,
 // but for a truncation or deletion, which Clean detects before the swap.
-func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offsets map[string]int64, lastOf map[int64]int64, lastOfSeg []int64, err error) {
+//
+// The offset map holds whole dirty segments within
+// Options.CleanerDedupeBufferBytes (at least one): mapped is the number of
+// c.segs it covers (len(c.segs) unless the bound stopped it), and the
+// clean must not go past them.
+func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offsets map[string]int64, lastOf map[int64]int64, lastOfSeg []int64, mapped int, err error) {
 	offsets, lastOf = map[string]int64{}, map[int64]int64{}
 	for range c.segs {
 		lastOfSeg = append(lastOfSeg, -1)
 	}
+	mapped = len(c.segs)
+	var used int64
+	dirtyMapped := 0
 	segs, sizes := append(slices.Clone(c.segs), tail...), append(slices.Clone(c.sizes), tailSizes...)
 	for i, s := range segs {
-		err = eachBatch(s, sizes[i], i < len(c.segs), func(h *batch.Header, b []byte) error {
+		mapKeys := i < mapped && c.nexts[i] > c.firstDirty
+		var segKeys map[string]int64
+		if mapKeys {
+			segKeys = map[string]int64{}
+		}
+		err = eachBatch(s, sizes[i], mapKeys, func(h *batch.Header, b []byte) error {
 			if h.ProducerID >= 0 {
 				lastOf[h.ProducerID] = h.LastOffset()
 			}
@@ -440,17 +467,35 @@ func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offset
 			}
 			_, err := batch.Iterate(b, func(r *batch.Record) error {
 				if r.Key != nil && r.Offset >= c.firstDirty {
-					offsets[string(r.Key)] = r.Offset
+					segKeys[string(r.Key)] = r.Offset
 				}
 				return nil
 			})
 			return err
 		})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, 0, err
 		}
+		if !mapKeys {
+			continue
+		}
+		var add int64
+		for k := range segKeys {
+			if _, ok := offsets[k]; !ok {
+				add += int64(len(k)) + OffsetMapEntryOverhead
+			}
+		}
+		if dirtyMapped > 0 && used+add > l.opts.CleanerDedupeBufferBytes {
+			mapped = i // this segment and the later ones wait for the next clean
+			continue
+		}
+		for k, o := range segKeys {
+			offsets[k] = o
+		}
+		used += add
+		dirtyMapped++
 	}
-	return offsets, lastOf, lastOfSeg, nil
+	return offsets, lastOf, lastOfSeg, mapped, nil
 }
 
 // eachBatch calls fn for each batch in the first size bytes of s, with the

@@ -361,3 +361,77 @@ func TestCleanUndoFailureFailsLog(t *testing.T) {
 		t.Fatalf("append after an undo failure: %v, want ErrFailed", err)
 	}
 }
+
+// With a tiny log.cleaner.dedupe.buffer.size a clean maps only the dirty
+// segments that fit (at least one), cleans up to the last of them and
+// advances the cleaner offset that far; later cleans finish the job.
+func TestCleanOffsetMapBound(t *testing.T) {
+	cfg := testConfig()
+	cfg.CleanupPolicy = PolicyCompact
+	cfg.SegmentBytes = 300
+	cfg.MinCleanableDirtyRatio = 0
+	mem := vfs.NewMem()
+	// About 3 keys' worth: each segment holds ~4 one-record batches with
+	// distinct keys, so one dirty segment fills the map.
+	bound := int64(3 * (3 + OffsetMapEntryOverhead))
+	l, err := Open(mem, "/p/topic-0", cfg, Options{Logger: quietLogger(), CleanerDedupeBufferBytes: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fillKeyed(t, l, 40, 40, "a") // 40 distinct keys
+	fillKeyed(t, l, 40, 40, "b") // each key again
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	leo := l.LogEndOffset()
+	st, err := l.Clean(NoUpperBound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.RLock()
+	fd, active := l.firstDirty, l.active().base
+	l.mu.RUnlock()
+	if st.End >= active || fd != st.End || st.End <= 0 {
+		t.Fatalf("bounded clean: end %d, cleaner offset %d, active segment at %d: want both stopped early", st.End, fd, active)
+	}
+	for i := 0; i < 100; i++ {
+		if _, needed := l.CleanableRatio(NoUpperBound); !needed {
+			break
+		}
+		if _, err := l.Clean(NoUpperBound); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.mu.RLock()
+	fd, active = l.firstDirty, l.active().base
+	l.mu.RUnlock()
+	if fd != active {
+		t.Fatalf("cleaner offset %d after repeated cleans, want %d", fd, active)
+	}
+	// Cleaned in several passes, the log still holds each key's latest
+	// value.
+	latest, count := map[string]string{}, map[string]int{}
+	for _, h := range readAll(t, l, 0) {
+		data, _, err := l.ReadBytes(nil, h.BaseOffset, 1, NoUpperBound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, recs, _ := batch.Records(data[:h.Size()])
+		for _, r := range recs {
+			latest[string(r.Key)] = string(r.Value)
+			if r.Offset < fd {
+				count[string(r.Key)]++ // once at most below the cleaner offset
+			}
+		}
+	}
+	for j := 0; j < 40; j++ {
+		k := fmt.Sprintf("k%d", j)
+		if v := latest[k]; v != fmt.Sprintf("b%d", j) || count[k] > 1 {
+			t.Fatalf("key %s: latest value %q, %d records below the cleaner offset; want b%d, at most once", k, v, count[k], j)
+		}
+	}
+	if l.LogEndOffset() != leo {
+		t.Fatalf("log end offset %d, want %d", l.LogEndOffset(), leo)
+	}
+}

@@ -72,7 +72,11 @@
 // above min.cleanable.dirty.ratio, or one max.compaction.lag.ms forces;
 // a log whose clean failed (not merely aborted) is skipped as uncleanable
 // for 10 × log.cleaner.backoff.ms, doubling after each failed retry up to
-// an hour, so it cannot starve the others.
+// an hour, so it cannot starve the others. A clean's offset map (key to
+// latest offset) is bounded by Options.CleanerDedupeBufferBytes (Kafka's
+// log.cleaner.dedupe.buffer.size, 128 MiB): it maps whole dirty segments
+// while they fit (at least one), and the clean, and the cleaner offset,
+// stop at the end of the last one mapped.
 // Each rewritten batch keeps its base offset, lastOffsetDelta, producer
 // fields, leader epoch and attributes; its surviving records keep their
 // offsets and are compressed again with the batch's codec (batch.Rebuild).

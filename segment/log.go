@@ -47,6 +47,14 @@ type Options struct {
 	// truncation or an IO failure (not per append or roll). Default
 	// slog.Default().
 	Logger *slog.Logger
+	// CleanerDedupeBufferBytes bounds the memory of a clean's offset map
+	// (Kafka's log.cleaner.dedupe.buffer.size), counted as each key's
+	// bytes plus OffsetMapEntryOverhead: a clean maps dirty segments until
+	// the next would not fit, and cleans only up to the end of the last
+	// one mapped (the first dirty segment is always mapped, so a clean
+	// always progresses). Default (0) DefaultCleanerDedupeBufferBytes,
+	// 128 MiB.
+	CleanerDedupeBufferBytes int64
 
 	// noFlusher turns off the background flusher (roll-triggered syncs and
 	// flush.ms), for tests whose output must not depend on its timing.

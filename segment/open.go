@@ -38,6 +38,9 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.CleanerDedupeBufferBytes <= 0 {
+		opts.CleanerDedupeBufferBytes = DefaultCleanerDedupeBufferBytes
+	}
 	l := &Log{fs: fs, dir: dir, cfg: cfg, opts: opts, tombstoneHorizon: -1, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
 	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		// A new partition folder: its entry in the parent must be durable
