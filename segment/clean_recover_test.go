@@ -14,6 +14,44 @@ import (
 	"github.com/sluicemq/sluice/segment/vfs"
 )
 
+// smallCompactConfig is a compacted log's config with small segments.
+func smallCompactConfig() Config {
+	cfg := testConfig()
+	cfg.CleanupPolicy = PolicyCompact
+	cfg.SegmentBytes = 300
+	return cfg
+}
+
+// flipByte inverts the byte at pos of the file at path (bit rot).
+func flipByte(t *testing.T, mem *vfs.MemFS, path string, pos int64) {
+	t.Helper()
+	f, err := mem.OpenReadWrite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], pos); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b[:], pos); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openFilled opens a log on fs holding n synced one-record batches over
+// three keys.
+func openFilled(t *testing.T, fs vfs.FS, cfg Config, n int) *Log {
+	t.Helper()
+	l := openTest(t, fs, cfg, nil)
+	fillKeyed(t, l, n, 3, "v")
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // fillKeyed appends n one-record batches cycling through keys keys.
 func fillKeyed(t *testing.T, l *Log, n, keys int, tag string) {
 	t.Helper()
@@ -37,17 +75,7 @@ func TestCleanedLogWithoutTrustedCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"crc mismatch", func(t *testing.T, mem *vfs.MemFS) {
-			f, err := mem.OpenReadWrite(ckpt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			var b [1]byte
-			f.ReadAt(b[:], 0)
-			b[0] ^= 0x01
-			f.WriteAt(b[:], 0)
-		}},
+		{"crc mismatch", func(t *testing.T, mem *vfs.MemFS) { flipByte(t, mem, ckpt, 0) }},
 		{"oversized", func(t *testing.T, mem *vfs.MemFS) {
 			f, err := mem.OpenReadWrite(ckpt)
 			if err != nil {
@@ -58,15 +86,9 @@ func TestCleanedLogWithoutTrustedCheckpoint(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfig()
-			cfg.CleanupPolicy = PolicyCompact
-			cfg.SegmentBytes = 300
+			cfg := smallCompactConfig()
 			mem := vfs.NewMem()
-			l := openTest(t, mem, cfg, nil)
-			fillKeyed(t, l, 60, 3, "v")
-			if err := l.Sync(); err != nil {
-				t.Fatal(err)
-			}
+			l := openFilled(t, mem, cfg, 60)
 			if st, err := l.Clean(NoUpperBound); err != nil || st.RecordsRemoved == 0 {
 				t.Fatalf("clean: %+v, %v", st, err)
 			}
@@ -104,11 +126,7 @@ func TestNoCheckpointStillRefusesBackwardOffsets(t *testing.T) {
 	cfg := testConfig()
 	cfg.SegmentBytes = 300
 	mem := vfs.NewMem()
-	l := openTest(t, mem, cfg, nil)
-	fillKeyed(t, l, 20, 3, "v")
-	if err := l.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	l := openFilled(t, mem, cfg, 20)
 	if l.NumSegments() < 3 {
 		t.Fatalf("want several segments, have %d", l.NumSegments())
 	}
@@ -143,9 +161,7 @@ func TestNoCheckpointStillRefusesBackwardOffsets(t *testing.T) {
 // by a timer; its callback and the code that armed it must not race (run
 // with -race).
 func TestCleanDelayedDeleteNoRace(t *testing.T) {
-	cfg := testConfig()
-	cfg.CleanupPolicy = PolicyCompact
-	cfg.SegmentBytes = 300
+	cfg := smallCompactConfig()
 	cfg.FileDeleteDelayMs = 1
 	mem := vfs.NewMem()
 	l := openTest(t, mem, cfg, nil)
@@ -230,9 +246,7 @@ func TestCleanSwapErrorClosesFiles(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfig()
-			cfg.CleanupPolicy = PolicyCompact
-			cfg.SegmentBytes = 300
+			cfg := smallCompactConfig()
 			var armed atomic.Bool
 			inj := vfs.InjectorFunc(func(op vfs.Op, path string) error {
 				if armed.Load() && tc.fail(op, path) {
@@ -241,12 +255,8 @@ func TestCleanSwapErrorClosesFiles(t *testing.T) {
 				return nil
 			})
 			fs := &countFS{FS: vfs.NewErrorFS(vfs.NewMem(), inj), open: map[*countFile]string{}}
-			l := openTest(t, fs, cfg, nil)
+			l := openFilled(t, fs, cfg, 60)
 			defer l.Close()
-			fillKeyed(t, l, 60, 3, "v")
-			if err := l.Sync(); err != nil {
-				t.Fatal(err)
-			}
 			armed.Store(true)
 			if _, err := l.Clean(NoUpperBound); err == nil {
 				t.Fatal("clean succeeded despite the injected error")
@@ -276,11 +286,7 @@ func TestRecoveryRefusesStaleSwap(t *testing.T) {
 	cfg := testConfig()
 	cfg.SegmentBytes = 300
 	mem := vfs.NewMem()
-	l := openTest(t, mem, cfg, nil)
-	fillKeyed(t, l, 30, 3, "v")
-	if err := l.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	l := openFilled(t, mem, cfg, 30)
 	l.mu.RLock()
 	b1 := l.segs[1].base
 	l.mu.RUnlock()
@@ -324,9 +330,7 @@ func TestRecoveryRefusesStaleSwap(t *testing.T) {
 // A clean that cannot remove a committed ".swap" while undoing fails the
 // log, so no later change can make recovery complete the stale swap.
 func TestCleanUndoFailureFailsLog(t *testing.T) {
-	cfg := testConfig()
-	cfg.CleanupPolicy = PolicyCompact
-	cfg.SegmentBytes = 300
+	cfg := smallCompactConfig()
 	var armed atomic.Bool
 	renames := 0
 	inj := vfs.InjectorFunc(func(op vfs.Op, path string) error {
@@ -366,9 +370,7 @@ func TestCleanUndoFailureFailsLog(t *testing.T) {
 // segments that fit (at least one), cleans up to the last of them and
 // advances the cleaner offset that far; later cleans finish the job.
 func TestCleanOffsetMapBound(t *testing.T) {
-	cfg := testConfig()
-	cfg.CleanupPolicy = PolicyCompact
-	cfg.SegmentBytes = 300
+	cfg := smallCompactConfig()
 	cfg.MinCleanableDirtyRatio = 0
 	mem := vfs.NewMem()
 	// About 3 keys' worth: each segment holds ~4 one-record batches with

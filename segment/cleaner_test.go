@@ -10,9 +10,7 @@ import (
 )
 
 func TestCleanerCleansRegisteredLogs(t *testing.T) {
-	cfg := testConfig()
-	cfg.CleanupPolicy = PolicyCompact
-	cfg.SegmentBytes = 300
+	cfg := smallCompactConfig()
 	mem := vfs.NewMem()
 	var logs []*Log
 	for i := 0; i < 3; i++ {
@@ -78,9 +76,7 @@ func TestCleanerCleansRegisteredLogs(t *testing.T) {
 // and skipped, so it does not starve the others; it is retried after a
 // growing backoff and cleaned once the damage is gone.
 func TestCleanerSkipsUncleanableLog(t *testing.T) {
-	cfg := testConfig()
-	cfg.CleanupPolicy = PolicyCompact
-	cfg.SegmentBytes = 300
+	cfg := smallCompactConfig()
 	mem := vfs.NewMem()
 	var logs []*Log
 	for i, n := range []int{60, 40} { // log 0 is the filthiest
@@ -115,17 +111,7 @@ func TestCleanerSkipsUncleanableLog(t *testing.T) {
 		t.Fatalf("log 0 must be the filthiest: ratios %.2f, %.2f", r0, r1)
 	}
 	// Bit rot in a value byte of log 0's first batch.
-	flip := func() {
-		f, err := mem.OpenReadWrite("/c/t-0/" + MakeFileName(0, KindLog))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		var b [1]byte
-		f.ReadAt(b[:], 70)
-		b[0] ^= 0xff
-		f.WriteAt(b[:], 70)
-	}
+	flip := func() { flipByte(t, mem, "/c/t-0/"+MakeFileName(0, KindLog), 70) }
 	flip()
 	clock := newClock()
 	c := NewCleaner(1, time.Second, quietLogger())
