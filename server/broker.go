@@ -107,7 +107,10 @@ func (b *Broker) openPartition(t meta.Topic, p int32) (*replica.Partition, error
 	if err != nil {
 		return nil, err
 	}
-	l, err := segment.Open(vfs.Default, b.partitionDir(t.Name, p), cfg, segment.Options{Logger: b.logger})
+	l, err := segment.Open(vfs.Default, b.partitionDir(t.Name, p), cfg, segment.Options{
+		Logger:                   b.logger,
+		CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -56,3 +56,11 @@ func (b *Broker) removeFromCleaner(l *segment.Log) {
 		b.clean.Remove(l)
 	}
 }
+
+// cleanerDedupeShare is one cleaner thread's share of
+// log.cleaner.dedupe.buffer.size (Kafka divides it the same way), at least
+// 1 MiB so a clean always maps something useful.
+func (b *Broker) cleanerDedupeShare() int64 {
+	threads := max(int64(b.cfg.LogCleanerThreads), 1)
+	return max(b.cfg.LogCleanerDedupeBufferSize/threads, 1<<20)
+}

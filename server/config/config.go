@@ -220,6 +220,13 @@ type Config struct {
 	// log.cleaner.threads; int >= 0. Default 1 (Kafka's).
 	LogCleanerThreads int32
 
+	// LogCleanerDedupeBufferSize is the memory the cleaner's key maps may
+	// use, shared by the cleaner threads: a clean maps dirty segments until
+	// its share is full and cleans that far. Key
+	// log.cleaner.dedupe.buffer.size; bytes, long >= 0. Default 134217728
+	// (128 MiB, Kafka's).
+	LogCleanerDedupeBufferSize int64
+
 	// LogCleanerDeleteRetentionMs is how long tombstones are kept after
 	// their segment is cleaned (the topic key is delete.retention.ms). Key
 	// log.cleaner.delete.retention.ms; milliseconds, long >= 0. Default
@@ -333,6 +340,7 @@ func Default() Config {
 		LogCleanerEnable:                 true,
 		LogCleanerBackoffMs:              15000,
 		LogCleanerThreads:                1,
+		LogCleanerDedupeBufferSize:       128 << 20,
 		LogCleanerDeleteRetentionMs:      86400000,
 		LogCleanerMinCleanableRatio:      0.5,
 		LogCleanerMinCompactionLagMs:     0,

@@ -100,6 +100,7 @@ var keyTable = []spec{
 	boolKey("log.cleaner.enable", func(c *Config) *bool { return &c.LogCleanerEnable }),
 	intKey("log.cleaner.backoff.ms", func(c *Config) *int64 { return &c.LogCleanerBackoffMs }, 0, math.MaxInt64),
 	intKey("log.cleaner.threads", func(c *Config) *int32 { return &c.LogCleanerThreads }, 0, math.MaxInt32),
+	intKey("log.cleaner.dedupe.buffer.size", func(c *Config) *int64 { return &c.LogCleanerDedupeBufferSize }, 0, math.MaxInt64),
 	intKey("log.cleaner.delete.retention.ms", func(c *Config) *int64 { return &c.LogCleanerDeleteRetentionMs }, 0, math.MaxInt64),
 	floatKey("log.cleaner.min.cleanable.ratio", func(c *Config) *float64 { return &c.LogCleanerMinCleanableRatio }, 0, 1),
 	intKey("log.cleaner.min.compaction.lag.ms", func(c *Config) *int64 { return &c.LogCleanerMinCompactionLagMs }, 0, math.MaxInt64),
