@@ -16,15 +16,7 @@ func TestConsumerToClassicConversion(t *testing.T) {
 	c := testCoordinator(t, log, clk)
 	ctx := context.Background()
 
-	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	hb.Version = 1
-	hb.Group, hb.MemberID, hb.MemberEpoch = "g", "m1", 0
-	hb.RebalanceTimeoutMillis = 30000
-	hb.SubscribedTopicNames = []string{"t"}
-	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-	if r := c.ConsumerGroupHeartbeat(ctx, hb); r.ErrorCode != 0 {
-		t.Fatalf("join: %d %v", r.ErrorCode, *r.ErrorMessage)
-	}
+	convertToConsumer(t, c) // member m1 joins group g
 	leave := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	leave.Version = 1
 	leave.Group, leave.MemberID, leave.MemberEpoch = "g", "m1", -1

@@ -388,7 +388,7 @@ func (c *Coordinator) expireOffsets() {
 						}
 					}
 				}
-				if left == 0 && c.deletableLocked(g) {
+				if left == 0 { // empty (checked above) and no offsets left
 					gone = append(gone, id)
 					recs = append(recs, c.groupTombstonesLocked(g)...)
 				}
@@ -411,12 +411,6 @@ func (c *Coordinator) expireOffsets() {
 			c.cfg.Logger.Warn("coordinator: expiring offsets failed", "partition", s.partition, "error", kerr.ErrorForCode(code))
 		}
 	}
-}
-
-// deletableLocked reports whether an empty group may be removed once its
-// offsets are gone: a classic group is, a consumer group's kind decides.
-func (c *Coordinator) deletableLocked(g *group) bool {
-	return g.isEmptyLocked()
 }
 
 // groupTombstonesLocked returns the records deleting g's own records (not
