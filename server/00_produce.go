@@ -4,15 +4,18 @@ package server
 // and transactional ids; v5 returns the log start offset; v8 returns
 // per-record errors; v9 is flexible; v13 names topics by ID. acks=0 gets
 // no response.
+//
+// Kafka's LogValidator rules (one batch per partition, no control or
+// delete-horizon bits from clients, max.message.bytes, keys on compacted
+// topics, recompression, LogAppendTime) are the partition's
+// (replica.Partition.Produce); this file only finds the partitions and
+// fills in the answer.
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 
+	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,8 +26,24 @@ func init() {
 	register(handler{key: 0, minVersion: 3, maxVersion: 13, serve: serveProduce})
 }
 
-func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
-	req := kreq.(*kmsg.ProduceRequest)
+func serveProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	return stageProduce(ctx, b, kreq.(*kmsg.ProduceRequest))(), nil
+}
+
+// produced is one partition of a produce request once appended: the
+// answer to fill in when its commit completes.
+type produced struct {
+	topic   string
+	part    *replica.Partition
+	pending *replica.Pending
+	sp      *kmsg.ProduceResponseTopicPartition
+}
+
+// stageProduce appends every partition of req (phase one: validation and
+// the appends, done when it returns, so a later request's appends come
+// after this one's) and returns the function that waits for their commits
+// and returns the response (phase two; nil for acks=0).
+func stageProduce(ctx context.Context, b *Broker, req *kmsg.ProduceRequest) func() kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for _, rt := range req.Topics {
@@ -38,17 +57,22 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
-		return resp, nil
+		return func() kmsg.Response { return resp }
 	}
-	// Partitions are appended concurrently: each waits for its own
-	// group-commit fsync, and those overlap instead of queueing.
-	var wg sync.WaitGroup
+	// Partitions are validated and appended concurrently (validation
+	// decompresses, recompression compresses); their commits are waited
+	// for together.
+	var (
+		wg   sync.WaitGroup
+		outs []*produced
+	)
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		name := rt.Topic
-		t, ok := b.meta.Topic(name)
+		_, ok := b.meta.Topic(name)
 		if req.Version >= 13 {
+			var t meta.Topic
 			t, ok = b.meta.TopicByID(rt.TopicID)
 			name = t.Name
 		}
@@ -63,12 +87,6 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 			if ok {
 				part, pok = b.partition(name, rp.Partition)
 			}
-			if pok && name == offsetsTopic {
-				// Only the group coordinator writes there (Kafka's rule).
-				sp.ErrorCode = kerr.InvalidTopicException.Code
-				sp.ErrorMessage = kmsg.StringPtr("Cannot append to internal topic " + offsetsTopic)
-				continue
-			}
 			if !pok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				if req.Version >= 13 && !ok {
@@ -76,102 +94,54 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 				}
 				continue
 			}
+			out := &produced{topic: name, part: part, sp: sp}
+			outs = append(outs, out)
 			wg.Add(1)
-			go func(records []byte, configs map[string]string) {
+			go func(records []byte) {
 				defer wg.Done()
-				if err := b.produceOne(ctx, part, configs, records, sp); err != nil {
-					sp.ErrorCode = kafkaCode(err)
-					sp.ErrorMessage = errMessage(err)
-					if sp.ErrorCode == kerr.KafkaStorageError.Code {
-						b.logger.Error("sluice: produce failed", "topic", name, "partition", sp.Partition, "err", err)
-					}
+				pd, err := part.Produce(records)
+				if err != nil {
+					b.produceFailed(out, err)
+					return
 				}
-				sp.LogStartOffset = part.LogStartOffset()
-			}(rp.Records, t.Configs)
+				out.pending = pd
+			}(rp.Records)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	wg.Wait()
-	if req.Acks == 0 {
-		return nil, nil
+	return func() kmsg.Response {
+		for _, out := range outs {
+			if out.pending == nil {
+				continue
+			}
+			res, err := out.pending.Wait(ctx)
+			if err != nil {
+				b.produceFailed(out, err)
+				continue
+			}
+			out.sp.BaseOffset, out.sp.LogAppendTime = res.BaseOffset, res.LogAppendTime
+			out.sp.LogStartOffset = out.part.LogStartOffset()
+		}
+		if req.Acks == 0 {
+			return nil
+		}
+		return resp
 	}
-	return resp, nil
+}
+
+// produceFailed puts err into a partition's answer.
+func (b *Broker) produceFailed(out *produced, err error) {
+	out.sp.ErrorCode = kafkaCode(err)
+	out.sp.ErrorMessage = errMessage(err)
+	out.sp.LogStartOffset = out.part.LogStartOffset()
+	if out.sp.ErrorCode == kerr.KafkaStorageError.Code {
+		b.logger.Error("sluice: produce failed", "topic", out.topic, "partition", out.sp.Partition, "err", err)
+	}
 }
 
 // codecs maps compression.type values to codecs ("producer" is absent).
 var codecs = map[string]batch.Codec{
 	"uncompressed": batch.CodecNone, "gzip": batch.CodecGzip, "snappy": batch.CodecSnappy,
 	"lz4": batch.CodecLZ4, "zstd": batch.CodecZstd,
-}
-
-// produceOne validates and appends one partition's records: exactly one
-// record batch of magic 2 (Kafka refuses more than one per partition).
-func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, configs map[string]string, records []byte, sp *kmsg.ProduceResponseTopicPartition) error {
-	if len(records) < batch.HeaderSize {
-		return kafkaErrorf(kerr.CorruptMessage, "records of %d bytes hold no record batch", len(records))
-	}
-	h, err := batch.ParseHeader(records)
-	if err != nil {
-		return kafkaErrorf(kerr.UnsupportedForMessageFormat, "%v", err)
-	}
-	if h.Size() != len(records) {
-		return kafkaErrorf(kerr.InvalidRecord, "records hold %d bytes, the first batch %d: one batch per partition", len(records), h.Size())
-	}
-	switch {
-	case h.Control():
-		// Control records (transaction markers, raft's own entries)
-		// come from the broker, never from clients (Kafka's rule).
-		return kafkaErrorf(kerr.InvalidRecord, "Clients are not allowed to write control records")
-	case h.Attributes&batch.DeleteHorizonBit != 0:
-		// The delete horizon (KIP-534) is the log cleaner's mark: from a
-		// client it could make a tombstone expire at once.
-		return kafkaErrorf(kerr.InvalidRecord, "the delete horizon attribute is set by the log cleaner, not by clients")
-	}
-	maxBytes, _ := strconv.Atoi(b.topicConfigValue(configs, "max.message.bytes"))
-	if len(records) > maxBytes {
-		return kafkaErrorf(kerr.MessageTooLarge, "batch of %d bytes exceeds max.message.bytes=%d", len(records), maxBytes)
-	}
-	if strings.Contains(b.topicConfigValue(configs, "cleanup.policy"), "compact") {
-		if err := checkKeys(records); err != nil {
-			return err
-		}
-	}
-	if codec, ok := codecs[b.topicConfigValue(configs, "compression.type")]; ok && h.Codec() != codec {
-		// A topic whose compression.type names a codec stores batches
-		// with it; "producer" keeps what the producer sent. The log
-		// validates the recompressed batch (records included) on append.
-		if records, err = batch.Recompress(records, codec); err != nil {
-			return err
-		}
-	}
-	lat := b.topicConfigValue(configs, "message.timestamp.type") == "LogAppendTime"
-	res, err := part.Append(ctx, records, replica.AppendOptions{LogAppendTime: lat})
-	if err != nil {
-		return fmt.Errorf("append: %w", err)
-	}
-	sp.BaseOffset = res.BaseOffset
-	sp.LogAppendTime = res.LogAppendTime
-	return nil
-}
-
-// errNoKey stops checkKeys at the first record without a key.
-var errNoKey = errors.New("record without a key")
-
-// checkKeys refuses a batch for a compacted topic that holds a record
-// without a key, as Kafka's LogValidator does (INVALID_RECORD): compaction
-// keeps the last record per key, so a keyless one has no meaning there.
-func checkKeys(records []byte) error {
-	_, err := batch.Iterate(records, func(r *batch.Record) error {
-		if r.Key == nil {
-			return errNoKey
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, errNoKey):
-		return kafkaErrorf(kerr.InvalidRecord, "Compacted topic cannot accept message without key.")
-	case err != nil:
-		return kafkaErrorf(kerr.CorruptMessage, "%v", err)
-	}
-	return nil
 }
