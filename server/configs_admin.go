@@ -213,8 +213,7 @@ func (b *Broker) changeTopicConfigs(topic string, validateOnly bool, change func
 	if err := validateTopicConfigs(configs); err != nil {
 		return kafkaErrorf(kerr.InvalidConfig, "%v", err)
 	}
-	topicCfg, err := b.topicConfig(configs)
-	if err != nil {
+	if _, err := b.topicConfig(configs); err != nil {
 		return kafkaErrorf(kerr.InvalidConfig, "%v", err)
 	}
 	if validateOnly || maps.Equal(old, configs) {
@@ -223,19 +222,7 @@ func (b *Broker) changeTopicConfigs(topic string, validateOnly bool, change func
 	if err := b.meta.SetTopicConfigs(topic, configs); err != nil {
 		return fmt.Errorf("server: alter configs of topic %q: %w", topic, err)
 	}
-	var errs []string
-	for p := int32(0); p < t.Partitions; p++ {
-		if part, ok := b.partition(topic, p); ok {
-			if err := part.SetConfig(topicCfg); err != nil {
-				errs = append(errs, fmt.Sprintf("partition %d: %v", p, err))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		// Unreachable (logConfig validated the settings); the metadata
-		// holds the change, and a restart applies it.
-		return fmt.Errorf("server: alter configs of topic %q: %s", topic, strings.Join(errs, "; "))
-	}
+	b.recon.changedSoon()
 	b.logger.Info("sluice: topic configs changed", "topic", topic, "configs", configs)
 	return nil
 }
