@@ -11,13 +11,13 @@ import (
 	"sync"
 	"time"
 
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/sluicemq/sluice/coordinator"
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/vfs"
 	"github.com/sluicemq/sluice/server/config"
-	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Broker is one Sluice node: a Kafka protocol listener over the

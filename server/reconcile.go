@@ -2,8 +2,8 @@ package server
 
 import (
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -62,18 +62,18 @@ type heldPartition struct {
 }
 
 type reconciler struct {
-	b    *Broker
-	kick chan struct{} // buffered: a pass is wanted
+	b         *Broker
+	kick      chan struct{} // buffered: a pass is wanted
 	stop      chan struct{}
 	closeOnce sync.Once
 	done      chan struct{}
 
-	held   map[topicPartition]*heldPartition
+	held map[topicPartition]*heldPartition
 	// atStartup holds the partitions the metadata named at the first
 	// pass, with their topic IDs: only their folders may lack
 	// partition.metadata.
 	atStartup map[topicPartition][16]byte
-	failed map[topicPartition]string // the last open error logged, per partition
+	failed    map[topicPartition]string // the last open error logged, per partition
 
 	mu      sync.Mutex
 	applied uint64        // the metadata offset the last pass covered
