@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/sluicemq/sluice/replica"
@@ -98,12 +96,6 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 	return resp, nil
 }
 
-// codecs maps compression.type values to codecs ("producer" is absent).
-var codecs = map[string]batch.Codec{
-	"uncompressed": batch.CodecNone, "gzip": batch.CodecGzip, "snappy": batch.CodecSnappy,
-	"lz4": batch.CodecLZ4, "zstd": batch.CodecZstd,
-}
-
 // produceOne validates and appends one partition's records: exactly one
 // record batch of magic 2 (Kafka refuses more than one per partition).
 func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, configs map[string]string, records []byte, sp *kmsg.ProduceResponseTopicPartition) error {
@@ -127,24 +119,27 @@ func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, config
 		// client it could make a tombstone expire at once.
 		return kafkaErrorf(kerr.InvalidRecord, "the delete horizon attribute is set by the log cleaner, not by clients")
 	}
-	maxBytes, _ := strconv.Atoi(b.topicConfigValue(configs, "max.message.bytes"))
-	if len(records) > maxBytes {
-		return kafkaErrorf(kerr.MessageTooLarge, "batch of %d bytes exceeds max.message.bytes=%d", len(records), maxBytes)
+	tc, err := b.topicConfig(configs)
+	if err != nil {
+		return fmt.Errorf("topic configs: %w", err) // unreachable: validated when set
 	}
-	if strings.Contains(b.topicConfigValue(configs, "cleanup.policy"), "compact") {
+	if len(records) > tc.MaxMessageBytes {
+		return kafkaErrorf(kerr.MessageTooLarge, "batch of %d bytes exceeds max.message.bytes=%d", len(records), tc.MaxMessageBytes)
+	}
+	if tc.Log.Compacts() {
 		if err := checkKeys(records); err != nil {
 			return err
 		}
 	}
-	if codec, ok := codecs[b.topicConfigValue(configs, "compression.type")]; ok && h.Codec() != codec {
+	if !tc.KeepProducerCodec && h.Codec() != tc.Compression {
 		// A topic whose compression.type names a codec stores batches
 		// with it; "producer" keeps what the producer sent. The log
 		// validates the recompressed batch (records included) on append.
-		if records, err = batch.Recompress(records, codec); err != nil {
+		if records, err = batch.Recompress(records, tc.Compression); err != nil {
 			return err
 		}
 	}
-	lat := b.topicConfigValue(configs, "message.timestamp.type") == "LogAppendTime"
+	lat := tc.LogAppendTime
 	res, err := part.Append(ctx, records, replica.AppendOptions{LogAppendTime: lat})
 	if err != nil {
 		return fmt.Errorf("append: %w", err)
