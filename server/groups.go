@@ -35,7 +35,6 @@ func (b *Broker) newCoordinator() *coordinator.Coordinator {
 	return coordinator.New(coordinator.Config{
 		Partitions:                    partitions,
 		InitialRebalanceDelay:         ms(int64(c.GroupInitialRebalanceDelayMs)),
-		NoInitialRebalanceDelay:       c.GroupInitialRebalanceDelayMs == 0,
 		MinSessionTimeout:             ms(int64(c.GroupMinSessionTimeoutMs)),
 		MaxSessionTimeout:             ms(int64(c.GroupMaxSessionTimeoutMs)),
 		GroupMaxSize:                  c.GroupMaxSize,

@@ -30,7 +30,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 	if rf < 1 || rf > 1 {
 		return meta.Topic{}, kafkaErrorf(kerr.InvalidReplicationFactor, "replication factor %d: there is 1 live broker", rf)
 	}
-	if err := validateTopicConfigs(configs); err != nil {
+	if _, err := b.topicConfig(configs); err != nil {
 		return meta.Topic{}, kafkaErrorf(kerr.InvalidConfig, "%v", err)
 	}
 	if _, ok := b.meta.Topic(name); ok {
