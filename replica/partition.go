@@ -14,14 +14,14 @@ type Partition struct {
 	log *segment.Log
 
 	// appendMu serializes the producer-state check with the append it
-	// guards (not the fsync that follows, so commits still group).
+	// guards. The fsync that follows runs after it is released, so
+	// concurrent appends share fsyncs (the log's group commit).
 	appendMu  sync.Mutex
 	producers producerState
 
 	mu            sync.Mutex
 	highWatermark int64
 	leaderEpoch   int32
-	syncEvery     bool          // fsync before an append commits
 	changed       chan struct{} // closed and replaced when the high watermark moves
 }
 
@@ -30,9 +30,6 @@ type Options struct {
 	// LeaderEpoch is stamped into every appended batch's
 	// partitionLeaderEpoch field (the raft term, under replication).
 	LeaderEpoch int32
-	// SyncOnCommit makes Append fsync (group commit) before a batch counts
-	// as committed and the high watermark moves past it.
-	SyncOnCommit bool
 }
 
 // New wraps an open log. Everything already in the log counts as committed
@@ -44,7 +41,6 @@ func New(log *segment.Log, opts Options) (*Partition, error) {
 		producers:     producerState{},
 		highWatermark: log.LogEndOffset(),
 		leaderEpoch:   opts.LeaderEpoch,
-		syncEvery:     opts.SyncOnCommit,
 		changed:       make(chan struct{}),
 	}
 	err := log.ScanHeaders(log.LogStartOffset(), func(h batch.Header) error {
@@ -96,6 +92,12 @@ type AppendOptions struct {
 // again; a sequence gap returns ErrOutOfOrderSequence and an older epoch
 // ErrInvalidProducerEpoch. Other errors are the log's (for example
 // segment.ErrCorrupt for an invalid batch).
+//
+// The log's flush.messages, read at each append (so a Log.SetConfig
+// applies at once), decides whether the batch must be fsynced before it
+// counts as committed: when the log says so (AppendResult.NeedSync; with
+// flush.messages=1, always), Append calls the log's group-commit Sync
+// after releasing its append mutex, so concurrent appends share fsyncs.
 func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (segment.AppendResult, error) {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
@@ -111,7 +113,7 @@ func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (s
 		// The original may still be on its way to disk: make sure it is
 		// durable before answering for it.
 		res := segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}
-		if p.syncEvery {
+		if p.log.Config().FlushMessages == 1 {
 			if err := p.log.Sync(); err != nil {
 				return res, err
 			}
@@ -131,10 +133,11 @@ func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (s
 	if err != nil {
 		return res, err
 	}
-	if p.syncEvery {
+	if res.NeedSync {
 		if err := p.log.Sync(); err != nil {
 			return res, err
 		}
+		res.NeedSync = false // done
 	}
 	p.advance(res.LastOffset + 1)
 	return res, nil

@@ -114,7 +114,7 @@ func (b *Broker) openPartition(t meta.Topic, p int32) (*replica.Partition, error
 	if err != nil {
 		return nil, err
 	}
-	part, err := replica.New(l, replica.Options{SyncOnCommit: cfg.FlushMessages == 1})
+	part, err := replica.New(l, replica.Options{})
 	if err != nil {
 		l.Close()
 		return nil, err

@@ -26,12 +26,10 @@ import (
 // the topic's deletion, or with new partitions being opened from the
 // metadata's configs. Produce reads max.message.bytes,
 // message.timestamp.type and compression.type from the metadata on every
-// request, so those apply at once too. Two settings apply later:
-// segment.index.bytes sizes index files from the next roll, and whether
-// acks wait for an fsync (flush.messages=1) is fixed when a partition
-// opens (replica.Options.SyncOnCommit), so that part of a flush.messages
-// change applies from the next restart; the log's own flushing follows
-// the new value at once.
+// request, so those apply at once too, and so does flush.messages,
+// including whether acks wait for an fsync (replica.Partition.Append asks
+// the log at each append). One setting applies later: segment.index.bytes
+// sizes index files from the next roll.
 //
 // Broker configs are static (server.properties and --set): every one is
 // reported read-only, and a change to one is refused with INVALID_REQUEST,
