@@ -290,6 +290,13 @@ func (l *Log) failLocked(op string, err error) error {
 	return l.failed
 }
 
+// fail is failLocked for a caller that does not hold mu.
+func (l *Log) fail(op string, err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failLocked(op, err)
+}
+
 // writeLocked writes b at the end of the active segment.
 func (l *Log) writeLocked(b []byte, h *batch.Header) error {
 	s := l.active()
@@ -477,9 +484,7 @@ func (l *Log) writeCheckpointLocked(rp int64, clean bool) error {
 	lso, dirty := l.logStartOffset, l.firstDirty
 	l.mu.RUnlock()
 	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: lso, RecoveryPoint: rp, CleanShutdown: clean, CleanerOffset: dirty}); err != nil {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.failLocked("checkpoint", err)
+		return l.fail("checkpoint", err)
 	}
 	l.recoveryPoint = rp
 	l.durableLSO = lso
