@@ -97,28 +97,44 @@ type AppendOptions struct {
 // ErrInvalidProducerEpoch. Other errors are the log's (for example
 // segment.ErrCorrupt for an invalid batch).
 func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (segment.AppendResult, error) {
+	res, commit, err := p.AppendNoWait(b, opts)
+	if err != nil {
+		return res, err
+	}
+	return res, commit()
+}
+
+// AppendNoWait is Append in two steps: it checks and appends the batch
+// and returns; commit then waits for the batch to be committed (the
+// group-commit fsync) and moves the high watermark. Appends of one
+// partition happen in call order while commits overlap, so a connection
+// can append a producer's next batch while the previous one syncs.
+// commit is nil when err is not.
+//
+// Stopgap for pipelined produce until Produce/Pending replaces it.
+func (p *Partition) AppendNoWait(b []byte, opts AppendOptions) (res segment.AppendResult, commit func() error, err error) {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
-		return segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}, err
+		return segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}, nil, err
 	}
 	p.appendMu.Lock()
 	dup, err := p.producers.check(&h)
 	if err != nil || dup != nil {
 		p.appendMu.Unlock()
 		if err != nil {
-			return segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}, err
+			return segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}, nil, err
 		}
 		// The original may still be on its way to disk: make sure it is
 		// durable before answering for it.
 		res := segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}
-		if p.syncEvery {
-			if err := p.log.Sync(); err != nil {
-				return res, err
+		return res, func() error {
+			if p.syncEvery {
+				return p.log.Sync()
 			}
-		}
-		return res, nil
+			return nil
+		}, nil
 	}
-	res, err := p.log.AppendWith(b, segment.AppendOptions{
+	res, err = p.log.AppendWith(b, segment.AppendOptions{
 		SetLeaderEpoch: true,
 		LeaderEpoch:    p.LeaderEpoch(),
 		LogAppendTime:  opts.LogAppendTime,
@@ -129,15 +145,17 @@ func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (s
 	}
 	p.appendMu.Unlock()
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
-	if p.syncEvery {
-		if err := p.log.Sync(); err != nil {
-			return res, err
+	return res, func() error {
+		if p.syncEvery {
+			if err := p.log.Sync(); err != nil {
+				return err
+			}
 		}
-	}
-	p.advance(res.LastOffset + 1)
-	return res, nil
+		p.advance(res.LastOffset + 1)
+		return nil
+	}, nil
 }
 
 // advance moves the high watermark up to hw (never down) and wakes
