@@ -9,9 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment/batch"
@@ -20,10 +22,18 @@ import (
 )
 
 func init() {
-	register(handler{key: 0, minVersion: 3, maxVersion: 13, serve: serveProduce})
+	register(handler{key: 0, minVersion: 3, maxVersion: 13, stage: stageProduce})
 }
 
-func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+// stageProduce is a produce in two phases, so that a connection can
+// pipeline them (conn.go). The first, before it returns, validates and
+// appends every partition's batch: the connection's next produce starts
+// appending only after this one has, so an idempotent producer's batches
+// to one partition arrive in sequence order. The second, started here and
+// awaited by finish, waits for each partition's commit (its group-commit
+// fsync), one goroutine per partition so the fsyncs of different logs
+// overlap, and those of several requests of the connection too.
+func stageProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (func() (kmsg.Response, error), error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
@@ -38,11 +48,12 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
-		return resp, nil
+		return func() (kmsg.Response, error) { return resp, nil }, nil
 	}
-	// Partitions are appended concurrently: each waits for its own
-	// group-commit fsync, and those overlap instead of queueing.
-	var wg sync.WaitGroup
+	var (
+		commits  sync.WaitGroup
+		panicked atomic.Pointer[panicError] // a commit goroutine's panic
+	)
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -76,27 +87,53 @@ func serveProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 				}
 				continue
 			}
-			wg.Add(1)
-			go func(records []byte, configs map[string]string) {
-				defer wg.Done()
-				if err := b.produceOne(ctx, part, configs, records, sp); err != nil {
-					sp.ErrorCode = kafkaCode(err)
-					sp.ErrorMessage = errMessage(err)
-					if sp.ErrorCode == kerr.KafkaStorageError.Code {
-						b.logger.Error("sluice: produce failed", "topic", name, "partition", sp.Partition, "err", err)
-					}
+			fail := func(err error) {
+				sp.BaseOffset, sp.LogAppendTime = -1, -1
+				sp.ErrorCode = kafkaCode(err)
+				sp.ErrorMessage = errMessage(err)
+				if sp.ErrorCode == kerr.KafkaStorageError.Code {
+					b.logger.Error("sluice: produce failed", "topic", name, "partition", sp.Partition, "err", err)
 				}
 				sp.LogStartOffset = part.LogStartOffset()
-			}(rp.Records, t.Configs)
+			}
+			commit, err := b.appendOne(part, t.Configs, rp.Records, sp)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			commits.Add(1)
+			go func() {
+				defer commits.Done()
+				defer func() {
+					if r := recover(); r != nil {
+						panicked.CompareAndSwap(nil, &panicError{value: r, stack: debug.Stack()})
+					}
+				}()
+				produceCommitHook()
+				if err := commit(); err != nil {
+					fail(err)
+					return
+				}
+				sp.LogStartOffset = part.LogStartOffset()
+			}()
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	wg.Wait()
-	if req.Acks == 0 {
-		return nil, nil
-	}
-	return resp, nil
+	return func() (kmsg.Response, error) {
+		commits.Wait()
+		if p := panicked.Load(); p != nil {
+			return nil, p
+		}
+		if req.Acks == 0 {
+			return nil, nil
+		}
+		return resp, nil
+	}, nil
 }
+
+// produceCommitHook runs as each partition's commit starts waiting (tests
+// count them).
+var produceCommitHook = func() {}
 
 // codecs maps compression.type values to codecs ("producer" is absent).
 var codecs = map[string]batch.Codec{
@@ -104,36 +141,37 @@ var codecs = map[string]batch.Codec{
 	"lz4": batch.CodecLZ4, "zstd": batch.CodecZstd,
 }
 
-// produceOne validates and appends one partition's records: exactly one
-// record batch of magic 2 (Kafka refuses more than one per partition).
-func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, configs map[string]string, records []byte, sp *kmsg.ProduceResponseTopicPartition) error {
+// appendOne validates and appends one partition's records (exactly one
+// record batch of magic 2: Kafka refuses more than one per partition) and
+// returns the wait for their commit.
+func (b *Broker) appendOne(part *replica.Partition, configs map[string]string, records []byte, sp *kmsg.ProduceResponseTopicPartition) (commit func() error, err error) {
 	if len(records) < batch.HeaderSize {
-		return kafkaErrorf(kerr.CorruptMessage, "records of %d bytes hold no record batch", len(records))
+		return nil, kafkaErrorf(kerr.CorruptMessage, "records of %d bytes hold no record batch", len(records))
 	}
 	h, err := batch.ParseHeader(records)
 	if err != nil {
-		return kafkaErrorf(kerr.UnsupportedForMessageFormat, "%v", err)
+		return nil, kafkaErrorf(kerr.UnsupportedForMessageFormat, "%v", err)
 	}
 	if h.Size() != len(records) {
-		return kafkaErrorf(kerr.InvalidRecord, "records hold %d bytes, the first batch %d: one batch per partition", len(records), h.Size())
+		return nil, kafkaErrorf(kerr.InvalidRecord, "records hold %d bytes, the first batch %d: one batch per partition", len(records), h.Size())
 	}
 	switch {
 	case h.Control():
 		// Control records (transaction markers, raft's own entries)
 		// come from the broker, never from clients (Kafka's rule).
-		return kafkaErrorf(kerr.InvalidRecord, "Clients are not allowed to write control records")
+		return nil, kafkaErrorf(kerr.InvalidRecord, "Clients are not allowed to write control records")
 	case h.Attributes&batch.DeleteHorizonBit != 0:
 		// The delete horizon (KIP-534) is the log cleaner's mark: from a
 		// client it could make a tombstone expire at once.
-		return kafkaErrorf(kerr.InvalidRecord, "the delete horizon attribute is set by the log cleaner, not by clients")
+		return nil, kafkaErrorf(kerr.InvalidRecord, "the delete horizon attribute is set by the log cleaner, not by clients")
 	}
 	maxBytes, _ := strconv.Atoi(b.topicConfigValue(configs, "max.message.bytes"))
 	if len(records) > maxBytes {
-		return kafkaErrorf(kerr.MessageTooLarge, "batch of %d bytes exceeds max.message.bytes=%d", len(records), maxBytes)
+		return nil, kafkaErrorf(kerr.MessageTooLarge, "batch of %d bytes exceeds max.message.bytes=%d", len(records), maxBytes)
 	}
 	if strings.Contains(b.topicConfigValue(configs, "cleanup.policy"), "compact") {
 		if err := checkKeys(records); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if codec, ok := codecs[b.topicConfigValue(configs, "compression.type")]; ok && h.Codec() != codec {
@@ -141,17 +179,17 @@ func (b *Broker) produceOne(ctx context.Context, part *replica.Partition, config
 		// with it; "producer" keeps what the producer sent. The log
 		// validates the recompressed batch (records included) on append.
 		if records, err = batch.Recompress(records, codec); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	lat := b.topicConfigValue(configs, "message.timestamp.type") == "LogAppendTime"
-	res, err := part.Append(ctx, records, replica.AppendOptions{LogAppendTime: lat})
+	res, commit, err := part.AppendNoWait(records, replica.AppendOptions{LogAppendTime: lat})
 	if err != nil {
-		return fmt.Errorf("append: %w", err)
+		return nil, fmt.Errorf("append: %w", err)
 	}
 	sp.BaseOffset = res.BaseOffset
 	sp.LogAppendTime = res.LogAppendTime
-	return nil
+	return commit, nil
 }
 
 // errNoKey stops checkKeys at the first record without a key.

@@ -25,6 +25,7 @@ import (
 type Broker struct {
 	cfg    config.Config
 	logger *slog.Logger
+	fs     vfs.FS // partition folders and logs: vfs.Default; a test may wrap it before creating topics
 	meta   *meta.Store
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
@@ -75,7 +76,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
-	b := &Broker{cfg: cfg, logger: logger, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
+	b := &Broker{cfg: cfg, logger: logger, fs: vfs.Default, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	b.clean = newCleaner(cfg, logger)
 	for _, t := range st.Topics() {
@@ -107,7 +108,7 @@ func (b *Broker) openPartition(t meta.Topic, p int32) (*replica.Partition, error
 	if err != nil {
 		return nil, err
 	}
-	l, err := segment.Open(vfs.Default, b.partitionDir(t.Name, p), cfg, segment.Options{
+	l, err := segment.Open(b.fs, b.partitionDir(t.Name, p), cfg, segment.Options{
 		Logger:                   b.logger,
 		CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
 	})

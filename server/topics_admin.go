@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
-	"github.com/sluicemq/sluice/segment/vfs"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -80,7 +79,7 @@ func (b *Broker) dropPartition(topic string, p int32) {
 			b.logger.Warn("sluice: close deleted partition", "topic", topic, "partition", p, "err", err)
 		}
 	}
-	if err := vfs.Default.RemoveAll(b.partitionDir(topic, p)); err != nil {
+	if err := b.fs.RemoveAll(b.partitionDir(topic, p)); err != nil {
 		b.logger.Warn("sluice: remove deleted partition folder", "topic", topic, "partition", p, "err", err)
 	}
 }
@@ -91,9 +90,9 @@ func (b *Broker) dropPartition(topic string, p int32) {
 // held.
 func (b *Broker) openNewPartition(t meta.Topic, p int32) (*replica.Partition, error) {
 	dir := b.partitionDir(t.Name, p)
-	if _, err := vfs.Default.Stat(dir); err == nil {
+	if _, err := b.fs.Stat(dir); err == nil {
 		b.logger.Warn("sluice: removing a partition folder that belongs to no topic (left by a deleted topic, or put there by hand)", "dir", dir)
-		if err := vfs.Default.RemoveAll(dir); err != nil {
+		if err := b.fs.RemoveAll(dir); err != nil {
 			return nil, err
 		}
 	}
