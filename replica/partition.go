@@ -2,16 +2,29 @@ package replica
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
 )
 
-// Partition is one replica of one partition: its log, high watermark and
-// leader epoch. It is safe for concurrent use.
+// Partition is one replica of one partition: its log, high watermark,
+// leader epoch and topic configuration. It is the only door into the log:
+// produce (with Kafka's LogValidator rules, produce.go), reads, offset
+// lookups, DeleteRecords, retention, config changes and close all go
+// through it, so replication can make each of them a replicated operation
+// in one place. It is safe for concurrent use.
+//
+// Locks: appendMu (the producer-state check and the append it guards),
+// then mu (high watermark, epoch, config). No fsync runs under either: a
+// batch's group-commit sync runs after appendMu is released.
 type Partition struct {
-	log *segment.Log
+	log      *segment.Log
+	internal bool
+	sweeper  *segment.Sweeper
+	cleaner  *segment.Cleaner
 
 	// appendMu serializes the producer-state check with the append it
 	// guards (not the fsync that follows, so commits still group).
@@ -19,9 +32,9 @@ type Partition struct {
 	producers producerState
 
 	mu            sync.Mutex
+	cfg           TopicConfig
 	highWatermark int64
 	leaderEpoch   int32
-	syncEvery     bool          // fsync before an append commits
 	changed       chan struct{} // closed and replaced when the high watermark moves
 }
 
@@ -30,24 +43,39 @@ type Options struct {
 	// LeaderEpoch is stamped into every appended batch's
 	// partitionLeaderEpoch field (the raft term, under replication).
 	LeaderEpoch int32
-	// SyncOnCommit makes Append fsync (group commit) before a batch counts
-	// as committed and the high watermark moves past it.
-	SyncOnCommit bool
+	// Internal marks a partition of an internal topic (__consumer_offsets):
+	// only the broker writes to it (Append); Produce and DeleteRecords
+	// refuse with ErrInternalTopic, as Kafka does.
+	Internal bool
+	// Sweeper and Cleaner, when set, run retention and compaction on the
+	// partition's log from Open until Close.
+	Sweeper *segment.Sweeper
+	Cleaner *segment.Cleaner
+	// Log is the log's collaborators (clock, logger, dedupe buffer).
+	Log segment.Options
 }
 
-// New wraps an open log. Everything already in the log counts as committed
-// (a single replica recovered it from disk). Idempotent producers' state is
-// rebuilt from the log's batch headers.
-func New(log *segment.Log, opts Options) (*Partition, error) {
+// Open opens (creating) the partition's log in dir on fs with cfg. Every
+// batch already in the log counts as committed (a single replica recovered
+// it from disk). Idempotent producers' state is rebuilt from the log's
+// batch headers.
+func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, error) {
+	l, err := segment.Open(fs, dir, cfg.Log, opts.Log)
+	if err != nil {
+		return nil, err
+	}
 	p := &Partition{
-		log:           log,
+		log:           l,
+		internal:      opts.Internal,
+		sweeper:       opts.Sweeper,
+		cleaner:       opts.Cleaner,
 		producers:     producerState{},
-		highWatermark: log.LogEndOffset(),
+		cfg:           cfg,
+		highWatermark: l.LogEndOffset(),
 		leaderEpoch:   opts.LeaderEpoch,
-		syncEvery:     opts.SyncOnCommit,
 		changed:       make(chan struct{}),
 	}
-	err := log.ScanHeaders(log.LogStartOffset(), func(h batch.Header) error {
+	err = l.ScanHeaders(l.LogStartOffset(), func(h batch.Header) error {
 		lat := int64(-1)
 		if h.LogAppendTime() {
 			lat = h.MaxTimestamp
@@ -55,11 +83,59 @@ func New(log *segment.Log, opts Options) (*Partition, error) {
 		p.producers.record(&h, lat)
 		return nil
 	})
-	return p, err
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("replica: producer state of %s: %w", dir, err)
+	}
+	if p.sweeper != nil {
+		p.sweeper.Add(l)
+	}
+	if p.cleaner != nil {
+		p.cleaner.Add(l, p.HighWatermark)
+	}
+	return p, nil
 }
 
-// Log returns the partition's log.
-func (p *Partition) Log() *segment.Log { return p.log }
+// Close stops retention and compaction of the partition (waiting for a
+// clean in progress), syncs and closes its log. Requests still holding the
+// partition get segment.ErrClosed.
+func (p *Partition) Close() error {
+	if p.sweeper != nil {
+		p.sweeper.Remove(p.log)
+	}
+	if p.cleaner != nil {
+		p.cleaner.Remove(p.log)
+	}
+	return p.log.Close()
+}
+
+// Dir returns the partition's folder.
+func (p *Partition) Dir() string { return p.log.Dir() }
+
+// Internal reports whether the partition belongs to an internal topic.
+func (p *Partition) Internal() bool { return p.internal }
+
+// Config returns the topic configuration in force.
+func (p *Partition) Config() TopicConfig {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg
+}
+
+// SetConfig applies a changed topic configuration: the produce rules from
+// the next Produce, the log's settings (retention, roll, flush.messages,
+// flush.ms, compaction) from its next append, sync or pass
+// (segment.index.bytes from the next roll). It returns an error wrapping
+// segment.ErrInvalidConfig and changes nothing when cfg.Log is invalid.
+func (p *Partition) SetConfig(cfg TopicConfig) error {
+	if err := p.log.SetConfig(cfg.Log); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.cfg = cfg
+	p.mu.Unlock()
+	return nil
+}
 
 // LeaderEpoch returns the epoch stamped into appended batches.
 func (p *Partition) LeaderEpoch() int32 {
@@ -82,62 +158,84 @@ func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
 // LogStartOffset returns the first readable offset.
 func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
 
-// AppendOptions are per-append choices made by the server.
+// Size returns the bytes of the partition's segment files (indexes
+// excluded), as Kafka's DescribeLogDirs counts them.
+func (p *Partition) Size() int64 { return p.log.Size() }
+
+// NumSegments returns the number of segments, the active one included.
+func (p *Partition) NumSegments() int { return p.log.NumSegments() }
+
+// AppendOptions are per-append choices of the broker's own writes.
 type AppendOptions struct {
-	// LogAppendTime sets the broker's clock as the batch timestamp
-	// (message.timestamp.type=LogAppendTime).
+	// LogAppendTime sets the broker's clock as the batch timestamp.
 	LogAppendTime bool
 }
 
-// Append appends one record batch (modified in place: offsets, leader
-// epoch) and returns once it is committed. A batch from an idempotent
-// producer is checked against that producer's state first: a retry of one
-// of its latest 5 batches returns the original offsets without appending
-// again; a sequence gap returns ErrOutOfOrderSequence and an older epoch
-// ErrInvalidProducerEpoch. Other errors are the log's (for example
-// segment.ErrCorrupt for an invalid batch).
+// Append appends one record batch the broker itself built (the group
+// coordinator's records; no client rules apply) and returns once it is
+// committed. b is modified in place (offsets, leader epoch). Errors are
+// Produce's, without the validation ones.
 func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (segment.AppendResult, error) {
-	res, commit, err := p.AppendNoWait(b, opts)
+	pd, err := p.append(b, opts.LogAppendTime)
 	if err != nil {
-		return res, err
+		return pd.res, err
 	}
-	return res, commit()
+	return pd.Wait(ctx)
 }
 
-// AppendNoWait is Append in two steps: it checks and appends the batch
-// and returns; commit then waits for the batch to be committed (the
-// group-commit fsync) and moves the high watermark. Appends of one
-// partition happen in call order while commits overlap, so a connection
-// can append a producer's next batch while the previous one syncs.
-// commit is nil when err is not.
-//
-// Stopgap for pipelined produce until Produce/Pending replaces it.
-func (p *Partition) AppendNoWait(b []byte, opts AppendOptions) (res segment.AppendResult, commit func() error, err error) {
+// Pending is an appended batch on its way to being committed.
+type Pending struct {
+	res  segment.AppendResult
+	done chan struct{} // closed once committed or failed; nil: already committed
+	err  error         // set before done is closed
+}
+
+// Wait returns once the batch is committed (the high watermark covers it)
+// or failed, or ctx ends (ctx's error; the commit still completes). The
+// result holds the batch's offsets and LogAppendTime (-1 unless set).
+func (pd *Pending) Wait(ctx context.Context) (segment.AppendResult, error) {
+	if pd.done == nil {
+		return pd.res, pd.err
+	}
+	select {
+	case <-pd.done:
+		return pd.res, pd.err
+	case <-ctx.Done():
+		return pd.res, ctx.Err()
+	}
+}
+
+var noResult = segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
+
+// append checks b against the producer state and appends it. A batch from
+// an idempotent producer that retries one of its latest 5 batches returns
+// the original offsets without appending again; a sequence gap returns
+// ErrOutOfOrderSequence and an older epoch ErrInvalidProducerEpoch. The
+// commit (a group-commit fsync when flush.messages=1, then the high
+// watermark moving) runs after appendMu is released, in the background:
+// the Pending reports it.
+func (p *Partition) append(b []byte, logAppendTime bool) (*Pending, error) {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
-		return segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}, nil, err
+		return &Pending{res: noResult}, err
 	}
 	p.appendMu.Lock()
 	dup, err := p.producers.check(&h)
-	if err != nil || dup != nil {
+	if err != nil {
 		p.appendMu.Unlock()
-		if err != nil {
-			return segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}, nil, err
-		}
-		// The original may still be on its way to disk: make sure it is
-		// durable before answering for it.
-		res := segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}
-		return res, func() error {
-			if p.syncEvery {
-				return p.log.Sync()
-			}
-			return nil
-		}, nil
+		return &Pending{res: noResult}, err
 	}
-	res, err = p.log.AppendWith(b, segment.AppendOptions{
+	if dup != nil {
+		p.appendMu.Unlock()
+		// The original may still be on its way to disk: it is answered
+		// for once it is committed too.
+		res := segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}
+		return p.commit(res, p.syncOnCommit()), nil
+	}
+	res, err := p.log.AppendWith(b, segment.AppendOptions{
 		SetLeaderEpoch: true,
 		LeaderEpoch:    p.LeaderEpoch(),
-		LogAppendTime:  opts.LogAppendTime,
+		LogAppendTime:  logAppendTime,
 	})
 	if err == nil {
 		h.BaseOffset = res.BaseOffset
@@ -145,17 +243,35 @@ func (p *Partition) AppendNoWait(b []byte, opts AppendOptions) (res segment.Appe
 	}
 	p.appendMu.Unlock()
 	if err != nil {
-		return res, nil, err
+		return &Pending{res: res}, err
 	}
-	return res, func() error {
-		if p.syncEvery {
-			if err := p.log.Sync(); err != nil {
-				return err
-			}
-		}
+	return p.commit(res, p.syncOnCommit()), nil
+}
+
+// syncOnCommit reports whether a batch must be fsynced before it counts as
+// committed: flush.messages=1 (Sluice's default) as the topic config says
+// now, so a change applies to the next append.
+func (p *Partition) syncOnCommit() bool {
+	return p.Config().Log.FlushMessages == 1
+}
+
+// commit makes res committed: at once without a sync, else after a
+// group-commit Sync in its own goroutine (concurrent callers share one
+// fsync).
+func (p *Partition) commit(res segment.AppendResult, sync bool) *Pending {
+	pd := &Pending{res: res}
+	if !sync {
 		p.advance(res.LastOffset + 1)
-		return nil
-	}, nil
+		return pd
+	}
+	pd.done = make(chan struct{})
+	go func() {
+		defer close(pd.done)
+		if pd.err = p.log.Sync(); pd.err == nil {
+			p.advance(res.LastOffset + 1)
+		}
+	}()
+	return pd
 }
 
 // advance moves the high watermark up to hw (never down) and wakes
@@ -183,4 +299,55 @@ func (p *Partition) Changed() <-chan struct{} {
 // KIP-74 style; see segment.Log.Read.
 func (p *Partition) Read(offset int64, maxBytes int) (segment.ReadResult, error) {
 	return p.log.Read(offset, maxBytes, p.HighWatermark())
+}
+
+// ReadBytes is Read copying the batches into dst (appended).
+func (p *Partition) ReadBytes(dst []byte, offset int64, maxBytes int) ([]byte, segment.ReadResult, error) {
+	return p.log.ReadBytes(dst, offset, maxBytes, p.HighWatermark())
+}
+
+// OffsetForTimestamp returns the first committed offset whose record
+// timestamp is >= ts, with that timestamp (ListOffsets by time); ok is
+// false when there is none below the high watermark.
+func (p *Partition) OffsetForTimestamp(ts int64) (offset, recordTs int64, ok bool, err error) {
+	hw := p.HighWatermark()
+	offset, recordTs, ok, err = p.log.OffsetForTimestamp(ts)
+	return offset, recordTs, ok && offset < hw, err
+}
+
+// MaxTimestamp returns the largest record timestamp of the committed log
+// and the offset of its record (KIP-734); ok is false when there is none.
+func (p *Partition) MaxTimestamp() (ts, offset int64, ok bool, err error) {
+	hw := p.HighWatermark()
+	ts, offset, ok, err = p.log.MaxTimestamp()
+	return ts, offset, ok && offset < hw, err
+}
+
+// DeleteRecords moves the log start offset up to offset (-1: the high
+// watermark) and returns the new log start offset (Kafka's
+// DeleteRecords). An offset past the high watermark returns an error
+// wrapping ErrOffsetOutOfRange; one at or below the log start offset
+// changes nothing. An internal topic's partition returns ErrInternalTopic.
+func (p *Partition) DeleteRecords(offset int64) (int64, error) {
+	if p.internal {
+		return -1, fmt.Errorf("%w: records of an internal topic cannot be deleted", ErrInternalTopic)
+	}
+	hw := p.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return -1, fmt.Errorf("%w: offset %d is outside [0, high watermark %d]", ErrOffsetOutOfRange, offset, hw)
+	}
+	return p.log.DeleteRecordsBefore(offset)
+}
+
+// DeleteOldSegments applies retention now (the Sweeper does it every
+// log.retention.check.interval.ms) and returns the segments deleted.
+func (p *Partition) DeleteOldSegments() (int, error) { return p.log.DeleteOldSegments() }
+
+// CleanableRatio reports the log's dirty ratio below the high watermark
+// and whether the cleaner would clean it now (see segment.Log).
+func (p *Partition) CleanableRatio() (float64, bool) {
+	return p.log.CleanableRatio(p.HighWatermark())
 }

@@ -32,22 +32,21 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			hw := part.HighWatermark()
 			switch rp.Timestamp {
 			case -1: // latest: the high watermark (read_committed: the last stable offset, the same without transactions)
-				sp.Offset = hw
+				sp.Offset = part.HighWatermark()
 			case -2, -4: // earliest
 				sp.Offset = part.LogStartOffset()
 			case -3:
-				if ts, off, found, err := part.Log().MaxTimestamp(); err != nil {
+				if ts, off, found, err := part.MaxTimestamp(); err != nil {
 					sp.ErrorCode = kafkaCode(err)
-				} else if found && off < hw {
+				} else if found {
 					sp.Timestamp, sp.Offset = ts, off
 				}
 			default:
-				if off, ts, found, err := part.Log().OffsetForTimestamp(rp.Timestamp); err != nil {
+				if off, ts, found, err := part.OffsetForTimestamp(rp.Timestamp); err != nil {
 					sp.ErrorCode = kafkaCode(err)
-				} else if found && off < hw {
+				} else if found {
 					sp.Timestamp, sp.Offset = ts, off
 				}
 			}

@@ -101,7 +101,7 @@ func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
-	mt.IsInternal = t.Name == offsetsTopic
+	mt.IsInternal = isInternalTopic(t.Name)
 	for p := int32(0); p < t.Partitions; p++ {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p

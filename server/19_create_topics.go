@@ -39,9 +39,8 @@ func serveCreateTopics(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Re
 		case err != nil:
 		case seen[rt.Topic] > 1:
 			err = kafkaErrorf(kerr.InvalidRequest, "topic %q appears more than once in the request", rt.Topic)
-		case rt.Topic == offsetsTopic:
-			// The broker creates it, with its own layout, on first use.
-			err = kafkaErrorf(kerr.InvalidRequest, "Creation of internal topic %s is prohibited.", offsetsTopic)
+		case isInternalTopic(rt.Topic):
+			err = checkClientCreate(rt.Topic)
 		case len(rt.ReplicaAssignment) > 0:
 			err = kafkaErrorf(kerr.InvalidRequest, "manual replica assignment is not supported")
 		default:

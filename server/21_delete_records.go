@@ -43,21 +43,12 @@ func serveDeleteRecords(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 }
 
 // deleteRecords moves one partition's log start offset up to offset (-1:
-// the high watermark) and returns the log start offset.
+// the high watermark) and returns the log start offset; the partition
+// applies Kafka's rules (replica.Partition.DeleteRecords).
 func (b *Broker) deleteRecords(topic string, p int32, offset int64) (int64, error) {
-	if topic == offsetsTopic {
-		return -1, kafkaErrorf(kerr.InvalidTopicException, "Cannot delete records of internal topic %s", offsetsTopic)
-	}
 	part, ok := b.partition(topic, p)
 	if !ok {
 		return -1, kafkaErrorf(kerr.UnknownTopicOrPartition, "no partition %s-%d", topic, p)
 	}
-	hw := part.HighWatermark()
-	if offset == -1 {
-		offset = hw
-	}
-	if offset < 0 || offset > hw {
-		return -1, kafkaErrorf(kerr.OffsetOutOfRange, "offset %d is outside [0, high watermark %d]", offset, hw)
-	}
-	return part.Log().DeleteRecordsBefore(offset)
+	return part.DeleteRecords(offset)
 }

@@ -46,7 +46,7 @@ func serveDescribeLogDirs(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 			}
 			rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 			rp.Partition = p
-			rp.Size = part.Log().Size()
+			rp.Size = part.Size()
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		if len(rt.Partitions) > 0 {

@@ -85,7 +85,7 @@ func cfgLogConfigs(t *testing.T, b *Broker, topic string, partitions int32) []se
 		if !ok {
 			t.Fatalf("%s-%d not open", topic, p)
 		}
-		out = append(out, part.Log().Config())
+		out = append(out, part.Config().Log)
 	}
 	return out
 }
@@ -467,14 +467,14 @@ func TestAlteredConfigsTakeEffectAndSurviveRestart(t *testing.T) {
 		}
 	}
 	part, _ := b.partition("live", 0)
-	if n := part.Log().NumSegments(); n < 4 {
+	if n := part.NumSegments(); n < 4 {
 		t.Errorf("%d segments after 8 batches of ~1 KiB with segment.bytes=1024", n)
 	}
 	// retention.bytes applies on the next retention pass.
-	if n, err := part.Log().DeleteOldSegments(); err != nil || n == 0 {
+	if n, err := part.DeleteOldSegments(); err != nil || n == 0 {
 		t.Fatalf("retention deleted %d segments: %v", n, err)
 	}
-	if size := part.Log().Size(); size > 4096+1024 {
+	if size := part.Size(); size > 4096+1024 {
 		t.Errorf("log is %d bytes after retention with retention.bytes=4096", size)
 	}
 	if err := b.Close(); err != nil {

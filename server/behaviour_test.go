@@ -125,11 +125,11 @@ func TestRetentionBytes(t *testing.T) {
 	deadline := time.Now().Add(15 * time.Second)
 	for part.LogStartOffset() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("retention did not run: size %d, LSO %d, LEO %d, segments %d, cfg %+v", part.Log().Size(), part.LogStartOffset(), part.LogEndOffset(), part.Log().NumSegments(), part.Log().Config())
+			t.Fatalf("retention did not run: size %d, LSO %d, LEO %d, segments %d, cfg %+v", part.Size(), part.LogStartOffset(), part.LogEndOffset(), part.NumSegments(), part.Config().Log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if size := part.Log().Size(); size < 32768 || size > 32768+2*16384 {
+	if size := part.Size(); size < 32768 || size > 32768+2*16384 {
 		t.Fatalf("size after retention %d", size)
 	}
 	offs, _ := adm.ListStartOffsets(ctx, "ret")
@@ -153,7 +153,7 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	part, _ := b.partition("rz", 0)
-	data, _, err := part.Log().ReadBytes(nil, 0, 1<<20, part.HighWatermark())
+	data, _, err := part.ReadBytes(nil, 0, 1<<20)
 	if err != nil || len(data) < 61 || data[22]&7 != 4 {
 		t.Fatalf("stored batch codec bits %d (%v)", data[22]&7, err)
 	}

@@ -104,27 +104,25 @@ func (b *Broker) partitionDir(topic string, p int32) string {
 
 // openPartition opens (creating) one partition's log.
 func (b *Broker) openPartition(t meta.Topic, p int32) (*replica.Partition, error) {
-	cfg, err := b.logConfig(t.Configs)
+	cfg, err := b.topicConfig(t.Configs)
 	if err != nil {
 		return nil, err
 	}
-	l, err := segment.Open(b.fs, b.partitionDir(t.Name, p), cfg, segment.Options{
-		Logger:                   b.logger,
-		CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
+	part, err := replica.Open(b.fs, b.partitionDir(t.Name, p), cfg, replica.Options{
+		Internal: isInternalTopic(t.Name),
+		Sweeper:  b.sweep,
+		Cleaner:  b.clean,
+		Log: segment.Options{
+			Logger:                   b.logger,
+			CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
+		},
 	})
 	if err != nil {
-		return nil, err
-	}
-	part, err := replica.New(l, replica.Options{SyncOnCommit: cfg.FlushMessages == 1})
-	if err != nil {
-		l.Close()
 		return nil, err
 	}
 	b.mu.Lock()
 	b.parts[topicPartition{t.Name, p}] = part
 	b.mu.Unlock()
-	b.sweep.Add(l)
-	b.addToCleaner(part)
 	return part, nil
 }
 
@@ -233,7 +231,7 @@ func (b *Broker) closeLogs() error {
 	defer b.mu.Unlock()
 	var errs []error
 	for _, p := range b.parts {
-		errs = append(errs, p.Log().Close())
+		errs = append(errs, p.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/server/config"
 )
@@ -39,21 +38,6 @@ func (b *Broker) startCleaner() {
 func (b *Broker) stopCleaner() {
 	if b.clean != nil {
 		b.clean.Close()
-	}
-}
-
-// addToCleaner registers a partition's log, bounded by its high watermark.
-func (b *Broker) addToCleaner(part *replica.Partition) {
-	if b.clean != nil {
-		b.clean.Add(part.Log(), part.HighWatermark)
-	}
-}
-
-// removeFromCleaner unregisters a log and waits for a clean of it in
-// progress, so it can be closed.
-func (b *Broker) removeFromCleaner(l *segment.Log) {
-	if b.clean != nil {
-		b.clean.Remove(l)
 	}
 }
 

@@ -138,14 +138,14 @@ func TestCompactionPolicyAltered(t *testing.T) {
 		}
 	}
 	part, _ := b.partition(topic, 0)
-	if _, needed := part.Log().CleanableRatio(part.HighWatermark()); needed {
+	if _, needed := part.CleanableRatio(); needed {
 		t.Fatal("a delete-policy log needs cleaning")
 	}
 	compact := "compact"
 	if rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: &compact}}, topic); err != nil || rs[0].Err != nil {
 		t.Fatalf("alter: %v %v", err, rs)
 	}
-	if !part.Log().Config().Compacts() {
+	if !part.Config().Log.Compacts() {
 		t.Fatal("the log did not get cleanup.policy=compact")
 	}
 	for {

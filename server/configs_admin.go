@@ -213,7 +213,7 @@ func (b *Broker) changeTopicConfigs(topic string, validateOnly bool, change func
 	if err := validateTopicConfigs(configs); err != nil {
 		return kafkaErrorf(kerr.InvalidConfig, "%v", err)
 	}
-	logCfg, err := b.logConfig(configs)
+	topicCfg, err := b.topicConfig(configs)
 	if err != nil {
 		return kafkaErrorf(kerr.InvalidConfig, "%v", err)
 	}
@@ -226,7 +226,7 @@ func (b *Broker) changeTopicConfigs(topic string, validateOnly bool, change func
 	var errs []string
 	for p := int32(0); p < t.Partitions; p++ {
 		if part, ok := b.partition(topic, p); ok {
-			if err := part.Log().SetConfig(logCfg); err != nil {
+			if err := part.SetConfig(topicCfg); err != nil {
 				errs = append(errs, fmt.Sprintf("partition %d: %v", p, err))
 			}
 		}

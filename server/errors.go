@@ -47,6 +47,16 @@ func kafkaCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, replica.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, replica.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, replica.ErrRecordTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, replica.ErrUnsupportedFormat):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, replica.ErrInternalTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, replica.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, meta.ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, meta.ErrUnknownTopic):

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/sluicemq/sluice/coordinator"
@@ -22,20 +21,6 @@ import (
 // record schemas (package coordinator). A single node leads every
 // partition, so it loads all of them into the coordinator: at start-up
 // when the topic exists, else when it creates it.
-
-// offsetsTopic is Kafka's internal topic for committed offsets and groups.
-const offsetsTopic = "__consumer_offsets"
-
-// offsetsTopicConfigs are the topic configs Kafka gives __consumer_offsets:
-// compacted, 100 MiB segments (offsets.topic.segment.bytes), producer
-// compression.
-func offsetsTopicConfigs() map[string]string {
-	return map[string]string{
-		"cleanup.policy":   "compact",
-		"segment.bytes":    strconv.Itoa(100 << 20),
-		"compression.type": "producer",
-	}
-}
 
 // newCoordinator builds the broker's coordinator from its config.
 func (b *Broker) newCoordinator() *coordinator.Coordinator {
@@ -122,13 +107,12 @@ func (l offsetsLog) Append(ctx context.Context, recs []coordinator.Record) error
 // watermark and hands every record of every data batch to fn (control
 // batches are skipped).
 func (l offsetsLog) Replay(fn func(coordinator.Record) error) error {
-	log := l.p.Log()
 	hw := l.p.HighWatermark()
 	var buf []byte
-	for off := log.LogStartOffset(); off < hw; {
+	for off := l.p.LogStartOffset(); off < hw; {
 		var res segment.ReadResult
 		var err error
-		buf, res, err = log.ReadBytes(buf[:0], off, 1<<20, hw)
+		buf, res, err = l.p.ReadBytes(buf[:0], off, 1<<20)
 		if err != nil {
 			return err
 		}

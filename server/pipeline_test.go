@@ -393,7 +393,15 @@ func TestIdempotentProducerPipelined(t *testing.T) {
 			}
 		}
 	}
-	got := consumeN(t, ctx, addr, "pipe", kgo.NewOffset().AtStart(), n)
+	rd := newClient(t, addr, kgo.ConsumeTopics("pipe"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []*kgo.Record
+	for len(got) < n {
+		fs := rd.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume: %v (%d of %d records read)", err, len(got), n)
+		}
+		got = append(got, fs.Records()...)
+	}
 	next := make([]int, parts)
 	for _, r := range got {
 		p := r.Partition

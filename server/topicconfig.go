@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
 )
 
@@ -105,4 +106,20 @@ func (b *Broker) logConfig(configs map[string]string) (segment.Config, error) {
 		}
 	}
 	return cfg, cfg.Validate()
+}
+
+// topicConfig resolves a topic's configs (its overrides over the broker's
+// values) into the typed configuration a partition runs with.
+func (b *Broker) topicConfig(configs map[string]string) (replica.TopicConfig, error) {
+	logCfg, err := b.logConfig(configs)
+	if err != nil {
+		return replica.TopicConfig{}, err
+	}
+	tc := replica.TopicConfig{Log: logCfg}
+	tc.MaxMessageBytes, _ = strconv.Atoi(b.topicConfigValue(configs, "max.message.bytes"))
+	tc.LogAppendTime = b.topicConfigValue(configs, "message.timestamp.type") == "LogAppendTime"
+	tc.MinInsyncReplicas, _ = strconv.Atoi(b.topicConfigValue(configs, "min.insync.replicas"))
+	codec, ok := codecs[b.topicConfigValue(configs, "compression.type")]
+	tc.Compression, tc.KeepProducerCodec = codec, !ok
+	return tc, nil
 }

@@ -29,9 +29,11 @@ import (
 func (b *Broker) deleteTopic(name string, id [16]byte, byID bool) (meta.Topic, error) {
 	b.topicsMu.Lock()
 	defer b.topicsMu.Unlock()
-	if t, ok := b.meta.TopicByID(id); (byID && ok && t.Name == offsetsTopic) || (!byID && name == offsetsTopic) {
-		// Deleting it would drop every group's committed offsets.
-		return meta.Topic{}, kafkaErrorf(kerr.InvalidRequest, "internal topic %s cannot be deleted", offsetsTopic)
+	if t, ok := b.meta.TopicByID(id); byID && ok {
+		name = t.Name
+	}
+	if err := checkClientDelete(name); err != nil {
+		return meta.Topic{}, err
 	}
 	var (
 		t   meta.Topic
@@ -73,9 +75,7 @@ func (b *Broker) dropPartition(topic string, p int32) {
 	if ok {
 		// Requests that looked the partition up before this point see
 		// segment.ErrClosed (UNKNOWN_TOPIC_OR_PARTITION).
-		b.sweep.Remove(part.Log())
-		b.removeFromCleaner(part.Log())
-		if err := part.Log().Close(); err != nil {
+		if err := part.Close(); err != nil {
 			b.logger.Warn("sluice: close deleted partition", "topic", topic, "partition", p, "err", err)
 		}
 	}
@@ -108,10 +108,8 @@ func (b *Broker) addPartitions(name string, count int32, validateOnly bool) erro
 	if !ok {
 		return kafkaErrorf(kerr.UnknownTopicOrPartition, "no topic %q", name)
 	}
-	if name == offsetsTopic {
-		// A group's partition is its hash mod the count: growing the
-		// topic would move groups away from their committed offsets.
-		return kafkaErrorf(kerr.InvalidPartitions, "partitions cannot be added to internal topic %s", offsetsTopic)
+	if err := checkClientGrow(name); err != nil {
+		return err
 	}
 	if count <= t.Partitions {
 		return kafkaErrorf(kerr.InvalidPartitions, "topic %q has %d partitions; partitions can only be added, so the new count must be larger than that, not %d",

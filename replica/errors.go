@@ -1,0 +1,25 @@
+package replica
+
+import "errors"
+
+// Errors of the produce path and of partition operations. Each wraps into
+// a message naming the problem; the server maps them to Kafka codes
+// (00_produce.go, errors.go there).
+var (
+	// ErrInvalidRecord is Kafka's INVALID_RECORD: a batch LogValidator
+	// refuses (more than one batch, control or delete-horizon bits from a
+	// client, a record without a key on a compacted topic).
+	ErrInvalidRecord = errors.New("replica: invalid record")
+	// ErrRecordTooLarge is MESSAGE_TOO_LARGE: a batch over
+	// max.message.bytes.
+	ErrRecordTooLarge = errors.New("replica: record batch too large")
+	// ErrUnsupportedFormat is UNSUPPORTED_FOR_MESSAGE_FORMAT: records that
+	// are not a magic-2 record batch.
+	ErrUnsupportedFormat = errors.New("replica: unsupported message format")
+	// ErrInternalTopic is INVALID_TOPIC_EXCEPTION: clients may not write
+	// to, or delete records of, an internal topic (__consumer_offsets).
+	ErrInternalTopic = errors.New("replica: internal topic")
+	// ErrOffsetOutOfRange is OFFSET_OUT_OF_RANGE for DeleteRecords past
+	// the high watermark.
+	ErrOffsetOutOfRange = errors.New("replica: offset out of range")
+)

@@ -1,0 +1,95 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
+)
+
+// Produce applies Kafka's LogValidator rules to a client's records for one
+// partition, from the topic configuration in force, then appends them (see
+// append) and returns the Pending commit. records must be exactly one
+// magic-2 record batch; it may be replaced by a recompressed copy and is
+// modified in place otherwise. Errors, in the order checked:
+//   - ErrInternalTopic: the partition belongs to an internal topic;
+//   - segment.ErrCorrupt: fewer bytes than a batch header;
+//   - ErrUnsupportedFormat: not a magic-2 batch;
+//   - ErrInvalidRecord: more than one batch, a control batch or the
+//     delete-horizon bit (both are the broker's own), a record without a
+//     key on a compacted topic;
+//   - ErrRecordTooLarge: the batch exceeds max.message.bytes;
+//   - segment.ErrCorrupt: a bad CRC, record count or record encoding;
+//   - the producer-state and log errors of append.
+func (p *Partition) Produce(records []byte) (*Pending, error) {
+	if p.internal {
+		return &Pending{res: noResult}, fmt.Errorf("%w: clients cannot append to it", ErrInternalTopic)
+	}
+	cfg := p.Config()
+	records, err := validate(records, &cfg)
+	if err != nil {
+		return &Pending{res: noResult}, err
+	}
+	return p.append(records, cfg.LogAppendTime)
+}
+
+// validate checks records against cfg and returns what is to be stored:
+// records itself, or a copy recompressed with the topic's codec.
+func validate(records []byte, cfg *TopicConfig) ([]byte, error) {
+	if len(records) < batch.HeaderSize {
+		return nil, fmt.Errorf("%w: records of %d bytes hold no record batch", segment.ErrCorrupt, len(records))
+	}
+	h, err := batch.ParseHeader(records)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupportedFormat, err)
+	}
+	switch {
+	case h.Size() != len(records):
+		return nil, fmt.Errorf("%w: records hold %d bytes, the first batch %d: one batch per partition", ErrInvalidRecord, len(records), h.Size())
+	case h.Control():
+		// Control records (transaction markers, raft's own entries) come
+		// from the broker, never from clients (Kafka's rule).
+		return nil, fmt.Errorf("%w: Clients are not allowed to write control records", ErrInvalidRecord)
+	case h.HasDeleteHorizon():
+		// The delete horizon (KIP-534) is the log cleaner's mark: from a
+		// client it could make a tombstone expire at once.
+		return nil, fmt.Errorf("%w: the delete horizon attribute is set by the log cleaner, not by clients", ErrInvalidRecord)
+	case len(records) > cfg.MaxMessageBytes:
+		return nil, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes=%d", ErrRecordTooLarge, len(records), cfg.MaxMessageBytes)
+	}
+	if cfg.Log.Compacts() {
+		if err := checkKeys(records); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.KeepProducerCodec && h.Codec() != cfg.Compression {
+		// A topic whose compression.type names a codec stores batches
+		// with it; "producer" keeps what the producer sent. The log
+		// validates the recompressed batch (records included) on append.
+		return batch.Recompress(records, cfg.Compression)
+	}
+	return records, nil
+}
+
+// errNoKey stops checkKeys at the first record without a key.
+var errNoKey = errors.New("record without a key")
+
+// checkKeys refuses a batch for a compacted topic that holds a record
+// without a key, as Kafka's LogValidator does (INVALID_RECORD): compaction
+// keeps the last record per key, so a keyless one has no meaning there.
+func checkKeys(records []byte) error {
+	_, err := batch.Iterate(records, func(r *batch.Record) error {
+		if r.Key == nil {
+			return errNoKey
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoKey):
+		return fmt.Errorf("%w: Compacted topic cannot accept message without key.", ErrInvalidRecord)
+	case err != nil:
+		return fmt.Errorf("%w: %v", segment.ErrCorrupt, err)
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+func testConfig() TopicConfig {
+	return TopicConfig{Log: segment.DefaultConfig(), MaxMessageBytes: 1 << 20, KeepProducerCodec: true, MinInsyncReplicas: 1}
+}
+
+func openTest(t *testing.T, cfg TopicConfig, opts Options) *Partition {
+	t.Helper()
+	p, err := Open(vfs.NewMem(), "/p-0", cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func build(recs ...batch.Record) []byte { return batch.Build(batch.NewBuildOptions(), recs) }
+
+func produce(t *testing.T, p *Partition, b []byte) (segment.AppendResult, error) {
+	t.Helper()
+	pd, err := p.Produce(b)
+	if err != nil {
+		return segment.AppendResult{}, err
+	}
+	return pd.Wait(context.Background())
+}
+
+// Every LogValidator rule the partition applies refuses with its error and
+// stores nothing.
+func TestProduceValidation(t *testing.T) {
+	compact := testConfig()
+	compact.Log.CleanupPolicy = segment.PolicyCompact
+	small := testConfig()
+	small.MaxMessageBytes = 100
+	two := append(build(batch.Record{Value: []byte("a")}), build(batch.Record{Value: []byte("b")})...)
+	copts := batch.NewBuildOptions()
+	copts.Control = true
+	control := batch.Build(copts, []batch.Record{{Value: []byte("a")}})
+	horizon := build(batch.Record{Value: []byte("a")})
+	horizon[22] |= batch.DeleteHorizonBit
+	magic1 := build(batch.Record{Value: []byte("a")})
+	magic1[16] = 1
+	for _, tc := range []struct {
+		name string
+		cfg  TopicConfig
+		b    []byte
+		want error
+	}{
+		{"short", testConfig(), []byte{1, 2, 3}, segment.ErrCorrupt},
+		{"magic 1", testConfig(), magic1, ErrUnsupportedFormat},
+		{"two batches", testConfig(), two, ErrInvalidRecord},
+		{"control", testConfig(), control, ErrInvalidRecord},
+		{"delete horizon", testConfig(), horizon, ErrInvalidRecord},
+		{"too large", small, build(batch.Record{Value: make([]byte, 200)}), ErrRecordTooLarge},
+		{"no key on compacted", compact, build(batch.Record{Key: []byte("k"), Value: []byte("a")}, batch.Record{Value: []byte("b")}), ErrInvalidRecord},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := openTest(t, tc.cfg, Options{})
+			if _, err := produce(t, p, tc.b); !errors.Is(err, tc.want) {
+				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+			if p.LogEndOffset() != 0 || p.HighWatermark() != 0 {
+				t.Fatalf("stored: LEO %d HW %d", p.LogEndOffset(), p.HighWatermark())
+			}
+		})
+	}
+}
+
+// compression.type naming a codec stores batches with it; a config change
+// applies to the next Produce.
+func TestProduceRecompressesAndFollowsConfig(t *testing.T) {
+	cfg := testConfig()
+	cfg.KeepProducerCodec, cfg.Compression = false, batch.CodecZstd
+	p := openTest(t, cfg, Options{})
+	if _, err := produce(t, p, build(batch.Record{Value: []byte("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")})); err != nil {
+		t.Fatal(err)
+	}
+	cfg.KeepProducerCodec = true
+	cfg.LogAppendTime = true
+	if err := p.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := produce(t, p, build(batch.Record{Timestamp: 5, Value: []byte("b")}))
+	if err != nil || res.BaseOffset != 1 || res.LogAppendTime < 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	data, _, err := p.ReadBytes(nil, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h0, _ := batch.ParseHeader(data)
+	h1, _ := batch.ParseHeader(data[h0.Size():])
+	if h0.Codec() != batch.CodecZstd || h1.Codec() != batch.CodecNone || !h1.LogAppendTime() {
+		t.Fatalf("codecs %d %d, LogAppendTime %v", h0.Codec(), h1.Codec(), h1.LogAppendTime())
+	}
+}
+
+// An internal topic's partition takes the broker's own appends only.
+func TestInternalPartition(t *testing.T) {
+	p := openTest(t, testConfig(), Options{Internal: true})
+	if _, err := produce(t, p, build(batch.Record{Key: []byte("k")})); !errors.Is(err, ErrInternalTopic) {
+		t.Fatalf("produce: %v", err)
+	}
+	if _, err := p.Append(context.Background(), build(batch.Record{Key: []byte("k")}), AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DeleteRecords(1); !errors.Is(err, ErrInternalTopic) {
+		t.Fatalf("delete records: %v", err)
+	}
+}
+
+// DeleteRecords is bounded by the high watermark.
+func TestDeleteRecords(t *testing.T) {
+	p := openTest(t, testConfig(), Options{})
+	for range 3 {
+		if _, err := produce(t, p, build(batch.Record{Value: []byte("v")})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.DeleteRecords(4); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("past the high watermark: %v", err)
+	}
+	if lso, err := p.DeleteRecords(2); err != nil || lso != 2 {
+		t.Fatalf("lso %d %v", lso, err)
+	}
+	if lso, err := p.DeleteRecords(-1); err != nil || lso != 3 {
+		t.Fatalf("lso %d %v", lso, err)
+	}
+}
