@@ -93,7 +93,7 @@ func convertToConsumer(t *testing.T, c *Coordinator) {
 // lateCoordinator is a coordinator serving partition 0 on a lateClock.
 func lateCoordinator(t *testing.T) (*Coordinator, lateClock) {
 	clk := lateClock{newManualClock()}
-	c := New(Config{Partitions: 1, Topics: testTopics, Clock: clk, NoInitialRebalanceDelay: true})
+	c := New(testConfig(1, testTopics, clk))
 	if err := c.Load(0, &memLog{}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestClassicTimersAfterConversion(t *testing.T) {
 func TestClassicPanicReleasesLock(t *testing.T) {
 	ctx := context.Background()
 	clk := &panicClock{manualClock: newManualClock()}
-	c := New(Config{Partitions: 1, Topics: testTopics, Clock: clk, NoInitialRebalanceDelay: true})
+	c := New(testConfig(1, testTopics, clk))
 	if err := c.Load(0, &memLog{}); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestClassicLoadInterrupted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newManualClock()
-			c := New(Config{Partitions: 1, Topics: testTopics, Clock: clk, NoInitialRebalanceDelay: true})
+			c := New(testConfig(1, testTopics, clk))
 			defer c.Close()
 			bl := &blockingLog{memLog: log, started: make(chan struct{}), release: make(chan struct{})}
 			done := make(chan error, 1)

@@ -37,7 +37,7 @@ import (
 //	describe | list | records | advance DURATION | restart | fail-next-write
 func TestClassic(t *testing.T) {
 	datadriven.Walk(t, "testdata/classic", func(t *testing.T, path string) {
-		h := newClassicHarness(t, Config{NoInitialRebalanceDelay: true})
+		h := newClassicHarness(t, testConfig(1, testTopics, nil))
 		defer func() { h.close() }()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			return h.run(t, d)
@@ -158,9 +158,8 @@ func (h *classicHarness) run(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "config":
 		h.close()
-		cfg := Config{NoInitialRebalanceDelay: true}
+		cfg := testConfig(1, testTopics, nil)
 		if a, ok := d.Arg("delay"); ok {
-			cfg.NoInitialRebalanceDelay = false
 			cfg.InitialRebalanceDelay = h.duration(a.SingleVal(t))
 		}
 		if a, ok := d.Arg("max"); ok {
@@ -596,7 +595,7 @@ func (h *classicHarness) record(r Record) string {
 // generation ever gives a partition to two members.
 func TestClassicConcurrent(t *testing.T) {
 	log, clk := &memLog{}, newManualClock()
-	c := New(Config{Partitions: 1, Topics: testTopics, Clock: clk, NoInitialRebalanceDelay: true})
+	c := New(testConfig(1, testTopics, clk))
 	if err := c.Load(0, log); err != nil {
 		t.Fatal(err)
 	}

@@ -78,9 +78,8 @@ func newCGHarness(t testing.TB) *cgHarness {
 	h := &cgHarness{t: t, log: &memLog{}, clk: newManualClock(), topics: &mutTopics{}, clients: map[string]*cgClient{}}
 	h.topics.set("t", 3)
 	h.topics.set("u", 1)
-	h.cfg = Config{Partitions: 1, Topics: h.topics, Clock: h.clk, NoInitialRebalanceDelay: true,
-		ConsumerSessionTimeout: 45 * time.Second, ConsumerHeartbeatInterval: 5 * time.Second,
-		Logger: slog.New(slog.DiscardHandler)}
+	h.cfg = testConfig(1, h.topics, h.clk)
+	h.cfg.Logger = slog.New(slog.DiscardHandler)
 	h.start()
 	t.Cleanup(func() { h.c.Close() })
 	return h

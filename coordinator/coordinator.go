@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -49,39 +50,47 @@ type Topics interface {
 }
 
 // Config configures a Coordinator. Durations are the broker keys of the
-// same names (see server/config); zero fields get Kafka's defaults from
-// EnsureDefaults.
+// same names (see server/config). Start from DefaultConfig (Kafka's
+// defaults): as in Kafka, zero is a meaningful value of
+// InitialRebalanceDelay (no delay), MinSessionTimeout, MaxSessionTimeout
+// and OffsetMetadataMaxBytes (no metadata), so a zero there is taken as
+// given. EnsureDefaults fills only the fields for which Kafka allows no
+// zero (counts, sizes and intervals that are at least 1) and the Clock
+// and Logger.
 type Config struct {
 	// Partitions is offsets.topic.num.partitions: the partition count of
-	// __consumer_offsets, which Partition needs. Default 50.
+	// __consumer_offsets, which Partition needs. Default 50; at least 1.
 	Partitions int32
 	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long
 	// the first rebalance of an empty classic group waits for more members.
-	// Default 3 s; set NoInitialRebalanceDelay for 0.
-	InitialRebalanceDelay   time.Duration
-	NoInitialRebalanceDelay bool
+	// Default 3 s; 0 rebalances at once.
+	InitialRebalanceDelay time.Duration
 	// MinSessionTimeout and MaxSessionTimeout are
 	// group.min.session.timeout.ms and group.max.session.timeout.ms: the
-	// session timeouts a classic member may ask for. Defaults 6 s and 30 min.
+	// session timeouts a classic member may ask for. Defaults 6 s and 30
+	// min; 0 is a bound like any other.
 	MinSessionTimeout, MaxSessionTimeout time.Duration
 	// GroupMaxSize is group.max.size: the most members a classic group
-	// admits. Default math.MaxInt32.
+	// admits. Default math.MaxInt32; at least 1.
 	GroupMaxSize int32
 	// OffsetsRetention is offsets.retention.minutes: how long the offsets of
-	// a group with no members are kept (KIP-211). Default 7 days.
+	// a group with no members are kept (KIP-211). Default 7 days; at least
+	// a minute in Kafka (zero here takes the default).
 	OffsetsRetention time.Duration
 	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms.
-	// Default 10 min.
+	// Default 10 min; at least 1 ms.
 	OffsetsRetentionCheckInterval time.Duration
 	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: the longest
-	// commit metadata string. Default 4096 bytes.
+	// commit metadata string. Default 4096 bytes; 0 allows only empty
+	// (or null) metadata.
 	OffsetMetadataMaxBytes int
 	// ConsumerHeartbeatInterval and ConsumerSessionTimeout are
 	// group.consumer.heartbeat.interval.ms and
 	// group.consumer.session.timeout.ms (KIP-848 groups). Defaults 5 s and
-	// 45 s.
+	// 45 s; at least 1 ms.
 	ConsumerHeartbeatInterval, ConsumerSessionTimeout time.Duration
-	// ConsumerMaxSize is group.consumer.max.size. Default math.MaxInt32.
+	// ConsumerMaxSize is group.consumer.max.size. Default math.MaxInt32;
+	// at least 1.
 	ConsumerMaxSize int32
 	// Topics resolves topic names and IDs. Required.
 	Topics Topics
@@ -91,41 +100,53 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// EnsureDefaults fills zero fields with Kafka's defaults.
+// DefaultConfig returns Kafka's defaults (Topics is left for the caller).
+func DefaultConfig() Config {
+	return Config{
+		Partitions:                    50,
+		InitialRebalanceDelay:         3 * time.Second,
+		MinSessionTimeout:             6 * time.Second,
+		MaxSessionTimeout:             30 * time.Minute,
+		GroupMaxSize:                  math.MaxInt32,
+		OffsetsRetention:              7 * 24 * time.Hour,
+		OffsetsRetentionCheckInterval: 10 * time.Minute,
+		OffsetMetadataMaxBytes:        4096,
+		ConsumerHeartbeatInterval:     5 * time.Second,
+		ConsumerSessionTimeout:        45 * time.Second,
+		ConsumerMaxSize:               math.MaxInt32,
+		Clock:                         RealClock{},
+		Logger:                        slog.Default(),
+	}
+}
+
+// EnsureDefaults fills, with DefaultConfig's values, the fields that are
+// zero (or negative) where Kafka requires at least 1, and a nil Clock or
+// Logger. Fields where zero is meaningful are left as they are.
 func (c *Config) EnsureDefaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
+	d := DefaultConfig()
+	dur := func(f *time.Duration, v time.Duration) {
+		if *f <= 0 {
+			*f = v
 		}
 	}
 	if c.Partitions <= 0 {
-		c.Partitions = 50
+		c.Partitions = d.Partitions
 	}
-	if c.NoInitialRebalanceDelay {
-		c.InitialRebalanceDelay = 0
-	} else {
-		def(&c.InitialRebalanceDelay, 3*time.Second)
-	}
-	def(&c.MinSessionTimeout, 6*time.Second)
-	def(&c.MaxSessionTimeout, 30*time.Minute)
 	if c.GroupMaxSize <= 0 {
-		c.GroupMaxSize = 1<<31 - 1
+		c.GroupMaxSize = d.GroupMaxSize
 	}
-	def(&c.OffsetsRetention, 7*24*time.Hour)
-	def(&c.OffsetsRetentionCheckInterval, 10*time.Minute)
-	if c.OffsetMetadataMaxBytes == 0 {
-		c.OffsetMetadataMaxBytes = 4096
-	}
-	def(&c.ConsumerHeartbeatInterval, 5*time.Second)
-	def(&c.ConsumerSessionTimeout, 45*time.Second)
+	dur(&c.OffsetsRetention, d.OffsetsRetention)
+	dur(&c.OffsetsRetentionCheckInterval, d.OffsetsRetentionCheckInterval)
+	dur(&c.ConsumerHeartbeatInterval, d.ConsumerHeartbeatInterval)
+	dur(&c.ConsumerSessionTimeout, d.ConsumerSessionTimeout)
 	if c.ConsumerMaxSize <= 0 {
-		c.ConsumerMaxSize = 1<<31 - 1
+		c.ConsumerMaxSize = d.ConsumerMaxSize
 	}
 	if c.Clock == nil {
-		c.Clock = RealClock{}
+		c.Clock = d.Clock
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = d.Logger
 	}
 }
 

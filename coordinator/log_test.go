@@ -81,7 +81,7 @@ var testTopics = memTopics{{Name: "t", ID: [16]byte{1}, Partitions: 3}, {Name: "
 // maps to it), a manual clock, and its log.
 func testCoordinator(t *testing.T, log *memLog, clk *manualClock) *Coordinator {
 	t.Helper()
-	c := New(Config{Partitions: 1, Topics: testTopics, Clock: clk, NoInitialRebalanceDelay: true})
+	c := New(testConfig(1, testTopics, clk))
 	if err := c.Load(0, log); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestReplaySkipsBadRecords(t *testing.T) {
 	c := testCoordinator(t, log, clk)
 	commit(c, "g", -1, "", "t", 0, 5)
 	log.batches = append(log.batches, []Record{{Key: []byte{0, 1, 0}, Value: []byte("x")}})
-	c2 := New(Config{Partitions: 2, Topics: testTopics, Clock: clk})
+	c2 := New(withRebalanceDelay(testConfig(2, testTopics, clk), 3*time.Second))
 	defer c2.Close()
 	// With 2 partitions "g" hashes to partition 1: load the log as
 	// partition 0 too, where g's records are foreign.

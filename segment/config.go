@@ -36,7 +36,8 @@ type Config struct {
 	RetentionMs int64
 	// RetentionBytes is retention.bytes: the oldest closed segments are
 	// deleted while the partition would still be at least this many bytes
-	// without them. Default -1 (no limit).
+	// without them. Default -1; any negative value means no limit (as in
+	// Kafka, which has no lower bound here).
 	RetentionBytes int64
 	// FlushMessages is flush.messages: the log syncs after this many
 	// unsynced records. Default math.MaxInt64 (leave it to the page cache).
@@ -94,11 +95,14 @@ func (c Config) Deletes() bool {
 }
 
 // parsePolicy returns the canonical form of a cleanup.policy value: a
-// comma-separated list of "delete" and "compact" in any order.
+// comma-separated list of "delete" and "compact" in any order, read as
+// Kafka's ConfigDef reads a list (white space around items dropped, items
+// case-sensitive, an empty item refused). replica's topic config table
+// parses the key the same way (its tests check they agree).
 func parsePolicy(v string) (string, bool) {
 	var del, comp bool
-	for _, w := range strings.Split(v, ",") {
-		switch strings.ToLower(strings.TrimSpace(w)) {
+	for _, w := range strings.Split(strings.TrimSpace(v), ",") {
+		switch strings.TrimSpace(w) {
 		case PolicyDelete:
 			del = true
 		case PolicyCompact:
@@ -155,7 +159,6 @@ func (c *Config) Validate() error {
 	check(c.SegmentIndexBytes >= 4, "segment.index.bytes", c.SegmentIndexBytes, "must be >= 4")
 	check(c.IndexIntervalBytes >= 0, "index.interval.bytes", c.IndexIntervalBytes, "must be >= 0")
 	check(c.RetentionMs >= -1, "retention.ms", c.RetentionMs, "must be >= -1")
-	check(c.RetentionBytes >= -1, "retention.bytes", c.RetentionBytes, "must be >= -1")
 	check(c.FlushMessages >= 1, "flush.messages", c.FlushMessages, "must be >= 1")
 	check(c.FlushMs >= 0, "flush.ms", c.FlushMs, "must be >= 0")
 	check(c.FileDeleteDelayMs >= 0, "file.delete.delay.ms", c.FileDeleteDelayMs, "must be >= 0")
@@ -195,8 +198,13 @@ func Keys() []string {
 // Set sets one field by its Kafka topic config name. It returns an error
 // wrapping ErrInvalidConfig for an unknown key or a value that does not
 // parse (an integer; a number for min.cleanable.dirty.ratio; a policy list
-// for cleanup.policy); range checks are Validate's.
+// for cleanup.policy); range checks are Validate's. Values are trimmed, as
+// Kafka does. The broker resolves topic configs with replica's table
+// (replica.ResolveTopicConfig), which sets these fields itself; Set is for
+// code that uses a log on its own (tests, tools), and its tests in replica
+// check that it accepts exactly what the table accepts.
 func (c *Config) Set(key, value string) error {
+	value = strings.TrimSpace(value)
 	switch key {
 	case "cleanup.policy":
 		p, ok := parsePolicy(value)

@@ -15,14 +15,14 @@ func TestConfigCompactionKeys(t *testing.T) {
 	}
 	for value, want := range map[string]string{
 		"delete": PolicyDelete, "compact": PolicyCompact, "compact,delete": PolicyCompactDelete,
-		"delete,compact": PolicyCompactDelete, " Compact , delete ": PolicyCompactDelete,
+		"delete,compact": PolicyCompactDelete, " compact , delete ": PolicyCompactDelete,
 	} {
 		c := DefaultConfig()
 		if err := c.Set("cleanup.policy", value); err != nil || c.CleanupPolicy != want {
 			t.Errorf("cleanup.policy=%q: %q %v", value, c.CleanupPolicy, err)
 		}
 	}
-	for _, bad := range []string{"", "compacted", "delete,"} {
+	for _, bad := range []string{"", "compacted", "delete,", "Compact", "compact,,delete"} {
 		c := DefaultConfig()
 		if err := c.Set("cleanup.policy", bad); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("cleanup.policy=%q accepted", bad)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
-	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -155,10 +154,4 @@ func (b *Broker) produceFailed(out *produced, err error) {
 	if out.sp.ErrorCode == kerr.KafkaStorageError.Code {
 		b.logger.Error("sluice: produce failed", "topic", out.topic, "partition", out.sp.Partition, "err", err)
 	}
-}
-
-// codecs maps compression.type values to codecs ("producer" is absent).
-var codecs = map[string]batch.Codec{
-	"uncompressed": batch.CodecNone, "gzip": batch.CodecGzip, "snappy": batch.CodecSnappy,
-	"lz4": batch.CodecLZ4, "zstd": batch.CodecZstd,
 }

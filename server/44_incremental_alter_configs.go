@@ -20,6 +20,7 @@ package server
 import (
 	"context"
 
+	"github.com/sluicemq/sluice/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -97,8 +98,12 @@ func (b *Broker) applyConfigOp(configs map[string]string, c kmsg.IncrementalAlte
 		if err := checkTopicConfigKey(c.Name); err != nil {
 			return err
 		}
-		if topicConfigTypes[c.Name] != kmsg.ConfigTypeList {
-			return kafkaErrorf(kerr.InvalidConfig, "%s is not a list config: APPEND and SUBTRACT apply only to list configs", c.Name)
+		if k, _ := replica.LookupTopicConfig(c.Name); k.Type != replica.ConfigList {
+			op := "append"
+			if c.Op == kmsg.IncrementalAlterConfigOpSubtract {
+				op = "subtract"
+			}
+			return kafkaErrorf(kerr.InvalidConfig, "Config value %s is not allowed for config key: %s", op, c.Name)
 		}
 		cur := b.topicConfigValue(configs, c.Name)
 		if c.Op == kmsg.IncrementalAlterConfigOpAppend {

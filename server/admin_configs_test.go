@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -111,15 +112,15 @@ func cfgWant(t *testing.T, c *kadm.Config, value string, src kmsg.ConfigSource, 
 	}
 }
 
-func TestTopicConfigTypesCoverTable(t *testing.T) {
-	for k := range topicConfigs {
-		if _, ok := topicConfigTypes[k]; !ok {
-			t.Errorf("topic config %s has no type", k)
-		}
-	}
-	for k := range topicConfigTypes {
-		if _, ok := topicConfigs[k]; !ok {
-			t.Errorf("type for %s, which is not a topic config", k)
+func TestConfigTypesMatchKmsg(t *testing.T) {
+	for typ, want := range map[replica.ConfigType]kmsg.ConfigType{
+		replica.ConfigBoolean: kmsg.ConfigTypeBoolean, replica.ConfigString: kmsg.ConfigTypeString,
+		replica.ConfigInt: kmsg.ConfigTypeInt, replica.ConfigShort: kmsg.ConfigTypeShort,
+		replica.ConfigLong: kmsg.ConfigTypeLong, replica.ConfigDouble: kmsg.ConfigTypeDouble,
+		replica.ConfigList: kmsg.ConfigTypeList,
+	} {
+		if configType(typ) != want {
+			t.Errorf("%s maps to %v, want %v", typ, configType(typ), want)
 		}
 	}
 }
@@ -131,8 +132,8 @@ func TestDescribeTopicConfigs(t *testing.T) {
 	cfgCreate(t, ctx, adm, "described", 2, map[string]*string{"retention.ms": kadm.StringPtr("60000")})
 
 	got := cfgDescribe(t, ctx, adm, "described")
-	if len(got) != len(topicConfigs) {
-		t.Errorf("%d configs described, want every one of %d", len(got), len(topicConfigs))
+	if n := len(replica.TopicConfigKeys()); len(got) != n {
+		t.Errorf("%d configs described, want every one of %d", len(got), n)
 	}
 	cfgWant(t, got["retention.ms"], "60000", kmsg.ConfigSourceDynamicTopicConfig,
 		"retention.ms=60000/DYNAMIC_TOPIC_CONFIG", "log.retention.ms=604800000/DEFAULT_CONFIG")

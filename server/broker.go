@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/sluicemq/sluice/coordinator"
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
@@ -25,18 +25,19 @@ import (
 type Broker struct {
 	cfg    config.Config
 	logger *slog.Logger
-	fs     vfs.FS // partition folders and logs: vfs.Default; a test may wrap it before creating topics
+	fs     vfs.FS // partition logs' file system
 	meta   *meta.Store
+	recon  *reconciler // opens, reconfigures and closes partitions (reconcile.go)
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
 	clean  *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
 
 	mu    sync.RWMutex
-	parts map[topicPartition]*replica.Partition
+	parts map[topicPartition]*replica.Partition // the open partitions; changed only by the reconciler
 
 	sessions *fetchSessions // KIP-227 fetch sessions
 
-	topicsMu sync.Mutex // serializes topic creation, deletion and growth (topics_admin.go)
+	topicsMu sync.Mutex // serializes metadata changes made by requests (topics_admin.go)
 
 	ln      net.Listener
 	ctx     context.Context
@@ -56,74 +57,66 @@ type topicPartition struct {
 // metadata (Pebble).
 const metaDirName = "__sluice_metadata"
 
-// New opens the broker's metadata and every partition log in log.dirs.
+// Options are a Broker's collaborators; the zero value runs on the OS.
+type Options struct {
+	// Logger receives the broker's log lines. Default slog.Default().
+	Logger *slog.Logger
+	// FS holds the partition logs (log.dirs). Default vfs.Default, the OS;
+	// crash tests pass a vfs.MemFS.
+	FS vfs.FS
+	// MetaFS holds the cluster metadata (Pebble, in
+	// <log.dirs>/__sluice_metadata). Default the OS; crash tests pass
+	// Pebble's crashable in-memory FS.
+	MetaFS pebblevfs.FS
+}
+
+// New opens the broker's metadata and every partition log in log.dirs,
+// on the OS's file system.
 func New(cfg config.Config, logger *slog.Logger) (*Broker, error) {
-	if logger == nil {
-		logger = slog.Default()
+	return NewWithOptions(cfg, Options{Logger: logger})
+}
+
+// NewWithOptions is New with its collaborators chosen. A partition that
+// cannot be opened does not stop the broker: it is logged and retried (see
+// reconcile.go) while the others serve.
+func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	logger := opts.Logger
 	// Start fills in the advertised port when listening on port 0: own
 	// the slices.
 	cfg.Listeners = append([]config.Listener(nil), cfg.Listeners...)
 	cfg.AdvertisedListeners = append([]config.Listener(nil), cfg.AdvertisedListeners...)
 	dir := cfg.LogDirs[0]
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	st, err := meta.Open(filepath.Join(dir, metaDirName), meta.Options{})
+	st, err := meta.Open(filepath.Join(dir, metaDirName), meta.Options{FS: opts.MetaFS, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
-	b := &Broker{cfg: cfg, logger: logger, fs: vfs.Default, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
+	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	b.clean = newCleaner(cfg, logger)
-	for _, t := range st.Topics() {
-		for p := int32(0); p < t.Partitions; p++ {
-			if _, err := b.openPartition(t, p); err != nil {
-				b.closeLogs()
-				st.Close()
-				return nil, err
-			}
-		}
-	}
+	b.coord = b.newCoordinator()
+	b.recon = newReconciler(b)
+	b.recon.pass() // every partition the metadata names, before serving
+	b.recon.start()
 	b.sweep.Start()
 	b.startCleaner()
-	b.coord = b.newCoordinator()
-	if t, ok := st.Topic(offsetsTopic); ok {
-		b.loadOffsetsTopic(t)
-	}
 	return b, nil
 }
 
 // partitionDir is Kafka's layout: <log.dirs>/<topic>-<partition>.
 func (b *Broker) partitionDir(topic string, p int32) string {
 	return filepath.Join(b.cfg.LogDirs[0], topic+"-"+strconv.Itoa(int(p)))
-}
-
-// openPartition opens (creating) one partition's log.
-func (b *Broker) openPartition(t meta.Topic, p int32) (*replica.Partition, error) {
-	cfg, err := b.topicConfig(t.Configs)
-	if err != nil {
-		return nil, err
-	}
-	part, err := replica.Open(b.fs, b.partitionDir(t.Name, p), cfg, replica.Options{
-		Internal: isInternalTopic(t.Name),
-		Sweeper:  b.sweep,
-		Cleaner:  b.clean,
-		Log: segment.Options{
-			Logger:                   b.logger,
-			CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	b.parts[topicPartition{t.Name, p}] = part
-	b.mu.Unlock()
-	return part, nil
 }
 
 // partition returns an open partition.
@@ -219,19 +212,10 @@ func (b *Broker) Close() error {
 		}
 		b.cancel()
 	}
+	b.recon.close()
 	b.wg.Wait() // coordinator loads started by New, when Start never ran
 	b.sweep.Stop()
 	b.stopCleaner()
-	err := b.closeLogs()
+	err := b.recon.closeAll()
 	return errors.Join(err, b.meta.Close())
-}
-
-func (b *Broker) closeLogs() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var errs []error
-	for _, p := range b.parts {
-		errs = append(errs, p.Close())
-	}
-	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicemq/sluice/meta"
+	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,22 +17,25 @@ import (
 // Config admin: what DescribeConfigs (32), AlterConfigs (33) and
 // IncrementalAlterConfigs (44) share.
 //
-// Topic configs are the keys of topicConfigs. A topic's overrides live in
-// the metadata (meta.Topic.Configs); a key not overridden takes the value
-// of its broker key (topicConfigs[k].brokerKey) from the static broker
-// config. A change is validated as a whole (every resulting key and value,
-// then the partition log settings they make), written to the metadata in
-// one record, and then applied to every open partition log of the topic,
-// all under b.topicsMu, so it cannot interleave with another change, with
-// the topic's deletion, or with new partitions being opened from the
-// metadata's configs. Produce reads max.message.bytes,
-// message.timestamp.type and compression.type from the metadata on every
-// request, so those apply at once too. Two settings apply later:
-// segment.index.bytes sizes index files from the next roll, and whether
-// acks wait for an fsync (flush.messages=1) is fixed when a partition
-// opens (replica.Options.SyncOnCommit), so that part of a flush.messages
-// change applies from the next restart; the log's own flushing follows
-// the new value at once.
+// Topic configs are replica's table (replica.TopicConfigKeys). A topic's
+// overrides live in the metadata (meta.Topic.Configs) as given; a key not
+// overridden takes the value of its broker key (TopicConfigKey.BrokerKey)
+// from the static broker config. DescribeConfigs shows each value in the
+// table's canonical form (trimmed; a list joined with bare commas), as
+// Kafka shows the parsed value. A change is validated as a whole
+// (replica.ResolveTopicConfig over every resulting key and value), written
+// to the metadata in one record, and then applied to every open partition
+// log of the topic, all under b.topicsMu, so it cannot interleave with
+// another change, with the topic's deletion, or with new partitions being
+// opened from the metadata's configs. Produce resolves the topic's configs
+// from the metadata on every request, so max.message.bytes,
+// message.timestamp.type, compression.type and cleanup.policy's key check
+// apply at once too. Which keys apply later is the table's Live (see
+// replica's topicconfig.go): segment.index.bytes sizes index files from
+// the next roll, and whether acks wait for an fsync (flush.messages=1) is
+// fixed when a partition opens (replica.Options.SyncOnCommit), so that
+// part of a flush.messages change applies from the next restart; the log's
+// own flushing follows the new value at once.
 //
 // Broker configs are static (server.properties and --set): every one is
 // reported read-only, and a change to one is refused with INVALID_REQUEST,
@@ -39,29 +43,10 @@ import (
 // broker resource named "" is Kafka's cluster-wide default of the dynamic
 // broker configs; Sluice has none, so it describes as an empty list.
 
-// topicConfigTypes is each topic config's type as DescribeConfigs v3+
-// reports it (Kafka's LogConfig types). List configs are the only ones
-// IncrementalAlterConfigs may APPEND to or SUBTRACT from. Every key of
-// topicConfigs has an entry (TestTopicConfigTypesCoverTable).
-var topicConfigTypes = map[string]kmsg.ConfigType{
-	"retention.ms":              kmsg.ConfigTypeLong,
-	"retention.bytes":           kmsg.ConfigTypeLong,
-	"segment.bytes":             kmsg.ConfigTypeInt,
-	"segment.ms":                kmsg.ConfigTypeLong,
-	"segment.index.bytes":       kmsg.ConfigTypeInt,
-	"index.interval.bytes":      kmsg.ConfigTypeInt,
-	"flush.messages":            kmsg.ConfigTypeLong,
-	"flush.ms":                  kmsg.ConfigTypeLong,
-	"file.delete.delay.ms":      kmsg.ConfigTypeLong,
-	"max.message.bytes":         kmsg.ConfigTypeInt,
-	"min.insync.replicas":       kmsg.ConfigTypeInt,
-	"cleanup.policy":            kmsg.ConfigTypeList,
-	"message.timestamp.type":    kmsg.ConfigTypeString,
-	"compression.type":          kmsg.ConfigTypeString,
-	"delete.retention.ms":       kmsg.ConfigTypeLong,
-	"min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
-	"min.compaction.lag.ms":     kmsg.ConfigTypeLong,
-	"max.compaction.lag.ms":     kmsg.ConfigTypeLong,
+// configType is a topic config's type as DescribeConfigs v3+ reports it.
+// replica's ConfigType has the protocol's values (TestConfigTypesMatchKmsg).
+func configType(t replica.ConfigType) kmsg.ConfigType {
+	return kmsg.ConfigType(t)
 }
 
 // configResource identifies a resource of a config request.
@@ -112,17 +97,19 @@ func (b *Broker) describeTopicConfigs(topic string, want func(string) bool, syno
 	}
 	defaults := config.Default()
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, k := range slices.Sorted(maps.Keys(topicConfigs)) {
-		if !want(k) {
+	for _, k := range replica.TopicConfigKeys() {
+		if !want(k.Name) {
 			continue
 		}
-		bk := topicConfigs[k].brokerKey
 		var chain []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
-		if v, ok := t.Configs[k]; ok {
-			chain = append(chain, configSynonym(k, v, kmsg.ConfigSourceDynamicTopicConfig))
+		if v, ok := t.Configs[k.Name]; ok {
+			if canon, err := k.Parse(v); err == nil {
+				v = canon
+			}
+			chain = append(chain, configSynonym(k.Name, v, kmsg.ConfigSourceDynamicTopicConfig))
 		}
-		chain = append(chain, b.brokerChain(bk, &defaults)...)
-		out = append(out, describedConfig(k, chain, topicConfigTypes[k], false, synonyms))
+		chain = append(chain, b.brokerChain(k.BrokerKey, &defaults)...)
+		out = append(out, describedConfig(k.Name, chain, configType(k.Type), false, synonyms))
 	}
 	return out, nil
 }
@@ -210,11 +197,7 @@ func (b *Broker) changeTopicConfigs(topic string, validateOnly bool, change func
 	if err != nil {
 		return err
 	}
-	if err := validateTopicConfigs(configs); err != nil {
-		return kafkaErrorf(kerr.InvalidConfig, "%v", err)
-	}
-	topicCfg, err := b.topicConfig(configs)
-	if err != nil {
+	if _, err := b.topicConfig(configs); err != nil {
 		return kafkaErrorf(kerr.InvalidConfig, "%v", err)
 	}
 	if validateOnly || maps.Equal(old, configs) {
@@ -223,27 +206,15 @@ func (b *Broker) changeTopicConfigs(topic string, validateOnly bool, change func
 	if err := b.meta.SetTopicConfigs(topic, configs); err != nil {
 		return fmt.Errorf("server: alter configs of topic %q: %w", topic, err)
 	}
-	var errs []string
-	for p := int32(0); p < t.Partitions; p++ {
-		if part, ok := b.partition(topic, p); ok {
-			if err := part.SetConfig(topicCfg); err != nil {
-				errs = append(errs, fmt.Sprintf("partition %d: %v", p, err))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		// Unreachable (logConfig validated the settings); the metadata
-		// holds the change, and a restart applies it.
-		return fmt.Errorf("server: alter configs of topic %q: %s", topic, strings.Join(errs, "; "))
-	}
+	b.recon.changedSoon()
 	b.logger.Info("sluice: topic configs changed", "topic", topic, "configs", configs)
 	return nil
 }
 
 // checkTopicConfigKey refuses a key that is not a topic config.
 func checkTopicConfigKey(k string) error {
-	if _, ok := topicConfigs[k]; !ok {
-		return kafkaErrorf(kerr.InvalidConfig, "unknown topic config %q", k)
+	if _, ok := replica.LookupTopicConfig(k); !ok {
+		return kafkaErrorf(kerr.InvalidConfig, "%v", &replica.TopicConfigError{Key: k})
 	}
 	return nil
 }
@@ -260,11 +231,12 @@ func duplicateName(names []string) (string, bool) {
 	return "", false
 }
 
-// splitList splits a list config's value ("a,b") into its items.
+// splitList splits a list config's value ("a, b") into its items, as
+// Kafka's ConfigDef does, without empty items.
 func splitList(v string) []string {
 	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
+	for _, s := range replica.SplitConfigList(v) {
+		if s != "" {
 			out = append(out, s)
 		}
 	}

@@ -35,7 +35,6 @@ func (b *Broker) newCoordinator() *coordinator.Coordinator {
 	return coordinator.New(coordinator.Config{
 		Partitions:                    partitions,
 		InitialRebalanceDelay:         ms(int64(c.GroupInitialRebalanceDelayMs)),
-		NoInitialRebalanceDelay:       c.GroupInitialRebalanceDelayMs == 0,
 		MinSessionTimeout:             ms(int64(c.GroupMinSessionTimeoutMs)),
 		MaxSessionTimeout:             ms(int64(c.GroupMaxSessionTimeoutMs)),
 		GroupMaxSize:                  c.GroupMaxSize,
@@ -50,23 +49,18 @@ func (b *Broker) newCoordinator() *coordinator.Coordinator {
 	})
 }
 
-// loadOffsetsTopic loads every partition of an existing __consumer_offsets
-// into the coordinator, replaying each in its own goroutine (requests for
-// a partition still replaying get COORDINATOR_LOAD_IN_PROGRESS).
-func (b *Broker) loadOffsetsTopic(t meta.Topic) {
-	for p := int32(0); p < t.Partitions; p++ {
-		part, ok := b.partition(t.Name, p)
-		if !ok {
-			continue
+// loadOffsetsPartition loads a __consumer_offsets partition the
+// reconciler opened into the coordinator, replaying it in its own
+// goroutine (requests for a partition still replaying get
+// COORDINATOR_LOAD_IN_PROGRESS).
+func (b *Broker) loadOffsetsPartition(p int32, part *replica.Partition) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		if err := b.coord.Load(p, offsetsLog{part}); err != nil {
+			b.logger.Error("sluice: loading group coordinator state", "partition", p, "err", err)
 		}
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			if err := b.coord.Load(p, offsetsLog{part}); err != nil {
-				b.logger.Error("sluice: loading group coordinator state", "partition", p, "err", err)
-			}
-		}()
-	}
+	}()
 }
 
 // ensureOffsetsTopic creates __consumer_offsets if it does not exist yet
@@ -76,15 +70,14 @@ func (b *Broker) ensureOffsetsTopic() error {
 	if _, ok := b.meta.Topic(offsetsTopic); ok {
 		return nil
 	}
-	t, err := b.createTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicReplicationFactor, offsetsTopicConfigs(), false)
+	_, err := b.createTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicReplicationFactor, offsetsTopicConfigs(), false)
 	switch {
 	case errIs(err, kerr.TopicAlreadyExists):
-		return nil // created concurrently; that creator loads it
+		return nil // created concurrently
 	case err != nil:
 		b.logger.Error("sluice: creating "+offsetsTopic, "err", err)
 		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s cannot be created: %v", offsetsTopic, err)
 	}
-	b.loadOffsetsTopic(t)
 	return nil
 }
 

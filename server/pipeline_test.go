@@ -231,11 +231,13 @@ func startGatedBroker(t *testing.T, g *gatedSyncs) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b, err := NewWithOptions(cfg, Options{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		FS:     vfs.NewErrorFS(vfs.Default, g),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.fs = vfs.NewErrorFS(vfs.Default, g)
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}

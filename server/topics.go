@@ -8,7 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// createTopic validates and creates a topic and opens its partitions.
+// createTopic validates and creates a topic, and returns once the
+// reconciler has opened its partitions (or tried to: see reconcile.go).
 // partitions or rf -1 take the broker defaults (num.partitions,
 // default.replication.factor). Errors are kafkaErrors.
 func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (meta.Topic, error) {
@@ -29,7 +30,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 	if rf < 1 || rf > 1 {
 		return meta.Topic{}, kafkaErrorf(kerr.InvalidReplicationFactor, "replication factor %d: there is 1 live broker", rf)
 	}
-	if err := validateTopicConfigs(configs); err != nil {
+	if _, err := b.topicConfig(configs); err != nil {
 		return meta.Topic{}, kafkaErrorf(kerr.InvalidConfig, "%v", err)
 	}
 	if _, ok := b.meta.Topic(name); ok {
@@ -47,11 +48,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 	case err != nil:
 		return meta.Topic{}, fmt.Errorf("server: create topic %q: %w", name, err)
 	}
-	for p := int32(0); p < t.Partitions; p++ {
-		if _, err := b.openNewPartition(t, p); err != nil {
-			return t, fmt.Errorf("server: create topic %q partition %d: %w", name, p, err)
-		}
-	}
+	b.recon.changedSoon()
 	b.logger.Info("sluice: topic created", "topic", name, "partitions", t.Partitions)
 	return t, nil
 }

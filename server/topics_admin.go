@@ -1,27 +1,24 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/sluicemq/sluice/meta"
-	"github.com/sluicemq/sluice/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// Topic deletion and growth. Every change to the set of topics or
-// partitions (createTopic, deleteTopic, addPartitions) holds b.topicsMu, so
-// a folder is never removed while another request opens a log in it, and
-// a name being deleted cannot be recreated before its folders are gone.
-// Lock order: topicsMu, then b.mu (taken briefly by openPartition and
-// dropPartition).
+// Topic deletion and growth. Requests only validate and write metadata
+// records, holding b.topicsMu so that a check and the change it guards
+// (a config read-modify-write, the internal-topic rules) do not interleave
+// with another request's; the reconciler (reconcile.go) then opens, closes
+// and removes partitions, and the request waits for it (bounded).
 //
 // A deletion commits in the metadata first (that is the acknowledgement),
-// then closes the logs and removes the folders. A crash in between leaves
-// folders no topic owns; they are never opened (New opens only the
-// metadata's topics) and openNewPartition removes such a leftover before a
-// new topic or partition of the same name uses the folder, so a recreated
+// then the reconciler closes the logs and removes the folders. A crash in
+// between leaves folders no topic owns; they are never opened, and a
+// new topic of the same name removes such a leftover before using the
+// folder (its partition.metadata names the old topic ID), so a recreated
 // topic never sees old data.
 
 // deleteTopic deletes a topic by name or, when byID, by ID, and removes its
@@ -52,51 +49,9 @@ func (b *Broker) deleteTopic(name string, id [16]byte, byID bool) (meta.Topic, e
 	case err != nil:
 		return t, fmt.Errorf("server: delete topic: %w", err)
 	}
-	for p := int32(0); p < t.Partitions; p++ {
-		b.dropPartition(t.Name, p)
-	}
-	if t.Name != offsetsTopic {
-		b.coord.TopicDeleted(context.Background(), t.Name)
-	}
+	b.recon.changedSoon()
 	b.logger.Info("sluice: topic deleted", "topic", t.Name, "id", meta.FormatTopicID(t.ID), "partitions", t.Partitions)
 	return t, nil
-}
-
-// dropPartition takes a partition out of service, closes its log and
-// removes its folder. The topic is already gone from the metadata, so
-// failures are only logged: the folder is a leftover that
-// openNewPartition removes before the name is used again.
-func (b *Broker) dropPartition(topic string, p int32) {
-	tp := topicPartition{topic, p}
-	b.mu.Lock()
-	part, ok := b.parts[tp]
-	delete(b.parts, tp)
-	b.mu.Unlock()
-	if ok {
-		// Requests that looked the partition up before this point see
-		// segment.ErrClosed (UNKNOWN_TOPIC_OR_PARTITION).
-		if err := part.Close(); err != nil {
-			b.logger.Warn("sluice: close deleted partition", "topic", topic, "partition", p, "err", err)
-		}
-	}
-	if err := b.fs.RemoveAll(b.partitionDir(topic, p)); err != nil {
-		b.logger.Warn("sluice: remove deleted partition folder", "topic", topic, "partition", p, "err", err)
-	}
-}
-
-// openNewPartition opens the log of a partition that has just come into
-// existence (a new topic, or growth), first removing any folder a deleted
-// topic of the same name left behind after a crash. Called with topicsMu
-// held.
-func (b *Broker) openNewPartition(t meta.Topic, p int32) (*replica.Partition, error) {
-	dir := b.partitionDir(t.Name, p)
-	if _, err := b.fs.Stat(dir); err == nil {
-		b.logger.Warn("sluice: removing a partition folder that belongs to no topic (left by a deleted topic, or put there by hand)", "dir", dir)
-		if err := b.fs.RemoveAll(dir); err != nil {
-			return nil, err
-		}
-	}
-	return b.openPartition(t, p)
 }
 
 // addPartitions grows a topic to count partitions and opens the new ones.
@@ -127,15 +82,7 @@ func (b *Broker) addPartitions(name string, count int32, validateOnly bool) erro
 	case err != nil:
 		return fmt.Errorf("server: add partitions to %q: %w", name, err)
 	}
-	old := t.Partitions
-	if t, ok = b.meta.Topic(name); !ok {
-		return kafkaErrorf(kerr.UnknownTopicOrPartition, "no topic %q", name)
-	}
-	for p := old; p < t.Partitions; p++ {
-		if _, err := b.openNewPartition(t, p); err != nil {
-			return fmt.Errorf("server: add partitions to %q: partition %d: %w", name, p, err)
-		}
-	}
-	b.logger.Info("sluice: partitions added", "topic", name, "partitions", t.Partitions)
+	b.recon.changedSoon()
+	b.logger.Info("sluice: partitions added", "topic", name, "partitions", count)
 	return nil
 }

@@ -13,7 +13,10 @@
 //
 // One table in keys.go maps each Kafka key onto one typed field of Config;
 // each field's comment gives its key, unit, allowed range, Sluice's default
-// and Kafka's. Keys lists the names. Sluice differs from Kafka's defaults in:
+// and Kafka's. A key that is the broker default of a topic config
+// (log.segment.bytes for segment.bytes, log.cleanup.policy for
+// cleanup.policy, ...) reads its values with the topic config table's
+// parser (replica.TopicConfigKeys), so both accept the same values. Keys lists the names. Sluice differs from Kafka's defaults in:
 //
 //   - log.flush.interval.messages = 1 (Kafka: 9223372036854775807). Every
 //     acknowledged write is fsynced before the ack; concurrent writers share
@@ -123,8 +126,8 @@ type Config struct {
 	LogRetentionMs int64
 
 	// LogRetentionBytes is the partition size above which old segments are
-	// deleted. Key log.retention.bytes; bytes, long >= -1; -1 means no size
-	// limit. Default -1 (Kafka's).
+	// deleted. Key log.retention.bytes; bytes, any long; a negative value
+	// (-1) means no size limit. Default -1 (Kafka's).
 	LogRetentionBytes int64
 
 	// LogRetentionCheckIntervalMs is how often retention runs.

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/sluicemq/sluice/replica"
 )
 
 // keyTable maps every Kafka key onto Config: the one table of names. Each
@@ -70,41 +72,41 @@ var keyTable = []spec{
 	intKey("num.partitions", func(c *Config) *int32 { return &c.NumPartitions }, 1, math.MaxInt32),
 	intKey("default.replication.factor", func(c *Config) *int16 { return &c.DefaultReplicationFactor }, 1, math.MaxInt16),
 	boolKey("auto.create.topics.enable", func(c *Config) *bool { return &c.AutoCreateTopicsEnable }),
-	intKey("log.segment.bytes", func(c *Config) *int32 { return &c.LogSegmentBytes }, 14, math.MaxInt32),
-	withSynonyms(intKey("log.roll.ms", func(c *Config) *int64 { return &c.LogRollMs }, 1, math.MaxInt64),
-		scaledKey("log.roll.hours", func(c *Config) *int64 { return &c.LogRollMs }, hourMs, 1)),
-	withSynonyms(intKey("log.retention.ms", func(c *Config) *int64 { return &c.LogRetentionMs }, -1, math.MaxInt64),
+	topicSynonym(intKey("log.segment.bytes", func(c *Config) *int32 { return &c.LogSegmentBytes }, 14, math.MaxInt32)),
+	topicSynonym(withSynonyms(intKey("log.roll.ms", func(c *Config) *int64 { return &c.LogRollMs }, 1, math.MaxInt64),
+		scaledKey("log.roll.hours", func(c *Config) *int64 { return &c.LogRollMs }, hourMs, 1))),
+	topicSynonym(withSynonyms(intKey("log.retention.ms", func(c *Config) *int64 { return &c.LogRetentionMs }, -1, math.MaxInt64),
 		scaledKey("log.retention.minutes", func(c *Config) *int64 { return &c.LogRetentionMs }, minuteMs, math.MinInt32),
-		scaledKey("log.retention.hours", func(c *Config) *int64 { return &c.LogRetentionMs }, hourMs, math.MinInt32)),
-	intKey("log.retention.bytes", func(c *Config) *int64 { return &c.LogRetentionBytes }, -1, math.MaxInt64),
+		scaledKey("log.retention.hours", func(c *Config) *int64 { return &c.LogRetentionMs }, hourMs, math.MinInt32))),
+	topicSynonym(intKey("log.retention.bytes", func(c *Config) *int64 { return &c.LogRetentionBytes }, math.MinInt64, math.MaxInt64)), // any long, as in Kafka: negative means no limit
 	intKey("log.retention.check.interval.ms", func(c *Config) *int64 { return &c.LogRetentionCheckIntervalMs }, 1, math.MaxInt64),
-	intKey("log.flush.interval.messages", func(c *Config) *int64 { return &c.LogFlushIntervalMessages }, 1, math.MaxInt64),
-	intKey("log.flush.interval.ms", func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0, math.MaxInt64),
-	intKey("message.max.bytes", func(c *Config) *int32 { return &c.MessageMaxBytes }, 0, math.MaxInt32),
+	topicSynonym(intKey("log.flush.interval.messages", func(c *Config) *int64 { return &c.LogFlushIntervalMessages }, 1, math.MaxInt64)),
+	topicSynonym(intKey("log.flush.interval.ms", func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0, math.MaxInt64)),
+	topicSynonym(intKey("message.max.bytes", func(c *Config) *int32 { return &c.MessageMaxBytes }, 0, math.MaxInt32)),
 	intKey("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes }, 1, math.MaxInt32),
-	intKey("min.insync.replicas", func(c *Config) *int32 { return &c.MinInsyncReplicas }, 1, math.MaxInt32),
-	enumKey("log.message.timestamp.type", func(c *Config) *string { return &c.LogMessageTimestampType }, "CreateTime", "LogAppendTime"),
-	enumKey("compression.type", func(c *Config) *string { return &c.CompressionType }, "uncompressed", "producer", "gzip", "snappy", "lz4", "zstd"),
+	topicSynonym(intKey("min.insync.replicas", func(c *Config) *int32 { return &c.MinInsyncReplicas }, 1, math.MaxInt32)),
+	topicSynonym(enumKey("log.message.timestamp.type", func(c *Config) *string { return &c.LogMessageTimestampType }, "CreateTime", "LogAppendTime")),
+	topicSynonym(enumKey("compression.type", func(c *Config) *string { return &c.CompressionType }, "uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")),
 	intKey("offsets.topic.num.partitions", func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }, 1, math.MaxInt32),
 	intKey("offsets.topic.replication.factor", func(c *Config) *int16 { return &c.OffsetsTopicReplicationFactor }, 1, math.MaxInt16),
 	intKey("group.initial.rebalance.delay.ms", func(c *Config) *int32 { return &c.GroupInitialRebalanceDelayMs }, 0, math.MaxInt32),
-	intKey("log.index.interval.bytes", func(c *Config) *int32 { return &c.LogIndexIntervalBytes }, 0, math.MaxInt32),
-	intKey("log.index.size.max.bytes", func(c *Config) *int32 { return &c.LogIndexSizeMaxBytes }, 4, math.MaxInt32),
-	{
+	topicSynonym(intKey("log.index.interval.bytes", func(c *Config) *int32 { return &c.LogIndexIntervalBytes }, 0, math.MaxInt32)),
+	topicSynonym(intKey("log.index.size.max.bytes", func(c *Config) *int32 { return &c.LogIndexSizeMaxBytes }, 4, math.MaxInt32)),
+	topicSynonym(spec{
 		name:  "log.cleanup.policy",
 		set:   setCleanupPolicy,
 		get:   func(c *Config) string { return c.LogCleanupPolicy.String() },
 		check: checkCleanupPolicy,
-	},
-	intKey("log.segment.delete.delay.ms", func(c *Config) *int64 { return &c.LogSegmentDeleteDelayMs }, 0, math.MaxInt64),
+	}),
+	topicSynonym(intKey("log.segment.delete.delay.ms", func(c *Config) *int64 { return &c.LogSegmentDeleteDelayMs }, 0, math.MaxInt64)),
 	boolKey("log.cleaner.enable", func(c *Config) *bool { return &c.LogCleanerEnable }),
 	intKey("log.cleaner.backoff.ms", func(c *Config) *int64 { return &c.LogCleanerBackoffMs }, 0, math.MaxInt64),
 	intKey("log.cleaner.threads", func(c *Config) *int32 { return &c.LogCleanerThreads }, 0, math.MaxInt32),
 	intKey("log.cleaner.dedupe.buffer.size", func(c *Config) *int64 { return &c.LogCleanerDedupeBufferSize }, 0, math.MaxInt64),
-	intKey("log.cleaner.delete.retention.ms", func(c *Config) *int64 { return &c.LogCleanerDeleteRetentionMs }, 0, math.MaxInt64),
-	floatKey("log.cleaner.min.cleanable.ratio", func(c *Config) *float64 { return &c.LogCleanerMinCleanableRatio }, 0, 1),
-	intKey("log.cleaner.min.compaction.lag.ms", func(c *Config) *int64 { return &c.LogCleanerMinCompactionLagMs }, 0, math.MaxInt64),
-	intKey("log.cleaner.max.compaction.lag.ms", func(c *Config) *int64 { return &c.LogCleanerMaxCompactionLagMs }, 1, math.MaxInt64),
+	topicSynonym(intKey("log.cleaner.delete.retention.ms", func(c *Config) *int64 { return &c.LogCleanerDeleteRetentionMs }, 0, math.MaxInt64)),
+	topicSynonym(floatKey("log.cleaner.min.cleanable.ratio", func(c *Config) *float64 { return &c.LogCleanerMinCleanableRatio }, 0, 1)),
+	topicSynonym(intKey("log.cleaner.min.compaction.lag.ms", func(c *Config) *int64 { return &c.LogCleanerMinCompactionLagMs }, 0, math.MaxInt64)),
+	topicSynonym(intKey("log.cleaner.max.compaction.lag.ms", func(c *Config) *int64 { return &c.LogCleanerMaxCompactionLagMs }, 1, math.MaxInt64)),
 	intKey("group.min.session.timeout.ms", func(c *Config) *int32 { return &c.GroupMinSessionTimeoutMs }, 0, math.MaxInt32),
 	intKey("group.max.session.timeout.ms", func(c *Config) *int32 { return &c.GroupMaxSessionTimeoutMs }, 0, math.MaxInt32),
 	intKey("group.max.size", func(c *Config) *int32 { return &c.GroupMaxSize }, 1, math.MaxInt32),
@@ -252,6 +254,33 @@ func (c *Config) Source(key string) (src Source, ok bool) {
 		return SourceStatic, true
 	}
 	return SourceDefault, true
+}
+
+// topicSynonym marks s as the broker default of a topic config (the one
+// whose TopicConfigKey.BrokerKey is s.name): its values are read by the
+// topic config table's parser, so the broker key accepts exactly what a
+// topic override accepts (Kafka's ConfigDef reading: trimmed, lists split
+// on commas with white space dropped, Kafka's ranges), and s.set then
+// takes the canonical form.
+func topicSynonym(s spec) spec {
+	var key replica.TopicConfigKey
+	for _, k := range replica.TopicConfigKeys() {
+		if k.BrokerKey == s.name {
+			key = k
+		}
+	}
+	if key.Name == "" {
+		panic("config: " + s.name + " is the broker key of no topic config")
+	}
+	set := s.set
+	s.set = func(c *Config, v string) error {
+		canon, err := key.Parse(v)
+		if err != nil {
+			return err
+		}
+		return set(c, canon)
+	}
+	return s
 }
 
 // withSynonyms adds lower-precedence names to s, highest first.

@@ -1,0 +1,398 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/meta"
+	"github.com/sluicemq/sluice/replica"
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// The reconciler: the only code that opens, reconfigures, closes and
+// deletes partitions (Kafka's KRaft broker shape: MetadataPublisher and
+// ReplicaManager.applyDelta). Request handlers validate and append
+// metadata records; the reconciler makes the partitions this broker holds
+// match the metadata state:
+//   - a partition of a topic in the metadata that is not open is opened (a
+//     folder left by a deleted topic of the same name, recognised by the
+//     topic ID in its partition.metadata, is removed first);
+//   - an open partition whose topic configs changed gets the new
+//     configuration;
+//   - an open partition whose topic is gone (deleted, or recreated under a
+//     new topic ID) is closed and its folder removed, and the coordinator
+//     drops the topic's committed offsets.
+//
+// One goroutine runs passes, one at a time, when kicked (after every
+// metadata change this broker makes) and, while an open failed, every
+// reconcileRetry. A failed open is logged and retried; the partition
+// answers LEADER_NOT_AVAILABLE meanwhile and the rest of the broker
+// serves on. Handlers that changed the metadata wait (bounded) until a
+// pass has covered their change, so a client that created a topic can
+// use it at once, as on a single Kafka broker.
+//
+// Only the reconciler goroutine touches held; it takes b.mu (exclusively)
+// only to add or remove a partition from b.parts.
+
+// reconcileRetry is how often a pass retries partitions that failed to
+// open.
+const reconcileRetry = time.Second
+
+// partitionMetadataName is Kafka's per-partition file naming the topic ID
+// the folder belongs to (PartitionMetadataFile):
+//
+//	version: 0
+//	topic_id: <the ID in URL-safe base64, no padding>
+const partitionMetadataName = "partition.metadata"
+
+// heldPartition is what the reconciler opened a partition from.
+type heldPartition struct {
+	part    *replica.Partition
+	topicID [16]byte
+	configs map[string]string // the topic's overrides it was resolved from
+}
+
+type reconciler struct {
+	b         *Broker
+	kick      chan struct{} // buffered: a pass is wanted
+	stop      chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+
+	held map[topicPartition]*heldPartition
+	// atStartup holds the partitions the metadata named at the first
+	// pass, with their topic IDs: only their folders may lack
+	// partition.metadata.
+	atStartup map[topicPartition][16]byte
+	failed    map[topicPartition]string // the last open error logged, per partition
+
+	mu      sync.Mutex
+	applied uint64        // the metadata offset the last pass covered
+	passed  chan struct{} // closed and replaced after every pass
+}
+
+func newReconciler(b *Broker) *reconciler {
+	return &reconciler{
+		b:      b,
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		held:   map[topicPartition]*heldPartition{},
+		failed: map[topicPartition]string{},
+		passed: make(chan struct{}),
+	}
+}
+
+// start runs passes in the background until close.
+func (r *reconciler) start() {
+	go func() {
+		defer close(r.done)
+		var retry <-chan time.Time
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-r.kick:
+			case <-retry:
+			}
+			r.pass()
+			retry = nil
+			if len(r.failed) > 0 {
+				retry = time.After(reconcileRetry)
+			}
+		}
+	}()
+}
+
+// close stops the goroutine and waits for a pass in progress; the
+// partitions stay open (the broker closes them).
+func (r *reconciler) close() {
+	r.closeOnce.Do(func() { close(r.stop) })
+	<-r.done
+}
+
+// changed asks for a pass and waits, at most until ctx ends, for one that
+// covers every metadata change committed so far.
+func (r *reconciler) changed(ctx context.Context) {
+	target := r.b.meta.Offset()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+	for {
+		r.mu.Lock()
+		applied, passed := r.applied, r.passed
+		r.mu.Unlock()
+		if applied >= target {
+			return
+		}
+		select {
+		case <-passed:
+		case <-ctx.Done():
+			return
+		case <-r.done:
+			return
+		}
+	}
+}
+
+// changedSoon is changed bounded by a few seconds: long enough for opens
+// on a slow disk, short enough that a stuck open does not hang a request.
+func (r *reconciler) changedSoon() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.changed(ctx)
+}
+
+// pass makes the held partitions match the metadata once.
+func (r *reconciler) pass() {
+	b := r.b
+	off := b.meta.Offset() // before reading the state: the state is at least this new
+	want := map[topicPartition]meta.Topic{}
+	first := r.atStartup == nil
+	if first {
+		r.atStartup = map[topicPartition][16]byte{}
+	}
+	for _, t := range b.meta.Topics() {
+		for p := int32(0); p < t.Partitions; p++ {
+			want[topicPartition{t.Name, p}] = t
+			if first {
+				r.atStartup[topicPartition{t.Name, p}] = t.ID
+			}
+		}
+	}
+	// Drop what the metadata no longer has (or has under a new topic ID)
+	// first, so a recreated topic's folder is free before it opens.
+	gone := map[string]bool{}
+	for tp, h := range r.held {
+		if t, ok := want[tp]; ok && t.ID == h.topicID {
+			continue
+		}
+		r.drop(tp, h)
+		if t, ok := b.meta.Topic(tp.topic); !ok || t.ID != h.topicID {
+			gone[tp.topic] = true
+		}
+	}
+	for name := range gone {
+		if !isInternalTopic(name) {
+			b.coord.TopicDeleted(context.Background(), name)
+		}
+	}
+	for tp := range r.failed {
+		if _, ok := want[tp]; !ok {
+			delete(r.failed, tp)
+		}
+	}
+	for tp, t := range want {
+		h, ok := r.held[tp]
+		switch {
+		case !ok:
+			r.open(tp, t)
+		case !mapsEqual(h.configs, t.Configs):
+			r.reconfigure(tp, h, t)
+		}
+	}
+	r.mu.Lock()
+	r.applied = max(r.applied, off)
+	close(r.passed)
+	r.passed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// open opens one partition of t, removing a folder that belongs to
+// another topic ID first.
+func (r *reconciler) open(tp topicPartition, t meta.Topic) {
+	b := r.b
+	part, err := r.openPartition(tp, t)
+	if err != nil {
+		msg := err.Error()
+		if r.failed[tp] != msg {
+			b.logger.Error("sluice: cannot open partition; retrying", "topic", tp.topic, "partition", tp.partition, "err", err)
+		}
+		r.failed[tp] = msg
+		return
+	}
+	if _, ok := r.failed[tp]; ok {
+		b.logger.Info("sluice: partition opened after an earlier failure", "topic", tp.topic, "partition", tp.partition)
+		delete(r.failed, tp)
+	}
+	r.held[tp] = &heldPartition{part: part, topicID: t.ID, configs: t.Configs}
+	b.mu.Lock()
+	b.parts[tp] = part
+	b.mu.Unlock()
+	if t.Name == offsetsTopic {
+		b.loadOffsetsPartition(tp.partition, part)
+	}
+}
+
+func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (*replica.Partition, error) {
+	b := r.b
+	dir := b.partitionDir(tp.topic, tp.partition)
+	id, found, err := readPartitionMetadata(b.fs, dir)
+	switch {
+	case err != nil:
+		return nil, err
+	case found && id != t.ID, !found && r.atStartup[tp] != t.ID && exists(b.fs, dir):
+		// A folder of another topic ID, or a folder without the file
+		// where a partition comes into existence: a deleted topic's
+		// leftover. (Without the file at start-up, the folder was
+		// written before Sluice kept partition.metadata: adopted.)
+		b.logger.Warn("sluice: removing a partition folder that belongs to no topic (left by a deleted topic, or put there by hand)",
+			"dir", dir, "folder_topic_id", meta.FormatTopicID(id), "topic_id", meta.FormatTopicID(t.ID))
+		if err := b.fs.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		found = false
+	}
+	cfg, err := b.topicConfig(t.Configs)
+	if err != nil {
+		return nil, err
+	}
+	part, err := replica.Open(b.fs, dir, cfg, replica.Options{
+		Internal: isInternalTopic(t.Name),
+		Sweeper:  b.sweep,
+		Cleaner:  b.clean,
+		Log: segment.Options{
+			Logger:                   b.logger,
+			CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		if err := writePartitionMetadata(b.fs, dir, t.ID); err != nil {
+			part.Close()
+			return nil, err
+		}
+	}
+	return part, nil
+}
+
+// reconfigure applies a topic's changed configs to one open partition.
+func (r *reconciler) reconfigure(tp topicPartition, h *heldPartition, t meta.Topic) {
+	cfg, err := r.b.topicConfig(t.Configs)
+	if err == nil {
+		err = h.part.SetConfig(cfg)
+	}
+	if err != nil {
+		// The handler validated the configs before writing them, so
+		// this is a bug; the partition keeps its old settings.
+		r.b.logger.Error("sluice: cannot apply topic configs", "topic", tp.topic, "partition", tp.partition, "err", err)
+	}
+	h.configs = t.Configs
+}
+
+// drop takes a partition out of service, closes it and removes its
+// folder. Requests that looked it up before see segment.ErrClosed
+// (UNKNOWN_TOPIC_OR_PARTITION). Failures are only logged: the folder is
+// a leftover that a later open of the name removes (its topic ID differs).
+func (r *reconciler) drop(tp topicPartition, h *heldPartition) {
+	b := r.b
+	delete(r.held, tp)
+	b.mu.Lock()
+	delete(b.parts, tp)
+	b.mu.Unlock()
+	if err := h.part.Close(); err != nil {
+		b.logger.Warn("sluice: close deleted partition", "topic", tp.topic, "partition", tp.partition, "err", err)
+	}
+	if err := b.fs.RemoveAll(h.part.Dir()); err != nil {
+		b.logger.Warn("sluice: remove deleted partition folder", "topic", tp.topic, "partition", tp.partition, "err", err)
+	}
+}
+
+// closeAll closes every held partition (broker shutdown, after close).
+func (r *reconciler) closeAll() error {
+	var errs []error
+	r.b.mu.Lock()
+	clear(r.b.parts)
+	r.b.mu.Unlock()
+	for tp, h := range r.held {
+		errs = append(errs, h.part.Close())
+		delete(r.held, tp)
+	}
+	return errors.Join(errs...)
+}
+
+func exists(fs vfs.FS, path string) bool {
+	_, err := fs.Stat(path)
+	return err == nil
+}
+
+// readPartitionMetadata reads dir's partition.metadata; found is false
+// when the folder or the file does not exist (a folder written before
+// Sluice kept the file is adopted by its topic).
+func readPartitionMetadata(fs vfs.FS, dir string) (id [16]byte, found bool, err error) {
+	f, err := fs.Open(filepath.Join(dir, partitionMetadataName))
+	if errors.Is(err, os.ErrNotExist) {
+		return id, false, nil
+	}
+	if err != nil {
+		return id, false, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return id, false, err
+	}
+	data := make([]byte, min(size, 1<<10))
+	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return id, false, err
+	}
+	var version int
+	var s string
+	if _, err := fmt.Fscanf(bytes.NewReader(data), "version: %d\ntopic_id: %s\n", &version, &s); err != nil || version != 0 {
+		return id, false, fmt.Errorf("server: %s: unreadable %s (remove the folder if it belongs to no topic): %q", dir, partitionMetadataName, data)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(raw) != len(id) {
+		return id, false, fmt.Errorf("server: %s: %s: bad topic_id %q", dir, partitionMetadataName, s)
+	}
+	copy(id[:], raw)
+	return id, true, nil
+}
+
+// writePartitionMetadata writes dir's partition.metadata durably: a
+// temporary file, synced, renamed, and the folder synced.
+func writePartitionMetadata(fs vfs.FS, dir string, id [16]byte) error {
+	tmp := filepath.Join(dir, partitionMetadataName+".tmp")
+	f, err := fs.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt([]byte("version: 0\ntopic_id: "+meta.FormatTopicID(id)+"\n"), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, filepath.Join(dir, partitionMetadataName))
+	}
+	if err == nil {
+		err = fs.SyncDir(dir)
+	}
+	return err
+}
