@@ -34,7 +34,8 @@ import (
 // response; the pipelining is Sluice's, the ordering Kafka's.)
 //
 // Memory per connection is bounded by maxInFlight requests of at most
-// socket.request.max.bytes each and their responses.
+// socket.request.max.bytes each and their responses. Locks: clientConn.mu
+// only, a leaf.
 
 // maxInFlight bounds the requests a connection has read and not yet
 // answered; past it the reader stops reading the socket until the writer
@@ -102,9 +103,10 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn) {
 		if r := recover(); r != nil {
 			err = &panicError{value: r, stack: debug.Stack()}
 		}
-		// The writer answers what was read before (at once when the
-		// client has gone) and waits for every commit, so nothing of
-		// the connection runs once it returns.
+		// The writer answers what was read before (its writes fail at
+		// once when the client has gone; after a failure the context is
+		// cancelled, so waits end) and then returns: no request of the
+		// connection is still being served once serveConn returns.
 		close(cc.answers)
 		<-writerDone
 		cancel()
