@@ -97,6 +97,9 @@ func (r *reconciler) start() {
 	go func() {
 		defer close(r.done)
 		var retry <-chan time.Time
+		if len(r.failed) > 0 { // the start-up pass failed somewhere
+			retry = time.After(reconcileRetry)
+		}
 		for {
 			select {
 			case <-r.stop:
@@ -317,7 +320,11 @@ func (r *reconciler) drop(tp topicPartition, h *heldPartition) {
 	if err := h.part.Close(); err != nil {
 		b.logger.Warn("sluice: close deleted partition", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
-	if err := b.fs.RemoveAll(h.part.Dir()); err != nil {
+	err := b.fs.RemoveAll(h.part.Dir())
+	if err == nil {
+		err = b.fs.SyncDir(filepath.Dir(h.part.Dir()))
+	}
+	if err != nil {
 		b.logger.Warn("sluice: remove deleted partition folder", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
 }
