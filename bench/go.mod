@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/sluicemq/sluice/index v0.0.0
+	github.com/sluicemq/sluice/replica v0.0.0
 	github.com/sluicemq/sluice/segment v0.0.0
 	github.com/sluicemq/sluice/server v0.0.0
 	github.com/twmb/franz-go v1.22.3
@@ -43,7 +44,6 @@ require (
 	github.com/rogpeppe/go-internal v1.9.0 // indirect
 	github.com/sluicemq/sluice/coordinator v0.0.0 // indirect
 	github.com/sluicemq/sluice/meta v0.0.0 // indirect
-	github.com/sluicemq/sluice/replica v0.0.0 // indirect
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

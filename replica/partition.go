@@ -245,12 +245,14 @@ func (p *Partition) append(b []byte, logAppendTime bool) (*Pending, error) {
 	if err != nil {
 		return &Pending{res: res}, err
 	}
-	return p.commit(res, p.syncOnCommit()), nil
+	sync := res.NeedSync
+	res.NeedSync = false // the commit does it
+	return p.commit(res, sync), nil
 }
 
-// syncOnCommit reports whether a batch must be fsynced before it counts as
-// committed: flush.messages=1 (Sluice's default) as the topic config says
-// now, so a change applies to the next append.
+// syncOnCommit reports whether a retried batch must be fsynced before it
+// is answered for: flush.messages=1 (Sluice's default) as the topic config
+// says now. A fresh append asks the log (AppendResult.NeedSync).
 func (p *Partition) syncOnCommit() bool {
 	return p.Config().Log.FlushMessages == 1
 }

@@ -29,10 +29,9 @@ import (
 //
 // Every key applies live: a change reaches the open partitions of the
 // topic at once, except segment.index.bytes, which sizes index files from
-// the next segment roll. flush.messages has one more part that applies
-// later: whether acks wait for an fsync (flush.messages=1, see
-// Options.SyncOnCommit) is fixed when a partition opens; the log's own
-// flushing follows a change at once.
+// the next segment roll. Whether acks wait for an fsync (flush.messages=1)
+// is decided at each append from the config in force, so it follows a
+// change at once too.
 
 // TopicConfig is a topic's configuration resolved once (when the topic is opened or its configs change), typed.
 type TopicConfig struct {

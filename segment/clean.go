@@ -302,18 +302,25 @@ func (l *Log) advanceCleanerOffset(end, horizon int64, epoch uint64) error {
 // (epoch), or retention deleted a replaced segment. It holds syncMu
 // throughout, so no truncation (which holds it too) runs between the
 // commit and the swap.
+//
+// The commit (renames to ".swap" and the folder sync) runs outside mu:
+// those files are the clean's own (cleanMu keeps out other cleans, and no
+// reader or writer knows them), so reads and appends go on meanwhile.
+// Retention may delete a replaced segment in that window, as it may before
+// the swap below; the swap then discards that run. Only the swap itself,
+// renames and the segment list, runs under mu.
 func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, abort func(error) (CleanStats, error)) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
-	l.mu.Lock()
+	l.mu.RLock()
 	changed := l.truncEpoch != epoch || l.closed || l.failed != nil
 	for _, d := range done {
 		changed = changed || l.runIndexLocked(d.olds) < 0
 	}
+	l.mu.RUnlock()
 	if changed {
-		l.mu.Unlock()
 		_, err := abort(ErrCleanAborted)
 		return err
 	}
@@ -330,9 +337,8 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 				}
 			}
 			if len(errs) > 0 {
-				err = l.failLocked("clean: discard a committed swap", errors.Join(append(errs, err)...))
+				err = l.fail("clean: discard a committed swap", errors.Join(append(errs, err)...))
 			}
-			l.mu.Unlock()
 			return err
 		}
 		d.suffix = swapSuffix
@@ -340,11 +346,10 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		// Recovery may or may not complete the swap: either is a valid
 		// log, but the state of the files is unknown.
-		err = l.failLocked("clean", err)
-		l.mu.Unlock()
 		closeCleaned(done)
-		return err
+		return l.fail("clean", err)
 	}
+	l.mu.Lock()
 	l.firstDirty = max(l.firstDirty, end)
 	l.tombstoneHorizon = horizon
 	l.mu.Unlock()

@@ -3,7 +3,9 @@ package segment
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
@@ -165,5 +167,76 @@ func TestCleanWhileReading(t *testing.T) {
 	}
 	if cleaned < 5 || reads[0] == 0 || reads[1] == 0 {
 		t.Fatalf("%d cleans, %v full reads: the test exercised too little", cleaned, reads)
+	}
+}
+
+// TestCleanCommitOutsideLock: reads and appends go on while a clean's
+// commit waits for its folder sync: no directory fsync runs under the
+// log's lock.
+func TestCleanCommitOutsideLock(t *testing.T) {
+	cfg := smallCompactConfig()
+	var armed atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	fs := vfs.NewErrorFS(vfs.NewMem(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op == vfs.OpSyncDir && armed.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+		}
+		return nil
+	}))
+	// No flusher: the first folder sync once armed is the clean's commit.
+	l, err := Open(fs, "/p/topic-0", cfg, Options{Now: newClock().Now, Logger: quietLogger(), noFlusher: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fillKeyed(t, l, 40, 3, "v")
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	leo, before := l.LogEndOffset(), len(readAll(t, l, 0))
+
+	armed.Store(true)
+	cleaned := make(chan error, 1)
+	go func() {
+		_, err := l.Clean(NoUpperBound)
+		cleaned <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-cleaned:
+		t.Fatalf("clean returned before its folder sync: %v", err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		if got := l.LogEndOffset(); got != leo {
+			served <- fmt.Errorf("log end offset %d, want %d", got, leo)
+			return
+		}
+		if _, _, err := l.ReadBytes(nil, 0, 1<<20, NoUpperBound); err != nil {
+			served <- err
+			return
+		}
+		_, err := l.AppendWith(mkBatch(1, 1, 10, "during"), AppendOptions{})
+		served <- err
+	}()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("read, log end offset and append blocked behind the clean's folder sync")
+		close(release)
+		<-served
+		<-cleaned
+		return
+	}
+	close(release)
+	if err := <-cleaned; err != nil {
+		t.Fatal(err)
+	}
+	if got := len(readAll(t, l, 0)); got >= before+1 {
+		t.Errorf("after the clean and one append: %d batches, %d before", got, before)
 	}
 }

@@ -44,8 +44,11 @@
 // # Durability
 //
 // Sync is a group commit: one fsync of the active segment covers every
-// append before it, and concurrent callers share it. flush.messages and
-// flush.ms call Sync by count and by age. A roll seals the old segment
+// append before it, and concurrent callers share it. The append path never
+// fsyncs: AppendWith counts flush.messages (as configured at each append)
+// and reports AppendResult.NeedSync, and its caller calls Sync once it
+// holds no lock of its own (Append, the simple wrapper, calls it itself);
+// the flusher calls Sync for flush.ms. A roll seals the old segment
 // (its time index gets the segment's max timestamp, both indexes are
 // trimmed) and a background flusher syncs it, then advances the recovery
 // point in log.checkpoint: every segment below the recovery point is synced
@@ -103,7 +106,8 @@
 // ".deleted" (removed after file.delete.delay.ms, so reads handed out stay
 // valid) and the ".swap" files take the plain names. A crash before (2)
 // leaves the old segments (recovery removes ".cleaned" and uncommitted
-// ".swap" files); after it, the new ones. A run of adjacent segments that
+// ".swap" files); after it, the new ones. Steps (1) to (3) run outside
+// the log's lock; only (4) takes it. A run of adjacent segments that
 // together fit segment.bytes and the index limits is cleaned into one
 // segment named by the run's first base offset (Kafka's
 // groupSegmentsBySize). The last batch of each run is always kept (as an
@@ -128,8 +132,12 @@
 // One RWMutex guards the segment list and the active segment's summary:
 // appends, rolls, truncations, retention and a clean's swap take it
 // exclusively; reads, timestamp lookups and Sync's snapshot take it shared.
-// Sync's fsyncs run outside it (under syncMu), so appends continue during
-// an fsync; a clean reads and writes its files outside it too. Lock order:
+// No fsync runs under it, except in Close: Sync's fsyncs run under syncMu,
+// so appends and reads continue during an fsync; a clean reads, writes,
+// syncs and commits its files outside it too (the commit under syncMu and
+// ckptMu), and checkpoint writes run under ckptMu. Under it run an
+// append's write, a roll's file creation and index trims, renames
+// (".deleted", a clean's swap) and a truncation's file cuts. Lock order:
 // cleanMu, then syncMu, then ckptMu, then mu.
 //
 // All file IO goes through vfs.FS.

@@ -192,6 +192,12 @@ type AppendResult struct {
 	LastOffset int64 // offset of the last record
 	// LogAppendTime is the timestamp the log set, in ms, or -1.
 	LogAppendTime int64
+	// NeedSync says the flush policy wants this append synced before it
+	// counts as flushed: flush.messages (as configured when the append
+	// ran) records have been appended since the last Sync. AppendWith
+	// never syncs; the caller calls Sync (a group commit) outside its own
+	// locks.
+	NeedSync bool
 }
 
 // Append validates one whole record batch b (magic 2), assigns its offsets
@@ -200,12 +206,23 @@ type AppendResult struct {
 // the records, as Kafka's LogValidator corrects it) and must not be
 // modified by the caller until Append returns. An invalid or empty batch
 // returns an error wrapping ErrCorrupt and appends nothing.
+//
+// Append calls Sync itself when flush.messages asks for it (NeedSync),
+// so it returns the base offset and an error when that Sync fails. A
+// caller that serializes appends under a lock of its own should use
+// AppendWith and call Sync after releasing it, so that concurrent appends
+// share fsyncs.
 func (l *Log) Append(b []byte) (int64, error) {
 	r, err := l.AppendWith(b, AppendOptions{})
+	if err == nil && r.NeedSync {
+		err = l.Sync()
+	}
 	return r.BaseOffset, err
 }
 
-// AppendWith is Append with options; see AppendOptions.
+// AppendWith is Append with options (see AppendOptions), except that it
+// never syncs: it reports in AppendResult.NeedSync whether flush.messages
+// wants a Sync now, and leaves that to the caller.
 func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
 	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
 	h, recordsMaxTs, err := batch.ValidateRecords(b)
@@ -251,14 +268,9 @@ func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
 	}
 	l.active().lastModified = now
 	l.unflushed += int64(h.NumRecords)
-	needSync := l.unflushed >= l.cfg.FlushMessages
+	res.NeedSync = l.unflushed >= l.cfg.FlushMessages
 	l.mu.Unlock()
 	res.BaseOffset, res.LastOffset = h.BaseOffset, h.LastOffset()
-	if needSync {
-		if err := l.Sync(); err != nil {
-			return res, err
-		}
-	}
 	return res, nil
 }
 
@@ -276,6 +288,13 @@ func (l *Log) failLocked(op string, err error) error {
 		l.opts.Logger.Error("segment: log failed", "dir", l.dir, "op", op, "err", err)
 	}
 	return l.failed
+}
+
+// fail is failLocked for a caller that does not hold mu.
+func (l *Log) fail(op string, err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failLocked(op, err)
 }
 
 // writeLocked writes b at the end of the active segment.
@@ -465,9 +484,7 @@ func (l *Log) writeCheckpointLocked(rp int64, clean bool) error {
 	lso, dirty := l.logStartOffset, l.firstDirty
 	l.mu.RUnlock()
 	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: lso, RecoveryPoint: rp, CleanShutdown: clean, CleanerOffset: dirty}); err != nil {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.failLocked("checkpoint", err)
+		return l.fail("checkpoint", err)
 	}
 	l.recoveryPoint = rp
 	l.durableLSO = lso

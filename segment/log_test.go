@@ -2,6 +2,7 @@ package segment
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -377,6 +378,51 @@ func TestFlushMessages(t *testing.T) {
 	if l2.LogEndOffset() != 3 {
 		t.Fatalf("flush.messages=1 did not sync: LEO %d", l2.LogEndOffset())
 	}
+}
+
+// TestAppendWithNeedSync: AppendWith never syncs; NeedSync follows
+// flush.messages as configured at each append (SetConfig applies at once).
+func TestAppendWithNeedSync(t *testing.T) {
+	mem := vfs.NewMem()
+	var syncs atomic.Int64
+	fs := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync {
+			syncs.Add(1)
+		}
+		return nil
+	}))
+	cfg := testConfig()
+	cfg.FlushMessages = 1
+	l := openTest(t, fs, cfg, nil)
+	defer l.Close()
+	want := func(n int, needSync bool) {
+		t.Helper()
+		before := syncs.Load()
+		r, err := l.AppendWith(mkBatch(n, 0, 10, "a"), AppendOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.NeedSync != needSync || syncs.Load() != before {
+			t.Fatalf("NeedSync %v (want %v), %d syncs in AppendWith", r.NeedSync, needSync, syncs.Load()-before)
+		}
+	}
+	want(1, true)
+	want(1, true) // not synced since: still due
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.FlushMessages = 5
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	want(2, false)
+	want(2, false)
+	want(1, true) // 5 records since the last Sync
+	cfg.FlushMessages = 1
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	want(1, true)
 }
 
 func TestWriteErrorFailsLog(t *testing.T) {

@@ -23,19 +23,16 @@ import (
 // from the static broker config. DescribeConfigs shows each value in the
 // table's canonical form (trimmed; a list joined with bare commas), as
 // Kafka shows the parsed value. A change is validated as a whole
-// (replica.ResolveTopicConfig over every resulting key and value), written
-// to the metadata in one record, and then applied to every open partition
-// log of the topic, all under b.topicsMu, so it cannot interleave with
-// another change, with the topic's deletion, or with new partitions being
-// opened from the metadata's configs. Produce resolves the topic's configs
-// from the metadata on every request, so max.message.bytes,
-// message.timestamp.type, compression.type and cleanup.policy's key check
-// apply at once too. Which keys apply later is the table's Live (see
-// replica's topicconfig.go): segment.index.bytes sizes index files from
-// the next roll, and whether acks wait for an fsync (flush.messages=1) is
-// fixed when a partition opens (replica.Options.SyncOnCommit), so that
-// part of a flush.messages change applies from the next restart; the log's
-// own flushing follows the new value at once.
+// (replica.ResolveTopicConfig over every resulting key and value) and
+// written to the metadata in one record under b.topicsMu, so it cannot
+// interleave with another change; the reconciler (reconcile.go) then
+// applies it to every open partition of the topic (Partition.SetConfig),
+// and the request waits for that. The partition's produce rules
+// (max.message.bytes, message.timestamp.type, compression.type,
+// cleanup.policy's key check) and flush.messages (whether acks wait for an
+// fsync) follow from the next append. Which keys apply later is the
+// table's Live (see replica's topicconfig.go): segment.index.bytes sizes
+// index files from the next roll.
 //
 // Broker configs are static (server.properties and --set): every one is
 // reported read-only, and a change to one is refused with INVALID_REQUEST,
