@@ -49,10 +49,13 @@ const (
 //
 // The producer is the same for both: kgo.RequiredAcks(kgo.AllISRAcks()),
 // kgo.ProducerLinger(1ms), kgo.ProducerBatchCompression(kgo.NoCompression()),
-// kgo's defaults otherwise (idempotent, uniform-bytes partitioner, one
-// produce request in flight per broker). A consumer reads every partition
-// from the start until it has all b.N records and checks each record's
-// value against what was produced at its partition and offset.
+// kgo's defaults otherwise (idempotent, uniform-bytes partitioner; up to
+// five produce requests in flight per broker, raised from one after the
+// first response when the broker speaks Produce v4+: the idempotent
+// producer's limit, which MaxProduceRequestsInflightPerBroker cannot
+// change). A consumer reads every partition from the start until it has
+// all b.N records and checks each record's value against what was
+// produced at its partition and offset.
 //
 // Next to them, outside the timer, the disk peer writes the same number of
 // bytes to a plain file in 16 KiB writes with an fdatasync every MiB and at

@@ -13,7 +13,9 @@ package server
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
@@ -22,11 +24,7 @@ import (
 )
 
 func init() {
-	register(handler{key: 0, minVersion: 3, maxVersion: 13, serve: serveProduce})
-}
-
-func serveProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
-	return stageProduce(ctx, b, kreq.(*kmsg.ProduceRequest))(), nil
+	register(handler{key: 0, minVersion: 3, maxVersion: 13, stage: stageProduce})
 }
 
 // produced is one partition of a produce request once appended: the
@@ -41,8 +39,13 @@ type produced struct {
 // stageProduce appends every partition of req (phase one: validation and
 // the appends, done when it returns, so a later request's appends come
 // after this one's) and returns the function that waits for their commits
-// and returns the response (phase two; nil for acks=0).
-func stageProduce(ctx context.Context, b *Broker, req *kmsg.ProduceRequest) func() kmsg.Response {
+// and returns the response (phase two; nil for acks=0). A connection
+// pipelines produce requests this way (conn.go): phase two of several
+// overlaps, phase one runs one request after the other, in request order,
+// so an idempotent producer's batches to a partition arrive in sequence
+// order.
+func stageProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (func() (kmsg.Response, error), error) {
+	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for _, rt := range req.Topics {
@@ -56,14 +59,15 @@ func stageProduce(ctx context.Context, b *Broker, req *kmsg.ProduceRequest) func
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
-		return func() kmsg.Response { return resp }
+		return ready(resp), nil
 	}
 	// Partitions are validated and appended concurrently (validation
 	// decompresses, recompression compresses); their commits are waited
 	// for together.
 	var (
-		wg   sync.WaitGroup
-		outs []*produced
+		wg       sync.WaitGroup
+		outs     []*produced
+		panicked atomic.Pointer[panicError] // closes the connection only
 	)
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
@@ -98,6 +102,11 @@ func stageProduce(ctx context.Context, b *Broker, req *kmsg.ProduceRequest) func
 			wg.Add(1)
 			go func(records []byte) {
 				defer wg.Done()
+				defer func() {
+					if r := recover(); r != nil {
+						panicked.CompareAndSwap(nil, &panicError{value: r, stack: debug.Stack()})
+					}
+				}()
 				pd, err := part.Produce(records)
 				if err != nil {
 					b.produceFailed(out, err)
@@ -109,12 +118,20 @@ func stageProduce(ctx context.Context, b *Broker, req *kmsg.ProduceRequest) func
 		resp.Topics = append(resp.Topics, st)
 	}
 	wg.Wait()
-	return func() kmsg.Response {
+	if p := panicked.Load(); p != nil {
+		return nil, p
+	}
+	return func() (kmsg.Response, error) {
 		for _, out := range outs {
 			if out.pending == nil {
 				continue
 			}
 			res, err := out.pending.Wait(ctx)
+			if err != nil && ctx.Err() != nil {
+				// The connection is closing: no answer goes out (the
+				// commit completes without us).
+				return nil, err
+			}
 			if err != nil {
 				b.produceFailed(out, err)
 				continue
@@ -123,10 +140,10 @@ func stageProduce(ctx context.Context, b *Broker, req *kmsg.ProduceRequest) func
 			out.sp.LogStartOffset = out.part.LogStartOffset()
 		}
 		if req.Acks == 0 {
-			return nil
+			return nil, nil
 		}
-		return resp
-	}
+		return resp, nil
+	}, nil
 }
 
 // produceFailed puts err into a partition's answer.

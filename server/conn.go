@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -17,46 +18,122 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// clientConn is one client connection. Requests are read, served and
-// answered one at a time, in order, as a Kafka broker does per connection
-// (pipelined requests queue in the socket); memory per connection is
-// bounded by socket.request.max.bytes plus one response.
+// A connection has two goroutines. The reader (serveConn's) reads,
+// decodes and serves requests in order; the writer (writeLoop) writes
+// their responses in the same order, Kafka's per-connection guarantee.
+// Between them, answers (a channel) carries each request's answer, and
+// unanswered counts the requests read but not yet answered.
+//
+// A Produce is served in two phases (handler.stage): the reader appends
+// its batches and goes on to read the next request while the writer waits
+// for the produce's fsyncs, so a producer's in-flight requests append
+// back to back and their fsyncs group. Any other request first waits until
+// every earlier one is answered, then is served on the reader (a Fetch long
+// poll blocks reading, as before), and its response goes through the
+// writer too. (Kafka itself mutes a connection from a request to its
+// response; the pipelining is Sluice's, the ordering Kafka's.)
+//
+// Memory per connection is bounded by maxInFlight requests of at most
+// socket.request.max.bytes each and their responses. Locks: clientConn.mu
+// only, a leaf.
+
+// maxInFlight bounds the requests a connection has read and not yet
+// answered; past it the reader stops reading the socket until the writer
+// has answered one. Five is what idempotent producers keep in flight per
+// broker (max.in.flight.requests.per.connection; brokers remember each
+// producer's last five batches per partition, so retries of up to five
+// in-flight requests are recognized).
+const maxInFlight = 5
+
+// clientConn is one client connection.
 type clientConn struct {
 	b        *Broker
 	conn     net.Conn
-	clientID string
+	clientID string // the reader's: the latest request header's
 	logger   *slog.Logger
-	// splices are the current Fetch response's records to send from
-	// files (zerocopy.go); reset for every request.
+	// splices are the records of the Fetch response being served to send
+	// from files (zerocopy.go). The reader owns them until it hands them
+	// to the response's answer.
 	splices []splice
+
+	answers chan *answer // reader to writer, in request order; never full
+
+	// mu guards the fields below; no lock is taken and no IO done while
+	// it is held.
+	mu         sync.Mutex
+	answered   sync.Cond // signalled when unanswered drops or werr is set
+	unanswered int       // requests read and not yet answered, at most maxInFlight
+	werr       error     // the writer's first error; it closes the connection
 }
 
-func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
-	defer c.Close()
-	cc := &clientConn{b: b, conn: c, logger: b.logger.With("remote", c.RemoteAddr().String())}
+// answer is one request's way to its response.
+type answer struct {
+	corr         int32
+	key, version int16
+	// finish returns the response, waiting for it if need be (a staged
+	// request's second phase); a nil response has none (acks=0).
+	finish  func() (kmsg.Response, error)
+	splices []splice // Fetch records sent from files
+}
+
+// panicError is a request's recovered panic: it closes the connection.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+func (b *Broker) serveConn(bctx context.Context, c net.Conn) {
+	ctx, cancel := context.WithCancel(bctx)
+	cc := &clientConn{
+		b: b, conn: c, logger: b.logger.With("remote", c.RemoteAddr().String()),
+		answers: make(chan *answer, maxInFlight),
+	}
+	cc.answered.L = &cc.mu
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		cc.writeLoop(bufio.NewWriterSize(c, 64<<10), cancel)
+	}()
+	var err error
 	defer func() {
 		// A bug in one request's handling must not take the broker (and
-		// every other client) down: log it and drop this connection.
+		// every other client) down: it closes this connection only.
 		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: debug.Stack()}
+		}
+		// The writer answers what was read before (its writes fail at
+		// once when the client has gone; after a failure the context is
+		// cancelled, so waits end) and then returns: no request of the
+		// connection is still being served once serveConn returns.
+		close(cc.answers)
+		<-writerDone
+		cancel()
+		c.Close()
+		cc.mu.Lock()
+		werr := cc.werr
+		cc.mu.Unlock()
+		var perr *panicError
+		if werr != nil && !errors.As(err, &perr) {
+			err = werr
+		}
+		switch {
+		case errors.As(err, &perr):
 			handlerPanics.Add(1)
-			cc.logger.Error("server: panic serving a request; closing the connection", "client_id", cc.clientID, "panic", r, "stack", string(debug.Stack()))
+			cc.logger.Error("server: panic serving a request; closing the connection", "client_id", cc.clientID, "panic", perr.value, "stack", string(perr.stack))
+		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), bctx.Err() != nil:
+		case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
+			// The client went away mid-answer (a consumer closing
+			// while its fetch or heartbeat was served): routine.
+			cc.logger.Debug("server: client closed the connection", "client_id", cc.clientID, "reason", err)
+		default:
+			cc.logger.Info("server: closing connection", "client_id", cc.clientID, "reason", err)
 		}
 	}()
 	r := bufio.NewReaderSize(c, 64<<10)
-	w := bufio.NewWriterSize(c, 64<<10)
-	for {
-		if err := cc.serveOne(ctx, r, w); err != nil {
-			switch {
-			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), ctx.Err() != nil:
-			case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
-				// The client went away mid-answer (a consumer closing
-				// while its fetch or heartbeat was served): routine.
-				cc.logger.Debug("server: client closed the connection", "client_id", cc.clientID, "reason", err)
-			default:
-				cc.logger.Info("server: closing connection", "client_id", cc.clientID, "reason", err)
-			}
-			return
-		}
+	for err == nil {
+		err = cc.serveOne(ctx, r)
 	}
 }
 
@@ -66,7 +143,75 @@ var handlerPanics atomic.Int64
 // errClose closes the connection after a request Kafka would not answer.
 var errClose = errors.New("server: closing connection")
 
-func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader, w *bufio.Writer) error {
+// waitAnswered waits until at most n requests are unanswered; it returns
+// the writer's error if it failed.
+func (cc *clientConn) waitAnswered(n int) error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for cc.unanswered > n && cc.werr == nil {
+		cc.answered.Wait()
+	}
+	return cc.werr
+}
+
+// queue hands a request's answer to the writer.
+func (cc *clientConn) queue(a *answer) error {
+	cc.mu.Lock()
+	cc.unanswered++
+	cc.mu.Unlock()
+	cc.answers <- a // room: the reader waited for unanswered < maxInFlight
+	return nil
+}
+
+// ready is the finish of a request served at once.
+func ready(resp kmsg.Response) func() (kmsg.Response, error) {
+	return func() (kmsg.Response, error) { return resp, nil }
+}
+
+// writeLoop is the writer: it answers requests in order until the reader
+// closes answers. After its first error (a failed write, a finish that
+// failed or panicked) it closes the connection and writes nothing more,
+// but still waits for every remaining finish.
+func (cc *clientConn) writeLoop(w *bufio.Writer, cancel context.CancelFunc) {
+	var failed error
+	for a := range cc.answers {
+		err := cc.answer(w, a, failed == nil)
+		if err != nil && failed == nil {
+			failed = err
+			cancel()
+			cc.conn.Close() // the reader's blocked read returns
+		}
+		cc.mu.Lock()
+		if cc.werr == nil {
+			cc.werr = failed
+		}
+		cc.unanswered--
+		cc.answered.Broadcast()
+		cc.mu.Unlock()
+	}
+}
+
+// answer waits for a's response and, when send is set, writes it.
+func (cc *clientConn) answer(w *bufio.Writer, a *answer, send bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	resp, err := a.finish()
+	if err != nil || resp == nil || !send {
+		return err
+	}
+	resp.SetVersion(a.version)
+	return cc.write(w, a.corr, a.key, a.version, resp, a.splices)
+}
+
+// serveOne reads one request and serves it, or its first phase, handing
+// its answer to the writer.
+func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
+	if err := cc.waitAnswered(maxInFlight - 1); err != nil {
+		return err
+	}
 	var sizeBuf [4]byte
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 		return err
@@ -96,7 +241,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader, w *bufio.Wr
 	if version < h.minVersion || version > h.maxVersion {
 		if key == kmsg.ApiVersions.Int16() {
 			// KIP-511: answer UNSUPPORTED_VERSION with our versions, in v0.
-			return cc.write(w, corr, key, 0, apiVersionsUnsupported())
+			return cc.queue(&answer{corr: corr, key: key, version: 0, finish: ready(apiVersionsUnsupported())})
 		}
 		return fmt.Errorf("%w: API %d version %d outside [%d, %d]", errClose, key, version, h.minVersion, h.maxVersion)
 	}
@@ -110,29 +255,37 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader, w *bufio.Wr
 	if err := req.ReadFrom(rd.Src); err != nil {
 		return fmt.Errorf("%w: malformed %s v%d: %v", errClose, kmsg.NameForKey(key), version, err)
 	}
-	cc.splices = cc.splices[:0]
+	a := &answer{corr: corr, key: key, version: version}
+	if h.stage != nil {
+		finish, err := h.stage(ctx, cc.b, cc, req)
+		if err != nil {
+			return err
+		}
+		a.finish = finish
+		return cc.queue(a)
+	}
+	if err := cc.waitAnswered(0); err != nil {
+		return err
+	}
 	resp, err := h.serve(ctx, cc.b, cc, req)
 	if err != nil {
 		return err
 	}
-	if resp == nil { // acks=0 produce: no response
-		return nil
-	}
-	resp.SetVersion(version)
-	return cc.write(w, corr, key, version, resp)
+	a.finish, a.splices, cc.splices = ready(resp), cc.splices, nil
+	return cc.queue(a)
 }
 
 // write sends one response: size, correlation id, the header's tagged
 // fields when the response is flexible (never for ApiVersions), the body.
-func (cc *clientConn) write(w *bufio.Writer, corr int32, key, version int16, resp kmsg.Response) error {
+func (cc *clientConn) write(w *bufio.Writer, corr int32, key, version int16, resp kmsg.Response, splices []splice) error {
 	buf := make([]byte, 8, 256+responseSizeHint(resp))
 	binary.BigEndian.PutUint32(buf[4:], uint32(corr))
 	if resp.IsFlexible() && key != kmsg.ApiVersions.Int16() {
 		buf = append(buf, 0) // no tagged fields
 	}
 	buf = resp.AppendTo(buf)
-	if len(cc.splices) > 0 {
-		return cc.writeSpliced(w, buf, resp.IsFlexible(), cc.splices)
+	if len(splices) > 0 {
+		return cc.writeSpliced(w, buf, resp.IsFlexible(), splices)
 	}
 	binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
 	if _, err := w.Write(buf); err != nil {

@@ -38,6 +38,7 @@ type crashHistory struct {
 	created map[string]bool             // extra topics: true once created, false once deleted
 	configs map[string]string           // topic -> the last segment.ms acknowledged
 	pending string                      // the extra topic being created or deleted: either may have landed
+	frozen  bool                        // cut taken: no new topic operation starts until the next round
 }
 
 func newCrashHistory() *crashHistory {
@@ -45,9 +46,13 @@ func newCrashHistory() *crashHistory {
 }
 
 // cut returns a copy of the history: everything acknowledged before it.
+// No topic operation starts after it (one that lands between the cut and
+// the crash would not be in the copy), but the one in flight, pending, goes
+// on: the crash may still catch it.
 func (h *crashHistory) cut() *crashHistory {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.frozen = true
 	c := newCrashHistory()
 	for k, m := range h.records {
 		c.records[k] = map[int64]string{}
@@ -175,6 +180,10 @@ func brokerCrashRun(t *testing.T, seed uint64) {
 			for i := 0; wctx.Err() == nil; i++ {
 				name := fmt.Sprintf("extra-%d-%d", round, r.IntN(4))
 				hist.mu.Lock()
+				if hist.frozen {
+					hist.mu.Unlock()
+					return
+				}
 				exists := hist.created[name]
 				hist.pending = name
 				hist.mu.Unlock()
@@ -220,6 +229,7 @@ func brokerCrashRun(t *testing.T, seed uint64) {
 			_, ok := b.meta.Topic(acked.pending)
 			hist.do(func() { hist.created[acked.pending], hist.pending = ok, "" })
 		}
+		hist.do(func() { hist.frozen = false })
 		b.Close()
 		t.Logf("round %d: %d partitions with acknowledged records, %d commits, %d extra topics", round, len(acked.records), len(acked.commits), len(acked.created))
 	}

@@ -17,6 +17,13 @@ type handler struct {
 	// serve answers a decoded request. Returning an error closes the
 	// connection (Kafka's answer to a request it cannot make sense of).
 	serve func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error)
+	// stage, when set instead of serve, serves a request in two phases
+	// so that a connection can read and start its next requests while
+	// this one waits (Produce: append, then wait for the fsync). It runs
+	// the first phase and returns; finish runs the second, may block
+	// and returns what serve would. Stages of one connection run one
+	// after the other, in request order; finishes overlap (conn.go).
+	stage func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (finish func() (kmsg.Response, error), err error)
 }
 
 var handlers = map[int16]handler{}
