@@ -110,7 +110,11 @@ func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {
 		mp.Replicas = []int32{b.cfg.NodeID}
 		mp.ISR = []int32{b.cfg.NodeID}
 		if _, ok := b.partition(t.Name, p); !ok {
+			// Not open (being opened, or its open failed and is retried):
+			// no leader, and this broker's replica is offline.
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.Leader = -1
+			mp.OfflineReplicas = []int32{b.cfg.NodeID}
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -56,9 +56,30 @@ type ownership struct {
 	violations []string
 	commitErrs []string
 	assigns    int
+	assigned   map[string]bool // members that were given partitions
 }
 
-func newOwnership() *ownership { return &ownership{owner: map[int32]string{}} }
+func newOwnership() *ownership {
+	return &ownership{owner: map[int32]string{}, assigned: map[string]bool{}}
+}
+
+// waitAssigned waits until member has been given partitions, so the churn
+// a test drives really moves partitions between members.
+func (o *ownership) waitAssigned(t *testing.T, ctx context.Context, member string) {
+	t.Helper()
+	for {
+		o.mu.Lock()
+		ok := o.assigned[member]
+		o.mu.Unlock()
+		if ok {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("member %s was never assigned partitions", member)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 func (o *ownership) opts(member string) []kgo.Opt {
 	return []kgo.Opt{
@@ -67,6 +88,9 @@ func (o *ownership) opts(member string) []kgo.Opt {
 			defer o.mu.Unlock()
 			o.assigns++
 			for _, ps := range m {
+				if len(ps) > 0 {
+					o.assigned[member] = true
+				}
 				for _, p := range ps {
 					if cur, ok := o.owner[p]; ok && cur != member {
 						o.violations = append(o.violations, fmt.Sprintf("partition %d assigned to %s while %s owns it", p, member, cur))
@@ -190,14 +214,18 @@ func testGroupChurn(t *testing.T, balancer []kgo.Opt) {
 	}
 	a, ca, da := member("a")
 	step(200)
+	own.waitAssigned(t, ctx, "a")
 	b, cb, db := member("b")
 	step(200)
+	own.waitAssigned(t, ctx, "b")
 	c, cc, dc := member("c")
 	step(200)
+	own.waitAssigned(t, ctx, "c")
 	stop(b, cb, db) // a member leaves mid-stream
 	step(200)
 	d, cd, dd := member("d")
 	step(200)
+	own.waitAssigned(t, ctx, "d")
 	for s.count() < total {
 		if ctx.Err() != nil {
 			t.Fatalf("processed %d of %d records", s.count(), total)
