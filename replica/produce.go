@@ -19,7 +19,8 @@ import (
 //   - ErrInvalidRecord: more than one batch, a control batch or the
 //     delete-horizon bit (both are the broker's own), a record without a
 //     key on a compacted topic;
-//   - ErrRecordTooLarge: the batch exceeds max.message.bytes;
+//   - ErrRecordTooLarge: the batch exceeds max.message.bytes, as sent
+//     or once recompressed to compression.type;
 //   - segment.ErrCorrupt: a bad CRC, record count or record encoding;
 //   - the producer-state and log errors of append.
 func (p *Partition) Produce(records []byte) (*Pending, error) {
@@ -67,7 +68,16 @@ func validate(records []byte, cfg *TopicConfig) ([]byte, error) {
 		// A topic whose compression.type names a codec stores batches
 		// with it; "producer" keeps what the producer sent. The log
 		// validates the recompressed batch (records included) on append.
-		return batch.Recompress(records, cfg.Compression)
+		// max.message.bytes holds for the batch as stored, so it is
+		// checked again (Kafka does, after any recompression).
+		out, err := batch.Recompress(records, cfg.Compression)
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > cfg.MaxMessageBytes {
+			return nil, fmt.Errorf("%w: batch of %d bytes as stored (%s) exceeds max.message.bytes=%d", ErrRecordTooLarge, len(out), cfg.Compression, cfg.MaxMessageBytes)
+		}
+		return out, nil
 	}
 	return records, nil
 }

@@ -137,3 +137,26 @@ func TestDeleteRecords(t *testing.T) {
 		t.Fatalf("lso %d %v", lso, err)
 	}
 }
+
+// max.message.bytes holds for the batch as stored: a batch that fits as
+// sent but not once recompressed to the topic's compression.type is
+// refused (Kafka re-checks the size after recompression, UnifiedLog's
+// messageSizeMaybeChanged), and nothing is stored.
+func TestProduceTooLargeAfterRecompression(t *testing.T) {
+	cfg := testConfig()
+	cfg.KeepProducerCodec, cfg.Compression = false, batch.CodecNone
+	cfg.MaxMessageBytes = 1000
+	opts := batch.NewBuildOptions()
+	opts.Codec = batch.CodecGzip
+	b := batch.Build(opts, []batch.Record{{Value: make([]byte, 4000)}})
+	if len(b) > cfg.MaxMessageBytes {
+		t.Fatalf("the gzip batch is %d bytes: the test needs it under %d", len(b), cfg.MaxMessageBytes)
+	}
+	p := openTest(t, cfg, Options{})
+	if _, err := produce(t, p, b); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("err %v, want %v", err, ErrRecordTooLarge)
+	}
+	if p.LogEndOffset() != 0 {
+		t.Fatalf("stored: LEO %d", p.LogEndOffset())
+	}
+}

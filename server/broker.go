@@ -180,8 +180,10 @@ func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
 // shut so no new request starts), syncs and closes every log and the
 // metadata. A restart finds everything.
 func (b *Broker) Close() error {
-	// Group requests waiting for a rebalance are answered first, so their
-	// connections can finish.
+	// The reconciler stops first: no partition opens (nor a coordinator
+	// load starts) once shutdown has begun. Then group requests waiting
+	// for a rebalance are answered, so their connections can finish.
+	b.recon.close()
 	b.coord.Close()
 	if b.ln != nil {
 		b.ln.Close()
@@ -212,7 +214,6 @@ func (b *Broker) Close() error {
 		}
 		b.cancel()
 	}
-	b.recon.close()
 	b.wg.Wait() // coordinator loads started by New, when Start never ran
 	b.sweep.Stop()
 	b.stopCleaner()

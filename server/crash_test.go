@@ -117,6 +117,11 @@ func brokerCrashRun(t *testing.T, seed uint64) {
 	hist := newCrashHistory()
 	data := []string{"data-a", "data-b"}
 	for round := range 2 {
+		// This round's history. The workers write to it alone: kgo may
+		// run a produce promise after its client's Close returns, and
+		// such a late ack belongs to this round, not to the next one's
+		// history (hist is replaced by the cut below).
+		cur := hist
 		b := crashBroker(t, fs, mfs)
 		addr := b.Addr().String()
 		adm := kadm.NewClient(newClient(t, addr))
@@ -146,12 +151,12 @@ func brokerCrashRun(t *testing.T, seed uint64) {
 						if err != nil {
 							return
 						}
-						hist.do(func() {
+						cur.do(func() {
 							k := fmt.Sprintf("%s/%d", rec.Topic, rec.Partition)
-							if hist.records[k] == nil {
-								hist.records[k] = map[int64]string{}
+							if cur.records[k] == nil {
+								cur.records[k] = map[int64]string{}
 							}
-							hist.records[k][rec.Offset] = string(rec.Value)
+							cur.records[k][rec.Offset] = string(rec.Value)
 						})
 					})
 					if i%50 == 49 {
@@ -170,7 +175,7 @@ func brokerCrashRun(t *testing.T, seed uint64) {
 				offs.Add(kadm.Offset{Topic: topic, Partition: p, At: next*10 + int64(round)*100000, LeaderEpoch: -1})
 				resp, err := cl.CommitOffsets(wctx, "crash-group", offs)
 				if err == nil && resp.Error() == nil {
-					hist.do(func() { hist.commits[fmt.Sprintf("%s/%d", topic, p)] = next*10 + int64(round)*100000 })
+					cur.do(func() { cur.commits[fmt.Sprintf("%s/%d", topic, p)] = next*10 + int64(round)*100000 })
 				}
 			}
 		})
@@ -179,37 +184,37 @@ func brokerCrashRun(t *testing.T, seed uint64) {
 			cl := kadm.NewClient(newClient(t, addr))
 			for i := 0; wctx.Err() == nil; i++ {
 				name := fmt.Sprintf("extra-%d-%d", round, r.IntN(4))
-				hist.mu.Lock()
-				if hist.frozen {
-					hist.mu.Unlock()
+				cur.mu.Lock()
+				if cur.frozen {
+					cur.mu.Unlock()
 					return
 				}
-				exists := hist.created[name]
-				hist.pending = name
-				hist.mu.Unlock()
+				exists := cur.created[name]
+				cur.pending = name
+				cur.mu.Unlock()
 				switch {
 				case r.IntN(3) == 0:
 					ms := strconv.Itoa(1000000 + round*100000 + i) // increasing: a change in flight at the crash may land
 					topic := data[r.IntN(len(data))]
 					rs, err := cl.AlterTopicConfigs(wctx, []kadm.AlterConfig{{Name: "segment.ms", Value: &ms}}, topic)
 					if err == nil && rs[0].Err == nil {
-						hist.do(func() { hist.configs[topic] = ms })
+						cur.do(func() { cur.configs[topic] = ms })
 					}
 				case !exists:
 					res, err := cl.CreateTopic(wctx, int32(1+r.IntN(3)), 1, nil, name)
 					if err == nil && res.Err == nil {
-						hist.do(func() { hist.created[name] = true })
+						cur.do(func() { cur.created[name] = true })
 					}
 				default:
 					rs, err := cl.DeleteTopics(wctx, name)
 					if err == nil && rs[name].Err == nil {
-						hist.do(func() { hist.created[name] = false })
+						cur.do(func() { cur.created[name] = false })
 					}
 				}
 			}
 		})
 		time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond) // the workload runs until the power goes
-		acked := hist.cut()
+		acked := cur.cut()
 		// The power goes: metadata first, then the partitions, so a
 		// topic whose creation was acknowledged is in both.
 		mfs = mfs.(*pebblevfs.MemFS).CrashClone(pebblevfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(seed, uint64(round)))})

@@ -3,12 +3,15 @@ package server
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,6 +167,7 @@ func (r *reconciler) pass() {
 	first := r.atStartup == nil
 	if first {
 		r.atStartup = map[topicPartition][16]byte{}
+		r.removeDeletedDirs()
 	}
 	for _, t := range b.meta.Topics() {
 		for p := int32(0); p < t.Partitions; p++ {
@@ -263,7 +267,7 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (*replica.Pa
 		// written before Sluice kept partition.metadata: adopted.)
 		b.logger.Warn("sluice: removing a partition folder that belongs to no topic (left by a deleted topic, or put there by hand)",
 			"dir", dir, "folder_topic_id", meta.FormatTopicID(id), "topic_id", meta.FormatTopicID(t.ID))
-		if err := b.fs.RemoveAll(dir); err != nil {
+		if err := removePartitionDir(b.fs, dir); err != nil {
 			return nil, err
 		}
 		found = false
@@ -310,7 +314,9 @@ func (r *reconciler) reconfigure(tp topicPartition, h *heldPartition, t meta.Top
 // drop takes a partition out of service, closes it and removes its
 // folder. Requests that looked it up before see segment.ErrClosed
 // (UNKNOWN_TOPIC_OR_PARTITION). Failures are only logged: the folder is
-// a leftover that a later open of the name removes (its topic ID differs).
+// a leftover that a later open of the name removes (its topic ID
+// differs), or, once renamed to a "-delete" name, one that start-up
+// removes.
 func (r *reconciler) drop(tp topicPartition, h *heldPartition) {
 	b := r.b
 	delete(r.held, tp)
@@ -320,11 +326,7 @@ func (r *reconciler) drop(tp topicPartition, h *heldPartition) {
 	if err := h.part.Close(); err != nil {
 		b.logger.Warn("sluice: close deleted partition", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
-	err := b.fs.RemoveAll(h.part.Dir())
-	if err == nil {
-		err = b.fs.SyncDir(filepath.Dir(h.part.Dir()))
-	}
-	if err != nil {
+	if err := removePartitionDir(b.fs, h.part.Dir()); err != nil {
 		b.logger.Warn("sluice: remove deleted partition folder", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
 }
@@ -340,6 +342,74 @@ func (r *reconciler) closeAll() error {
 		delete(r.held, tp)
 	}
 	return errors.Join(errs...)
+}
+
+// deleteDirSuffix ends the name of a partition folder being removed
+// (Kafka's "-delete" folders). A removal is not atomic (the OS unlinks a
+// folder's files one by one, partition.metadata possibly first), so a
+// folder is first renamed away from its partition's name, atomically,
+// and only then removed: a removal cut short never leaves, under a
+// partition's name, a folder that lost its partition.metadata but kept
+// records, which a topic recreated under that name would adopt at
+// start-up. No partition folder ends so (theirs end in the partition
+// number).
+const deleteDirSuffix = "-delete"
+
+// removePartitionDir removes a partition folder: renamed to
+// <name>.<random hex>-delete, the rename synced, then removed and the
+// removal synced. A missing folder is not an error.
+func removePartitionDir(fs vfs.FS, dir string) error {
+	if !exists(fs, dir) {
+		return nil
+	}
+	var rnd [16]byte
+	crand.Read(rnd[:])
+	suffix := "." + hex.EncodeToString(rnd[:]) + deleteDirSuffix
+	base := filepath.Base(dir)
+	if n := 255 - len(suffix); len(base) > n {
+		base = base[:n]
+	}
+	parent := filepath.Dir(dir)
+	gone := filepath.Join(parent, base+suffix)
+	if err := fs.Rename(dir, gone); err != nil {
+		return err
+	}
+	if err := fs.SyncDir(parent); err != nil {
+		return err
+	}
+	if err := fs.RemoveAll(gone); err != nil {
+		return err
+	}
+	return fs.SyncDir(parent)
+}
+
+// removeDeletedDirs removes, at start-up, the folders whose removal a
+// crash or an error cut short (see deleteDirSuffix).
+func (r *reconciler) removeDeletedDirs() {
+	b := r.b
+	dir := b.cfg.LogDirs[0]
+	names, err := b.fs.List(dir)
+	if err != nil {
+		b.logger.Warn("sluice: list the log folder", "dir", dir, "err", err)
+		return
+	}
+	removed := false
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		if fi, err := b.fs.Stat(path); err != nil || !fi.IsDir() || !strings.HasSuffix(name, deleteDirSuffix) {
+			continue
+		}
+		if err := b.fs.RemoveAll(path); err != nil {
+			b.logger.Warn("sluice: remove a deleted partition folder", "dir", path, "err", err)
+			continue
+		}
+		removed = true
+	}
+	if removed {
+		if err := b.fs.SyncDir(dir); err != nil {
+			b.logger.Warn("sluice: sync the log folder", "dir", dir, "err", err)
+		}
+	}
 }
 
 func exists(fs vfs.FS, path string) bool {

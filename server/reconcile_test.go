@@ -71,3 +71,87 @@ func TestReconcilerRetriesFailedOpen(t *testing.T) {
 		t.Fatalf("the recovered partition: %v", err)
 	}
 }
+
+// partialRemoveFS models os.RemoveAll interrupted by a power loss, on a
+// real disk: it unlinks a folder's entries one at a time in directory
+// order, so partition.metadata may be gone, durably, while the segment
+// files are still there. When armed, RemoveAll of a folder holding
+// partition.metadata removes only that file (synced) and fails. Open of
+// failOpen fails while failOpen is set.
+type partialRemoveFS struct {
+	vfs.FS
+	armed    atomic.Bool
+	failOpen atomic.Pointer[string]
+}
+
+func (fs *partialRemoveFS) RemoveAll(name string) error {
+	pm := filepath.Join(name, partitionMetadataName)
+	if _, err := fs.FS.Stat(pm); err == nil && fs.armed.Load() {
+		if err := fs.FS.Remove(pm); err != nil {
+			return err
+		}
+		if err := fs.FS.SyncDir(name); err != nil {
+			return err
+		}
+		return vfs.ErrInjected
+	}
+	return fs.FS.RemoveAll(name)
+}
+
+func (fs *partialRemoveFS) Open(name string) (vfs.File, error) {
+	if p := fs.failOpen.Load(); p != nil && *p == name {
+		return nil, vfs.ErrInjected
+	}
+	return fs.FS.Open(name)
+}
+
+// A topic deleted and recreated under the same name never sees the old
+// topic's records, even when the old folder's removal was cut short after
+// partition.metadata went but before the segment files did, and the broker
+// restarts before the new topic's partition was opened.
+func TestRecreatedTopicIgnoresPartlyRemovedFolder(t *testing.T) {
+	mem := vfs.NewMem()
+	mfs := pebblevfs.NewMem()
+	fs := &partialRemoveFS{FS: mem}
+	b := crashBroker(t, fs, mfs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := b.Addr().String()
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := newClient(t, addr).ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("old")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fs.armed.Store(true)
+	if _, err := adm.DeleteTopics(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	// The recreated topic's partition does not open before the restart.
+	pm := filepath.Join("/data", "t-0", partitionMetadataName)
+	fs.failOpen.Store(&pm)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	b = crashBroker(t, mem, mfs)
+	defer b.Close()
+	part, ok := b.partition("t", 0)
+	if !ok {
+		t.Fatal("the recreated topic's partition is not open")
+	}
+	if leo := part.LogEndOffset(); leo != 0 {
+		t.Fatalf("the recreated topic holds %d records of the deleted one", leo)
+	}
+	names, err := mem.List("/data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, deleteDirSuffix) {
+			t.Errorf("start-up left the cut-short removal %s", name)
+		}
+	}
+}

@@ -15,11 +15,13 @@ import (
 // and removes partitions, and the request waits for it (bounded).
 //
 // A deletion commits in the metadata first (that is the acknowledgement),
-// then the reconciler closes the logs and removes the folders. A crash in
-// between leaves folders no topic owns; they are never opened, and a
-// new topic of the same name removes such a leftover before using the
-// folder (its partition.metadata names the old topic ID), so a recreated
-// topic never sees old data.
+// then the reconciler closes the logs and removes the folders (renamed to
+// a "-delete" name first, so a removal cut short leaves nothing under the
+// partition's name; start-up removes such folders). A crash in between
+// leaves folders no topic owns; they are never opened, and a new topic of
+// the same name removes such a leftover before using the folder (its
+// partition.metadata names the old topic ID), so a recreated topic never
+// sees old data.
 
 // deleteTopic deletes a topic by name or, when byID, by ID, and removes its
 // partitions' data. Errors are kafkaErrors for unknown topics.
