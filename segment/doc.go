@@ -44,7 +44,9 @@
 // # Durability
 //
 // Sync is a group commit: one fsync of the active segment covers every
-// append before it, and concurrent callers share it. The append path never
+// append before it, and concurrent callers share it. One caller leads
+// each fsync; the others wait, and all wake when it finishes, so those it
+// covered return at once and one of the rest leads the next. The append path never
 // fsyncs: AppendWith counts flush.messages (as configured at each append)
 // and reports AppendResult.NeedSync, and its caller calls Sync once it
 // holds no lock of its own (Append, the simple wrapper, calls it itself);
@@ -138,7 +140,8 @@
 // ckptMu), and checkpoint writes run under ckptMu. Under it run an
 // append's write, a roll's file creation and index trims, renames
 // (".deleted", a clean's swap) and a truncation's file cuts. Lock order:
-// cleanMu, then syncMu, then ckptMu, then mu.
+// cleanMu, then syncMu, then ckptMu, then mu; groupMu (Sync's leader
+// election and the synced position) is a leaf.
 //
 // All file IO goes through vfs.FS.
 package segment

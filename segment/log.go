@@ -94,13 +94,19 @@ type Log struct {
 	// tombstones whatever the dirty ratio. Not persisted.
 	tombstoneHorizon int64
 
-	// syncMu serializes Sync; syncedSeq is the writeSeq its last fsync
-	// covered. ckptMu serializes checkpoint writes; recoveryPoint is the
+	// syncMu serializes a Sync leader's fsyncs with a clean's commit and
+	// truncation; syncedSeq is the writeSeq the last fsync covered. ckptMu serializes checkpoint writes; recoveryPoint is the
 	// value last written.
 	// cleanMu serializes Clean.
 	cleanMu sync.Mutex
 
-	syncMu        sync.Mutex
+	syncMu sync.Mutex
+	// groupMu guards syncing (a Sync leads a group commit) and syncedSeq;
+	// groupCond is signalled when a leader finishes. Lock order: syncMu,
+	// then groupMu (a leaf).
+	groupMu       sync.Mutex
+	groupCond     *sync.Cond
+	syncing       bool
 	syncedSeq     uint64
 	ckptMu        sync.Mutex
 	recoveryPoint int64
@@ -375,18 +381,42 @@ func (l *Log) Roll() error {
 // their indexes) and the folder's entries. Concurrent callers share one
 // fsync (group commit): a caller whose appends an fsync in flight or just
 // finished already covers returns without one.
+//
+// One caller at a time leads: it runs the fsyncs while the others wait on
+// groupCond, and when it is done every waiter wakes at once, so those it
+// covered return without queueing behind the next leader's fsync (which
+// a plain mutex queue would make them do), and one of the rest leads the
+// next group.
 func (l *Log) Sync() error {
 	l.mu.RLock()
 	target := l.writeSeq
 	l.mu.RUnlock()
 
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
+	l.groupMu.Lock()
+	for l.syncing && l.syncedSeq < target {
+		l.groupCond.Wait()
+	}
 	if l.syncedSeq >= target {
+		l.groupMu.Unlock()
 		l.mu.RLock()
 		defer l.mu.RUnlock()
 		return l.failed
 	}
+	l.syncing = true
+	l.groupMu.Unlock()
+	defer func() {
+		l.groupMu.Lock()
+		l.syncing = false
+		l.groupCond.Broadcast()
+		l.groupMu.Unlock()
+	}()
+	return l.leadSync()
+}
+
+// leadSync is Sync's fsyncs, run by the group's leader under syncMu.
+func (l *Log) leadSync() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	if l.failed != nil {
 		l.mu.Unlock()
@@ -426,7 +456,9 @@ func (l *Log) Sync() error {
 	l.unflushed -= unflushed
 	l.lastSync = l.opts.Now()
 	l.mu.Unlock()
+	l.groupMu.Lock()
 	l.syncedSeq = seq
+	l.groupMu.Unlock()
 	if len(sealed) > 0 {
 		return l.advanceRecoveryPoint(rp, epoch)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/segment/batch"
@@ -42,6 +43,7 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 		opts.CleanerDedupeBufferBytes = DefaultCleanerDedupeBufferBytes
 	}
 	l := &Log{fs: fs, dir: dir, cfg: cfg, opts: opts, tombstoneHorizon: -1, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
+	l.groupCond = sync.NewCond(&l.groupMu)
 	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		// A new partition folder: its entry in the parent must be durable
 		// before anything synced inside it can be.
