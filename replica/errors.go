@@ -13,12 +13,13 @@ var (
 	// ErrRecordTooLarge is MESSAGE_TOO_LARGE: a batch over
 	// max.message.bytes.
 	ErrRecordTooLarge = errors.New("replica: record batch too large")
-	// ErrUnsupportedFormat is UNSUPPORTED_FOR_MESSAGE_FORMAT: records that
-	// are not a magic-2 record batch.
-	ErrUnsupportedFormat = errors.New("replica: unsupported message format")
 	// ErrInternalTopic is INVALID_TOPIC_EXCEPTION: clients may not write
 	// to, or delete records of, an internal topic (__consumer_offsets).
 	ErrInternalTopic = errors.New("replica: internal topic")
+	// ErrPolicyViolation is POLICY_VIOLATION: DeleteRecords on a topic
+	// whose cleanup.policy is compact only (Kafka's
+	// Partition.deleteRecordsOnLeader).
+	ErrPolicyViolation = errors.New("replica: policy violation")
 	// ErrOffsetOutOfRange is OFFSET_OUT_OF_RANGE for DeleteRecords past
 	// the high watermark.
 	ErrOffsetOutOfRange = errors.New("replica: offset out of range")

@@ -329,10 +329,14 @@ func (p *Partition) MaxTimestamp() (ts, offset int64, ok bool, err error) {
 // watermark) and returns the new log start offset (Kafka's
 // DeleteRecords). An offset past the high watermark returns an error
 // wrapping ErrOffsetOutOfRange; one at or below the log start offset
-// changes nothing. An internal topic's partition returns ErrInternalTopic.
+// changes nothing. An internal topic's partition returns ErrInternalTopic,
+// a topic whose cleanup.policy is compact only ErrPolicyViolation.
 func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 	if p.internal {
 		return -1, fmt.Errorf("%w: records of an internal topic cannot be deleted", ErrInternalTopic)
+	}
+	if cfg := p.Config().Log; !cfg.Deletes() {
+		return -1, fmt.Errorf("%w: Records of partitions of a topic with cleanup.policy=%s cannot be deleted", ErrPolicyViolation, cfg.CleanupPolicy)
 	}
 	hw := p.HighWatermark()
 	if offset == -1 {

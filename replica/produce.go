@@ -15,8 +15,9 @@ import (
 // modified in place otherwise. Errors, in the order checked:
 //   - ErrInternalTopic: the partition belongs to an internal topic;
 //   - segment.ErrCorrupt: fewer bytes than a batch header;
-//   - ErrUnsupportedFormat: not a magic-2 batch;
-//   - ErrInvalidRecord: more than one batch, a control batch or the
+//   - ErrInvalidRecord: empty records, a magic-0/1 message set, a base
+//     offset other than 0, no records or a lastOffsetDelta that does not
+//     fit the record count, more than one batch, a control batch or the
 //     delete-horizon bit (both are the broker's own), a record without a
 //     key on a compacted topic;
 //   - ErrRecordTooLarge: the batch exceeds max.message.bytes, as sent
@@ -38,14 +39,30 @@ func (p *Partition) Produce(records []byte) (*Pending, error) {
 // validate checks records against cfg and returns what is to be stored:
 // records itself, or a copy recompressed with the topic's codec.
 func validate(records []byte, cfg *TopicConfig) ([]byte, error) {
-	if len(records) < batch.HeaderSize {
+	switch {
+	case len(records) == 0:
+		return nil, fmt.Errorf("%w: the records are empty", ErrInvalidRecord)
+	case len(records) > batch.OffMagic && records[batch.OffMagic] < batch.Magic:
+		// A message set of magic 0 or 1 (LogValidator refuses them from
+		// clients of Produce v3+, which Sluice serves).
+		return nil, fmt.Errorf("%w: a message set of magic %d; Produce v3 and later carry record batches (magic 2)", ErrInvalidRecord, records[batch.OffMagic])
+	case len(records) < batch.HeaderSize:
 		return nil, fmt.Errorf("%w: records of %d bytes hold no record batch", segment.ErrCorrupt, len(records))
 	}
 	h, err := batch.ParseHeader(records)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnsupportedFormat, err)
+		return nil, err // an unknown magic: segment.ErrCorrupt
 	}
 	switch {
+	case h.BaseOffset != 0:
+		// UnifiedLog.analyzeAndValidateRecords: the broker assigns
+		// offsets, a client's batch starts at 0.
+		return nil, fmt.Errorf("%w: the batch's base offset is %d, not 0", ErrInvalidRecord, h.BaseOffset)
+	case h.NumRecords <= 0:
+		return nil, fmt.Errorf("%w: the batch holds %d records", ErrInvalidRecord, h.NumRecords)
+	case int64(h.LastOffsetDelta)+1 != int64(h.NumRecords):
+		// LogValidator.validateBatch: the offsets must span the count.
+		return nil, fmt.Errorf("%w: lastOffsetDelta %d does not fit the record count %d", ErrInvalidRecord, h.LastOffsetDelta, h.NumRecords)
 	case h.Size() != len(records):
 		return nil, fmt.Errorf("%w: records hold %d bytes, the first batch %d: one batch per partition", ErrInvalidRecord, len(records), h.Size())
 	case h.Control():

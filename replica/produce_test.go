@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -50,6 +51,14 @@ func TestProduceValidation(t *testing.T) {
 	horizon[22] |= batch.DeleteHorizonBit
 	magic1 := build(batch.Record{Value: []byte("a")})
 	magic1[16] = 1
+	baseOffset5 := build(batch.Record{Value: []byte("a")})
+	binary.BigEndian.PutUint64(baseOffset5[batch.OffBaseOffset:], 5) // not covered by the CRC
+	withCount := func(n uint32) []byte {
+		b := build(batch.Record{Value: []byte("a")})
+		binary.BigEndian.PutUint32(b[batch.OffRecordCount:], n)
+		binary.BigEndian.PutUint32(b[batch.OffCRC:], batch.Checksum(b))
+		return b
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  TopicConfig
@@ -57,7 +66,11 @@ func TestProduceValidation(t *testing.T) {
 		want error
 	}{
 		{"short", testConfig(), []byte{1, 2, 3}, segment.ErrCorrupt},
-		{"magic 1", testConfig(), magic1, ErrUnsupportedFormat},
+		{"magic 1", testConfig(), magic1, ErrInvalidRecord},
+		{"empty", testConfig(), []byte{}, ErrInvalidRecord},
+		{"base offset 5", testConfig(), baseOffset5, ErrInvalidRecord},
+		{"record count 0", testConfig(), withCount(0), ErrInvalidRecord},
+		{"count disagrees with lastOffsetDelta", testConfig(), withCount(5), ErrInvalidRecord},
 		{"two batches", testConfig(), two, ErrInvalidRecord},
 		{"control", testConfig(), control, ErrInvalidRecord},
 		{"delete horizon", testConfig(), horizon, ErrInvalidRecord},
@@ -158,5 +171,26 @@ func TestProduceTooLargeAfterRecompression(t *testing.T) {
 	}
 	if p.LogEndOffset() != 0 {
 		t.Fatalf("stored: LEO %d", p.LogEndOffset())
+	}
+}
+
+// DeleteRecords on a compact-only topic is POLICY_VIOLATION; compact,delete
+// allows it (Kafka's Partition.deleteRecordsOnLeader).
+func TestDeleteRecordsCompactOnly(t *testing.T) {
+	cfg := testConfig()
+	cfg.Log.CleanupPolicy = segment.PolicyCompact
+	p := openTest(t, cfg, Options{})
+	if _, err := produce(t, p, build(batch.Record{Key: []byte("k"), Value: []byte("v")})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DeleteRecords(1); !errors.Is(err, ErrPolicyViolation) {
+		t.Fatalf("compact: %v", err)
+	}
+	cfg.Log.CleanupPolicy = segment.PolicyCompactDelete
+	if err := p.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if lso, err := p.DeleteRecords(1); err != nil || lso != 1 {
+		t.Fatalf("compact,delete: %d %v", lso, err)
 	}
 }

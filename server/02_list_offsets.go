@@ -16,6 +16,12 @@ func init() {
 	register(handler{key: 2, minVersion: 1, maxVersion: 8, serve: serveListOffsets})
 }
 
+// specialTimestampVersion is the first ListOffsets version that may ask
+// for each special timestamp: -3 the max timestamp (KIP-734), -4 the local
+// log start (KIP-1005), -5 the earliest pending upload (v9, not served:
+// always refused).
+var specialTimestampVersion = map[int64]int16{-3: 7, -4: 8, -5: 9}
+
 func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -29,6 +35,12 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 			part, ok := b.partition(rt.Topic, rp.Partition)
 			if !ok {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			if minVersion, special := specialTimestampVersion[rp.Timestamp]; special && req.Version < minVersion {
+				// ReplicaManager.isListOffsetsTimestampUnsupported.
+				sp.ErrorCode = kerr.UnsupportedVersion.Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

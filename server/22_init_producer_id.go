@@ -1,8 +1,11 @@
 package server
 
-// InitProducerID, versions 0-4. v2 is flexible; v3 lets a producer bump
-// its epoch by sending its current id and epoch (KIP-360). Transactional
-// ids are not supported yet.
+// InitProducerID, versions 0-4. v2 is flexible; v3 adds the producer's
+// current id and epoch (KIP-360), which must be both set or both -1
+// (INVALID_REQUEST otherwise, as KafkaApis.handleInitProducerIdRequest
+// answers). Without a transactional id Kafka always hands out a new
+// producer id with epoch 0, whatever id and epoch were sent; so does
+// Sluice. Transactional ids are not supported yet.
 
 import (
 	"context"
@@ -23,9 +26,8 @@ func serveInitProducerID(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp, nil
 	}
-	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < 32767 {
-		// KIP-360: bump the epoch of an idempotent producer.
-		resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1
+	if (req.ProducerID == -1) != (req.ProducerEpoch == -1) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil
 	}
 	id, err := b.meta.AllocateProducerIDs(1)

@@ -79,7 +79,7 @@ func TestProduceCorruptCRC(t *testing.T) {
 			binary.BigEndian.PutUint32(b[batch.OffRecordCount:], 5)
 			binary.BigEndian.PutUint32(b[batch.OffCRC:], batch.Checksum(b))
 			return b
-		}(), []int16{kerr.CorruptMessage.Code}},
+		}(), []int16{kerr.InvalidRecord.Code}}, // LogValidator: the count must fit lastOffsetDelta
 		{"truncated", good[:len(good)-3], []int16{kerr.CorruptMessage.Code, kerr.InvalidRecord.Code}},
 		{"control batch", func() []byte {
 			o := batch.NewBuildOptions()

@@ -51,10 +51,10 @@ func kafkaCode(err error) int16 {
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, replica.ErrRecordTooLarge):
 		return kerr.MessageTooLarge.Code
-	case errors.Is(err, replica.ErrUnsupportedFormat):
-		return kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, replica.ErrInternalTopic):
 		return kerr.InvalidTopicException.Code
+	case errors.Is(err, replica.ErrPolicyViolation):
+		return kerr.PolicyViolation.Code
 	case errors.Is(err, replica.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, meta.ErrTopicExists):

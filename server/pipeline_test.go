@@ -47,7 +47,13 @@ func dialRaw(t *testing.T, addr string) *rawConn {
 // correlation id.
 func (rc *rawConn) send(req kmsg.Request) int32 {
 	rc.t.Helper()
-	req.SetVersion(handlers[req.Key()].maxVersion)
+	return rc.sendAt(req, handlers[req.Key()].maxVersion)
+}
+
+// sendAt writes req at version and returns its correlation id.
+func (rc *rawConn) sendAt(req kmsg.Request, version int16) int32 {
+	rc.t.Helper()
+	req.SetVersion(version)
 	rc.corr++
 	buf := make([]byte, 4, 256)
 	buf = binary.BigEndian.AppendUint16(buf, uint16(req.Key()))

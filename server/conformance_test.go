@@ -1,0 +1,129 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Behaviours where Kafka's answer is exact (issue "Kafka conformance").
+
+// ListOffsets' special timestamps are version-gated
+// (ReplicaManager.isListOffsetsTimestampUnsupported).
+func TestListOffsetsSpecialTimestampVersions(t *testing.T) {
+	b, addr := startBroker(t, "")
+	if _, err := b.createTopic("lo", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, addr)
+	for _, tc := range []struct {
+		ts      int64
+		version int16
+		want    int16
+	}{
+		{-3, 6, kerr.UnsupportedVersion.Code},
+		{-3, 7, 0},
+		{-4, 7, kerr.UnsupportedVersion.Code},
+		{-4, 8, 0},
+		{-5, 8, kerr.UnsupportedVersion.Code},
+		{-1, 1, 0},
+		{-2, 1, 0},
+	} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "lo"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = tc.ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := rc.recv(rc.sendAt(req, tc.version)).(*kmsg.ListOffsetsResponse)
+		if got := resp.Topics[0].Partitions[0].ErrorCode; got != tc.want {
+			t.Errorf("timestamp %d at v%d: code %d, want %d", tc.ts, tc.version, got, tc.want)
+		}
+	}
+}
+
+// InitProducerId without a transactional id gives a new producer id with
+// epoch 0; a half-set id/epoch pair is INVALID_REQUEST
+// (KafkaApis.handleInitProducerIdRequest).
+func TestInitProducerIDPairs(t *testing.T) {
+	_, addr := startBroker(t, "")
+	rc := dialRaw(t, addr)
+	init := func(id int64, epoch int16) *kmsg.InitProducerIDResponse {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.ProducerID, req.ProducerEpoch = id, epoch
+		req.TransactionTimeoutMillis = 60000
+		return rc.recv(rc.sendAt(req, 4)).(*kmsg.InitProducerIDResponse)
+	}
+	first := init(-1, -1)
+	if first.ErrorCode != 0 || first.ProducerID < 0 || first.ProducerEpoch != 0 {
+		t.Fatalf("new producer: %+v", first)
+	}
+	if r := init(first.ProducerID, 0); r.ErrorCode != 0 || r.ProducerID == first.ProducerID || r.ProducerEpoch != 0 {
+		t.Errorf("with the current id and epoch: id %d epoch %d code %d; want a new id, epoch 0", r.ProducerID, r.ProducerEpoch, r.ErrorCode)
+	}
+	for _, pair := range [][2]int64{{first.ProducerID, -1}, {-1, 3}} {
+		if r := init(pair[0], int16(pair[1])); r.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("id %d epoch %d: code %d, want INVALID_REQUEST", pair[0], pair[1], r.ErrorCode)
+		}
+	}
+}
+
+// A client batch must start at offset 0 and its count must fit its
+// offsets; otherwise INVALID_RECORD (non-retriable), and nothing is
+// stored.
+func TestProduceBaseOffsetNotZero(t *testing.T) {
+	b, addr := startBroker(t, "")
+	topic, err := b.createTopic("bo", 1, 1, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, addr)
+	data := batch.Build(batch.NewBuildOptions(), []batch.Record{{Timestamp: 1, Value: []byte("v")}})
+	binary.BigEndian.PutUint64(data[batch.OffBaseOffset:], 5)
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = "bo", topic.ID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = data
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := rc.recv(rc.send(req)).(*kmsg.ProduceResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidRecord.Code {
+		t.Fatalf("code %d, want INVALID_RECORD", code)
+	}
+	if part, _ := b.partition("bo", 0); part.LogEndOffset() != 0 {
+		t.Fatalf("stored: log end offset %d", part.LogEndOffset())
+	}
+}
+
+// DeleteRecords on a compact-only topic is POLICY_VIOLATION
+// (Partition.deleteRecordsOnLeader).
+func TestDeleteRecordsCompactOnlyPolicyViolation(t *testing.T) {
+	_, addr := startBroker(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, addr))
+	compact := "compact"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact}, "cmp"); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "cmp", Partition: 0, At: 0})
+	rs, err := adm.DeleteRecords(ctx, offs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := rs.Lookup("cmp", 0); !errors.Is(r.Err, kerr.PolicyViolation) {
+		t.Fatalf("got %v, want POLICY_VIOLATION", r.Err)
+	}
+}
