@@ -1,7 +1,10 @@
 package server
 
-// Produce, versions 3-13. v3 is the first with record batches (magic 2)
-// and transactional ids; v5 returns the log start offset; v8 returns
+// Produce, versions 3-13 served; v0-v2 advertised and answered with
+// UNSUPPORTED_VERSION for every partition, as Kafka 4 does (KAFKA-18659:
+// librdkafka 2.x disables compression against a broker that does not list
+// Produce v0). v3 is the first with record batches (magic 2) and
+// transactional ids; v5 returns the log start offset; v8 returns
 // per-record errors; v9 is flexible; v13 names topics by ID. acks=0 gets
 // no response.
 //
@@ -24,7 +27,7 @@ import (
 )
 
 func init() {
-	register(handler{key: 0, minVersion: 3, maxVersion: 13, stage: stageProduce})
+	register(handler{key: 0, minVersion: 0, maxVersion: 13, stage: stageProduce})
 }
 
 // produced is one partition of a produce request once appended: the
@@ -47,18 +50,34 @@ type produced struct {
 func stageProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (func() (kmsg.Response, error), error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+	refuse := func(code int16, msg string) {
 		for _, rt := range req.Topics {
 			st := kmsg.NewProduceResponseTopic()
 			st.Topic, st.TopicID = rt.Topic, rt.TopicID
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewProduceResponseTopicPartition()
 				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+				sp.ErrorCode = code
+				if msg != "" {
+					sp.ErrorMessage = kmsg.StringPtr(msg)
+				}
 				st.Partitions = append(st.Partitions, sp)
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
+	}
+	if req.Version < 3 {
+		// Advertised but refused, as Kafka 4 does (KAFKA-18659):
+		// librdkafka turns off compression against a broker whose
+		// Produce versions start above 0.
+		refuse(kerr.UnsupportedVersion.Code, "Produce v0-v2 (message format 0 and 1) is not supported; use a client that sends Produce v3 or later")
+		if req.Acks == 0 {
+			return func() (kmsg.Response, error) { return nil, nil }, nil
+		}
+		return func() (kmsg.Response, error) { return resp, nil }, nil
+	}
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		refuse(kerr.InvalidRequiredAcks.Code, "")
 		return ready(resp), nil
 	}
 	// Partitions are validated and appended concurrently (validation

@@ -116,3 +116,29 @@ func TestConfluentKafkaPython(t *testing.T) {
 	_, addr := startBroker(t, "")
 	runTool(t, "", py, "-c", confluentScript, addr)
 }
+
+// kcat (librdkafka 2.x) compresses only against a broker whose ApiVersions
+// lists Produce v0 (librdkafka#4956, KAFKA-18659): its gzip, snappy and lz4
+// batches must arrive, and be stored, compressed.
+func TestKcatCompressionStored(t *testing.T) {
+	kcat := needTool(t, "kcat")
+	b, addr := startBroker(t, "")
+	for _, codec := range []struct {
+		name string
+		bits byte
+	}{{"gzip", 1}, {"snappy", 2}, {"lz4", 3}} {
+		topic := "kz-" + codec.name
+		runTool(t, strings.Repeat("k:"+strings.Repeat("compressible ", 20)+"\n", 20), kcat, "-b", addr, "-t", topic, "-P", "-K:", "-z", codec.name, "-X", "acks=all")
+		part, ok := b.partition(topic, 0)
+		if !ok {
+			t.Fatalf("%s: no partition", topic)
+		}
+		data, _, err := part.ReadBytes(nil, 0, 1<<20)
+		if err != nil || len(data) < 61 {
+			t.Fatalf("%s: read %d bytes: %v", topic, len(data), err)
+		}
+		if got := data[22] & 7; got != codec.bits {
+			t.Errorf("kcat -z %s: stored batch codec %d, want %d", codec.name, got, codec.bits)
+		}
+	}
+}

@@ -127,3 +127,31 @@ func TestDeleteRecordsCompactOnlyPolicyViolation(t *testing.T) {
 		t.Fatalf("got %v, want POLICY_VIOLATION", r.Err)
 	}
 }
+
+// Produce v0-v2 are advertised (librdkafka needs it to compress) and
+// answered with UNSUPPORTED_VERSION, not a closed connection (KAFKA-18659).
+func TestProduceV2Refused(t *testing.T) {
+	b, addr := startBroker(t, "")
+	if _, err := b.createTopic("old", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "old"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = []byte{}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := rc.recv(rc.sendAt(req, 2)).(*kmsg.ProduceResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnsupportedVersion.Code {
+		t.Fatalf("code %d, want UNSUPPORTED_VERSION", code)
+	}
+	av := rc.recv(rc.send(kmsg.NewPtrApiVersionsRequest())).(*kmsg.ApiVersionsResponse)
+	for _, k := range av.ApiKeys {
+		if k.ApiKey == 0 && (k.MinVersion != 0 || k.MaxVersion != 13) {
+			t.Fatalf("Produce advertised as v%d-v%d", k.MinVersion, k.MaxVersion)
+		}
+	}
+}

@@ -48,9 +48,8 @@ func checkGoClientRecord(t *testing.T, client string, i int, offset int64, key, 
 // maximum (restrictApiVersion), so a high Version only raises the ceiling.
 // Every version in sarama v1.61.1's SupportedVersions from V0_11_0_0 up to
 // MaxVersion (V4_3_1_0, where sarama sends up to Produce v10, Fetch v12 and
-// Metadata v11) works. The older ones (V0_8_2_0 to V0_10_2_2) fail with
-// EOF: they send Produce v2 or below, under Sluice's minimum of v3 (Kafka 4
-// dropped v0-v2 as well), and the broker closes the connection.
+// Metadata v11) works. The older ones (V0_8_2_0 to V0_10_2_2) send Produce
+// v2 or below, which Sluice (as Kafka 4) answers with UNSUPPORTED_VERSION.
 var saramaVersions = []sarama.KafkaVersion{sarama.V0_11_0_0, sarama.V2_8_0_0, sarama.V3_6_0_0, sarama.MaxVersion}
 
 // sarama (github.com/IBM/sarama): a SyncProducer with acks=all produces,

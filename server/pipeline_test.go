@@ -92,7 +92,7 @@ func (rc *rawConn) recv(want int32) kmsg.Response {
 	delete(rc.sent, want)
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
-	if resp.IsFlexible() {
+	if resp.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() { // its header never has tags
 		kmsg.SkipTags(&rd)
 	}
 	if err := resp.ReadFrom(rd.Src); err != nil {
