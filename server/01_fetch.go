@@ -109,7 +109,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 
 // fetchOnce reads every partition once into resp (grouped by topic, in
 // order). It returns the record bytes read and the channels that signal
-// new data for partitions at their end. incremental leaves out partitions
+// new data for each partition read without error. incremental leaves out partitions
 // with nothing new for the client.
 //
 // With splices non-nil, records that can be sent with sendfile are left in
@@ -176,7 +176,9 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int3
 					total += res.Bytes
 				}
 			}
-			if sp.ErrorCode == 0 && fp.offset >= hw {
+			if sp.ErrorCode == 0 {
+				// Kafka's DelayedFetch completes early only once the
+				// bytes reach MinBytes: any partition's new data may.
 				waitOn = append(waitOn, changed)
 			}
 		}

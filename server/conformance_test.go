@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -153,5 +154,41 @@ func TestProduceV2Refused(t *testing.T) {
 		if k.ApiKey == 0 && (k.MinVersion != 0 || k.MaxVersion != 13) {
 			t.Fatalf("Produce advertised as v%d-v%d", k.MinVersion, k.MaxVersion)
 		}
+	}
+}
+
+// A Fetch whose MinBytes the data does not reach waits MaxWaitMs even when
+// every partition returned records (Kafka's DelayedFetch); with MinBytes
+// reached it answers at once.
+func TestFetchHonoursMinBytes(t *testing.T) {
+	b, addr := startBroker(t, "")
+	topic, err := b.createTopic("mb", 1, 1, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, _ := b.partition("mb", 0)
+	if _, err := part.Append(context.Background(), batch.Build(batch.NewBuildOptions(), []batch.Record{{Timestamp: 1, Value: make([]byte, 700)}}), replica.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, addr)
+	fetch := func(minBytes int32) (time.Duration, int) {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 500, minBytes, 50<<20
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = "mb", topic.ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = 1<<20, -1, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		start := time.Now()
+		resp := rc.recv(rc.send(req)).(*kmsg.FetchResponse)
+		return time.Since(start), len(resp.Topics[0].Partitions[0].RecordBatches)
+	}
+	if d, n := fetch(10 << 20); d < 400*time.Millisecond || n == 0 {
+		t.Errorf("MinBytes 10 MiB over %d bytes: answered after %v", n, d)
+	}
+	if d, n := fetch(1); d >= 400*time.Millisecond || n == 0 {
+		t.Errorf("MinBytes 1: answered after %v with %d bytes", d, n)
 	}
 }
