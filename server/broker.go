@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -25,7 +26,8 @@ import (
 type Broker struct {
 	cfg    config.Config
 	logger *slog.Logger
-	fs     vfs.FS // partition logs' file system
+	fs     vfs.FS    // partition logs' file system
+	lock   io.Closer // the log dir's .lock
 	meta   *meta.Store
 	recon  *reconciler // opens, reconfigures and closes partitions (reconcile.go)
 	sweep  *segment.Sweeper
@@ -56,6 +58,10 @@ type topicPartition struct {
 // metaDirName is the folder under the first log dir holding the cluster
 // metadata (Pebble).
 const metaDirName = "__sluice_metadata"
+
+// lockName is the file in the log dir a broker holds locked while it runs
+// (Kafka's name).
+const lockName = ".lock"
 
 // Options are a Broker's collaborators; the zero value runs on the OS.
 type Options struct {
@@ -98,11 +104,17 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	// One broker per log dir, as Kafka's .lock.
+	lock, err := opts.FS.Lock(filepath.Join(dir, lockName))
+	if err != nil {
+		return nil, fmt.Errorf("server: log dir %s is in use by another broker process (it holds %s); stop that one or choose another log.dirs: %w", dir, lockName, err)
+	}
 	st, err := meta.Open(filepath.Join(dir, metaDirName), meta.Options{FS: opts.MetaFS, Logger: logger})
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
-	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
+	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, lock: lock, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	b.clean = newCleaner(cfg, logger)
 	b.coord = b.newCoordinator()
@@ -218,5 +230,10 @@ func (b *Broker) Close() error {
 	b.sweep.Stop()
 	b.stopCleaner()
 	err := b.recon.closeAll()
-	return errors.Join(err, b.meta.Close())
+	err = errors.Join(err, b.meta.Close())
+	if b.lock != nil {
+		err = errors.Join(err, b.lock.Close())
+		b.lock = nil
+	}
+	return err
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -190,5 +192,24 @@ func TestFetchHonoursMinBytes(t *testing.T) {
 	}
 	if d, n := fetch(1); d >= 400*time.Millisecond || n == 0 {
 		t.Errorf("MinBytes 1: answered after %v with %d bytes", d, n)
+	}
+}
+
+// A second broker on the same log dir is refused with a message that says
+// another broker holds it (Kafka's .lock), and the first keeps serving.
+func TestLogDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	startBroker(t, dir)
+	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := New(cfg, nil)
+	if err == nil {
+		b2.Close()
+		t.Fatal("a second broker opened a log dir in use")
+	}
+	if !strings.Contains(err.Error(), "in use by another broker") {
+		t.Fatalf("error %q does not say another broker holds the folder", err)
 	}
 }
