@@ -75,10 +75,12 @@ type Config struct {
 
 	// AdvertisedListeners are the addresses given to clients in metadata.
 	// Key advertised.listeners; same syntax as listeners. Default (and
-	// Kafka's): the listeners. When derived from listeners, an empty,
-	// 0.0.0.0 or :: host becomes 127.0.0.1 (Kafka would advertise the
-	// machine's canonical host name); when given, an empty host becomes
-	// 127.0.0.1 and 0.0.0.0 or :: is an error. Names must be among the
+	// Kafka's): the listeners. When derived from listeners, an empty host
+	// becomes 127.0.0.1 (Kafka would advertise the machine's canonical host
+	// name) and a 0.0.0.0 or :: listener is an error that asks for
+	// advertised.listeners (Kafka refuses to advertise the meta-address
+	// too); when given, an empty host becomes 127.0.0.1 and 0.0.0.0 or ::
+	// is an error. Names must be among the
 	// listeners' names. Port 0 stands for the port the listener of the same
 	// name actually bound; the server fills it in.
 	AdvertisedListeners []Listener

@@ -28,8 +28,19 @@ var keyTable = []spec{
 			}
 			return nil
 		},
-		get:   func(c *Config) string { return formatListeners(c.Listeners) },
-		check: func(c *Config) error { return checkListeners(c.Listeners, true) },
+		get: func(c *Config) string { return formatListeners(c.Listeners) },
+		check: func(c *Config) error {
+			if e := entries["advertised.listeners"]; c.set&e.bit == 0 {
+				for _, l := range c.Listeners {
+					if l.Host == "0.0.0.0" || l.Host == "::" {
+						// Kafka refuses to advertise the
+						// non-routable meta-address too.
+						return fmt.Errorf("%s binds every interface, and clients cannot connect to %s: set advertised.listeners to an address they reach (for example %s://<this host's name>:%d)", l, l.Host, l.Name, l.Port)
+					}
+				}
+			}
+			return checkListeners(c.Listeners, true)
+		},
 	},
 	{
 		name: "advertised.listeners",
