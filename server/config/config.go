@@ -62,9 +62,11 @@ import "math"
 // Config is the broker's static configuration. Build one with Default or
 // Load; a zero Config is not valid.
 type Config struct {
-	// NodeID is this broker's id in the cluster.
+	// NodeID is this broker's id in the cluster. Kafka's broker.id is
+	// accepted as a synonym; when both are set they must be equal.
 	// Key node.id; int >= 0. Default 1 (Kafka: -1, meaning unset).
-	NodeID int32
+	NodeID   int32
+	brokerID int32 // broker.id as set, or -1
 
 	// Listeners are the addresses the broker accepts connections on.
 	// Key listeners; comma-separated NAME://host:port. Default
@@ -315,6 +317,7 @@ func Default() Config {
 	l := []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}}
 	return Config{
 		NodeID:                        1,
+		brokerID:                      -1,
 		Listeners:                     l,
 		AdvertisedListeners:           advertise(l),
 		ListenerSecurityProtocolMap:   defaultProtocolMap(),

@@ -446,3 +446,18 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		t.Errorf("keys = %q, want %q", got, want)
 	}
 }
+
+// Kafka's broker.id is node.id's synonym; when both are set they must be
+// equal, as Kafka requires.
+func TestBrokerID(t *testing.T) {
+	c, err := Load("", []string{"broker.id=7"})
+	if err != nil || c.NodeID != 7 {
+		t.Fatalf("broker.id=7: node id %d, %v", c.NodeID, err)
+	}
+	if c, err := Load("", []string{"broker.id=3", "node.id=3"}); err != nil || c.NodeID != 3 {
+		t.Fatalf("both 3: node id %d, %v", c.NodeID, err)
+	}
+	if _, err := Load("", []string{"broker.id=3", "node.id=4"}); err == nil || !strings.Contains(err.Error(), "must be equal") {
+		t.Fatalf("broker.id=3, node.id=4: %v", err)
+	}
+}

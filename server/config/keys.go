@@ -14,7 +14,17 @@ import (
 // keyTable maps every Kafka key onto Config: the one table of names. Each
 // field's doc comment in config.go gives its unit and defaults.
 var keyTable = []spec{
-	intKey("node.id", func(c *Config) *int32 { return &c.NodeID }, 0, math.MaxInt32),
+	withSynonyms(intKey("node.id", func(c *Config) *int32 { return &c.NodeID }, 0, math.MaxInt32),
+		// Kafka's older name: accepted, and it must equal node.id when
+		// both are set (Validate).
+		spec{name: "broker.id", set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+			if err != nil || n < 0 {
+				return fmt.Errorf("must be an integer in [0, %d]", math.MaxInt32)
+			}
+			c.NodeID, c.brokerID = int32(n), int32(n)
+			return nil
+		}}),
 	{
 		name: "listeners",
 		set: func(c *Config, v string) error {

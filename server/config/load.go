@@ -166,6 +166,9 @@ func (c *Config) validate() []error {
 			}
 		}
 	}
+	if c.brokerID >= 0 && c.brokerID != c.NodeID {
+		bad("node.id", fmt.Errorf("node.id=%d and broker.id=%d differ; when both are set they must be equal", c.NodeID, c.brokerID))
+	}
 	names := map[string]bool{}
 	for _, l := range c.Listeners {
 		names[l.Name] = true
