@@ -122,6 +122,20 @@ func (l *Log) recover() error {
 	// the log.
 	syncedRP := l.recoveryPoint
 
+	var scanned, scannedBytes, truncatedBytes, dropped int64
+	logRecovery := func() {
+		// One line per partition whose recovery had work to do (Kafka
+		// logs its recovery of each log the same way).
+		if scanned > 0 && (!clean || truncatedBytes > 0 || dropped > 0) {
+			end := int64(0)
+			if len(l.segs) > 0 {
+				end = l.segs[len(l.segs)-1].next
+			}
+			l.opts.Logger.Info("segment: recovered after an unclean shutdown",
+				"dir", l.dir, "segments_scanned", scanned, "bytes_scanned", scannedBytes,
+				"bytes_truncated", truncatedBytes, "segments_dropped", dropped, "log_end_offset", end)
+		}
+	}
 	for i, base := range bases {
 		s, rebuilt, err := openSegment(l.fs, l.dir, base, &l.cfg, false)
 		if err != nil {
@@ -155,6 +169,9 @@ func (l *Log) recover() error {
 			if err != nil {
 				return err
 			}
+			scanned++
+			scannedBytes += s.size + cut
+			truncatedBytes += cut
 			if cut > 0 {
 				l.opts.Logger.Warn("segment: recovery truncated a torn or corrupt tail",
 					"file", s.path(KindLog), "position", s.size, "bytes", cut, "reason", reason)
@@ -179,6 +196,7 @@ func (l *Log) recover() error {
 		if !last && fullScan && s.next != bases[i+1] && !(cut == 0 && s.next < bases[i+1] && bases[i+1] <= gapLimit) {
 			l.opts.Logger.Warn("segment: recovery dropped segments after a gap",
 				"dir", l.dir, "segment", s.path(KindLog), "end", s.next, "next", bases[i+1])
+			dropped = int64(len(bases) - i - 1)
 			for _, b := range bases[i+1:] {
 				if err := l.removeSegmentFiles(b); err != nil {
 					return err
@@ -188,6 +206,8 @@ func (l *Log) recover() error {
 			break
 		}
 	}
+
+	logRecovery()
 
 	// A completed swap means the clean that wrote it committed: everything
 	// up to the end of its last segment was cleaned (the checkpoint may not

@@ -1,8 +1,10 @@
 package segment
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -289,5 +291,40 @@ func TestScanHeaders(t *testing.T) {
 	}
 	if len(bases) != 8 || bases[0] != 4 || bases[7] != 18 {
 		t.Fatalf("scanned bases %v", bases)
+	}
+}
+
+// After a crash, recovery logs one line for the partition: what it
+// scanned and what it cut.
+func TestRecoveryLogsOneLine(t *testing.T) {
+	fs := vfs.NewMem()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	l, err := Open(fs, "/p-0", DefaultConfig(), Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := l.Append(batch.Build(batch.NewBuildOptions(), []batch.Record{{Timestamp: int64(i), Value: []byte("v")}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(batch.Build(batch.NewBuildOptions(), []batch.Record{{Timestamp: 9, Value: []byte("unsynced")}})); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fs.CrashClone(vfs.CrashOptions{})
+	l.Close()
+	buf.Reset()
+	l2, err := Open(crashed, "/p-0", DefaultConfig(), Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	out := buf.String()
+	if strings.Count(out, "recovered after an unclean shutdown") != 1 || !strings.Contains(out, "segments_scanned=1") || !strings.Contains(out, "log_end_offset=3") {
+		t.Fatalf("recovery log:\n%s", out)
 	}
 }
