@@ -194,3 +194,23 @@ func TestDeleteRecordsCompactOnly(t *testing.T) {
 		t.Fatalf("compact,delete: %d %v", lso, err)
 	}
 }
+
+// A producer the partition has no state for may start at any sequence
+// (KIP-360); from there its sequences must follow on.
+func TestUnknownProducerAnySequence(t *testing.T) {
+	p := openTest(t, testConfig(), Options{})
+	idem := func(seq int32) []byte {
+		o := batch.NewBuildOptions()
+		o.ProducerID, o.ProducerEpoch, o.BaseSequence = 9, 0, seq
+		return batch.Build(o, []batch.Record{{Value: []byte("v")}})
+	}
+	if _, err := produce(t, p, idem(42)); err != nil {
+		t.Fatalf("first batch at sequence 42: %v", err)
+	}
+	if _, err := produce(t, p, idem(44)); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("a gap after it: %v", err)
+	}
+	if _, err := produce(t, p, idem(43)); err != nil {
+		t.Fatalf("the next sequence: %v", err)
+	}
+}

@@ -62,9 +62,10 @@ func (ps producerState) check(h *batch.Header) (dup *producerBatch, err error) {
 	e := ps[h.ProducerID]
 	switch {
 	case e == nil:
-		if h.BaseSequence != 0 {
-			return nil, ErrOutOfOrderSequence
-		}
+		// A producer the partition has no state for (new, or its batches
+		// were removed by retention or DeleteRecords before a restart)
+		// may start at any sequence (KIP-360; ProducerAppendInfo's
+		// checkSequence with NO_PRODUCER_EPOCH).
 	case h.ProducerEpoch < e.epoch:
 		return nil, ErrInvalidProducerEpoch
 	case h.ProducerEpoch > e.epoch:

@@ -65,12 +65,13 @@ func TestIdempotentProducer(t *testing.T) {
 	check(idemBatch(7, 0, 3, 2), 0, 3)                                  // retry: original offset
 	check(idemBatch(7, 0, 0, 3), 0, 0)                                  // older retry, still cached
 	check(idemBatch(7, 0, 9, 1), kerr.OutOfOrderSequenceNumber.Code, 0) // gap
-	check(idemBatch(8, 0, 5, 1), kerr.OutOfOrderSequenceNumber.Code, 0) // unknown producer not at 0
-	check(idemBatch(7, 1, 0, 1), 0, 5)                                  // new epoch from 0
+	check(idemBatch(8, 0, 5, 1), 0, 5)                                  // unknown producer: any sequence (KIP-360)
+	check(idemBatch(7, 1, 0, 1), 0, 6)                                  // new epoch from 0
+	check(idemBatch(7, 2, 4, 1), kerr.OutOfOrderSequenceNumber.Code, 0) // a new epoch not from 0
 	check(idemBatch(7, 0, 5, 1), kerr.InvalidProducerEpoch.Code, 0)     // fenced epoch
 	part, _ := b.partition("idem", 0)
-	if part.LogEndOffset() != 6 {
-		t.Fatalf("log end offset %d, want 6 (duplicates stored?)", part.LogEndOffset())
+	if part.LogEndOffset() != 7 {
+		t.Fatalf("log end offset %d, want 7 (duplicates stored?)", part.LogEndOffset())
 	}
 	cl.Close()
 	b.Close()
@@ -79,9 +80,9 @@ func TestIdempotentProducer(t *testing.T) {
 	cl2 := newClient(t, addr2)
 	cl = cl2
 	b = b2
-	check(idemBatch(7, 1, 0, 1), 0, 5) // retry after restart: still recognised
-	check(idemBatch(7, 1, 1, 1), 0, 6)
-	if part, _ := b2.partition("idem", 0); part.LogEndOffset() != 7 {
-		t.Fatalf("after restart: log end offset %d, want 7", part.LogEndOffset())
+	check(idemBatch(7, 1, 0, 1), 0, 6) // retry after restart: still recognised
+	check(idemBatch(7, 1, 1, 1), 0, 7)
+	if part, _ := b2.partition("idem", 0); part.LogEndOffset() != 8 {
+		t.Fatalf("after restart: log end offset %d, want 8", part.LogEndOffset())
 	}
 }
