@@ -20,6 +20,11 @@ var (
 	// whose cleanup.policy is compact only (Kafka's
 	// Partition.deleteRecordsOnLeader).
 	ErrPolicyViolation = errors.New("replica: policy violation")
+	// ErrUnknownLeaderEpoch and ErrFencedLeaderEpoch are a request's
+	// current leader epoch newer, or older, than the partition's (KIP-320;
+	// Kafka's Partition.checkCurrentLeaderEpoch).
+	ErrUnknownLeaderEpoch = errors.New("replica: unknown leader epoch")
+	ErrFencedLeaderEpoch  = errors.New("replica: fenced leader epoch")
 	// ErrOffsetOutOfRange is OFFSET_OUT_OF_RANGE for DeleteRecords past
 	// the high watermark.
 	ErrOffsetOutOfRange = errors.New("replica: offset out of range")

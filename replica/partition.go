@@ -144,6 +144,23 @@ func (p *Partition) LeaderEpoch() int32 {
 	return p.leaderEpoch
 }
 
+// CheckLeaderEpoch checks a request's current leader epoch against the
+// partition's (KIP-320, Kafka's Partition.checkCurrentLeaderEpoch): -1
+// (or any negative) skips the check; a newer one returns
+// ErrUnknownLeaderEpoch (the client knows of a leader this replica does
+// not yet), an older one ErrFencedLeaderEpoch.
+func (p *Partition) CheckLeaderEpoch(current int32) error {
+	epoch := p.LeaderEpoch()
+	switch {
+	case current < 0 || current == epoch:
+		return nil
+	case current > epoch:
+		return fmt.Errorf("%w: %d, the partition's is %d", ErrUnknownLeaderEpoch, current, epoch)
+	default:
+		return fmt.Errorf("%w: %d, the partition's is %d", ErrFencedLeaderEpoch, current, epoch)
+	}
+}
+
 // HighWatermark returns the offset below which records are committed and
 // may be served to consumers.
 func (p *Partition) HighWatermark() int64 {

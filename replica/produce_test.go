@@ -214,3 +214,17 @@ func TestUnknownProducerAnySequence(t *testing.T) {
 		t.Fatalf("the next sequence: %v", err)
 	}
 }
+
+// KIP-320: a newer current leader epoch is unknown, an older one fenced,
+// -1 is not checked.
+func TestCheckLeaderEpoch(t *testing.T) {
+	p := openTest(t, testConfig(), Options{LeaderEpoch: 3})
+	for _, tc := range []struct {
+		current int32
+		want    error
+	}{{-1, nil}, {3, nil}, {4, ErrUnknownLeaderEpoch}, {2, ErrFencedLeaderEpoch}} {
+		if err := p.CheckLeaderEpoch(tc.current); !errors.Is(err, tc.want) {
+			t.Errorf("current %d: %v, want %v", tc.current, err, tc.want)
+		}
+	}
+}

@@ -31,6 +31,9 @@ type fetchPartition struct {
 	partition int32
 	offset    int64
 	maxBytes  int32
+	// leaderEpoch is the client's current leader epoch, -1 for none
+	// (checked against the partition's, KIP-320).
+	leaderEpoch int32
 	// last* are what the session last told the client (incremental
 	// fetches leave out partitions where nothing changed).
 	lastHW, lastLogStart int64
@@ -137,7 +140,13 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int3
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 		sp.RecordBatches = []byte{}
 		part, ok := b.partition(fp.topic, fp.partition)
-		if !ok {
+		var epochErr error
+		if ok {
+			epochErr = part.CheckLeaderEpoch(fp.leaderEpoch)
+		}
+		if epochErr != nil {
+			sp.ErrorCode = kafkaCode(epochErr)
+		} else if !ok {
 			sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			if version >= 13 && fp.topic == "" {
 				sp.ErrorCode = kerr.UnknownTopicID.Code

@@ -38,6 +38,13 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			if req.Version >= 4 {
+				if err := part.CheckLeaderEpoch(rp.CurrentLeaderEpoch); err != nil {
+					sp.ErrorCode = kafkaCode(err)
+					st.Partitions = append(st.Partitions, sp)
+					continue
+				}
+			}
 			if minVersion, special := specialTimestampVersion[rp.Timestamp]; special && req.Version < minVersion {
 				// ReplicaManager.isListOffsetsTimestampUnsupported.
 				sp.ErrorCode = kerr.UnsupportedVersion.Code

@@ -31,10 +31,8 @@ func serveOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *clientConn, kreq
 			switch {
 			case !ok:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case req.Version >= 2 && rp.CurrentLeaderEpoch > part.LeaderEpoch():
-				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			case req.Version >= 2 && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < part.LeaderEpoch():
-				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+			case req.Version >= 2 && part.CheckLeaderEpoch(rp.CurrentLeaderEpoch) != nil:
+				sp.ErrorCode = kafkaCode(part.CheckLeaderEpoch(rp.CurrentLeaderEpoch))
 			case rp.LeaderEpoch > part.LeaderEpoch() || rp.LeaderEpoch < 0:
 				// An epoch this log never had: undefined (-1, -1).
 			default:

@@ -213,3 +213,41 @@ func TestLogDirLocked(t *testing.T) {
 		t.Fatalf("error %q does not say another broker holds the folder", err)
 	}
 }
+
+// Fetch (v9+) and ListOffsets (v4+) check the client's current leader
+// epoch (KIP-320): one newer than the partition's is UNKNOWN_LEADER_EPOCH.
+func TestCurrentLeaderEpochChecked(t *testing.T) {
+	b, addr := startBroker(t, "")
+	topic, err := b.createTopic("ep", 1, 1, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, addr)
+	for _, tc := range []struct {
+		epoch int32
+		want  int16
+	}{{-1, 0}, {0, 0}, {5, kerr.UnknownLeaderEpoch.Code}} {
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.ReplicaID = -1
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = "ep"
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Timestamp, lp.CurrentLeaderEpoch = -1, tc.epoch
+		lt.Partitions = append(lt.Partitions, lp)
+		lo.Topics = append(lo.Topics, lt)
+		if got := rc.recv(rc.send(lo)).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].ErrorCode; got != tc.want {
+			t.Errorf("ListOffsets with current leader epoch %d: code %d, want %d", tc.epoch, got, tc.want)
+		}
+		f := kmsg.NewPtrFetchRequest()
+		f.ReplicaID, f.MaxWaitMillis, f.MaxBytes, f.SessionEpoch = -1, 0, 1<<20, -1
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic, ft.TopicID = "ep", topic.ID
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LastFetchedEpoch, fp.LogStartOffset = 1<<20, tc.epoch, -1, -1
+		ft.Partitions = append(ft.Partitions, fp)
+		f.Topics = append(f.Topics, ft)
+		if got := rc.recv(rc.send(f)).(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode; got != tc.want {
+			t.Errorf("Fetch with current leader epoch %d: code %d, want %d", tc.epoch, got, tc.want)
+		}
+	}
+}

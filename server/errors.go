@@ -53,6 +53,10 @@ func kafkaCode(err error) int16 {
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, replica.ErrInternalTopic):
 		return kerr.InvalidTopicException.Code
+	case errors.Is(err, replica.ErrUnknownLeaderEpoch):
+		return kerr.UnknownLeaderEpoch.Code
+	case errors.Is(err, replica.ErrFencedLeaderEpoch):
+		return kerr.FencedLeaderEpoch.Code
 	case errors.Is(err, replica.ErrPolicyViolation):
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, replica.ErrOffsetOutOfRange):

@@ -77,8 +77,12 @@ func requestParts(b *Broker, req *kmsg.FetchRequest) []*fetchPartition {
 			id = t.ID
 		}
 		for _, rp := range rt.Partitions {
+			epoch := int32(-1) // v9 adds the current leader epoch (KIP-320)
+			if req.Version >= 9 {
+				epoch = rp.CurrentLeaderEpoch
+			}
 			parts = append(parts, &fetchPartition{topic: name, topicID: id, partition: rp.Partition,
-				offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, lastHW: -2, lastLogStart: -2})
+				offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, leaderEpoch: epoch, lastHW: -2, lastLogStart: -2})
 		}
 	}
 	return parts
@@ -151,7 +155,7 @@ func (fs *fetchSessions) resolve(b *Broker, req *kmsg.FetchRequest) ([]*fetchPar
 		found := false
 		for _, fp := range s.parts {
 			if key(fp) == key(np) {
-				fp.offset, fp.maxBytes = np.offset, np.maxBytes
+				fp.offset, fp.maxBytes, fp.leaderEpoch = np.offset, np.maxBytes, np.leaderEpoch
 				found = true
 				break
 			}
