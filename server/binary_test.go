@@ -76,3 +76,25 @@ func TestBinarySigterm(t *testing.T) {
 		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
 	}
 }
+
+// sluice --version names the build; sluice serve -h lists every key with
+// its default.
+func TestBinaryVersionAndKeys(t *testing.T) {
+	bin, err := buildSluice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil || !bytes.HasPrefix(out, []byte("sluice ")) {
+		t.Fatalf("--version: %q %v", out, err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "serve", "-h")
+	cmd.Stderr = &stderr
+	cmd.Run()
+	for _, want := range []string{"log.segment.bytes=1073741824", "node.id=1", "log.flush.interval.messages=1"} {
+		if !bytes.Contains(stderr.Bytes(), []byte(want)) {
+			t.Errorf("serve -h does not list %s:\n%s", want, stderr.String())
+		}
+	}
+}

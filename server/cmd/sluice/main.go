@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -29,9 +30,46 @@ func main() {
 }
 
 const usage = `usage:
-  sluice serve [--config FILE] [--set key=value]...
+  sluice serve [--config FILE] [--set key=value]...   (sluice serve -h lists every key)
   sluice dump-log [flags] PATH...   (sluice dump-log -h for its flags)
+  sluice --version
 `
+
+// version is the module version and VCS revision the binary was built
+// from, as Go records them.
+func version() string {
+	v, rev, dirty := "(devel)", "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+	}
+	if rev != "" {
+		return fmt.Sprintf("sluice %s (revision %s%s)", v, rev, dirty)
+	}
+	return "sluice " + v
+}
+
+// keysHelp lists every config key with its default (units are in the
+// names, as in Kafka: .ms, .bytes, .minutes).
+func keysHelp(w io.Writer) {
+	fmt.Fprintln(w, "\nConfig keys (Kafka's names) and their defaults:")
+	d := config.Default()
+	for _, k := range config.Keys() {
+		v, _ := d.String(k)
+		fmt.Fprintf(w, "  %s=%s\n", k, v)
+	}
+}
 
 // setFlags collects repeated --set key=value flags.
 type setFlags []string
@@ -58,6 +96,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "--version", "version":
+		fmt.Fprintln(stdout, version())
+		return 0
 	}
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n%s", args[0], usage)
 	return 2
@@ -69,6 +110,11 @@ func serve(args []string, stderr io.Writer) int {
 	file := fs.String("config", "", "a server.properties `FILE` (Kafka syntax and key names)")
 	var sets setFlags
 	fs.Var(&sets, "set", "override one config `key=value` (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sluice serve [--config FILE] [--set key=value]...")
+		fs.PrintDefaults()
+		keysHelp(stderr)
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
