@@ -424,7 +424,7 @@ func (c *Coordinator) subscribedTopicsLocked(cg *consumerGroup, override *consum
 	}
 	if len(regexes) > 0 {
 		for _, info := range c.cfg.Topics.All() {
-			if set[info.Name] || !regexEligible(info.Name) {
+			if set[info.Name] {
 				continue
 			}
 			for _, re := range regexes {
@@ -438,10 +438,6 @@ func (c *Coordinator) subscribedTopicsLocked(cg *consumerGroup, override *consum
 	slices.Sort(out)
 	return out
 }
-
-// regexEligible reports whether a topic may match a subscription regex:
-// internal topics (__consumer_offsets, __transaction_state, ...) never do.
-func regexEligible(topic string) bool { return !strings.HasPrefix(topic, "__") }
 
 // memberTopicsLocked returns the existing topics m subscribes to, sorted.
 func (c *Coordinator) memberTopicsLocked(m *consumerMember) []string {
