@@ -5,12 +5,11 @@ package server
 // flexible; v3 adds a top-level error code; v4 adds each directory's
 // total and usable bytes (from statfs where the platform has it, else -1).
 //
-// Sluice keeps partitions in the first of log.dirs only, so the answer is
-// that one directory (as an absolute path), holding each requested
-// partition that exists (every partition when topics is null), with its
-// size on disk (the sum of its segments' .log files, as Kafka counts),
-// offset lag 0 and no future replica (replica moves between directories
-// do not exist).
+// Every log dir of log.dirs is answered (as an absolute path), holding
+// each requested partition that is open in it (every partition when
+// topics is null), with its size on disk (the sum of its segments' .log
+// files, as Kafka counts), offset lag 0 and no future replica (replica
+// moves between directories do not exist).
 
 import (
 	"context"
@@ -28,29 +27,40 @@ func init() {
 func serveDescribeLogDirs(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
-	dir := b.cfg.LogDirs[0]
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
+	dirs := make([]kmsg.DescribeLogDirsResponseDir, len(b.cfg.LogDirs))
+	index := map[string]int{}
+	for i, dir := range b.cfg.LogDirs {
+		index[filepath.Clean(dir)] = i
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		rd := kmsg.NewDescribeLogDirsResponseDir()
+		rd.Dir = dir
+		rd.TotalBytes, rd.UsableBytes = diskSpace(dir)
+		rd.Topics = []kmsg.DescribeLogDirsResponseDirTopic{}
+		dirs[i] = rd
 	}
-	rd := kmsg.NewDescribeLogDirsResponseDir()
-	rd.Dir = dir
-	rd.TotalBytes, rd.UsableBytes = diskSpace(dir)
-	rd.Topics = []kmsg.DescribeLogDirsResponseDirTopic{}
 	add := func(t meta.Topic, parts []int32) {
-		rt := kmsg.NewDescribeLogDirsResponseDirTopic()
-		rt.Topic = t.Name
 		for _, p := range parts {
 			part, ok := b.partition(t.Name, p)
 			if !ok || p >= t.Partitions {
 				continue
 			}
+			i, ok := index[filepath.Dir(part.Dir())]
+			if !ok {
+				continue
+			}
+			rd := &dirs[i]
+			if n := len(rd.Topics); n == 0 || rd.Topics[n-1].Topic != t.Name {
+				rt := kmsg.NewDescribeLogDirsResponseDirTopic()
+				rt.Topic = t.Name
+				rd.Topics = append(rd.Topics, rt)
+			}
 			rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 			rp.Partition = p
 			rp.Size = part.Size()
+			rt := &rd.Topics[len(rd.Topics)-1]
 			rt.Partitions = append(rt.Partitions, rp)
-		}
-		if len(rt.Partitions) > 0 {
-			rd.Topics = append(rd.Topics, rt)
 		}
 	}
 	if req.Topics == nil {
@@ -70,6 +80,6 @@ func serveDescribeLogDirs(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 			}
 		}
 	}
-	resp.Dirs = []kmsg.DescribeLogDirsResponseDir{rd}
+	resp.Dirs = dirs
 	return resp, nil
 }

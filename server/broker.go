@@ -100,20 +100,26 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	// the slices.
 	cfg.Listeners = append([]config.Listener(nil), cfg.Listeners...)
 	cfg.AdvertisedListeners = append([]config.Listener(nil), cfg.AdvertisedListeners...)
-	dir := cfg.LogDirs[0]
-	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	// One broker per log dir, as Kafka's .lock.
-	lock, err := opts.FS.Lock(filepath.Join(dir, lockName))
-	if err != nil {
-		return nil, fmt.Errorf("server: log dir %s is in use by another broker process (it holds %s); stop that one or choose another log.dirs: %w", dir, lockName, err)
+	var locks multiCloser
+	for _, dir := range cfg.LogDirs {
+		if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
+			locks.Close()
+			return nil, err
+		}
+		lock, err := opts.FS.Lock(filepath.Join(dir, lockName))
+		if err != nil {
+			locks.Close()
+			return nil, fmt.Errorf("server: log dir %s is in use by another broker process (it holds %s); stop that one or choose another log.dirs: %w", dir, lockName, err)
+		}
+		locks = append(locks, lock)
 	}
-	st, err := meta.Open(filepath.Join(dir, metaDirName), meta.Options{FS: opts.MetaFS, Logger: logger})
+	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), meta.Options{FS: opts.MetaFS, Logger: logger})
 	if err != nil {
-		lock.Close()
+		locks.Close()
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
+	lock := io.Closer(locks)
 	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, lock: lock, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	b.clean = newCleaner(cfg, logger)
@@ -126,9 +132,20 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	return b, nil
 }
 
-// partitionDir is Kafka's layout: <log.dirs>/<topic>-<partition>.
-func (b *Broker) partitionDir(topic string, p int32) string {
-	return filepath.Join(b.cfg.LogDirs[0], topic+"-"+strconv.Itoa(int(p)))
+// partitionDirName is Kafka's layout: <log dir>/<topic>-<partition>.
+func partitionDirName(topic string, p int32) string {
+	return topic + "-" + strconv.Itoa(int(p))
+}
+
+// multiCloser closes several closers, all of them whatever fails.
+type multiCloser []io.Closer
+
+func (m multiCloser) Close() error {
+	var errs []error
+	for _, c := range m {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // partition returns an open partition.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -249,5 +252,60 @@ func TestCurrentLeaderEpochChecked(t *testing.T) {
 		if got := rc.recv(rc.send(f)).(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode; got != tc.want {
 			t.Errorf("Fetch with current leader epoch %d: code %d, want %d", tc.epoch, got, tc.want)
 		}
+	}
+}
+
+// Several log.dirs (JBOD, as Kafka): new partitions go to the dir holding
+// the fewest, a restart finds them wherever they are, and DescribeLogDirs
+// answers each dir with its partitions.
+func TestSeveralLogDirs(t *testing.T) {
+	d1, d2 := t.TempDir(), t.TempDir()
+	dirs := "log.dirs=" + d1 + "," + d2
+	b, addr := startBroker(t, d1, dirs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "jbod"); err != nil {
+		t.Fatal(err)
+	}
+	perDir := func(b *Broker) map[string]int {
+		n := map[string]int{}
+		for p := int32(0); p < 4; p++ {
+			part, ok := b.partition("jbod", p)
+			if !ok {
+				t.Fatalf("jbod-%d not open", p)
+			}
+			n[filepath.Dir(part.Dir())]++
+		}
+		return n
+	}
+	if n := perDir(b); n[filepath.Clean(d1)] != 2 || n[filepath.Clean(d2)] != 2 {
+		t.Fatalf("partitions per dir: %v", n)
+	}
+	if err := newClient(t, addr, kgo.DefaultProduceTopic("jbod")).ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	all, err := adm.DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perReported := map[string]int{}
+	for _, d := range all[1] {
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == "jbod" {
+				perReported[d.Dir]++
+			}
+		})
+	}
+	if len(all[1]) != 2 || perReported[filepath.Clean(d1)] != 2 || perReported[filepath.Clean(d2)] != 2 {
+		t.Fatalf("DescribeLogDirs: %d dirs, jbod partitions per dir %v", len(all[1]), perReported)
+	}
+	b.Close()
+	b2, _ := startBroker(t, d1, dirs)
+	if n := perDir(b2); n[filepath.Clean(d1)] != 2 || n[filepath.Clean(d2)] != 2 {
+		t.Fatalf("after a restart, partitions per dir: %v", n)
+	}
+	if _, err := os.Stat(filepath.Join(d2, lockName)); err != nil {
+		t.Fatalf("the second log dir is not locked: %v", err)
 	}
 }

@@ -344,7 +344,12 @@ func checkCrashHistory(t *testing.T, ctx context.Context, b *Broker, acked *cras
 			t.Errorf("%s-%d open but not in the metadata", tp.topic, tp.partition)
 			continue
 		}
-		got, found, err := readPartitionMetadata(b.fs, b.partitionDir(tp.topic, tp.partition))
+		part, ok := b.partition(tp.topic, tp.partition)
+		if !ok {
+			t.Errorf("%s-%d closed while checking", tp.topic, tp.partition)
+			continue
+		}
+		got, found, err := readPartitionMetadata(b.fs, part.Dir())
 		if err != nil || !found || got != id {
 			t.Errorf("%s-%d: partition.metadata %v %v %v, topic ID %v", tp.topic, tp.partition, got, found, err, id)
 		}

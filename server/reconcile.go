@@ -255,22 +255,9 @@ func (r *reconciler) open(tp topicPartition, t meta.Topic) {
 
 func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (*replica.Partition, error) {
 	b := r.b
-	dir := b.partitionDir(tp.topic, tp.partition)
-	id, found, err := readPartitionMetadata(b.fs, dir)
-	switch {
-	case err != nil:
+	dir, found, err := r.placePartition(tp, t)
+	if err != nil {
 		return nil, err
-	case found && id != t.ID, !found && r.atStartup[tp] != t.ID && exists(b.fs, dir):
-		// A folder of another topic ID, or a folder without the file
-		// where a partition comes into existence: a deleted topic's
-		// leftover. (Without the file at start-up, the folder was
-		// written before Sluice kept partition.metadata: adopted.)
-		b.logger.Warn("sluice: removing a partition folder that belongs to no topic (left by a deleted topic, or put there by hand)",
-			"dir", dir, "folder_topic_id", meta.FormatTopicID(id), "topic_id", meta.FormatTopicID(t.ID))
-		if err := removePartitionDir(b.fs, dir); err != nil {
-			return nil, err
-		}
-		found = false
 	}
 	cfg, err := b.topicConfig(t.Configs)
 	if err != nil {
@@ -295,6 +282,62 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (*replica.Pa
 		}
 	}
 	return part, nil
+}
+
+// placePartition finds the folder of a partition in the log dirs (Kafka's
+// JBOD): the one whose partition.metadata names the topic ID (found), or,
+// at start-up, a folder written before Sluice kept the file (adopted).
+// Every other folder of that name is a deleted topic's leftover and is
+// removed. A partition with no folder goes to the log dir holding the
+// fewest partitions (Kafka's rule for new replicas), the first on a tie.
+func (r *reconciler) placePartition(tp topicPartition, t meta.Topic) (dir string, found bool, err error) {
+	b := r.b
+	name := partitionDirName(tp.topic, tp.partition)
+	var leftovers, legacy []string
+	for _, ld := range b.cfg.LogDirs {
+		d := filepath.Join(ld, name)
+		if !exists(b.fs, d) {
+			continue
+		}
+		id, ok, err := readPartitionMetadata(b.fs, d)
+		switch {
+		case err != nil:
+			return "", false, err
+		case ok && id == t.ID && dir == "":
+			dir, found = d, true
+		case !ok && r.atStartup[tp] == t.ID:
+			legacy = append(legacy, d)
+		default:
+			leftovers = append(leftovers, d)
+		}
+	}
+	if dir == "" && len(legacy) > 0 {
+		dir, legacy = legacy[0], legacy[1:]
+	}
+	for _, d := range append(leftovers, legacy...) {
+		// A folder of another topic ID, or a folder without the file
+		// where a partition comes into existence: a deleted topic's
+		// leftover.
+		b.logger.Warn("sluice: removing a partition folder that belongs to no topic (left by a deleted topic, or put there by hand)",
+			"dir", d, "topic_id", meta.FormatTopicID(t.ID))
+		if err := removePartitionDir(b.fs, d); err != nil {
+			return "", false, err
+		}
+	}
+	if dir != "" {
+		return dir, found, nil
+	}
+	held := map[string]int{}
+	for _, h := range r.held {
+		held[filepath.Dir(h.part.Dir())]++
+	}
+	best := b.cfg.LogDirs[0]
+	for _, ld := range b.cfg.LogDirs[1:] {
+		if held[filepath.Clean(ld)] < held[filepath.Clean(best)] {
+			best = ld
+		}
+	}
+	return filepath.Join(best, name), false, nil
 }
 
 // reconfigure applies a topic's changed configs to one open partition.
@@ -386,8 +429,13 @@ func removePartitionDir(fs vfs.FS, dir string) error {
 // removeDeletedDirs removes, at start-up, the folders whose removal a
 // crash or an error cut short (see deleteDirSuffix).
 func (r *reconciler) removeDeletedDirs() {
+	for _, dir := range r.b.cfg.LogDirs {
+		r.removeDeletedIn(dir)
+	}
+}
+
+func (r *reconciler) removeDeletedIn(dir string) {
 	b := r.b
-	dir := b.cfg.LogDirs[0]
 	names, err := b.fs.List(dir)
 	if err != nil {
 		b.logger.Warn("sluice: list the log folder", "dir", dir, "err", err)
