@@ -144,33 +144,45 @@ func listLatest(b *Broker, topic string, partitions ...int32) *kmsg.ListOffsetsR
 // partition ("partition:offset").
 func checkProduced(t *testing.T, resp kmsg.Response, want ...string) {
 	t.Helper()
-	var got []string
+	var got []offsetAt
 	for _, rt := range resp.(*kmsg.ProduceResponse).Topics {
 		for _, rp := range rt.Partitions {
-			if rp.ErrorCode != 0 {
-				t.Fatalf("partition %d: %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
-			}
-			got = append(got, fmt.Sprintf("%d:%d", rp.Partition, rp.BaseOffset))
+			got = append(got, offsetAt{rp.Partition, rp.ErrorCode, rp.BaseOffset})
 		}
 	}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("produced at %v, want %v", got, want)
-	}
+	checkOffsets(t, "produced at", got, want)
 }
 
+// checkLatest checks a ListOffsets response the same way.
 func checkLatest(t *testing.T, resp kmsg.Response, want ...string) {
 	t.Helper()
-	var got []string
+	var got []offsetAt
 	for _, rt := range resp.(*kmsg.ListOffsetsResponse).Topics {
 		for _, rp := range rt.Partitions {
-			if rp.ErrorCode != 0 {
-				t.Fatalf("partition %d: %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
-			}
-			got = append(got, fmt.Sprintf("%d:%d", rp.Partition, rp.Offset))
+			got = append(got, offsetAt{rp.Partition, rp.ErrorCode, rp.Offset})
 		}
 	}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("latest offsets %v, want %v", got, want)
+	checkOffsets(t, "latest offsets", got, want)
+}
+
+// offsetAt is one partition's answer: its error code and offset.
+type offsetAt struct {
+	partition int32
+	code      int16
+	offset    int64
+}
+
+func checkOffsets(t *testing.T, what string, got []offsetAt, want []string) {
+	t.Helper()
+	var strs []string
+	for _, g := range got {
+		if g.code != 0 {
+			t.Fatalf("partition %d: %v", g.partition, kerr.ErrorForCode(g.code))
+		}
+		strs = append(strs, fmt.Sprintf("%d:%d", g.partition, g.offset))
+	}
+	if strings.Join(strs, " ") != strings.Join(want, " ") {
+		t.Fatalf("%s %v, want %v", what, strs, want)
 	}
 }
 
