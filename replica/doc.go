@@ -23,6 +23,11 @@
 //     retention and compaction run through the Sweeper and Cleaner the
 //     partition registers with at Open and leaves at Close; SetConfig
 //     applies a config change to the open partition.
+//   - Idempotent producers' state (producers.go) survives what removes
+//     batches: a producer snapshot (Kafka's <offset>.snapshot files,
+//     snapshot.go, format there) is written at every segment roll and at
+//     Close, and Open replays only the batches above the newest one.
+//     Producers idle longer than producer.id.expiration.ms are forgotten.
 //   - An internal topic's partition (Options.Internal) refuses client
 //     Produce and DeleteRecords with ErrInternalTopic.
 //

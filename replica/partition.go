@@ -3,7 +3,9 @@ package replica
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/batch"
@@ -31,6 +33,11 @@ type Partition struct {
 	appendMu  sync.Mutex
 	producers producerState
 
+	fs         vfs.FS
+	logger     *slog.Logger
+	now        func() time.Time
+	expiration time.Duration // producer.id.expiration.ms; 0: never
+
 	mu            sync.Mutex
 	cfg           TopicConfig
 	highWatermark int64
@@ -53,12 +60,19 @@ type Options struct {
 	Cleaner *segment.Cleaner
 	// Log is the log's collaborators (clock, logger, dedupe buffer).
 	Log segment.Options
+	// ProducerIDExpiration is how long an idempotent producer's state is
+	// kept after its newest batch's timestamp (Kafka's
+	// producer.id.expiration.ms, default 1 day); ExpireProducers and Open
+	// drop older ones. Zero keeps every producer.
+	ProducerIDExpiration time.Duration
 }
 
 // Open opens (creating) the partition's log in dir on fs with cfg. Every
 // batch already in the log counts as committed (a single replica recovered
-// it from disk). Idempotent producers' state is rebuilt from the log's
-// batch headers.
+// it from disk). Idempotent producers' state is the newest producer
+// snapshot at or below the log end offset (snapshot.go) with the batches
+// above it replayed from their headers; producers expired by
+// Options.ProducerIDExpiration are dropped.
 func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, error) {
 	l, err := segment.Open(fs, dir, cfg.Log, opts.Log)
 	if err != nil {
@@ -66,24 +80,25 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 	}
 	p := &Partition{
 		log:           l,
+		fs:            fs,
 		internal:      opts.Internal,
 		sweeper:       opts.Sweeper,
 		cleaner:       opts.Cleaner,
-		producers:     producerState{},
+		logger:        opts.Log.Logger,
+		now:           opts.Log.Now,
+		expiration:    opts.ProducerIDExpiration,
 		cfg:           cfg,
 		highWatermark: l.LogEndOffset(),
 		leaderEpoch:   opts.LeaderEpoch,
 		changed:       make(chan struct{}),
 	}
-	err = l.ScanHeaders(l.LogStartOffset(), func(h batch.Header) error {
-		lat := int64(-1)
-		if h.LogAppendTime() {
-			lat = h.MaxTimestamp
-		}
-		p.producers.record(&h, lat)
-		return nil
-	})
-	if err != nil {
+	if p.logger == nil {
+		p.logger = slog.Default()
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if err := p.loadProducers(); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("replica: producer state of %s: %w", dir, err)
 	}
@@ -106,6 +121,9 @@ func (p *Partition) Close() error {
 	if p.cleaner != nil {
 		p.cleaner.Remove(p.log)
 	}
+	p.appendMu.Lock()
+	p.snapshotLocked(p.log.LogEndOffset())
+	p.appendMu.Unlock()
 	return p.log.Close()
 }
 
@@ -255,6 +273,11 @@ func (p *Partition) append(b []byte, logAppendTime bool) (*Pending, error) {
 		LogAppendTime:  logAppendTime,
 	})
 	if err == nil {
+		if res.Rolled {
+			// The state of every batch below the new segment
+			// (Kafka snapshots producer state at each roll).
+			p.snapshotLocked(res.BaseOffset)
+		}
 		h.BaseOffset = res.BaseOffset
 		p.producers.record(&h, res.LogAppendTime)
 	}
@@ -362,7 +385,16 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 	if offset < 0 || offset > hw {
 		return -1, fmt.Errorf("%w: offset %d is outside [0, high watermark %d]", ErrOffsetOutOfRange, offset, hw)
 	}
-	return p.log.DeleteRecordsBefore(offset)
+	lso, err := p.log.DeleteRecordsBefore(offset)
+	if err != nil {
+		return lso, err
+	}
+	p.appendMu.Lock()
+	if err := pruneSnapshots(p.fs, p.log.Dir(), lso); err != nil {
+		p.logger.Warn("replica: removing old producer snapshots failed", "dir", p.log.Dir(), "err", err)
+	}
+	p.appendMu.Unlock()
+	return lso, nil
 }
 
 // DeleteOldSegments applies retention now (the Sweeper does it every
@@ -373,4 +405,51 @@ func (p *Partition) DeleteOldSegments() (int, error) { return p.log.DeleteOldSeg
 // and whether the cleaner would clean it now (see segment.Log).
 func (p *Partition) CleanableRatio() (float64, bool) {
 	return p.log.CleanableRatio(p.HighWatermark())
+}
+
+// loadProducers rebuilds the producer state at Open: the newest usable
+// snapshot, then the headers of the batches at or above its offset.
+func (p *Partition) loadProducers() error {
+	ps, snap, err := loadSnapshot(p.fs, p.log.Dir(), p.log.LogEndOffset(), p.logger)
+	if err != nil {
+		return err
+	}
+	err = p.log.ScanHeaders(max(snap, 0), func(h batch.Header) error {
+		if h.BaseOffset >= snap {
+			ps.recordHeader(&h)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	p.producers = ps
+	if p.expiration > 0 {
+		ps.expire(p.now().UnixMilli(), p.expiration.Milliseconds())
+	}
+	return nil
+}
+
+// snapshotLocked writes the producer state as the snapshot at offset (the
+// state of every batch below it). A failure is logged, not returned: the
+// state stays in memory, and the next Open falls back to an older snapshot.
+// The caller holds appendMu.
+func (p *Partition) snapshotLocked(offset int64) {
+	if err := writeSnapshot(p.fs, p.log.Dir(), offset, p.producers, p.log.LogStartOffset()); err != nil {
+		p.logger.Warn("replica: writing the producer snapshot failed", "dir", p.log.Dir(), "offset", offset, "err", err)
+	}
+}
+
+// ExpireProducers removes the idempotent producers whose newest batch is
+// older than Options.ProducerIDExpiration as of now (Kafka's
+// producer.id.expiration.ms, checked every
+// producer.id.expiration.check.interval.ms) and returns how many it
+// removed; with no expiration set it removes none.
+func (p *Partition) ExpireProducers() int {
+	if p.expiration <= 0 {
+		return 0
+	}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.producers.expire(p.now().UnixMilli(), p.expiration.Milliseconds())
 }

@@ -28,8 +28,12 @@ type producerBatch struct {
 
 // producerEntry is one producer id's state in one partition.
 type producerEntry struct {
-	epoch   int16
-	batches []producerBatch // oldest first, at most cachedBatches
+	epoch int16
+	// lastTimestamp is the max timestamp (ms) of the producer's newest
+	// batch, what producer.id.expiration.ms counts from (Kafka's
+	// ProducerStateEntry.lastTimestamp).
+	lastTimestamp int64
+	batches       []producerBatch // oldest first, at most cachedBatches
 }
 
 func (e *producerEntry) last() *producerBatch { return &e.batches[len(e.batches)-1] }
@@ -103,4 +107,24 @@ func (ps producerState) record(h *batch.Header, logAppendTime int64) {
 		firstSeq: h.BaseSequence, lastSeq: lastSeqOf(h),
 		baseOffset: h.BaseOffset, lastOffset: h.LastOffset(), logAppendTime: logAppendTime,
 	})
+	e.lastTimestamp = h.MaxTimestamp
+	if logAppendTime >= 0 {
+		e.lastTimestamp = logAppendTime
+	}
+}
+
+// expire removes the producers whose newest batch's timestamp is
+// expirationMs or more before nowMs (Kafka's
+// ProducerStateManager.removeExpiredProducers, producer.id.expiration.ms)
+// and returns how many it removed. A removed producer is unknown again: its
+// next batch may start at any sequence (KIP-360).
+func (ps producerState) expire(nowMs, expirationMs int64) int {
+	n := 0
+	for id, e := range ps {
+		if nowMs-e.lastTimestamp >= expirationMs {
+			delete(ps, id)
+			n++
+		}
+	}
+	return n
 }

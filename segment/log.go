@@ -204,6 +204,10 @@ type AppendResult struct {
 	// never syncs; the caller calls Sync (a group commit) outside its own
 	// locks.
 	NeedSync bool
+	// Rolled says the append started a new active segment, whose base
+	// offset is BaseOffset (the caller may snapshot state derived from the
+	// log below it, as Kafka snapshots producer state at each roll).
+	Rolled bool
 }
 
 // Append validates one whole record batch b (magic 2), assigns its offsets
@@ -267,6 +271,7 @@ func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
 			l.mu.Unlock()
 			return res, err
 		}
+		res.Rolled = true
 	}
 	if err := l.writeLocked(b, &h); err != nil {
 		l.mu.Unlock()

@@ -33,6 +33,7 @@ type Broker struct {
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
 	clean  *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
+	expiry *producerExpiry          // producer.id.expiration.ms (producer_expiry.go)
 
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition // the open partitions; changed only by the reconciler
@@ -129,6 +130,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	b.recon.start()
 	b.sweep.Start()
 	b.startCleaner()
+	b.startProducerExpiry()
 	return b, nil
 }
 
@@ -246,6 +248,7 @@ func (b *Broker) Close() error {
 	b.wg.Wait() // coordinator loads started by New, when Start never ran
 	b.sweep.Stop()
 	b.stopCleaner()
+	b.stopProducerExpiry()
 	err := b.recon.closeAll()
 	err = errors.Join(err, b.meta.Close())
 	if b.lock != nil {

@@ -264,9 +264,10 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (*replica.Pa
 		return nil, err
 	}
 	part, err := replica.Open(b.fs, dir, cfg, replica.Options{
-		Internal: isInternalTopic(t.Name),
-		Sweeper:  b.sweep,
-		Cleaner:  b.clean,
+		Internal:             isInternalTopic(t.Name),
+		Sweeper:              b.sweep,
+		Cleaner:              b.clean,
+		ProducerIDExpiration: time.Duration(b.cfg.ProducerIDExpirationMs) * time.Millisecond,
 		Log: segment.Options{
 			Logger:                   b.logger,
 			CleanerDedupeBufferBytes: b.cleanerDedupeShare(),

@@ -280,6 +280,18 @@ type Config struct {
 	// >= 1. Default 600000 (Kafka's).
 	OffsetsRetentionCheckIntervalMs int64
 
+	// ProducerIDExpirationMs is how long a partition keeps an idempotent
+	// producer's state after the timestamp of its newest batch; then the
+	// producer is forgotten and may start again at any sequence. Key
+	// producer.id.expiration.ms; milliseconds, int >= 1. Default 86400000
+	// (1 day, Kafka's, KIP-854).
+	ProducerIDExpirationMs int32
+
+	// ProducerIDExpirationCheckIntervalMs is how often expired producers
+	// are removed. Key producer.id.expiration.check.interval.ms;
+	// milliseconds, int >= 1. Default 600000 (Kafka's).
+	ProducerIDExpirationCheckIntervalMs int32
+
 	// OffsetsCommitTimeoutMs bounds how long an offset commit waits for its
 	// write. Key offsets.commit.timeout.ms; milliseconds, int >= 1. Default
 	// 5000 (Kafka's).
@@ -345,24 +357,26 @@ func Default() Config {
 		LogCleanupPolicy:              CleanupDelete,
 		LogSegmentDeleteDelayMs:       60000,
 
-		LogCleanerEnable:                 true,
-		LogCleanerBackoffMs:              15000,
-		LogCleanerThreads:                1,
-		LogCleanerDedupeBufferSize:       128 << 20,
-		LogCleanerDeleteRetentionMs:      86400000,
-		LogCleanerMinCleanableRatio:      0.5,
-		LogCleanerMinCompactionLagMs:     0,
-		LogCleanerMaxCompactionLagMs:     math.MaxInt64,
-		GroupMinSessionTimeoutMs:         6000,
-		GroupMaxSessionTimeoutMs:         1800000,
-		GroupMaxSize:                     math.MaxInt32,
-		OffsetsRetentionMinutes:          10080,
-		OffsetsRetentionCheckIntervalMs:  600000,
-		OffsetsCommitTimeoutMs:           5000,
-		OffsetMetadataMaxBytes:           4096,
-		GroupConsumerHeartbeatIntervalMs: 5000,
-		GroupConsumerSessionTimeoutMs:    45000,
-		GroupConsumerMaxSize:             math.MaxInt32,
+		LogCleanerEnable:                    true,
+		LogCleanerBackoffMs:                 15000,
+		LogCleanerThreads:                   1,
+		LogCleanerDedupeBufferSize:          128 << 20,
+		LogCleanerDeleteRetentionMs:         86400000,
+		LogCleanerMinCleanableRatio:         0.5,
+		LogCleanerMinCompactionLagMs:        0,
+		LogCleanerMaxCompactionLagMs:        math.MaxInt64,
+		GroupMinSessionTimeoutMs:            6000,
+		GroupMaxSessionTimeoutMs:            1800000,
+		GroupMaxSize:                        math.MaxInt32,
+		OffsetsRetentionMinutes:             10080,
+		OffsetsRetentionCheckIntervalMs:     600000,
+		ProducerIDExpirationMs:              86400000,
+		ProducerIDExpirationCheckIntervalMs: 600000,
+		OffsetsCommitTimeoutMs:              5000,
+		OffsetMetadataMaxBytes:              4096,
+		GroupConsumerHeartbeatIntervalMs:    5000,
+		GroupConsumerSessionTimeoutMs:       45000,
+		GroupConsumerMaxSize:                math.MaxInt32,
 	}
 }
 
