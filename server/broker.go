@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
 	"github.com/sluicemq/sluice/server/config"
 )
@@ -121,6 +122,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
 	lock := io.Closer(locks)
+	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
 	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, lock: lock, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	b.clean = newCleaner(cfg, logger)

@@ -36,7 +36,10 @@ func Decompress(codec Codec, src []byte) ([]byte, error) {
 	if !codec.valid() {
 		return nil, fmt.Errorf("%w: %d", ErrUnsupportedCodec, codec)
 	}
-	return decompress(nil, codec, src, MaxDecompressedBytes)
+	var g grant
+	out, err := decompress(nil, codec, src, MaxDecompressedBytes, &g)
+	g.release() // the caller keeps out: the slot only paces decompressions
+	return out, err
 }
 
 // Compress compresses src with codec into a new slice, the way Kafka's Java
@@ -106,18 +109,20 @@ var (
 )
 
 // decompress appends the decompression of src to dst[:0], rejecting output
-// over limit bytes. Errors wrap ErrCorrupt.
-func decompress(dst []byte, codec Codec, src []byte, limit int) ([]byte, error) {
+// over limit bytes. Output growing past smallDecompressed takes a large
+// slot into g first (memory.go); the caller releases g once done with the
+// output. Errors wrap ErrCorrupt.
+func decompress(dst []byte, codec Codec, src []byte, limit int, g *grant) ([]byte, error) {
 	dst = dst[:0]
 	switch codec {
 	case CodecGzip:
-		return gunzip(dst, src, limit)
+		return gunzip(dst, src, limit, g)
 	case CodecSnappy:
-		return unsnappy(dst, src, limit)
+		return unsnappy(dst, src, limit, g)
 	case CodecLZ4:
-		return unlz4(dst, src, limit)
+		return unlz4(dst, src, limit, g)
 	case CodecZstd:
-		return unzstd(dst, src, limit)
+		return unzstd(dst, src, limit, g)
 	}
 	return nil, fmt.Errorf("%w: %w: codec %d", ErrCorrupt, ErrUnsupportedCodec, codec)
 }
@@ -143,35 +148,38 @@ var (
 	lz4Readers  = sync.Pool{New: func() any { return &lz4Reader{z: lz4.NewReader(nil)} }}
 )
 
-func gunzip(dst, src []byte, limit int) ([]byte, error) {
+func gunzip(dst, src []byte, limit int, g *grant) ([]byte, error) {
 	r := gzipReaders.Get().(*gzipReader)
 	defer gzipReaders.Put(r)
 	r.src.Reset(src)
 	if err := r.z.Reset(&r.src); err != nil {
 		return nil, corruptf("gzip records: %v", err)
 	}
-	out, err := readBounded(dst, &r.z, CodecGzip, limit)
+	out, err := readBounded(dst, &r.z, CodecGzip, limit, g)
 	r.src.Reset(nil)
 	return out, err
 }
 
-func unlz4(dst, src []byte, limit int) ([]byte, error) {
+func unlz4(dst, src []byte, limit int, g *grant) ([]byte, error) {
 	r := lz4Readers.Get().(*lz4Reader)
 	defer lz4Readers.Put(r)
 	r.src.Reset(src)
 	r.z.Reset(&r.src)
-	out, err := readBounded(dst, r.z, CodecLZ4, limit)
+	out, err := readBounded(dst, r.z, CodecLZ4, limit, g)
 	r.src.Reset(nil)
 	return out, err
 }
 
 // readBounded appends everything r yields to dst, failing once more than
 // limit bytes came out.
-func readBounded(dst []byte, r io.Reader, codec Codec, limit int) ([]byte, error) {
+func readBounded(dst []byte, r io.Reader, codec Codec, limit int, g *grant) ([]byte, error) {
 	for {
 		if len(dst) == cap(dst) {
 			if len(dst) > limit {
 				return nil, tooLarge(codec, limit)
+			}
+			if len(dst) >= smallDecompressed {
+				g.need()
 			}
 			// Grow geometrically, but never past limit+1: one byte
 			// over is enough to know the limit was passed.
@@ -198,22 +206,25 @@ var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
 const xerialHeaderSize = 16
 
-func unsnappy(dst, src []byte, limit int) ([]byte, error) {
+func unsnappy(dst, src []byte, limit int, g *grant) ([]byte, error) {
 	if len(src) >= xerialHeaderSize && bytes.Equal(src[:len(xerialMagic)], xerialMagic) {
-		return unxerial(dst, src[xerialHeaderSize:], limit)
+		return unxerial(dst, src[xerialHeaderSize:], limit, g)
 	}
-	return appendSnappyBlock(dst, src, limit)
+	return appendSnappyBlock(dst, src, limit, g)
 }
 
 // appendSnappyBlock decodes one raw snappy block onto dst, checking its
 // declared length against the limit before allocating.
-func appendSnappyBlock(dst, block []byte, limit int) ([]byte, error) {
+func appendSnappyBlock(dst, block []byte, limit int, g *grant) ([]byte, error) {
 	l, err := s2.DecodedLen(block)
 	if err != nil {
 		return nil, corruptf("snappy: %v", err)
 	}
 	if l > limit-len(dst) {
 		return nil, tooLarge(CodecSnappy, limit)
+	}
+	if len(dst)+l > smallDecompressed {
+		g.need()
 	}
 	dst = slices.Grow(dst, l)
 	if _, err := s2.Decode(dst[len(dst):len(dst)+l], block); err != nil {
@@ -222,7 +233,7 @@ func appendSnappyBlock(dst, block []byte, limit int) ([]byte, error) {
 	return dst[:len(dst)+l], nil
 }
 
-func unxerial(dst, src []byte, limit int) ([]byte, error) {
+func unxerial(dst, src []byte, limit int, g *grant) ([]byte, error) {
 	// Sum the blocks' declared lengths first, so that dst grows once and
 	// a bomb is refused before anything is allocated.
 	total := 0
@@ -244,11 +255,14 @@ func unxerial(dst, src []byte, limit int) ([]byte, error) {
 		}
 		rem = rem[size:]
 	}
+	if total > smallDecompressed {
+		g.need()
+	}
 	dst = slices.Grow(dst, total)
 	for len(src) > 0 {
 		size := binary.BigEndian.Uint32(src)
 		var err error
-		if dst, err = appendSnappyBlock(dst, src[4:4+size], limit); err != nil {
+		if dst, err = appendSnappyBlock(dst, src[4:4+size], limit, g); err != nil {
 			return nil, err
 		}
 		src = src[4+size:]
@@ -256,17 +270,19 @@ func unxerial(dst, src []byte, limit int) ([]byte, error) {
 	return dst, nil
 }
 
-// zstdDec is the shared zstd decoder, made for one limit; DecodeAll may be
-// called concurrently on it. It is remade if MaxDecompressedBytes changes.
+// zstdDec is a shared zstd decoder made for one limit; DecodeAll may be
+// called concurrently on it. It is remade if its limit changes.
 type zstdDec struct {
 	limit int
 	d     *zstd.Decoder
 }
 
-var zstdDecoder atomic.Pointer[zstdDec]
+// zstdSmall decodes output up to smallDecompressed, zstdLarge up to
+// MaxDecompressedBytes.
+var zstdSmall, zstdLarge atomic.Pointer[zstdDec]
 
-func unzstd(dst, src []byte, limit int) ([]byte, error) {
-	zd := zstdDecoder.Load()
+func zstdDecoderFor(p *atomic.Pointer[zstdDec], limit int) (*zstd.Decoder, error) {
+	zd := p.Load()
 	if zd == nil || zd.limit != limit {
 		// A Decoder that only serves DecodeAll holds no goroutines, so a
 		// replaced one needs no Close.
@@ -275,9 +291,34 @@ func unzstd(dst, src []byte, limit int) ([]byte, error) {
 			return nil, fmt.Errorf("batch: zstd decoder: %w", err)
 		}
 		zd = &zstdDec{limit: limit, d: d}
-		zstdDecoder.Store(zd)
+		p.Store(zd)
 	}
-	out, err := zd.d.DecodeAll(src, dst)
+	return zd.d, nil
+}
+
+// unzstd decodes with the small decoder first; output too large for it
+// takes a large slot and is decoded again with the full limit (zstd
+// decodes a frame whole, so its growth cannot be paced).
+func unzstd(dst, src []byte, limit int, g *grant) ([]byte, error) {
+	if limit > smallDecompressed {
+		d, err := zstdDecoderFor(&zstdSmall, smallDecompressed)
+		if err != nil {
+			return nil, err
+		}
+		out, err := d.DecodeAll(src, dst)
+		if err == nil && len(out) <= smallDecompressed {
+			return out, nil
+		}
+		if !errors.Is(err, zstd.ErrDecoderSizeExceeded) && !errors.Is(err, zstd.ErrWindowSizeExceeded) && err != nil {
+			return nil, corruptf("zstd records: %v", err)
+		}
+		g.need()
+	}
+	d, err := zstdDecoderFor(&zstdLarge, limit)
+	if err != nil {
+		return nil, err
+	}
+	out, err := d.DecodeAll(src, dst[:0])
 	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) || len(out) > limit {
 		return nil, tooLarge(CodecZstd, limit)
 	}

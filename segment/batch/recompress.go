@@ -24,10 +24,11 @@ func Recompress(b []byte, codec Codec) ([]byte, error) {
 	if !codec.valid() {
 		return nil, fmt.Errorf("%w: codec %d", ErrUnsupportedCodec, codec)
 	}
-	raw, err := Decompress(h.Codec(), b[HeaderSize:])
+	raw, buf, err := recordsOf(&h, b)
 	if err != nil {
 		return nil, err
 	}
+	defer buf.put(raw) // after out is built: body may be raw itself
 	body, err := Compress(codec, raw)
 	if err != nil {
 		return nil, err

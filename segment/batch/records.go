@@ -213,8 +213,13 @@ func Records(b []byte) (Header, []Record, error) {
 	var data []byte
 	if c := h.Codec(); c == CodecNone {
 		data = bytes.Clone(b[HeaderSize:])
-	} else if data, err = decompress(nil, c, b[HeaderSize:], MaxDecompressedBytes); err != nil {
-		return h, nil, err
+	} else {
+		var g grant
+		data, err = decompress(nil, c, b[HeaderSize:], MaxDecompressedBytes, &g)
+		g.release() // the records alias data: the slot only paces decompressions
+		if err != nil {
+			return h, nil, err
+		}
 	}
 	w, err := newWalker(&h, data, false)
 	if err != nil {
@@ -260,9 +265,7 @@ func Iterate(b []byte, fn func(r *Record) error) (Header, error) {
 	if err != nil {
 		return h, err
 	}
-	if buf != nil {
-		defer putBuf(buf, data)
-	}
+	defer buf.put(data)
 	w, err := newWalker(&h, data, false)
 	if err != nil {
 		return h, err

@@ -74,9 +74,7 @@ func ValidateRecords(b []byte) (h Header, maxTs int64, err error) {
 		return h, -1, err
 	}
 	maxTs, err = walkAll(&h, data)
-	if buf != nil {
-		putBuf(buf, data)
-	}
+	buf.put(data)
 	return h, maxTs, err
 }
 
@@ -109,29 +107,43 @@ func walkAll(h *Header, data []byte) (int64, error) {
 // maxPooledBuf are dropped rather than kept alive.
 const maxPooledBuf = 4 << 20
 
-var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+var bufPool = sync.Pool{New: func() any { return new(pooledBuf) }}
 
 // recordsOf returns the records section of b: a subslice of b when
 // uncompressed (buf nil), or the decompressed bytes held in buf, which the
-// caller hands back with putBuf once done with data.
-func recordsOf(h *Header, b []byte) (data []byte, buf *[]byte, err error) {
+// caller hands back with buf.put once done with data (which also gives
+// back the large-decompression slot it may hold, memory.go).
+func recordsOf(h *Header, b []byte) (data []byte, buf *pooledBuf, err error) {
 	c := h.Codec()
 	if c == CodecNone {
 		return b[HeaderSize:], nil, nil
 	}
-	buf = bufPool.Get().(*[]byte)
-	data, err = decompress((*buf)[:0], c, b[HeaderSize:], MaxDecompressedBytes)
+	buf = bufPool.Get().(*pooledBuf)
+	data, err = decompress(buf.b[:0], c, b[HeaderSize:], MaxDecompressedBytes, &buf.g)
 	if err != nil {
+		buf.g.release()
 		bufPool.Put(buf)
 		return nil, nil, err
 	}
 	return data, buf, nil
 }
 
-func putBuf(buf *[]byte, data []byte) {
+// pooledBuf is a decompression buffer and the slot its contents hold.
+type pooledBuf struct {
+	b []byte
+	g grant
+}
+
+// put hands buf back once data, its contents, is no longer used. A nil
+// buf (uncompressed records) does nothing.
+func (buf *pooledBuf) put(data []byte) {
+	if buf == nil {
+		return
+	}
+	buf.g.release()
 	if cap(data) > maxPooledBuf {
 		return
 	}
-	*buf = data[:0]
+	buf.b = data[:0]
 	bufPool.Put(buf)
 }

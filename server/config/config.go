@@ -280,6 +280,14 @@ type Config struct {
 	// >= 1. Default 600000 (Kafka's).
 	OffsetsRetentionCheckIntervalMs int64
 
+	// DecompressionMemoryBytes bounds the memory that checking compressed
+	// batches may use together beyond 1 MiB each: a batch may decompress
+	// to 256 MiB, and only this many bytes' worth of such large
+	// decompressions run at once (the others wait). Sluice's own key
+	// sluice.decompression.memory.bytes; bytes, long >= 1. Default
+	// 536870912 (512 MiB: two at a time).
+	DecompressionMemoryBytes int64
+
 	// ProducerIDExpirationMs is how long a partition keeps an idempotent
 	// producer's state after the timestamp of its newest batch; then the
 	// producer is forgotten and may start again at any sequence. Key
@@ -371,6 +379,7 @@ func Default() Config {
 		OffsetsRetentionMinutes:             10080,
 		OffsetsRetentionCheckIntervalMs:     600000,
 		ProducerIDExpirationMs:              86400000,
+		DecompressionMemoryBytes:            512 << 20, // batch.DefaultDecompressionMemory
 		ProducerIDExpirationCheckIntervalMs: 600000,
 		OffsetsCommitTimeoutMs:              5000,
 		OffsetMetadataMaxBytes:              4096,

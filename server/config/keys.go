@@ -133,6 +133,7 @@ var keyTable = []spec{
 	intKey("group.max.size", func(c *Config) *int32 { return &c.GroupMaxSize }, 1, math.MaxInt32),
 	intKey("offsets.retention.minutes", func(c *Config) *int32 { return &c.OffsetsRetentionMinutes }, 1, math.MaxInt32),
 	intKey("offsets.retention.check.interval.ms", func(c *Config) *int64 { return &c.OffsetsRetentionCheckIntervalMs }, 1, math.MaxInt64),
+	intKey("sluice.decompression.memory.bytes", func(c *Config) *int64 { return &c.DecompressionMemoryBytes }, 1, math.MaxInt64),
 	intKey("producer.id.expiration.ms", func(c *Config) *int32 { return &c.ProducerIDExpirationMs }, 1, math.MaxInt32),
 	intKey("producer.id.expiration.check.interval.ms", func(c *Config) *int32 { return &c.ProducerIDExpirationCheckIntervalMs }, 1, math.MaxInt32),
 	intKey("offsets.commit.timeout.ms", func(c *Config) *int32 { return &c.OffsetsCommitTimeoutMs }, 1, math.MaxInt32),

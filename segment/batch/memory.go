@@ -1,0 +1,89 @@
+package batch
+
+import (
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Decompression memory. One batch's records may decompress to up to
+// MaxDecompressedBytes (256 MiB by default), so a 1 MiB gzip "bomb"
+// needs 256 MiB to check; sixteen at once would need 4 GiB. Output up to
+// smallDecompressed bytes needs nothing; a decompression that grows past
+// it first takes one of a fixed number of large-decompression slots,
+// waiting while all are taken, and gives it back once its output is no
+// longer used. A call holds at most one slot and small ones hold none, so
+// nothing waits in a cycle. The slots are the memory set with
+// SetDecompressionMemory divided by MaxDecompressedBytes (at least one):
+// by default 512 MiB, two slots. Once the last large decompression gives
+// its slot back, the heap is returned to the OS (at most once a second),
+// so the bomb's memory is not kept resident.
+const smallDecompressed = 1 << 20
+
+// DefaultDecompressionMemory is the default of SetDecompressionMemory, in
+// bytes.
+const DefaultDecompressionMemory = 512 << 20
+
+var (
+	largeSlots atomic.Pointer[chan struct{}]
+	largeHeld  atomic.Int64 // slots held now
+	largePeak  atomic.Int64 // the most slots ever held at once (tests)
+	freeMu     sync.Mutex
+	lastFree   time.Time
+)
+
+func init() { SetDecompressionMemory(DefaultDecompressionMemory) }
+
+// SetDecompressionMemory bounds the memory, in bytes, that decompressions
+// larger than 1 MiB may use together (the broker's
+// sluice.decompression.memory.bytes): bytes / MaxDecompressedBytes of
+// them run at once, at least one. Set it before use; calls already
+// waiting keep the old slots.
+func SetDecompressionMemory(bytes int64) {
+	n := max(bytes/int64(max(MaxDecompressedBytes, 1)), 1)
+	ch := make(chan struct{}, n)
+	largeSlots.Store(&ch)
+}
+
+// grant is one decompression's claim on a large slot.
+type grant struct {
+	slot chan struct{} // nil until taken
+}
+
+// need takes a large slot unless the grant holds one already.
+func (g *grant) need() {
+	if g.slot != nil {
+		return
+	}
+	ch := *largeSlots.Load()
+	ch <- struct{}{}
+	g.slot = ch
+	n := largeHeld.Add(1)
+	for {
+		p := largePeak.Load()
+		if n <= p || largePeak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+}
+
+// release gives the slot back (when held) and, once no large
+// decompression is running, returns freed memory to the OS.
+func (g *grant) release() {
+	if g == nil || g.slot == nil {
+		return
+	}
+	<-g.slot
+	g.slot = nil
+	if largeHeld.Add(-1) != 0 {
+		return
+	}
+	freeMu.Lock()
+	defer freeMu.Unlock()
+	if time.Since(lastFree) < time.Second {
+		return
+	}
+	lastFree = time.Now()
+	go debug.FreeOSMemory()
+}
