@@ -69,6 +69,10 @@ func ValidateRecords(b []byte) (h Header, maxTs int64, err error) {
 	if h.LastOffsetDelta != h.NumRecords-1 {
 		return h, -1, corruptf("lastOffsetDelta %d, want recordCount-1 = %d", h.LastOffsetDelta, h.NumRecords-1)
 	}
+	if streamed(h.Codec()) {
+		maxTs, err = walkStream(&h, b[HeaderSize:])
+		return h, maxTs, err
+	}
 	data, buf, err := recordsOf(&h, b)
 	if err != nil {
 		return h, -1, err
