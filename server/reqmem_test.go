@@ -92,15 +92,11 @@ func TestRequestMemoryOrder(t *testing.T) {
 	}
 	big := make(chan error, 1)
 	go func() { big <- m.acquire(ctx, 100) }()
-	for _, w := 0, 0; w != 1; _, w = m.stats() {
-		runtime.Gosched()
-	}
+	waitWaiting(t, m, 1)
 	cctx, cancel := context.WithCancel(ctx)
 	small := make(chan error, 1)
 	go func() { small <- m.acquire(cctx, 10) }() // fits, but queues behind big
-	for _, w := 0, 0; w != 2; _, w = m.stats() {
-		runtime.Gosched()
-	}
+	waitWaiting(t, m, 2)
 	cancel()
 	if err := <-small; err == nil {
 		t.Fatal("a cancelled acquire succeeded")
@@ -117,4 +113,19 @@ func TestRequestMemoryOrder(t *testing.T) {
 		t.Fatal("acquire after close")
 	}
 	m.release(100)
+}
+
+// waitWaiting waits until n acquires wait on m.
+func waitWaiting(t *testing.T, m *requestMemory, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, w := m.stats(); w == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %d acquires to wait", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
