@@ -10,6 +10,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/sluicemq/sluice/segment"
@@ -23,6 +24,19 @@ func init() {
 
 // maxFetchWait bounds a Fetch long poll (clients use 500 ms by default).
 const maxFetchWait = time.Minute
+
+// maxFetchRecordBytes bounds a response's record bytes whatever
+// fetch.max.bytes says, leaving room under the int32 frame size for the
+// rest of the response (write refuses a larger frame).
+const maxFetchRecordBytes = math.MaxInt32 - 16<<20
+
+// fetchBudget is the record bytes a Fetch may return (Kafka's
+// ReplicaManager): the smaller of the request's MaxBytes and
+// fetch.max.bytes. A MaxBytes of 0 or below leaves only KIP-74's first
+// batch, as in Kafka; it is never "unlimited".
+func (b *Broker) fetchBudget(maxBytes int32) int64 {
+	return max(0, min(int64(maxBytes), int64(b.cfg.FetchMaxBytes), maxFetchRecordBytes))
+}
 
 // fetchPartition is one partition a fetch reads.
 type fetchPartition struct {
@@ -65,7 +79,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 	deadline := time.Now().Add(min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
 	for {
 		cc.splices = cc.splices[:0]
-		bytes, waitOn := b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental, &cc.splices)
+		bytes, waitOn := b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 		if bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || len(waitOn) == 0 || time.Until(deadline) <= 0 {
 			remember(parts)
 			return resp, nil
@@ -73,7 +87,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		if !waitAny(ctx, waitOn, time.Until(deadline)) {
 			resp.Topics = nil
 			cc.splices = cc.splices[:0]
-			b.fetchOnce(req.Version, parts, req.MaxBytes, resp, incremental, &cc.splices)
+			b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 			remember(parts)
 			return resp, nil
 		}
@@ -111,18 +125,16 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 }
 
 // fetchOnce reads every partition once into resp (grouped by topic, in
-// order). It returns the record bytes read and the channels that signal
+// order), at most budget record bytes and each partition's own MaxBytes,
+// except that the first batch of the first partition with records is
+// returned whole (KIP-74). It returns the record bytes read and the channels that signal
 // new data for each partition read without error. incremental leaves out partitions
 // with nothing new for the client.
 //
 // With splices non-nil, records that can be sent with sendfile are left in
 // the files: the partition's records field holds a marker and splices
 // says which file ranges replace it when the response is written.
-func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int32, resp *kmsg.FetchResponse, incremental bool, splices *[]splice) (int64, []<-chan struct{}) {
-	budget := int64(maxBytes)
-	if budget <= 0 {
-		budget = 1 << 62
-	}
+func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64, resp *kmsg.FetchResponse, incremental bool, splices *[]splice) (int64, []<-chan struct{}) {
 	var total int64
 	var waitOn []<-chan struct{}
 	for _, fp := range parts {

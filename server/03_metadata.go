@@ -20,10 +20,10 @@ func init() {
 // clusterID is reported in Metadata and DescribeCluster.
 const clusterID = "sluice-single-node"
 
-func serveMetadata(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := b.advertisedHostPort()
+	host, port := b.advertisedHostPort(connListener(cc))
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
 	id := clusterID
 	resp.ClusterID = &id
@@ -83,17 +83,6 @@ func serveMetadata(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Reques
 		resp.Topics = append(resp.Topics, b.topicMetadata(t))
 	}
 	return resp, nil
-}
-
-// advertisedHostPort is where clients reach this broker: the first
-// advertised listener (an empty host means the loopback address).
-func (b *Broker) advertisedHostPort() (string, int32) {
-	adv := b.cfg.AdvertisedListeners[0]
-	host := adv.Host
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	return host, int32(adv.Port)
 }
 
 func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {

@@ -27,7 +27,7 @@ const (
 	coordinatorKeyTransaction = 1
 )
 
-func serveFindCoordinator(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveFindCoordinator(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	find := func(key string) (nodeID int32, host string, port int32, err error) {
@@ -40,7 +40,7 @@ func serveFindCoordinator(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 		default:
 			return -1, "", -1, kafkaErrorf(kerr.InvalidRequest, "coordinator key type %d is not supported", req.CoordinatorType)
 		}
-		host, port = b.advertisedHostPort()
+		host, port = b.advertisedHostPort(connListener(cc))
 		return b.cfg.NodeID, host, port, nil
 	}
 	if req.Version <= 3 {

@@ -28,7 +28,7 @@ const endpointTypeBrokers = 1
 // IDEMPOTENT_WRITE 12.
 const clusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
 
-func serveDescribeCluster(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveDescribeCluster(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if req.Version >= 1 {
@@ -44,7 +44,7 @@ func serveDescribeCluster(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 	resp.ControllerID = b.cfg.NodeID
 	br := kmsg.NewDescribeClusterResponseBroker()
 	br.NodeID = b.cfg.NodeID
-	br.Host, br.Port = b.advertisedHostPort()
+	br.Host, br.Port = b.advertisedHostPort(connListener(cc))
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{br}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations

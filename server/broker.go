@@ -43,7 +43,16 @@ type Broker struct {
 
 	topicsMu sync.Mutex // serializes metadata changes made by requests (topics_admin.go)
 
-	ln      net.Listener
+	lns []net.Listener // one per listener, in config order (listen.go)
+	// wrapListener, when set (tests), wraps each listener before serving.
+	wrapListener func(net.Listener) net.Listener
+	limits       *connLimits    // max.connections, max.connections.per.ip
+	reqMem       *requestMemory // queued.max.request.bytes (reqmem.go)
+	// Log lines clients can cause in bulk, summarized every logEvery.
+	logEvery                      time.Duration
+	badConns, refused, acceptErrs *logSummary
+	summariesDone                 chan struct{}
+
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -160,55 +169,6 @@ func (b *Broker) partition(topic string, p int32) (*replica.Partition, bool) {
 	return part, ok
 }
 
-// Start listens on the first listener and serves connections until Close.
-func (b *Broker) Start() error {
-	l := b.cfg.Listeners[0]
-	ln, err := net.Listen("tcp", l.Addr())
-	if err != nil {
-		return err
-	}
-	b.ln = ln
-	if adv := &b.cfg.AdvertisedListeners[0]; adv.Port == 0 {
-		// Listening on port 0 (tests): advertise the port we got.
-		adv.Port = ln.Addr().(*net.TCPAddr).Port
-	}
-	b.ctx, b.cancel = context.WithCancel(context.Background())
-	b.logger.Info("sluice: listening", "addr", ln.Addr().String(), "log_dirs", b.cfg.LogDirs, "node_id", b.cfg.NodeID)
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					b.logger.Error("sluice: accept", "err", err)
-				}
-				return
-			}
-			b.connMu.Lock()
-			if b.closing {
-				b.connMu.Unlock()
-				c.Close()
-				continue
-			}
-			b.conns[c] = struct{}{}
-			b.connMu.Unlock()
-			b.wg.Add(1)
-			go func() {
-				defer b.wg.Done()
-				b.serveConn(b.ctx, c)
-				b.connMu.Lock()
-				delete(b.conns, c)
-				b.connMu.Unlock()
-			}()
-		}
-	}()
-	return nil
-}
-
-// Addr returns the address the broker listens on.
-func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
-
 // Close stops accepting, lets in-flight requests finish (their reads are
 // shut so no new request starts), syncs and closes every log and the
 // metadata. A restart finds everything.
@@ -218,8 +178,8 @@ func (b *Broker) Close() error {
 	// for a rebalance are answered, so their connections can finish.
 	b.recon.close()
 	b.coord.Close()
-	if b.ln != nil {
-		b.ln.Close()
+	if b.lns != nil {
+		b.closeListeners()
 		b.connMu.Lock()
 		b.closing = true
 		for c := range b.conns {
@@ -246,6 +206,10 @@ func (b *Broker) Close() error {
 			<-done
 		}
 		b.cancel()
+		if b.summariesDone != nil { // a second Close finds it nil
+			close(b.summariesDone)
+			b.summariesDone = nil
+		}
 	}
 	b.wg.Wait() // coordinator loads started by New, when Start never ran
 	b.sweep.Stop()

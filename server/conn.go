@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,9 +36,21 @@ import (
 // writer too. (Kafka itself mutes a connection from a request to its
 // response; the pipelining is Sluice's, the ordering Kafka's.)
 //
-// Memory per connection is bounded by maxInFlight requests of at most
-// socket.request.max.bytes each and their responses. Locks: clientConn.mu
-// only, a leaf.
+// Memory: a request's declared size is reserved from the broker-wide
+// requestMemory (queued.max.request.bytes, reqmem.go) before its body is
+// read, and returned by the writer once the request is answered; while the
+// pool is exhausted the reader waits and reads nothing. The body is
+// allocated as its bytes arrive. Per connection, at most maxInFlight
+// requests of at most socket.request.max.bytes each and their responses.
+//
+// Time: while no request is being read, the reader waits at most
+// connections.max.idle.ms for the next one's first byte, unless requests
+// are still unanswered or the writer wrote within that time; once a first
+// byte has come, the rest of the request must arrive within
+// sluice.request.receive.timeout.ms (time spent waiting for request memory
+// excluded). Both are read deadlines on the socket.
+//
+// Locks: clientConn.mu only, a leaf.
 
 // maxInFlight bounds the requests a connection has read and not yet
 // answered; past it the reader stops reading the socket until the writer
@@ -49,6 +64,7 @@ const maxInFlight = 5
 type clientConn struct {
 	b        *Broker
 	conn     net.Conn
+	listener string // the name of the listener it came in on
 	clientID string // the reader's: the latest request header's
 	logger   *slog.Logger
 	// splices are the records of the Fetch response being served to send
@@ -57,6 +73,8 @@ type clientConn struct {
 	splices []splice
 
 	answers chan *answer // reader to writer, in request order; never full
+
+	lastWrite atomic.Int64 // unix nanos of the writer's latest answer (idle check)
 
 	// mu guards the fields below; no lock is taken and no IO done while
 	// it is held.
@@ -74,6 +92,7 @@ type answer struct {
 	// request's second phase); a nil response has none (acks=0).
 	finish  func() (kmsg.Response, error)
 	splices []splice // Fetch records sent from files
+	mem     int64    // request memory to release once answered
 }
 
 // panicError is a request's recovered panic: it closes the connection.
@@ -84,10 +103,10 @@ type panicError struct {
 
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
-func (b *Broker) serveConn(bctx context.Context, c net.Conn) {
+func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
 	ctx, cancel := context.WithCancel(bctx)
 	cc := &clientConn{
-		b: b, conn: c, logger: b.logger.With("remote", c.RemoteAddr().String()),
+		b: b, conn: c, listener: listener, logger: b.logger.With("remote", c.RemoteAddr().String()),
 		answers: make(chan *answer, maxInFlight),
 	}
 	cc.answered.L = &cc.mu
@@ -122,16 +141,22 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn) {
 		case errors.As(err, &perr):
 			handlerPanics.Add(1)
 			cc.logger.Error("server: panic serving a request; closing the connection", "client_id", cc.clientID, "panic", perr.value, "stack", string(perr.stack))
-		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), bctx.Err() != nil:
+		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, errMemoryClosed), bctx.Err() != nil:
 		case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
 			// The client went away mid-answer (a consumer closing
 			// while its fetch or heartbeat was served): routine.
 			cc.logger.Debug("server: client closed the connection", "client_id", cc.clientID, "reason", err)
+		case errors.Is(err, errIdle):
+			cc.logger.Debug("server: closing idle connection", "client_id", cc.clientID, "reason", err)
 		default:
-			cc.logger.Info("server: closing connection", "client_id", cc.clientID, "reason", err)
+			// Clients can cause these in bulk: DEBUG each, INFO
+			// summaries (listen.go).
+			b.badConns.note("remote", c.RemoteAddr().String(), "client_id", cc.clientID, "reason", err.Error())
 		}
 	}()
-	r := bufio.NewReaderSize(c, 64<<10)
+	// Bodies larger than the buffer are read into their own memory
+	// directly; the buffer batches small pipelined requests.
+	r := bufio.NewReaderSize(c, 16<<10)
 	for err == nil {
 		err = cc.serveOne(ctx, r)
 	}
@@ -142,6 +167,9 @@ var handlerPanics atomic.Int64
 
 // errClose closes the connection after a request Kafka would not answer.
 var errClose = errors.New("server: closing connection")
+
+// errIdle closes a connection idle for connections.max.idle.ms.
+var errIdle = errors.New("server: connection idle for connections.max.idle.ms")
 
 // waitAnswered waits until at most n requests are unanswered; it returns
 // the writer's error if it failed.
@@ -176,6 +204,8 @@ func (cc *clientConn) writeLoop(w *bufio.Writer, cancel context.CancelFunc) {
 	var failed error
 	for a := range cc.answers {
 		err := cc.answer(w, a, failed == nil)
+		cc.b.reqMem.release(a.mem)
+		cc.lastWrite.Store(time.Now().UnixNano())
 		if err != nil && failed == nil {
 			failed = err
 			cancel()
@@ -212,18 +242,34 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	if err := cc.waitAnswered(maxInFlight - 1); err != nil {
 		return err
 	}
+	if err := cc.awaitRequest(r); err != nil {
+		return err
+	}
+	receive := time.Duration(cc.b.cfg.RequestReceiveTimeoutMs) * time.Millisecond
+	cc.conn.SetReadDeadline(time.Now().Add(receive))
 	var sizeBuf [4]byte
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-		return err
+		return cc.receiveErr(err)
 	}
 	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 	if size < 8 || int64(size) > int64(cc.b.cfg.SocketRequestMaxBytes) {
 		return fmt.Errorf("%w: request size %d outside [8, socket.request.max.bytes=%d]", errClose, size, cc.b.cfg.SocketRequestMaxBytes)
 	}
-	body := make([]byte, size)
-	if _, err := io.ReadFull(r, body); err != nil {
+	if q := cc.b.cfg.QueuedMaxRequestBytes; q > 0 && int64(size) > q {
+		// Kafka closes the connection too (Validate rules it out).
+		return fmt.Errorf("%w: request size %d above queued.max.request.bytes=%d", errClose, size, q)
+	}
+	if err := cc.b.reqMem.acquire(ctx, int64(size)); err != nil {
 		return err
 	}
+	held := int64(size) // released here unless handed to the answer
+	defer func() { cc.b.reqMem.release(held) }()
+	cc.conn.SetReadDeadline(time.Now().Add(receive)) // the wait was ours, not the client's
+	body, err := readBody(r, int(size))
+	if err != nil {
+		return cc.receiveErr(err)
+	}
+	cc.conn.SetReadDeadline(time.Time{})
 	rd := kbin.Reader{Src: body}
 	key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
 	clientID := rd.NullableString()
@@ -261,7 +307,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 		if err != nil {
 			return err
 		}
-		a.finish = finish
+		a.finish, a.mem, held = finish, held, 0
 		return cc.queue(a)
 	}
 	if err := cc.waitAnswered(0); err != nil {
@@ -272,7 +318,52 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 		return err
 	}
 	a.finish, a.splices, cc.splices = ready(resp), cc.splices, nil
+	a.mem, held = held, 0
 	return cc.queue(a)
+}
+
+// awaitRequest waits for the first byte of the next request, at most
+// connections.max.idle.ms after the connection's latest activity; it
+// returns errIdle past that. A connection with requests still being
+// answered is not idle.
+func (cc *clientConn) awaitRequest(r *bufio.Reader) error {
+	if r.Buffered() > 0 {
+		return nil
+	}
+	idle := time.Duration(cc.b.cfg.ConnectionsMaxIdleMs) * time.Millisecond
+	if cc.b.cfg.ConnectionsMaxIdleMs < 0 {
+		cc.conn.SetReadDeadline(time.Time{})
+		_, err := r.Peek(1)
+		return err
+	}
+	deadline := time.Now().Add(idle)
+	for {
+		cc.conn.SetReadDeadline(deadline)
+		_, err := r.Peek(1)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		cc.mu.Lock()
+		busy := cc.unanswered > 0
+		cc.mu.Unlock()
+		last := time.Unix(0, cc.lastWrite.Load())
+		switch {
+		case busy:
+			deadline = time.Now().Add(idle)
+		case time.Since(last) < idle:
+			deadline = last.Add(idle)
+		default:
+			return fmt.Errorf("%w (%d ms)", errIdle, cc.b.cfg.ConnectionsMaxIdleMs)
+		}
+	}
+}
+
+// receiveErr names a read deadline's expiry mid-request.
+func (cc *clientConn) receiveErr(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: request not received within sluice.request.receive.timeout.ms=%d", errClose, cc.b.cfg.RequestReceiveTimeoutMs)
+	}
+	return err
 }
 
 // write sends one response: size, correlation id, the header's tagged
@@ -287,11 +378,27 @@ func (cc *clientConn) write(w *bufio.Writer, corr int32, key, version int16, res
 	if len(splices) > 0 {
 		return cc.writeSpliced(w, buf, resp.IsFlexible(), splices)
 	}
+	if err := checkFrame(int64(len(buf)-4), key); err != nil {
+		return err
+	}
 	binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
 	if _, err := w.Write(buf); err != nil {
 		return err
 	}
 	return w.Flush()
+}
+
+// errFrameTooLarge: a response would not fit the protocol's int32 size.
+var errFrameTooLarge = errors.New("server: response larger than 2147483647 bytes")
+
+// checkFrame refuses a response frame of size bytes (after the size
+// field) that the int32 size cannot express; the connection is closed
+// rather than sent a corrupt frame. fetch.max.bytes keeps Fetch below it.
+func checkFrame(size int64, key int16) error {
+	if size > math.MaxInt32 {
+		return fmt.Errorf("%w: %s response of %d bytes", errFrameTooLarge, kmsg.NameForKey(key), size)
+	}
+	return nil
 }
 
 // responseSizeHint estimates a response's encoded size so the buffer is

@@ -75,6 +75,9 @@ func (cc *clientConn) writeSpliced(w *bufio.Writer, buf []byte, flexible bool, s
 		total += int64(len(lengthPrefix(nil, s.size, flexible))) + s.size - int64(len(oldPrefix)+markerLen)
 		pos = j + markerLen
 	}
+	if err := checkFrame(total, 1); err != nil {
+		return err
+	}
 	binary.BigEndian.PutUint32(buf[:4], uint32(total))
 	last := 0
 	for _, p := range pieces {

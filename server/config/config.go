@@ -29,6 +29,11 @@
 //   - listeners = PLAINTEXT://127.0.0.1:9092 (Kafka: PLAINTEXT://:9092, all
 //     interfaces).
 //   - log.dirs = ./data (Kafka: log.dir = /tmp/kafka-logs).
+//   - queued.max.request.bytes = 536870912 (Kafka: -1, unbounded), so what
+//     clients declare cannot exhaust the broker's memory.
+//
+// sluice.request.receive.timeout.ms is Sluice's own key (Kafka has no
+// broker-side limit on the time a request takes to arrive).
 //
 // # Synonyms
 //
@@ -163,6 +168,65 @@ type Config struct {
 	// Key socket.request.max.bytes; bytes, int >= 1. Default 104857600
 	// (100 MiB, Kafka's).
 	SocketRequestMaxBytes int32
+
+	// QueuedMaxRequestBytes bounds the memory held by requests read and
+	// not yet answered, summed over every connection: a request's declared
+	// size is reserved before its body is read, and while the pool is
+	// exhausted the broker reads no further request (Kafka's network layer
+	// mutes sockets the same way). Key queued.max.request.bytes; bytes,
+	// long; 0 or negative means no bound (Kafka's meaning), otherwise it
+	// must be at least socket.request.max.bytes (Kafka's rule).
+	//
+	// SLUICE DEFAULT 536870912 (512 MiB; Kafka: -1, unbounded). Unbounded,
+	// a few hundred connections declaring 100 MiB requests exhaust a
+	// machine's memory; 512 MiB admits five requests of the largest size
+	// at once, and any number of ordinary ones.
+	QueuedMaxRequestBytes int64
+
+	// MaxConnections is the most client connections open at once, over
+	// every listener. At the limit the broker stops accepting (connections
+	// wait in the listen backlog) until one closes, as Kafka's acceptor
+	// does. Key max.connections; int >= 0. Default 2147483647 (Kafka's).
+	MaxConnections int32
+
+	// MaxConnectionsPerIP is the most connections open at once from one
+	// client address; a connection beyond it is closed as soon as it is
+	// accepted, as in Kafka. Key max.connections.per.ip; int >= 0; 0
+	// requires max.connections.per.ip.overrides (Kafka's rule). Default
+	// 2147483647 (Kafka's).
+	MaxConnectionsPerIP int32
+
+	// MaxConnectionsPerIPOverrides are per-address exceptions to
+	// MaxConnectionsPerIP, by IP address or host name (host names are
+	// resolved when the broker starts, as Kafka does). Key
+	// max.connections.per.ip.overrides; comma-separated host:count, count
+	// >= 0. Default empty (Kafka's).
+	MaxConnectionsPerIPOverrides map[string]int32
+
+	// ConnectionsMaxIdleMs closes a connection that has neither a request
+	// being read or served nor a response being written for this long.
+	// Key connections.max.idle.ms; milliseconds, long; negative never
+	// closes idle connections (as in Kafka). Default 600000 (10 minutes,
+	// Kafka's).
+	ConnectionsMaxIdleMs int64
+
+	// RequestReceiveTimeoutMs bounds how long a request's bytes may take to
+	// arrive once its first byte has: a connection that sends part of a
+	// request and stalls (a slowloris client, a half-sent request) is
+	// closed after it. Time the broker itself makes the request wait (for
+	// queued.max.request.bytes memory) does not count. Key
+	// sluice.request.receive.timeout.ms; milliseconds, int >= 1. Default
+	// 30000 (30 s, the default request.timeout.ms of Kafka's clients: a
+	// default client has given up on a request by then). Kafka has no such
+	// broker setting (Sluice's key).
+	RequestReceiveTimeoutMs int32
+
+	// FetchMaxBytes caps the record bytes of one Fetch response, whatever
+	// the request's MaxBytes (0 or negative asks for the least: one batch).
+	// As KIP-74 requires, the first batch of the first partition with
+	// records is returned even when it is larger. Key fetch.max.bytes;
+	// bytes, int >= 1024. Default 57671680 (55 MiB, Kafka's).
+	FetchMaxBytes int32
 
 	// MinInsyncReplicas is the number of in-sync replicas an acks=all write
 	// needs. Key min.insync.replicas; int >= 1. Default 1 (Kafka's).
@@ -354,6 +418,12 @@ func Default() Config {
 		LogFlushIntervalMs:            math.MaxInt64,
 		MessageMaxBytes:               1048588,
 		SocketRequestMaxBytes:         100 << 20,
+		QueuedMaxRequestBytes:         512 << 20,
+		MaxConnections:                math.MaxInt32,
+		MaxConnectionsPerIP:           math.MaxInt32,
+		ConnectionsMaxIdleMs:          600000,
+		RequestReceiveTimeoutMs:       30000,
+		FetchMaxBytes:                 55 << 20,
 		MinInsyncReplicas:             1,
 		LogMessageTimestampType:       "CreateTime",
 		CompressionType:               "producer",

@@ -385,7 +385,11 @@ func TestTableCoversFields(t *testing.T) {
 		case reflect.Slice:
 			v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
 		case reflect.Map:
+			empty := v.Len() == 0
 			v.Set(reflect.MakeMap(v.Type()))
+			if empty { // empty by default: add an entry instead
+				v.SetMapIndex(reflect.ValueOf("h"), reflect.Zero(v.Type().Elem()))
+			}
 		default:
 			t.Fatalf("field %s: kind %s not handled", f.Name, v.Kind())
 		}
@@ -459,5 +463,35 @@ func TestBrokerID(t *testing.T) {
 	}
 	if _, err := Load("", []string{"broker.id=3", "node.id=4"}); err == nil || !strings.Contains(err.Error(), "must be equal") {
 		t.Fatalf("broker.id=3, node.id=4: %v", err)
+	}
+}
+
+func TestConnectionKeys(t *testing.T) {
+	c, err := Load("", []string{"max.connections.per.ip.overrides=10.0.0.1:5, broker-a:0,::1:7,[fe80::1]:2", "queued.max.request.bytes=-1", "connections.max.idle.ms=-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int32{"10.0.0.1": 5, "broker-a": 0, "::1": 7, "fe80::1": 2}
+	if !reflect.DeepEqual(c.MaxConnectionsPerIPOverrides, want) {
+		t.Fatalf("overrides %v, want %v", c.MaxConnectionsPerIPOverrides, want)
+	}
+	if v, _ := c.String("max.connections.per.ip.overrides"); v != "10.0.0.1:5,::1:7,broker-a:0,fe80::1:2" {
+		t.Fatalf("String: %q", v)
+	}
+	for _, bad := range [][]string{
+		{"max.connections.per.ip.overrides=host"},
+		{"max.connections.per.ip.overrides=host:-1"},
+		{"max.connections.per.ip.overrides=a:1,a:2"},
+		{"queued.max.request.bytes=1000"}, // below socket.request.max.bytes
+		{"max.connections.per.ip=0"},      // without overrides
+		{"fetch.max.bytes=1023"},
+		{"sluice.request.receive.timeout.ms=0"},
+	} {
+		if _, err := Load("", bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	if _, err := Load("", []string{"max.connections.per.ip=0", "max.connections.per.ip.overrides=127.0.0.1:10"}); err != nil {
+		t.Fatal(err)
 	}
 }

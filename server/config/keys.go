@@ -105,6 +105,20 @@ var keyTable = []spec{
 	topicSynonym(intKey("log.flush.interval.ms", func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0, math.MaxInt64)),
 	topicSynonym(intKey("message.max.bytes", func(c *Config) *int32 { return &c.MessageMaxBytes }, 0, math.MaxInt32)),
 	intKey("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes }, 1, math.MaxInt32),
+	intKey("queued.max.request.bytes", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, math.MinInt64, math.MaxInt64),
+	intKey("max.connections", func(c *Config) *int32 { return &c.MaxConnections }, 0, math.MaxInt32),
+	intKey("max.connections.per.ip", func(c *Config) *int32 { return &c.MaxConnectionsPerIP }, 0, math.MaxInt32),
+	{
+		name: "max.connections.per.ip.overrides",
+		set: func(c *Config, v string) (err error) {
+			c.MaxConnectionsPerIPOverrides, err = parseConnOverrides(v)
+			return err
+		},
+		get: func(c *Config) string { return formatConnOverrides(c.MaxConnectionsPerIPOverrides) },
+	},
+	intKey("connections.max.idle.ms", func(c *Config) *int64 { return &c.ConnectionsMaxIdleMs }, math.MinInt64, math.MaxInt64),
+	intKey("sluice.request.receive.timeout.ms", func(c *Config) *int32 { return &c.RequestReceiveTimeoutMs }, 1, math.MaxInt32),
+	intKey("fetch.max.bytes", func(c *Config) *int32 { return &c.FetchMaxBytes }, 1024, math.MaxInt32),
 	topicSynonym(intKey("min.insync.replicas", func(c *Config) *int32 { return &c.MinInsyncReplicas }, 1, math.MaxInt32)),
 	topicSynonym(enumKey("log.message.timestamp.type", func(c *Config) *string { return &c.LogMessageTimestampType }, "CreateTime", "LogAppendTime")),
 	topicSynonym(enumKey("compression.type", func(c *Config) *string { return &c.CompressionType }, "uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")),
@@ -435,6 +449,45 @@ func floatKey(name string, field func(*Config) *float64, lo, hi float64) spec {
 			return nil
 		},
 	}
+}
+
+// parseConnOverrides parses max.connections.per.ip.overrides:
+// host:count,... The count follows the last colon, so an IPv6 address
+// needs no brackets (Kafka's syntax); brackets are accepted too.
+func parseConnOverrides(v string) (map[string]int32, error) {
+	items, err := parseList(v)
+	if err != nil || len(items) == 0 {
+		return nil, err
+	}
+	m := make(map[string]int32, len(items))
+	for _, it := range items {
+		i := strings.LastIndexByte(it, ':')
+		if i <= 0 {
+			return nil, fmt.Errorf("%q is not host:count", it)
+		}
+		host := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(it[:i]), "["), "]")
+		n, err := strconv.ParseInt(strings.TrimSpace(it[i+1:]), 10, 32)
+		if err != nil || n < 0 || host == "" {
+			return nil, fmt.Errorf("%q: want host:count with count in [0, %d]", it, math.MaxInt32)
+		}
+		if _, dup := m[host]; dup {
+			return nil, fmt.Errorf("host %s is given twice", host)
+		}
+		m[host] = int32(n)
+	}
+	return m, nil
+}
+
+func formatConnOverrides(m map[string]int32) string {
+	hosts := make([]string, 0, len(m))
+	for h := range m {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for i, h := range hosts {
+		hosts[i] = h + ":" + strconv.Itoa(int(m[h]))
+	}
+	return strings.Join(hosts, ",")
 }
 
 func setDirs(c *Config, v string) (err error) {

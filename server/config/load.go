@@ -179,6 +179,12 @@ func (c *Config) validate() []error {
 			bad("listeners", fmt.Errorf("listener %s uses security protocol %s; only PLAINTEXT is supported", l.Name, p))
 		}
 	}
+	if q := c.QueuedMaxRequestBytes; q > 0 && q < int64(c.SocketRequestMaxBytes) {
+		bad("queued.max.request.bytes", fmt.Errorf("must be at least socket.request.max.bytes (%d), or 0 or negative for no bound", c.SocketRequestMaxBytes))
+	}
+	if c.MaxConnectionsPerIP == 0 && len(c.MaxConnectionsPerIPOverrides) == 0 {
+		bad("max.connections.per.ip", errors.New("0 refuses every client unless max.connections.per.ip.overrides names the addresses allowed; set it"))
+	}
 	for _, l := range c.AdvertisedListeners {
 		if !names[l.Name] {
 			bad("advertised.listeners", fmt.Errorf("listener name %s is not among the listeners", l.Name))

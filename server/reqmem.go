@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+)
+
+// requestMemory bounds the bytes of requests read and not yet answered,
+// over every connection (queued.max.request.bytes). A connection reserves
+// a request's declared size once its size prefix is read and before its
+// body is, and gives it back once the request is answered; while the pool
+// cannot cover a reservation the connection reads nothing more, which is
+// how Kafka's network layer mutes sockets when its MemoryPool is
+// exhausted. Reserving the whole declared size at once (not chunk by chunk
+// as bytes arrive) means requests never hold parts of the pool while
+// waiting for the rest, so they cannot deadlock each other; the body
+// itself is allocated as it arrives (readBody), so a client that declares
+// 100 MiB and sends 64 KiB costs 64 KiB of memory, and the reservation
+// bounds the rest.
+//
+// Waiters are served first come, first served, so a large request is not
+// starved by a stream of small ones.
+type requestMemory struct {
+	capacity int64 // <= 0: unbounded (reservations are still counted)
+
+	mu       sync.Mutex
+	reserved int64
+	waiters  []*memWaiter // FIFO
+	closed   bool
+}
+
+type memWaiter struct {
+	n     int64
+	ready chan struct{} // closed once n is reserved for the waiter, or err set
+	err   error         // errMemoryClosed when the pool closed instead
+}
+
+// errMemoryClosed is returned to waiters when the broker shuts down.
+var errMemoryClosed = errors.New("server: request memory pool closed")
+
+func newRequestMemory(capacity int64) *requestMemory {
+	return &requestMemory{capacity: capacity}
+}
+
+// acquire reserves n bytes, waiting until they are free; it returns
+// ctx's error or errMemoryClosed instead if either comes first. A
+// reservation larger than the whole pool never succeeds (Validate keeps
+// socket.request.max.bytes below the pool, so serveOne refuses such a
+// request before asking).
+func (m *requestMemory) acquire(ctx context.Context, n int64) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return errMemoryClosed
+	}
+	if len(m.waiters) == 0 && m.fits(n) {
+		m.reserved += n
+		m.mu.Unlock()
+		return nil
+	}
+	w := &memWaiter{n: n, ready: make(chan struct{})}
+	m.waiters = append(m.waiters, w)
+	m.mu.Unlock()
+	select {
+	case <-w.ready:
+		return w.err
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-w.ready:
+		if w.err == nil { // granted meanwhile: give it back
+			m.reserved -= n
+			m.grant()
+		}
+	default:
+		m.remove(w)
+		m.grant() // the next waiter may fit now that w does not block it
+	}
+	return ctx.Err()
+}
+
+// release returns n bytes reserved by acquire.
+func (m *requestMemory) release(n int64) {
+	if n == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reserved -= n
+	if m.reserved < 0 {
+		panic("server: request memory released twice")
+	}
+	m.grant()
+}
+
+// close fails every waiter and every later acquire.
+func (m *requestMemory) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	for _, w := range m.waiters {
+		w.err = errMemoryClosed
+		close(w.ready)
+	}
+	m.waiters = nil
+}
+
+// stats reports the bytes reserved and the requests waiting (tests).
+func (m *requestMemory) stats() (reserved int64, waiting int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reserved, len(m.waiters)
+}
+
+func (m *requestMemory) fits(n int64) bool {
+	return m.capacity <= 0 || m.reserved+n <= m.capacity
+}
+
+// grant hands memory to waiters in order while the first fits. m.mu held.
+func (m *requestMemory) grant() {
+	for len(m.waiters) > 0 && m.fits(m.waiters[0].n) {
+		w := m.waiters[0]
+		m.waiters = m.waiters[1:]
+		m.reserved += w.n
+		close(w.ready)
+	}
+}
+
+func (m *requestMemory) remove(w *memWaiter) {
+	for i, x := range m.waiters {
+		if x == w {
+			m.waiters = append(m.waiters[:i], m.waiters[i+1:]...)
+			return
+		}
+	}
+}
+
+// bodyChunk is the first allocation for a request body; the buffer then
+// doubles as bytes arrive, up to the declared size.
+const bodyChunk = 64 << 10
+
+// readBody reads a request body of size bytes, allocating as it arrives:
+// the buffer never exceeds twice what has been received (nor size), so a
+// declared size costs nothing until its bytes come.
+func readBody(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, 0, min(size, bodyChunk))
+	for len(buf) < size {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(size, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < size {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
+}
