@@ -393,7 +393,7 @@ type Config struct {
 
 	// set has bit i on when the key with index i (see entries) was given to
 	// Set; Source reports it.
-	set uint64
+	set keyBits
 }
 
 // Default returns Sluice's defaults; see each field. It is valid.

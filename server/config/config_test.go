@@ -68,7 +68,7 @@ func TestLoadServerProperties(t *testing.T) {
 	want.AutoCreateTopicsEnable = false
 	want.GroupInitialRebalanceDelayMs = 0
 	want.LogMessageTimestampType = "LogAppendTime"
-	c.set, want.set = 0, 0
+	c.set, want.set = keyBits{}, keyBits{}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", c, want)
 	}

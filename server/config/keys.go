@@ -33,14 +33,14 @@ var keyTable = []spec{
 				return err
 			}
 			c.Listeners = ls
-			if e := entries["advertised.listeners"]; c.set&e.bit == 0 {
+			if e := entries["advertised.listeners"]; !c.set.intersects(e.bit) {
 				c.AdvertisedListeners = advertise(ls)
 			}
 			return nil
 		},
 		get: func(c *Config) string { return formatListeners(c.Listeners) },
 		check: func(c *Config) error {
-			if e := entries["advertised.listeners"]; c.set&e.bit == 0 {
+			if e := entries["advertised.listeners"]; !c.set.intersects(e.bit) {
 				for _, l := range c.Listeners {
 					if l.Host == "0.0.0.0" || l.Host == "::" {
 						// Kafka refuses to advertise the
@@ -60,7 +60,7 @@ var keyTable = []spec{
 				return err
 			}
 			if len(ls) == 0 { // unset: follow listeners again
-				c.set &^= entries["advertised.listeners"].bit
+				c.set = c.set.andNot(entries["advertised.listeners"].bit)
 				c.AdvertisedListeners = advertise(c.Listeners)
 				return nil
 			}
@@ -170,8 +170,8 @@ type spec struct {
 type entry struct {
 	spec   *spec
 	canon  *spec
-	bit    uint64 // this name's bit in Config.set
-	family uint64 // for a canonical key, its bit and its synonyms' bits
+	bit    keyBits // this name's bit in Config.set
+	family keyBits // for a canonical key, its bit and its synonyms' bits
 	stage  int    // Load applies lower stages first: synonyms -n..-1, canonical 0
 }
 
@@ -184,20 +184,20 @@ func init() {
 	i := 0
 	for t := range keyTable {
 		s := &keyTable[t]
-		e := &entry{spec: s, canon: s, bit: 1 << i}
+		e := &entry{spec: s, canon: s, bit: bitOf(i)}
 		i++
 		entries[s.name] = e
 		canonKeys = append(canonKeys, s.name)
 		e.family = e.bit
 		for j := range s.synonyms {
-			syn := &entry{spec: &s.synonyms[j], canon: s, bit: 1 << i, stage: -(j + 1)}
+			syn := &entry{spec: &s.synonyms[j], canon: s, bit: bitOf(i), stage: -(j + 1)}
 			i++
 			entries[syn.spec.name] = syn
-			e.family |= syn.bit
+			e.family = e.family.or(syn.bit)
 		}
 	}
-	if i > 64 {
-		panic("config: more than 64 keys; widen Config.set")
+	if i > len(keyBits{})*64 {
+		panic("config: more keys than keyBits holds; widen it")
 	}
 	sort.Strings(canonKeys)
 }
@@ -234,7 +234,7 @@ func (c *Config) Set(key, value string) error {
 		return &Error{Key: key, Value: value, Err: ErrUnknownKey}
 	}
 	tmp := *c
-	tmp.set |= e.bit
+	tmp.set = tmp.set.or(e.bit)
 	err := e.spec.set(&tmp, value)
 	if err == nil && e.canon.check != nil {
 		err = e.canon.check(&tmp)
@@ -288,7 +288,7 @@ func (c *Config) Source(key string) (src Source, ok bool) {
 	if e.spec == e.canon {
 		mask = e.family
 	}
-	if c.set&mask != 0 {
+	if c.set.intersects(mask) {
 		return SourceStatic, true
 	}
 	return SourceDefault, true
@@ -527,4 +527,36 @@ func checkCleanupPolicy(c *Config) error {
 		return errors.New("must be delete, compact or compact,delete")
 	}
 	return nil
+}
+
+// keyBits is a set of key indexes (see entries), a bit each.
+type keyBits [4]uint64
+
+func bitOf(i int) keyBits {
+	var b keyBits
+	b[i/64] = 1 << (i % 64)
+	return b
+}
+
+func (a keyBits) or(b keyBits) keyBits {
+	for i := range a {
+		a[i] |= b[i]
+	}
+	return a
+}
+
+func (a keyBits) andNot(b keyBits) keyBits {
+	for i := range a {
+		a[i] &^= b[i]
+	}
+	return a
+}
+
+func (a keyBits) intersects(b keyBits) bool {
+	for i := range a {
+		if a[i]&b[i] != 0 {
+			return true
+		}
+	}
+	return false
 }
