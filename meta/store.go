@@ -425,3 +425,11 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(msg)
 	panic(msg)
 }
+
+// Commits returns how many synced Pebble commits the store has made since
+// it was opened (one per change, or per CreateTopics call).
+func (s *Store) Commits() int {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.commits
+}

@@ -41,6 +41,8 @@ type Broker struct {
 
 	topicsMu sync.Mutex // serializes metadata changes made by requests (topics_admin.go)
 
+	producerIDs producerIDs // InitProducerId's blocks (22_init_producer_id.go)
+
 	ln      net.Listener
 	ctx     context.Context
 	cancel  context.CancelFunc
