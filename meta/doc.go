@@ -21,8 +21,20 @@
 // keys and needs no replay. Rebuild recomputes the state from the log alone
 // and rewrites the state keys (a check and a repair). The state is also held
 // in memory for reads; memory changes only after the batch carrying the
-// same change has committed, and a failed commit stops all later changes
-// until the store is reopened.
+// same change has committed. Many records may share one batch
+// (CreateTopics: one commit for many topics).
+//
+// # Failures and a full disk
+//
+// A failed commit (or a panic out of Pebble, which treats a failed WAL
+// write as fatal) fails the change with ErrStorage and nothing of it is
+// applied in memory; the next change closes that Pebble instance, reopens
+// the folder and reloads the state from disk, so the store recovers by
+// itself once the cause is gone. A space reserve (Options.ReserveBytes,
+// file SLUICE-RESERVE, 8 MiB by default) is removed when a write first
+// meets ENOSPC, so that write succeeds; changes then fail with ErrStorage
+// before they reach Pebble until the reserve can be written again, that
+// is, until space returns.
 //
 // # Key layout
 //

@@ -40,6 +40,11 @@ var (
 	// a reason no more specific error names (for example a topic ID that is
 	// zero, reserved or in use).
 	ErrInvalidRecord = errors.New("meta: invalid record")
+	// ErrStorage: a change could not be made durable (a full disk, a
+	// failed fsync, too many open files) or the store is recovering from
+	// such a failure. The change was not applied; a later one may succeed
+	// once the cause is gone.
+	ErrStorage = errors.New("meta: storage failure")
 	// ErrInvalidOptions marks every Options.Validate problem.
 	ErrInvalidOptions = errors.New("meta: invalid options")
 )
@@ -60,6 +65,10 @@ const (
 	keyTopicID       = "topic/id/"   // + 16 raw ID bytes
 	keyProducerNext  = "producer/next"
 	keyBrokerConfigs = "config/broker"
+
+	// reserveName is the space reserve's file in the store's folder (not
+	// a Pebble file, and not part of the key space).
+	reserveName = "SLUICE-RESERVE"
 
 	logKeyLen = len(keyLogPrefix) + 8
 )

@@ -58,6 +58,13 @@ func newState() *state {
 	}
 }
 
+// clone returns a copy of st whose maps are its own (the Topic values are
+// shared: they are never modified in place).
+func (st *state) clone() *state {
+	return &state{topics: maps.Clone(st.topics), names: maps.Clone(st.names),
+		collide: maps.Clone(st.collide), producerNext: st.producerNext, broker: st.broker}
+}
+
 // delta is the effect of one record on the state: at most one topic
 // changed or removed, or the producer id counter, or the broker configs.
 type delta struct {

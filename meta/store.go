@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -31,6 +33,13 @@ type Options struct {
 	// It is read under the write lock, so it need not be safe for
 	// concurrent use.
 	Rand io.Reader
+	// ReserveBytes is the size of the space reserve: a file of zeros kept
+	// in the store's folder (reserveName) and removed when the disk fills,
+	// so the write that found the disk full still succeeds. While the
+	// reserve is gone every change fails with ErrStorage (before Pebble
+	// sees it) until the reserve can be written again, that is, until space
+	// returns. Bytes; default 8 MiB; negative keeps no reserve.
+	ReserveBytes int64
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -49,6 +58,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Reader
+	}
+	if o.ReserveBytes == 0 {
+		o.ReserveBytes = 8 << 20
 	}
 }
 
@@ -69,16 +81,27 @@ func (o *Options) Validate() error {
 // serialized, reads run concurrently with each other and with the fsync of
 // a change.
 type Store struct {
-	db   *pebble.DB
+	db   *pebble.DB // nil while failed and not yet reopened
 	opts Options
+	dir  string
+	fs   vfs.FS // opts.FS wrapped to release the reserve on ENOSPC (reserve.go)
+
+	// reserve state (reserve.go), guarded by writeMu except reserveGone,
+	// which the disk-full callback sets from inside a Pebble write.
+	reserveGone  atomic.Bool
+	reserveTried time.Time     // the last attempt to write the reserve again
+	reserveRetry time.Duration // how often to try; tests set 0
+	commits      int           // synced Pebble commits (tests count them)
 
 	// writeMu serializes changes (Append, the typed methods, Rebuild,
 	// Close) and is held across the Pebble commit. Holding it, a writer may
 	// read st without mu: only writers change st.
 	writeMu sync.Mutex
 	// failed is set when a commit fails: Pebble may or may not hold the
-	// batch, so memory can no longer be trusted to match it; every later
-	// change returns the error (reopen to recover). Guarded by writeMu.
+	// batch, so memory can no longer be trusted to match it. The next
+	// change reopens Pebble and reloads the state from disk (commit.go);
+	// until that succeeds every change returns the error. Guarded by
+	// writeMu.
 	failed error
 
 	// mu guards the fields below. Lock order: writeMu, then mu. Readers
@@ -98,70 +121,89 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	cache := pebble.NewCache(opts.CacheSize)
-	defer cache.Unref()
-	db, err := pebble.Open(dir, &pebble.Options{
-		FS:           opts.FS,
-		Cache:        cache,
-		MemTableSize: opts.MemTableSize,
-		Logger:       pebbleLogger{opts.Logger},
-	})
+	s := &Store{opts: opts, dir: dir, reserveRetry: time.Second}
+	s.fs = vfs.OnDiskFull(opts.FS, s.releaseReserve)
+	db, err := s.openDB()
 	if err != nil {
-		return nil, fmt.Errorf("meta: open %s: %w", dir, err)
+		return nil, err
 	}
-	s := &Store{db: db, opts: opts}
-	if err := s.load(); err != nil {
+	st, next, err := load(db)
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
+	s.db, s.st, s.next = db, st, next
+	s.ensureReserve()
 	return s, nil
+}
+
+// openDB opens Pebble in s.dir. A panic from Pebble (its Fatalf, or a
+// failed file operation) is returned as an ErrStorage error.
+func (s *Store) openDB() (db *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%w: open %s: pebble panicked: %v", ErrStorage, s.dir, r)
+		}
+	}()
+	cache := pebble.NewCache(s.opts.CacheSize)
+	defer cache.Unref()
+	db, err = pebble.Open(s.dir, &pebble.Options{
+		FS:           s.fs,
+		Cache:        cache,
+		MemTableSize: s.opts.MemTableSize,
+		Logger:       pebbleLogger{s.opts.Logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("meta: open %s: %w", s.dir, err)
+	}
+	return db, nil
 }
 
 // load checks the format key (writing it into an empty database), reads the
 // state and finds the next offset.
-func (s *Store) load() error {
-	v, ok, err := get(s.db, keyFormat)
+func load(db *pebble.DB) (st *state, next uint64, err error) {
+	v, ok, err := get(db, keyFormat)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	if !ok {
-		it, err := s.db.NewIter(nil)
+		it, err := db.NewIter(nil)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		empty := !it.First()
 		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			return err
+			return nil, 0, err
 		}
 		if !empty {
-			return fmt.Errorf("%w: no format key in a non-empty database", ErrCorrupt)
+			return nil, 0, fmt.Errorf("%w: no format key in a non-empty database", ErrCorrupt)
 		}
-		if err := s.db.Set([]byte(keyFormat), []byte{formatVersion}, pebble.Sync); err != nil {
-			return err
+		if err := db.Set([]byte(keyFormat), []byte{formatVersion}, pebble.Sync); err != nil {
+			return nil, 0, err
 		}
 	} else if len(v) != 1 || v[0] != formatVersion {
-		return fmt.Errorf("%w: format version % x, want %d", ErrCorrupt, v, formatVersion)
+		return nil, 0, fmt.Errorf("%w: format version % x, want %d", ErrCorrupt, v, formatVersion)
 	}
-	if s.st, err = loadState(s.db); err != nil {
-		return err
+	if st, err = loadState(db); err != nil {
+		return nil, 0, err
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(keyLogPrefix), UpperBound: prefixEnd(keyLogPrefix)})
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(keyLogPrefix), UpperBound: prefixEnd(keyLogPrefix)})
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	if it.Last() {
 		off, ok := parseLogKey(it.Key())
 		if !ok {
 			it.Close()
-			return fmt.Errorf("%w: log key %x", ErrCorrupt, it.Key())
+			return nil, 0, fmt.Errorf("%w: log key %x", ErrCorrupt, it.Key())
 		}
-		s.next = off + 1
+		next = off + 1
 	}
 	if err := it.Error(); err != nil {
 		it.Close()
-		return err
+		return nil, 0, err
 	}
-	return it.Close()
+	return st, next, it.Close()
 }
 
 // Close closes the store. Later changes and log reads return ErrClosed.
@@ -174,7 +216,10 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
-	return s.db.Close()
+	if s.db == nil {
+		return nil
+	}
+	return closeDB(s.db)
 }
 
 // Offset returns the next log offset: the number of records applied.
@@ -194,6 +239,9 @@ func (s *Store) Records(from uint64) ([]Record, error) {
 	}
 	if from >= s.next {
 		return nil, nil
+	}
+	if s.db == nil {
+		return nil, s.failed
 	}
 	recs := make([]Record, 0, s.next-from)
 	err := scanLog(s.db, from, s.next, func(off uint64, r Record) error {
@@ -251,34 +299,65 @@ func (s *Store) Append(rec Record) (uint64, error) {
 
 // appendLocked is Append with writeMu held.
 func (s *Store) appendLocked(rec Record) (uint64, error) {
-	if s.closed {
-		return 0, ErrClosed
-	}
-	if s.failed != nil {
-		return 0, s.failed
-	}
-	d, err := s.st.plan(rec)
+	offs, errs, err := s.appendManyLocked([]Record{rec})
 	if err != nil {
 		return 0, err
 	}
+	return offs[0], errs[0]
+}
+
+// appendManyLocked validates each record against the state as the records
+// before it leave it, and writes the valid ones (log entries and state
+// changes) in ONE synced Pebble batch. errs[i] is record i's validation
+// error (it is then not written); err is a failure of the whole batch, in
+// which case nothing was applied.
+func (s *Store) appendManyLocked(recs []Record) (offs []uint64, errs []error, err error) {
+	if err := s.writableLocked(); err != nil {
+		return nil, nil, err
+	}
+	work := s.st
+	if len(recs) > 1 {
+		work = s.st.clone()
+	}
+	offs, errs = make([]uint64, len(recs)), make([]error, len(recs))
+	var deltas []delta
 	off := s.next
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := b.Set(logKey(off), EncodeRecord(rec), nil); err != nil {
-		return 0, err
+	for i, rec := range recs {
+		d, err := work.plan(rec)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := b.Set(logKey(off), EncodeRecord(rec), nil); err != nil {
+			return nil, nil, err
+		}
+		if err := d.write(b); err != nil {
+			return nil, nil, err
+		}
+		if len(recs) > 1 {
+			work.apply(d)
+		}
+		deltas = append(deltas, d)
+		offs[i] = off
+		off++
 	}
-	if err := d.write(b); err != nil {
-		return 0, err
+	if len(deltas) == 0 {
+		return offs, errs, nil
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		s.failed = fmt.Errorf("meta: commit of log offset %d failed, reopen the store: %w", off, err)
-		return 0, s.failed
+	if err := s.commitLocked(b, fmt.Sprintf("log offsets [%d, %d)", s.next, off)); err != nil {
+		return nil, nil, err
 	}
 	s.mu.Lock()
-	s.st.apply(d)
-	s.next = off + 1
+	if len(recs) > 1 {
+		s.st = work
+	} else {
+		s.st.apply(deltas[0])
+	}
+	s.next = off
 	s.mu.Unlock()
-	return off, nil
+	return offs, errs, nil
 }
 
 // Rebuild recomputes the state from the log alone and replaces the stored
@@ -288,11 +367,8 @@ func (s *Store) appendLocked(rec Record) (uint64, error) {
 func (s *Store) Rebuild() error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if s.failed != nil {
-		return s.failed
+	if err := s.writableLocked(); err != nil {
+		return err
 	}
 	st, err := replay(s.db, s.next)
 	if err != nil {
@@ -308,9 +384,8 @@ func (s *Store) Rebuild() error {
 	if err := st.writeAll(b); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		s.failed = fmt.Errorf("meta: commit of rebuilt state failed, reopen the store: %w", err)
-		return s.failed
+	if err := s.commitLocked(b, "rebuilt state"); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.st = st
@@ -349,4 +424,12 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := "meta: pebble: " + fmt.Sprintf(format, args...)
 	p.l.Error(msg)
 	panic(msg)
+}
+
+// Commits returns how many synced Pebble commits the store has made since
+// it was opened (one per change, or per CreateTopics call).
+func (s *Store) Commits() int {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.commits
 }

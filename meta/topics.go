@@ -58,25 +58,69 @@ func (s *Store) newTopicID() ([16]byte, error) {
 // CreateTopic creates a topic with a new random ID. Errors:
 // ErrInvalidTopicName, ErrTopicExists, ErrTopicCollision,
 // ErrInvalidPartitions (< 1), ErrInvalidReplicationFactor (< 1),
-// ErrInvalidConfig (empty key). Config values are not checked.
+// ErrInvalidConfig (empty key), ErrStorage (nothing was created).
+// Config values are not checked.
 func (s *Store) CreateTopic(name string, partitions int32, rf int16, configs map[string]string) (Topic, error) {
-	if err := ValidateTopicName(name); err != nil {
-		return Topic{}, err
-	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if s.closed {
-		return Topic{}, ErrClosed
-	}
-	id, err := s.newTopicID()
+	ts, errs, err := s.CreateTopics([]TopicSpec{{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: configs}})
 	if err != nil {
 		return Topic{}, err
 	}
-	rec := TopicRecord{Name: name, ID: id, Partitions: partitions, ReplicationFactor: rf, Configs: maps.Clone(configs)}
-	if _, err := s.appendLocked(rec); err != nil {
-		return Topic{}, err
+	return ts[0], errs[0]
+}
+
+// TopicSpec is one topic for CreateTopics.
+type TopicSpec struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int16
+	Configs           map[string]string // overrides; values are not checked
+}
+
+// CreateTopics creates every valid topic of specs in ONE synced Pebble
+// commit (one log record each, in order). errs[i] is why specs[i] was
+// refused (the errors of CreateTopic; a name earlier in specs counts as
+// existing), and topics[i] the topic created otherwise. err is a failure
+// of the whole commit (ErrStorage, ErrClosed): then nothing was created.
+func (s *Store) CreateTopics(specs []TopicSpec) (topics []Topic, errs []error, err error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return nil, nil, err
 	}
-	return s.st.topics[id].clone(), nil
+	topics, errs = make([]Topic, len(specs)), make([]error, len(specs))
+	recs := make([]Record, 0, len(specs))
+	idx := make([]int, 0, len(specs)) // spec of each record
+	ids := map[[16]byte]bool{}
+	for i, sp := range specs {
+		if err := ValidateTopicName(sp.Name); err != nil {
+			errs[i] = err
+			continue
+		}
+		id, err := s.newTopicID()
+		for err == nil && ids[id] {
+			id, err = s.newTopicID()
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		ids[id] = true
+		recs = append(recs, TopicRecord{Name: sp.Name, ID: id, Partitions: sp.Partitions, ReplicationFactor: sp.ReplicationFactor, Configs: maps.Clone(sp.Configs)})
+		idx = append(idx, i)
+	}
+	if len(recs) == 0 {
+		return topics, errs, nil
+	}
+	_, rerrs, err := s.appendManyLocked(recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for j, rec := range recs {
+		i := idx[j]
+		if errs[i] = rerrs[j]; errs[i] == nil {
+			topics[i] = s.st.topics[rec.(TopicRecord).ID].clone()
+		}
+	}
+	return topics, errs, nil
 }
 
 // DeleteTopic deletes the topic named name and returns it as it was.
@@ -84,6 +128,9 @@ func (s *Store) CreateTopic(name string, partitions int32, rf int16, configs map
 func (s *Store) DeleteTopic(name string) (Topic, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return Topic{}, err
+	}
 	t, err := s.lookupLocked(name)
 	if err != nil {
 		return Topic{}, err
@@ -96,6 +143,9 @@ func (s *Store) DeleteTopic(name string) (Topic, error) {
 func (s *Store) DeleteTopicByID(id [16]byte) (Topic, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return Topic{}, err
+	}
 	t, err := s.st.topicByID(id)
 	if err != nil {
 		return Topic{}, err
@@ -124,6 +174,9 @@ func (s *Store) lookupLocked(name string) (*Topic, error) {
 func (s *Store) AddPartitions(name string, newTotal int32) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
 	t, err := s.lookupLocked(name)
 	if err != nil {
 		return err
@@ -139,6 +192,9 @@ func (s *Store) AddPartitions(name string, newTotal int32) error {
 func (s *Store) AlterTopicConfigs(name string, set map[string]string, del []string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
 	t, err := s.lookupLocked(name)
 	if err != nil {
 		return err
@@ -153,6 +209,9 @@ func (s *Store) AlterTopicConfigs(name string, set map[string]string, del []stri
 func (s *Store) SetTopicConfigs(name string, configs map[string]string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
 	t, err := s.lookupLocked(name)
 	if err != nil {
 		return err
@@ -222,6 +281,9 @@ func (s *Store) TopicNameCollision(name string) (existing string, ok bool) {
 func (s *Store) AllocateProducerIDs(n int64) (first int64, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return 0, err
+	}
 	first = s.st.producerNext
 	if _, err := s.appendLocked(ProducerIDBlock{First: first, Size: n}); err != nil {
 		return 0, err

@@ -37,6 +37,10 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 		return resp, nil
 	}
 	autoCreate := b.cfg.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation)
+	var createErrs map[string]error
+	if autoCreate {
+		createErrs = b.autoCreate(req.Topics)
+	}
 	for _, rt := range req.Topics {
 		var (
 			t  meta.Topic
@@ -55,19 +59,14 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 			}
 		}
 		if !ok && rt.Topic != nil && autoCreate && *rt.Topic != offsetsTopic {
-			var err error
-			t, err = b.createTopic(*rt.Topic, -1, -1, nil, false)
-			ok = err == nil
-			if err != nil && !errIs(err, kerr.TopicAlreadyExists) {
-				mt := kmsg.NewMetadataResponseTopic()
-				mt.Topic = rt.Topic
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = rt.Topic
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if err, failed := createErrs[*rt.Topic]; failed {
 				mt.ErrorCode = kafkaCode(err)
-				resp.Topics = append(resp.Topics, mt)
-				continue
 			}
-			if !ok {
-				t, ok = b.meta.Topic(*rt.Topic)
-			}
+			resp.Topics = append(resp.Topics, mt)
+			continue
 		}
 		if !ok {
 			mt := kmsg.NewMetadataResponseTopic()
@@ -83,6 +82,46 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 		resp.Topics = append(resp.Topics, b.topicMetadata(t))
 	}
 	return resp, nil
+}
+
+// autoCreate creates the unknown topics a Metadata request names (the
+// offsets topic aside), with the broker defaults, in one metadata commit:
+// at most auto.create.topics.max.per.request of them; the others are
+// refused with THROTTLING_QUOTA_EXCEEDED (retriable: a client asking again
+// gets the next ones). It returns the error of each topic not created.
+func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error {
+	var reqs []topicRequest
+	errs := map[string]error{}
+	seen := map[string]bool{}
+	for _, rt := range topics {
+		if rt.Topic == nil || *rt.Topic == offsetsTopic || seen[*rt.Topic] {
+			continue
+		}
+		name := *rt.Topic
+		seen[name] = true
+		if _, ok := b.meta.Topic(name); ok {
+			continue
+		}
+		if len(reqs) >= int(b.cfg.AutoCreateTopicsMaxPerRequest) {
+			errs[name] = kafkaErrorf(kerr.ThrottlingQuotaExceeded,
+				"topic %q not auto-created: one request may create at most %d topics (auto.create.topics.max.per.request)", name, b.cfg.AutoCreateTopicsMaxPerRequest)
+			continue
+		}
+		reqs = append(reqs, topicRequest{name: name, partitions: -1, rf: -1})
+	}
+	if len(reqs) == 0 {
+		return errs
+	}
+	_, cerrs := b.createTopics(reqs, false)
+	for i, err := range cerrs {
+		if err != nil && !errIs(err, kerr.TopicAlreadyExists) {
+			errs[reqs[i].name] = err
+		}
+	}
+	if n := len(errs); n > 0 {
+		b.logger.Warn("sluice: metadata request: topics not auto-created", "refused", n, "asked", len(seen))
+	}
+	return errs
 }
 
 func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {

@@ -9,6 +9,9 @@ package server
 
 import (
 	"context"
+	"sync"
+
+	"github.com/sluicemq/sluice/meta"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,11 +33,41 @@ func serveInitProducerID(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil
 	}
-	id, err := b.meta.AllocateProducerIDs(1)
+	id, err := b.producerIDs.next(b.meta)
 	if err != nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp, nil
+}
+
+// producerIDBlockSize is how many producer ids one metadata record
+// reserves (Kafka's ProducerIdManager asks its controller for blocks of
+// 1000, one ProducerIdsRecord each).
+const producerIDBlockSize = 1000
+
+// producerIDs hands out producer ids from a block reserved in the
+// metadata, reserving the next block when it runs out. A restart forgets
+// the rest of the block: ids are skipped, never reused.
+type producerIDs struct {
+	mu     sync.Mutex
+	nextID int64 // next id to hand out
+	end    int64 // end of the current block (exclusive)
+}
+
+// next returns a new producer id; errors are the metadata store's.
+func (p *producerIDs) next(st *meta.Store) (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.nextID >= p.end {
+		first, err := st.AllocateProducerIDs(producerIDBlockSize)
+		if err != nil {
+			return 0, err
+		}
+		p.nextID, p.end = first, first+producerIDBlockSize
+	}
+	id := p.nextID
+	p.nextID++
+	return id, nil
 }

@@ -53,6 +53,8 @@ type Broker struct {
 	badConns, refused, acceptErrs *logSummary
 	summariesDone                 chan struct{}
 
+	producerIDs producerIDs // InitProducerId's blocks (22_init_producer_id.go)
+
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup

@@ -76,7 +76,9 @@ type reconciler struct {
 	// pass, with their topic IDs: only their folders may lack
 	// partition.metadata.
 	atStartup map[topicPartition][16]byte
-	failed    map[topicPartition]string // the last open error logged, per partition
+	// failed is the last open error logged, per partition. Only the
+	// reconciler goroutine writes it, holding mu; openFailure reads it.
+	failed map[topicPartition]string
 
 	mu      sync.Mutex
 	applied uint64        // the metadata offset the last pass covered
@@ -151,6 +153,20 @@ func (r *reconciler) changed(ctx context.Context) {
 	}
 }
 
+// openFailure reports the open error of one of t's partitions that the
+// last pass could not open; failed is false when all opened (or are still
+// to be tried).
+func (r *reconciler) openFailure(t meta.Topic) (msg string, failed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := int32(0); p < t.Partitions; p++ {
+		if msg, ok := r.failed[topicPartition{t.Name, p}]; ok {
+			return msg, true
+		}
+	}
+	return "", false
+}
+
 // changedSoon is changed bounded by a few seconds: long enough for opens
 // on a slow disk, short enough that a stuck open does not hang a request.
 func (r *reconciler) changedSoon() {
@@ -194,11 +210,13 @@ func (r *reconciler) pass() {
 			b.coord.TopicDeleted(context.Background(), name)
 		}
 	}
+	r.mu.Lock()
 	for tp := range r.failed {
 		if _, ok := want[tp]; !ok {
 			delete(r.failed, tp)
 		}
 	}
+	r.mu.Unlock()
 	for tp, t := range want {
 		h, ok := r.held[tp]
 		switch {
@@ -237,12 +255,16 @@ func (r *reconciler) open(tp topicPartition, t meta.Topic) {
 		if r.failed[tp] != msg {
 			b.logger.Error("sluice: cannot open partition; retrying", "topic", tp.topic, "partition", tp.partition, "err", err)
 		}
+		r.mu.Lock()
 		r.failed[tp] = msg
+		r.mu.Unlock()
 		return
 	}
 	if _, ok := r.failed[tp]; ok {
 		b.logger.Info("sluice: partition opened after an earlier failure", "topic", tp.topic, "partition", tp.partition)
+		r.mu.Lock()
 		delete(r.failed, tp)
+		r.mu.Unlock()
 	}
 	r.held[tp] = &heldPartition{part: part, topicID: t.ID, configs: t.Configs}
 	b.mu.Lock()

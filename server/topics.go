@@ -3,21 +3,118 @@ package server
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/sluicemq/sluice/meta"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// createTopic validates and creates a topic, and returns once the
-// reconciler has opened its partitions (or tried to: see reconcile.go).
-// partitions or rf -1 take the broker defaults (num.partitions,
-// default.replication.factor). Errors are kafkaErrors.
+// topicRequest is one topic to create; Partitions or ReplicationFactor -1
+// take the broker defaults (num.partitions, default.replication.factor).
+type topicRequest struct {
+	name       string
+	partitions int32
+	rf         int16
+	configs    map[string]string
+}
+
+// createTopic is createTopics for one topic.
 func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (meta.Topic, error) {
+	ts, errs := b.createTopics([]topicRequest{{name, partitions, rf, configs}}, validateOnly)
+	return ts[0], errs[0]
+}
+
+// createTopics validates and creates topics, and returns once the
+// reconciler has opened their partitions (or tried to: see reconcile.go).
+// The topics that pass validation and the partition limit (max.partitions,
+// counted in request order) are written in one metadata commit. A topic is
+// created whole or not at all: one whose partitions fail to open is
+// deleted again (its folders removed) and answered KAFKA_STORAGE_ERROR.
+// errs[i] is a kafkaError, or an internal error (KAFKA_STORAGE_ERROR).
+func (b *Broker) createTopics(reqs []topicRequest, validateOnly bool) (topics []meta.Topic, errs []error) {
 	b.topicsMu.Lock()
 	defer b.topicsMu.Unlock()
-	if err := meta.ValidateTopicName(name); err != nil {
-		return meta.Topic{}, kafkaErrorf(kerr.InvalidTopicException, "%v", err)
+	topics, errs = make([]meta.Topic, len(reqs)), make([]error, len(reqs))
+	limit := b.maxPartitions()
+	have := b.partitionCount()
+	var specs []meta.TopicSpec
+	var idx []int
+	for i, r := range reqs {
+		spec, err := b.checkTopic(r)
+		if err == nil && have+int64(spec.Partitions) > limit {
+			err = kafkaErrorf(kerr.PolicyViolation, "topic %q: %d partitions would make %d on this broker, above its limit of %d (max.partitions%s)",
+				r.name, spec.Partitions, have+int64(spec.Partitions), limit, b.maxPartitionsSource())
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		have += int64(spec.Partitions)
+		if validateOnly {
+			topics[i] = meta.Topic{Name: spec.Name, Partitions: spec.Partitions, ReplicationFactor: spec.ReplicationFactor, Configs: spec.Configs}
+			continue
+		}
+		specs = append(specs, spec)
+		idx = append(idx, i)
 	}
+	if len(specs) == 0 {
+		return topics, errs
+	}
+	created, cerrs, err := b.meta.CreateTopics(specs)
+	if err != nil {
+		for _, i := range idx {
+			errs[i] = fmt.Errorf("server: create topic %q: %w", reqs[i].name, err)
+		}
+		return topics, errs
+	}
+	var made []int
+	for j, i := range idx {
+		switch err := cerrs[j]; {
+		case errors.Is(err, meta.ErrTopicExists):
+			errs[i] = kafkaErrorf(kerr.TopicAlreadyExists, "topic %q already exists", reqs[i].name)
+		case errors.Is(err, meta.ErrTopicCollision):
+			errs[i] = kafkaErrorf(kerr.InvalidTopicException, "%v", err)
+		case err != nil:
+			errs[i] = fmt.Errorf("server: create topic %q: %w", reqs[i].name, err)
+		default:
+			topics[i] = created[j]
+			made = append(made, i)
+		}
+	}
+	if len(made) == 0 {
+		return topics, errs
+	}
+	b.recon.changedSoon()
+	rolledBack := false
+	for _, i := range made {
+		t := topics[i]
+		if msg, failed := b.recon.openFailure(t); failed {
+			errs[i] = b.rollBackTopic(t, msg)
+			topics[i] = meta.Topic{}
+			rolledBack = true
+			continue
+		}
+		b.logger.Info("sluice: topic created", "topic", t.Name, "partitions", t.Partitions)
+	}
+	if rolledBack {
+		b.recon.changedSoon() // close what did open, remove its folders
+		for _, i := range made {
+			if errs[i] != nil {
+				b.removeTopicDirs(reqs[i].name)
+			}
+		}
+	}
+	return topics, errs
+}
+
+// checkTopic validates one topic to create against the broker's rules and
+// the metadata, filling in the defaults.
+func (b *Broker) checkTopic(r topicRequest) (meta.TopicSpec, error) {
+	if err := meta.ValidateTopicName(r.name); err != nil {
+		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidTopicException, "%v", err)
+	}
+	partitions, rf := r.partitions, r.rf
 	if partitions == -1 {
 		partitions = b.cfg.NumPartitions
 	}
@@ -25,30 +122,95 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 		rf = b.cfg.DefaultReplicationFactor
 	}
 	if partitions < 1 {
-		return meta.Topic{}, kafkaErrorf(kerr.InvalidPartitions, "partitions %d: must be at least 1", partitions)
+		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidPartitions, "partitions %d: must be at least 1", partitions)
 	}
 	if rf < 1 || rf > 1 {
-		return meta.Topic{}, kafkaErrorf(kerr.InvalidReplicationFactor, "replication factor %d: there is 1 live broker", rf)
+		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidReplicationFactor, "replication factor %d: there is 1 live broker", rf)
 	}
-	if _, err := b.topicConfig(configs); err != nil {
-		return meta.Topic{}, kafkaErrorf(kerr.InvalidConfig, "%v", err)
+	if _, err := b.topicConfig(r.configs); err != nil {
+		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidConfig, "%v", err)
 	}
+	if _, ok := b.meta.Topic(r.name); ok {
+		return meta.TopicSpec{}, kafkaErrorf(kerr.TopicAlreadyExists, "topic %q already exists", r.name)
+	}
+	return meta.TopicSpec{Name: r.name, Partitions: partitions, ReplicationFactor: rf, Configs: r.configs}, nil
+}
+
+// rollBackTopic deletes a topic whose partitions did not all open and
+// returns the error its creator gets.
+func (b *Broker) rollBackTopic(t meta.Topic, openErr string) error {
+	b.logger.Error("sluice: a partition of a new topic cannot be opened; the topic is deleted again",
+		"topic", t.Name, "partitions", t.Partitions, "err", openErr)
+	if _, err := b.meta.DeleteTopicByID(t.ID); err != nil {
+		b.logger.Error("sluice: cannot delete the topic whose partitions failed to open", "topic", t.Name, "err", err)
+	}
+	return kafkaErrorf(kerr.KafkaStorageError, "topic %q not created: a partition cannot be opened: %s", t.Name, openErr)
+}
+
+// removeTopicDirs removes the folders a rolled-back topic's partitions
+// left (an open that failed part-way leaves one without partition.metadata,
+// which nothing else would remove).
+func (b *Broker) removeTopicDirs(name string) {
 	if _, ok := b.meta.Topic(name); ok {
-		return meta.Topic{}, kafkaErrorf(kerr.TopicAlreadyExists, "topic %q already exists", name)
+		return
 	}
-	if validateOnly {
-		return meta.Topic{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: configs}, nil
+	for _, ld := range b.cfg.LogDirs {
+		names, err := b.fs.List(ld)
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			rest, ok := strings.CutPrefix(n, name+"-")
+			if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" {
+				continue
+			}
+			if err := removePartitionDir(b.fs, filepath.Join(ld, n)); err != nil {
+				b.logger.Warn("sluice: remove a rolled-back partition folder", "dir", filepath.Join(ld, n), "err", err)
+			}
+		}
 	}
-	t, err := b.meta.CreateTopic(name, partitions, rf, configs)
-	switch {
-	case errors.Is(err, meta.ErrTopicExists):
-		return meta.Topic{}, kafkaErrorf(kerr.TopicAlreadyExists, "topic %q already exists", name)
-	case errors.Is(err, meta.ErrTopicCollision):
-		return meta.Topic{}, kafkaErrorf(kerr.InvalidTopicException, "%v", err)
-	case err != nil:
-		return meta.Topic{}, fmt.Errorf("server: create topic %q: %w", name, err)
+}
+
+// partitionCount is the number of partitions in the metadata.
+func (b *Broker) partitionCount() int64 {
+	var n int64
+	for _, t := range b.meta.Topics() {
+		n += int64(t.Partitions)
 	}
-	b.recon.changedSoon()
-	b.logger.Info("sluice: topic created", "topic", name, "partitions", t.Partitions)
-	return t, nil
+	return n
+}
+
+// fdsPerPartition is what an open partition holds: its active segment's
+// .log, .index and .timeindex.
+const fdsPerPartition = 3
+
+// maxPartitions is max.partitions, or when 0 the limit derived from the
+// open-file limit (see config.Config.MaxPartitions).
+func (b *Broker) maxPartitions() int64 {
+	if b.cfg.MaxPartitions > 0 {
+		return int64(b.cfg.MaxPartitions)
+	}
+	return partitionsForFileLimit(openFileLimit())
+}
+
+// partitionsForFileLimit derives max.partitions from RLIMIT_NOFILE: what is
+// left after max(1024, limit/4) descriptors, divided by fdsPerPartition; at
+// least 1. An unknown limit (0) puts no bound.
+func partitionsForFileLimit(limit uint64) int64 {
+	if limit == 0 || limit > 1<<40 {
+		return 1 << 31
+	}
+	headroom := max(1024, limit/4)
+	if limit <= headroom+fdsPerPartition {
+		return 1
+	}
+	return int64((limit - headroom) / fdsPerPartition)
+}
+
+// maxPartitionsSource explains where the limit comes from, for messages.
+func (b *Broker) maxPartitionsSource() string {
+	if b.cfg.MaxPartitions > 0 {
+		return ""
+	}
+	return fmt.Sprintf(", derived from the open-file limit %d", openFileLimit())
 }

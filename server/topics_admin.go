@@ -72,6 +72,10 @@ func (b *Broker) addPartitions(name string, count int32, validateOnly bool) erro
 		return kafkaErrorf(kerr.InvalidPartitions, "topic %q has %d partitions; partitions can only be added, so the new count must be larger than that, not %d",
 			name, t.Partitions, count)
 	}
+	if have, limit := b.partitionCount(), b.maxPartitions(); have+int64(count-t.Partitions) > limit {
+		return kafkaErrorf(kerr.PolicyViolation, "topic %q: %d more partitions would make %d on this broker, above its limit of %d (max.partitions%s)",
+			name, count-t.Partitions, have+int64(count-t.Partitions), limit, b.maxPartitionsSource())
+	}
 	if validateOnly {
 		return nil
 	}

@@ -117,6 +117,27 @@ type Config struct {
 	// Key auto.create.topics.enable; bool. Default true (Kafka's).
 	AutoCreateTopicsEnable bool
 
+	// AutoCreateTopicsMaxPerRequest bounds how many topics one Metadata
+	// request may auto-create (Sluice's own key; Kafka creates them all).
+	// The topics past the bound are answered THROTTLING_QUOTA_EXCEEDED, a
+	// retriable error, and not created; the ones created share one
+	// metadata commit. Key auto.create.topics.max.per.request; int >= 1.
+	// Default 1000.
+	AutoCreateTopicsMaxPerRequest int32
+
+	// MaxPartitions bounds the partitions the broker holds, all topics
+	// together, internal ones included: a CreateTopics, CreatePartitions
+	// or auto-creation past it is refused with POLICY_VIOLATION (Sluice's
+	// own key; Kafka has none, Redpanda bounds partitions per core with
+	// topic_partitions_per_shard). Key max.partitions; int >= 0. Default 0:
+	// derived from the open-file limit (RLIMIT_NOFILE, which the broker
+	// raises to its hard limit at start-up): (limit - max(1024, limit/4)) /
+	// 3, since an open partition holds 3 descriptors (the active segment's
+	// .log, .index and .timeindex) and the rest is left for connections,
+	// the metadata store and closed segments; at least 1. A 20,000 limit
+	// gives 5,000; 1,048,576 gives 262,144.
+	MaxPartitions int32
+
 	// LogSegmentBytes is the size at which a log segment rolls.
 	// Key log.segment.bytes; bytes, int >= 14. Default 1073741824 (1 GiB,
 	// Kafka's).
@@ -409,6 +430,7 @@ func Default() Config {
 		NumPartitions:                 1,
 		DefaultReplicationFactor:      1,
 		AutoCreateTopicsEnable:        true,
+		AutoCreateTopicsMaxPerRequest: 1000,
 		LogSegmentBytes:               1 << 30,
 		LogRollMs:                     168 * hourMs,
 		LogRetentionMs:                168 * hourMs,

@@ -128,6 +128,11 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return 2
 	}
+	if before, after, err := server.RaiseOpenFileLimit(); err != nil {
+		logger.Warn("sluice: cannot raise the open-file limit (RLIMIT_NOFILE)", "soft", before, "err", err)
+	} else if after != before {
+		logger.Info("sluice: raised the open-file limit (RLIMIT_NOFILE) to the hard limit", "from", before, "to", after)
+	}
 	b, err := server.New(cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
