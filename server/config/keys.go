@@ -174,7 +174,7 @@ type entry struct {
 	canon  *spec
 	bit    keyBits // this name's bit in Config.set
 	family keyBits // for a canonical key, its bit and its synonyms' bits
-	stage  int    // Load applies lower stages first: synonyms -n..-1, canonical 0
+	stage  int     // Load applies lower stages first: synonyms -n..-1, canonical 0
 }
 
 var (
