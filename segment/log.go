@@ -81,6 +81,7 @@ type Log struct {
 	unflushed      int64      // records appended since the last sync
 	lastSync       time.Time
 	failed         error
+	damage         *DamageError // where the log is damaged (see Damage), or nil
 	closed         bool
 	deletes        []*pendingDelete
 	// truncEpoch counts tail truncations; a Sync that started before one
@@ -97,6 +98,8 @@ type Log struct {
 	// syncMu serializes a Sync leader's fsyncs with a clean's commit and
 	// truncation; syncedSeq is the writeSeq the last fsync covered. ckptMu serializes checkpoint writes; recoveryPoint is the
 	// value last written.
+	// verifyMu guards the segments' unverified spans (a leaf).
+	verifyMu sync.Mutex
 	// cleanMu serializes Clean.
 	cleanMu sync.Mutex
 
