@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	
+
 	"github.com/sluicemq/sluice/segment/batch"
 )
 
