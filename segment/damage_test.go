@@ -277,3 +277,46 @@ func TestVerifiedOnce(t *testing.T) {
 		t.Fatalf("%d file reads per read of checked data", per)
 	}
 }
+
+// An operator's TruncateFolder at the damage: a dry run changes nothing;
+// applied, it cuts the damaged segment there and removes the later ones,
+// and the log opens undamaged and takes writes.
+func TestTruncateFolderRepairsDamage(t *testing.T) {
+	mem, cfg := damagedLog(t, 6)
+	path := "/p/topic-0/" + MakeFileName(8, KindLog)
+	f, _ := mem.OpenReadWrite(path)
+	size, _ := f.Size()
+	f.Truncate(size - 10)
+	f.Close()
+
+	plan, err := TruncateFolder(mem, "/p/topic-0", 10, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Segment != path || plan.Position != size/2 || plan.EndOffset != 10 || plan.Damage == nil || len(plan.Removed) != 9 {
+		t.Fatalf("plan %+v", plan)
+	}
+	if got := len(segmentFiles(t, mem)); got != 6 {
+		t.Fatalf("dry run removed segments: %d left", got)
+	}
+	if _, err := TruncateFolder(mem, "/p/topic-0", 10, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(segmentFiles(t, mem)); got != 3 {
+		t.Fatalf("%d segments after the repair, want 3", got)
+	}
+	l, err := Open(mem, "/p/topic-0", cfg, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Damage() != nil || l.LogEndOffset() != 10 {
+		t.Fatalf("after the repair: damage %v, log end %d", l.Damage(), l.LogEndOffset())
+	}
+	if off := mustAppend(t, l, mkBatch(2, 0, 20, "b")); off != 10 {
+		t.Fatalf("append after the repair at %d", off)
+	}
+	if hs := readAll(t, l, 0); len(hs) != 6 {
+		t.Fatalf("%d batches after the repair", len(hs))
+	}
+}
