@@ -60,6 +60,9 @@ func (l *Log) damageLocked(d *DamageError) {
 	}
 	l.damage = d
 	l.failed = d
+	if l.opts.OnFail != nil {
+		l.opts.OnFail(d)
+	}
 	l.opts.Logger.Error("segment: log damaged: serving only the offsets below the damage, refusing writes; truncate it there with sluice-dump truncate once the data is given up (or restore the file)",
 		"dir", l.dir, "file", d.File, "position", d.Position, "offset", d.Offset, "reason", d.Reason)
 }

@@ -147,7 +147,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, maxBytes int3
 		if epochErr != nil {
 			sp.ErrorCode = kafkaCode(epochErr)
 		} else if !ok {
-			sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			sp.ErrorCode = b.missingPartitionCode(fp.topic, fp.partition)
 			if version >= 13 && fp.topic == "" {
 				sp.ErrorCode = kerr.UnknownTopicID.Code
 			}
