@@ -320,3 +320,31 @@ func TestTruncateFolderRepairsDamage(t *testing.T) {
 		t.Fatalf("%d batches after the repair", len(hs))
 	}
 }
+
+// A batch length damaged in the middle of a closed segment (below its
+// last index entry, where a clean open reads nothing) is found by the
+// header scan a partition runs at open: the log is damaged there and
+// serves what lies below.
+func TestBadBatchLengthFoundByHeaderScan(t *testing.T) {
+	mem, cfg := damagedLog(t, 3)
+	path := "/p/topic-0/" + MakeFileName(4, KindLog)
+	f, _ := mem.OpenReadWrite(path)
+	size, _ := f.Size()
+	f.WriteAt([]byte{0x7f, 0xff, 0xff, 0xff}, size/2+8) // the second batch's length
+	f.Close()
+	l, err := Open(mem, "/p/topic-0", cfg, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n := 0
+	if err := l.ScanHeaders(0, func(batch.Header) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.Damage(); n != 3 || d == nil || d.Offset != 6 || d.Position != size/2 {
+		t.Fatalf("scanned %d headers, damage %+v", n, d)
+	}
+	if hs := readBelowDamage(t, l); len(hs) != 3 {
+		t.Fatalf("read %d batches below the damage", len(hs))
+	}
+}

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -190,34 +191,57 @@ func (l *Log) segmentIndex(offset int64) int {
 // order, reading headers only (61 bytes each): for rebuilding state kept
 // beside the log, such as idempotent producers' sequences. It holds the
 // log's read lock throughout, so appends wait; an error from fn stops it
-// and is returned.
+// and is returned. A header that does not parse, or whose batch runs past
+// its segment, damages the log there (see Damage): the scan stops at it
+// and returns nil.
 func (l *Log) ScanHeaders(from int64, fn func(h batch.Header) error) error {
+	d, err := l.scanHeaders(from, fn)
+	if d != nil {
+		l.mu.Lock()
+		l.damageLocked(d)
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *Log) scanHeaders(from int64, fn func(h batch.Header) error) (*DamageError, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	from = max(from, l.logStartOffset)
+	end := int64(math.MaxInt64)
+	if l.damage != nil {
+		end = l.damage.Offset
+	}
 	var buf [batch.HeaderSize]byte
 	for i := l.segmentIndex(from); i < len(l.segs); i++ {
 		s := l.segs[i]
 		pos, h, ok, err := s.find(from, &buf)
 		if err != nil {
-			return err
+			if errors.Is(err, ErrCorrupt) {
+				return &DamageError{File: s.path(KindLog), Position: pos, Offset: max(from, s.base), Reason: err}, nil
+			}
+			return nil, err
 		}
 		if !ok {
 			continue
 		}
-		for {
+		for h.BaseOffset < end {
 			if err := fn(h); err != nil {
-				return err
+				return nil, err
 			}
 			pos += int64(h.Size())
 			if pos >= s.size {
 				break
 			}
+			next := h.NextOffset()
 			if h, err = s.headerAt(pos, &buf); err != nil {
-				return err
+				if errors.Is(err, ErrCorrupt) {
+					return &DamageError{File: s.path(KindLog), Position: pos, Offset: next, Reason: err}, nil
+				}
+				return nil, err
 			}
 		}
 		from = s.next
 	}
-	return nil
+	return nil, nil
 }

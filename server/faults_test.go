@@ -327,3 +327,96 @@ func TestUnreadablePartitionOffline(t *testing.T) {
 		}
 	})
 }
+
+// diskFullFS fails writes, syncs and creates under /data with ENOSPC
+// while full is set.
+func diskFullFS(mem vfs.FS, full *atomic.Bool) vfs.FS {
+	return vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if !full.Load() || !strings.HasPrefix(path, "/data/") {
+			return nil
+		}
+		switch op {
+		case vfs.OpWrite, vfs.OpSync, vfs.OpCreate, vfs.OpSyncDir, vfs.OpRename:
+			return fmt.Errorf("%s %s: %w", op, path, syscall.ENOSPC)
+		}
+		return nil
+	}))
+}
+
+// waitProduce polls raw produces to topic-0 until one succeeds.
+func waitProduce(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		code := rawProduce(t, ctx, cl, topic)
+		if code == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("produce still fails %v after the disk was freed: code %d", within, code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A full disk is a state the partition leaves by itself: while full,
+// produce answers KAFKA_STORAGE_ERROR; once space returns the partition
+// resumes without a restart; shutdown on a full disk finishes; a start-up
+// on a full disk listens, logs at a bounded rate, and the partition
+// opens once space returns.
+func TestFullDiskResumes(t *testing.T) {
+	mem := vfs.NewMem()
+	mfs := pebblevfs.NewMem()
+	var full atomic.Bool
+	fs := diskFullFS(mem, &full)
+	b := faultBroker(t, fs, mfs, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl := newClient(t, b.Addr().String())
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if code := rawProduce(t, ctx, cl, "t"); code != 0 {
+		t.Fatalf("produce: code %d", code)
+	}
+	full.Store(true)
+	if code := rawProduce(t, ctx, cl, "t"); code != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce on a full disk: code %d", code)
+	}
+	if code := rawProduce(t, ctx, cl, "t"); code != kerr.KafkaStorageError.Code {
+		t.Fatalf("second produce on a full disk: code %d", code)
+	}
+	full.Store(false)
+	waitProduce(t, ctx, cl, "t", 20*time.Second)
+	if code, n := rawFetch(t, ctx, cl, "t", 0); code != 0 || n != 2 {
+		t.Fatalf("after the resume: fetch code %d, %d records, want the 2 acknowledged", code, n)
+	}
+
+	// Shutdown on a full disk finishes.
+	full.Store(true)
+	rawProduce(t, ctx, cl, "t")
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close on a full disk did not finish in 30s")
+	}
+
+	// Start-up on a still-full disk: it listens, and logs little.
+	logs := &syncBuffer{}
+	b = faultBroker(t, fs, mfs, logs)
+	defer b.Close()
+	cl = newClient(t, b.Addr().String())
+	if code := rawListEnd(t, ctx, cl, "t"); code != kerr.KafkaStorageError.Code && code != 0 {
+		t.Fatalf("list offsets on a full disk: code %d", code)
+	}
+	lines := func() int { return strings.Count(logs.String(), "\n") }
+	before := lines()
+	time.Sleep(3 * time.Second) // a rate over a window: the window is the point
+	if n := lines() - before; n > 10 {
+		t.Fatalf("%d log lines in 3s on a full disk:\n%s", n, logs.String())
+	}
+	full.Store(false)
+	waitProduce(t, ctx, cl, "t", 30*time.Second)
+}
