@@ -24,7 +24,11 @@ import (
 // on is scanned from its start: each batch's length, CRC and offsets are
 // checked, the indexes are rebuilt, and the log is cut at the first torn or
 // corrupt batch (that segment is truncated and every later one deleted), so
-// nothing corrupt is ever served and the log stays a prefix. Offset gaps
+// nothing corrupt is ever served and the log stays a prefix. That cut is
+// made only where a crash can tear data (the active segment, or segments
+// from the recovery point on after an unclean shutdown); damage in a
+// closed segment that must be whole (synced, or closed cleanly) opens the
+// log damaged instead (see DamageError): nothing on disk changes. Offset gaps
 // (compaction's) are accepted in segments known to be cleanable (see
 // recover); without a trusted checkpoint, in every closed segment.
 // Segments below the recovery point were synced with their indexes; they

@@ -36,10 +36,13 @@ import (
 //     drops the topic's committed offsets.
 //
 // One goroutine runs passes, one at a time, when kicked (after every
-// metadata change this broker makes) and, while an open failed, every
-// reconcileRetry. A failed open is logged and retried; the partition
-// answers LEADER_NOT_AVAILABLE meanwhile and the rest of the broker
-// serves on. Handlers that changed the metadata wait (bounded) until a
+// metadata change this broker makes, and when a log fails) and, while an
+// open failed or a log failed on an IO error, after a backoff
+// (reconcileRetry doubling to reconcileRetryMax). A failed open is logged
+// and retried; the partition is offline meanwhile (KAFKA_STORAGE_ERROR,
+// LEADER_NOT_AVAILABLE in Metadata; faults.go) and the rest of the broker
+// serves on. A log failed on an IO error is reopened once its folder takes
+// writes again (resumeFailed). Handlers that changed the metadata wait (bounded) until a
 // pass has covered their change, so a client that created a topic can
 // use it at once, as on a single Kafka broker.
 //
