@@ -127,6 +127,12 @@ func (p *Partition) Close() error {
 	return p.log.Close()
 }
 
+// Failed returns why the partition's log refuses writes, or nil: an IO
+// error (wrapping segment.ErrFailed; a reopen recovers it) or damage
+// (a *segment.DamageError, errors.Is segment.ErrDamaged; the log serves
+// the offsets below it until an operator truncates it).
+func (p *Partition) Failed() error { return p.log.Failed() }
+
 // Dir returns the partition's folder.
 func (p *Partition) Dir() string { return p.log.Dir() }
 

@@ -67,6 +67,17 @@
 // every closed segment, up to the next segment's base offset: a lost
 // checkpoint costs a full rescan, never cleaned data.
 //
+// Cutting is crash recovery, for data a crash can tear: the active
+// segment, and after an unclean shutdown the segments from the recovery
+// point on. Damage where a segment must be whole (closed cleanly, or below
+// the recovery point: torn, truncated, missing, a bad length or CRC) is
+// not cut: the log stops at it (DamageError) and changes nothing on disk,
+// so the later segments stay; it serves the offsets below the damage and
+// refuses reads past it and writes. TruncateFolder is the operator's
+// deliberate cut. Spans recovery trusted without reading are CRC-checked
+// by the first Read that serves them (once per Open), so even damage a
+// clean open cannot see is never served.
+//
 // # Compaction
 //
 // With cleanup.policy compact (or compact,delete), Clean (run by a Cleaner)

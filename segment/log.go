@@ -55,6 +55,10 @@ type Options struct {
 	// always progresses). Default (0) DefaultCleanerDedupeBufferBytes,
 	// 128 MiB.
 	CleanerDedupeBufferBytes int64
+	// OnFail, when set, is called once when the log fails (an IO error
+	// or damage; see Failed), with the error. It runs with the log's lock
+	// held: it must not block or call the log.
+	OnFail func(error)
 
 	// noFlusher turns off the background flusher (roll-triggered syncs and
 	// flush.ms), for tests whose output must not depend on its timing.
@@ -81,6 +85,7 @@ type Log struct {
 	unflushed      int64      // records appended since the last sync
 	lastSync       time.Time
 	failed         error
+	damage         *DamageError // where the log is damaged (see Damage), or nil
 	closed         bool
 	deletes        []*pendingDelete
 	// truncEpoch counts tail truncations; a Sync that started before one
@@ -97,6 +102,8 @@ type Log struct {
 	// syncMu serializes a Sync leader's fsyncs with a clean's commit and
 	// truncation; syncedSeq is the writeSeq the last fsync covered. ckptMu serializes checkpoint writes; recoveryPoint is the
 	// value last written.
+	// verifyMu guards the segments' unverified spans (a leaf).
+	verifyMu sync.Mutex
 	// cleanMu serializes Clean.
 	cleanMu sync.Mutex
 
@@ -297,6 +304,9 @@ func (l *Log) failLocked(op string, err error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("%w: %s %s: %w", ErrFailed, op, l.dir, err)
 		l.opts.Logger.Error("segment: log failed", "dir", l.dir, "op", op, "err", err)
+		if l.opts.OnFail != nil {
+			l.opts.OnFail(l.failed)
+		}
 	}
 	return l.failed
 }

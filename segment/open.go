@@ -24,7 +24,11 @@ import (
 // on is scanned from its start: each batch's length, CRC and offsets are
 // checked, the indexes are rebuilt, and the log is cut at the first torn or
 // corrupt batch (that segment is truncated and every later one deleted), so
-// nothing corrupt is ever served and the log stays a prefix. Offset gaps
+// nothing corrupt is ever served and the log stays a prefix. That cut is
+// made only where a crash can tear data (the active segment, or segments
+// from the recovery point on after an unclean shutdown); damage in a
+// closed segment that must be whole (synced, or closed cleanly) opens the
+// log damaged instead (see DamageError): nothing on disk changes. Offset gaps
 // (compaction's) are accepted in segments known to be cleanable (see
 // recover); without a trusted checkpoint, in every closed segment.
 // Segments below the recovery point were synced with their indexes; they
@@ -149,10 +153,21 @@ func (l *Log) recover() error {
 		if synced || (!haveCkpt && !last) {
 			gapLimit = bases[i+1]
 		}
+		// A closed segment that was synced whole (below the recovery
+		// point, or every segment after a clean shutdown) must be intact:
+		// damage there is not a crash's torn tail, and cutting it would
+		// delete the later segments with it. The log then stops at the
+		// damage and changes nothing on disk (see DamageError).
+		mustBeWhole := !last && (clean || synced)
 		var cut int64
 		if !fullScan {
 			if ok, err := l.loadTrusted(s, bases, i); err != nil {
-				return err
+				var d *DamageError
+				if !errors.As(err, &d) {
+					return err
+				}
+				l.damageLocked(d)
+				break
 			} else if !ok {
 				fullScan = true
 			}
@@ -164,10 +179,18 @@ func (l *Log) recover() error {
 			s.offIdx.Reset()
 			s.timeIdx.Reset()
 			s.resetSummary()
+			s.unverified = nil // the scan checks every batch
+			s.needsVerify.Store(false)
 			var reason error
-			cut, reason, err = s.scan(0, &l.cfg, gapLimit)
+			cut, reason, err = s.scan(0, &l.cfg, gapLimit, !mustBeWhole)
 			if err != nil {
 				return err
+			}
+			if cut > 0 && mustBeWhole {
+				scanned++
+				scannedBytes += s.size + cut
+				l.damageLocked(&DamageError{File: s.path(KindLog), Position: s.size, Offset: s.next, Reason: reason})
+				break
 			}
 			scanned++
 			scannedBytes += s.size + cut
@@ -194,6 +217,11 @@ func (l *Log) recover() error {
 		// A gap after a whole synced segment is compaction's; anywhere else
 		// (or an overlap) what follows was never synced: the log is a prefix.
 		if !last && fullScan && s.next != bases[i+1] && !(cut == 0 && s.next < bases[i+1] && bases[i+1] <= gapLimit) {
+			if mustBeWhole {
+				l.damageLocked(&DamageError{File: s.path(KindLog), Position: s.size, Offset: s.next,
+					Reason: fmt.Errorf("%w: it ends at offset %d but the next segment starts at %d: a segment file is missing or damaged", ErrCorrupt, s.next, bases[i+1])})
+				break
+			}
 			l.opts.Logger.Warn("segment: recovery dropped segments after a gap",
 				"dir", l.dir, "segment", s.path(KindLog), "end", s.next, "next", bases[i+1])
 			dropped = int64(len(bases) - i - 1)
@@ -208,6 +236,9 @@ func (l *Log) recover() error {
 	}
 
 	logRecovery()
+	if l.damage != nil {
+		return l.openDamaged()
+	}
 
 	// A completed swap means the clean that wrote it committed: everything
 	// up to the end of its last segment was cleaned (the checkpoint may not
@@ -274,6 +305,30 @@ func (l *Log) recover() error {
 	return nil
 }
 
+// openDamaged finishes the recovery of a log found damaged: the segments
+// up to the damaged one are kept in memory (the damaged one ending at the
+// damage), the later ones are neither opened nor removed, and nothing is
+// written: not the checkpoint, not the log start offset. The log serves
+// the offsets below the damage and refuses writes.
+func (l *Log) openDamaged() error {
+	if len(l.segs) > 0 {
+		// A segment loaded from its indexes ends where the next starts;
+		// the damaged one ends at the damage.
+		if act := l.active(); act.next > l.damage.Offset {
+			act.next = l.damage.Offset
+		}
+	} else {
+		return l.damage
+	}
+	l.logStartOffset = l.segs[0].base
+	if ckpt, ok, err := ReadCheckpoint(l.fs, l.dir); err == nil && ok && ckpt.LogStartOffset > l.logStartOffset {
+		l.logStartOffset = min(ckpt.LogStartOffset, l.active().next)
+	}
+	l.durableLSO = l.logStartOffset
+	l.unsynced = nil
+	return nil
+}
+
 // segmentBase returns the base of the segment holding offset (the first
 // segment's base when offset is below it).
 func (l *Log) segmentBase(bases []int64, offset int64) int64 {
@@ -334,9 +389,10 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 		}
 		// A gap is what compaction leaves, and only below the cleaner offset.
 		if end > s.next || (end < s.next && s.next > l.firstDirty) {
-			return false, fmt.Errorf("%w: %s ends at offset %d but the next segment starts at %d: a segment file is missing or damaged",
-				ErrCorrupt, s.path(KindLog), end, s.next)
+			return false, &DamageError{File: s.path(KindLog), Position: s.size, Offset: min(end, s.next),
+				Reason: fmt.Errorf("%w: it ends at offset %d but the next segment starts at %d: a segment file is missing or damaged", ErrCorrupt, end, s.next)}
 		}
+		s.setUnverified(s.size)
 		return true, nil
 	}
 	// The active segment: scan from the last index entry to the end.
@@ -352,7 +408,8 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 	if err := s.reopenIndexesWritable(&l.cfg); err != nil {
 		return false, err
 	}
-	cut, reason, err := s.scan(int64(last.Position), &l.cfg, l.firstDirty)
+	s.setUnverified(s.size)
+	cut, reason, err := s.scan(int64(last.Position), &l.cfg, l.firstDirty, true)
 	if err != nil {
 		return false, err
 	}

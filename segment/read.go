@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -59,32 +60,58 @@ const NoUpperBound = math.MaxInt64
 //
 // An offset below the log start offset or above the log end offset returns
 // an *OutOfRangeError (errors.Is ErrOffsetOutOfRange); an offset equal to
-// the log end offset returns an empty result. Batches are not re-read or
-// checked: the log only holds batches validated on append or recovery.
+// the log end offset returns an empty result.
+//
+// Batches appended or scanned by recovery in this process were checked
+// then; the first read of a span recovery trusted without reading checks
+// the CRC of each batch it returns (once: see verifyRanges). In a damaged
+// log (see Damage) only offsets below the damage are served: a read at or
+// past it returns the *DamageError (errors.Is ErrDamaged), and a read
+// that finds a bad batch returns the batches before it, or the damage
+// when there are none.
 func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, error) {
+	res, segs, starts, err := l.read(offset, maxBytes, upperBound)
+	if err != nil || segs == nil {
+		return res, err
+	}
+	return res, l.verifyRanges(&res, segs, starts)
+}
+
+// read is Read under the read lock, without the first-read check; segs
+// and starts (the segment and first batch's base offset of each range)
+// are returned only when a range lies in a segment with unchecked spans.
+func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult, segs []*segment, starts []int64, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	leo := l.active().next
-	res := ReadResult{FirstOffset: -1, NextOffset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
+	res = ReadResult{FirstOffset: -1, NextOffset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
 	if offset < l.logStartOffset || offset > leo {
-		return res, &OutOfRangeError{Offset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
+		return res, nil, nil, &OutOfRangeError{Offset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
 	}
 	if l.closed {
-		return res, ErrClosed
+		return res, nil, nil, ErrClosed
 	}
 	upper := min(upperBound, leo)
+	if l.damage != nil {
+		if offset >= l.damage.Offset {
+			return res, nil, nil, l.damage
+		}
+		upper = min(upper, l.damage.Offset)
+	}
+	check := false
 	budget := int64(max(maxBytes, 0))
 	var buf [batch.HeaderSize]byte
 	for i := l.segmentIndex(offset); i < len(l.segs) && offset < upper; i++ {
 		s := l.segs[i]
 		pos, h, ok, err := s.find(offset, &buf)
 		if err != nil {
-			return res, fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err)
+			return res, nil, nil, fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err)
 		}
 		if !ok {
 			continue
 		}
 		start, end, stop := pos, pos, false
+		startOffset := h.BaseOffset
 		for {
 			if h.LastOffset() >= upper || (res.Bytes > 0 && res.Bytes+int64(h.Size()) > budget) {
 				stop = true
@@ -122,19 +149,24 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, er
 				}
 			}
 			if h, err = s.headerAt(end, &buf); err != nil {
-				return res, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), end, err)
+				return res, nil, nil, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), end, err)
 			}
 			offset = h.BaseOffset
 		}
 		if end > start {
 			res.Ranges = append(res.Ranges, FileRange{File: s.log, Position: start, Size: end - start})
+			segs, starts = append(segs, s), append(starts, startOffset)
+			check = check || s.needsVerify.Load()
 		}
 		if stop {
 			break
 		}
 	}
 	res.NextOffset = offset
-	return res, nil
+	if !check {
+		segs, starts = nil, nil
+	}
+	return res, segs, starts, nil
 }
 
 // ReadBytes is Read followed by copying the batches into dst.
@@ -159,34 +191,57 @@ func (l *Log) segmentIndex(offset int64) int {
 // order, reading headers only (61 bytes each): for rebuilding state kept
 // beside the log, such as idempotent producers' sequences. It holds the
 // log's read lock throughout, so appends wait; an error from fn stops it
-// and is returned.
+// and is returned. A header that does not parse, or whose batch runs past
+// its segment, damages the log there (see Damage): the scan stops at it
+// and returns nil.
 func (l *Log) ScanHeaders(from int64, fn func(h batch.Header) error) error {
+	d, err := l.scanHeaders(from, fn)
+	if d != nil {
+		l.mu.Lock()
+		l.damageLocked(d)
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *Log) scanHeaders(from int64, fn func(h batch.Header) error) (*DamageError, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	from = max(from, l.logStartOffset)
+	end := int64(math.MaxInt64)
+	if l.damage != nil {
+		end = l.damage.Offset
+	}
 	var buf [batch.HeaderSize]byte
 	for i := l.segmentIndex(from); i < len(l.segs); i++ {
 		s := l.segs[i]
 		pos, h, ok, err := s.find(from, &buf)
 		if err != nil {
-			return err
+			if errors.Is(err, ErrCorrupt) {
+				return &DamageError{File: s.path(KindLog), Position: pos, Offset: max(from, s.base), Reason: err}, nil
+			}
+			return nil, err
 		}
 		if !ok {
 			continue
 		}
-		for {
+		for h.BaseOffset < end {
 			if err := fn(h); err != nil {
-				return err
+				return nil, err
 			}
 			pos += int64(h.Size())
 			if pos >= s.size {
 				break
 			}
+			next := h.NextOffset()
 			if h, err = s.headerAt(pos, &buf); err != nil {
-				return err
+				if errors.Is(err, ErrCorrupt) {
+					return &DamageError{File: s.path(KindLog), Position: pos, Offset: next, Reason: err}, nil
+				}
+				return nil, err
 			}
 		}
 		from = s.next
 	}
-	return nil
+	return nil, nil
 }

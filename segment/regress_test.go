@@ -253,29 +253,6 @@ func TestIndexesRebuilt(t *testing.T) {
 	}
 }
 
-// A segment missing from the middle of a cleanly closed log is refused
-// with a clear message, not served as a gap.
-func TestMissingSegmentRefused(t *testing.T) {
-	mem := vfs.NewMem()
-	cfg := testConfig()
-	b := mkBatch(2, 0, 20, "a")
-	cfg.SegmentBytes = int64(2 * len(b))
-	l := openTest(t, mem, cfg, nil)
-	for i := 0; i < 6; i++ {
-		mustAppend(t, l, mkBatch(2, 0, 20, "a"))
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := mem.Remove("/p/topic-0/" + MakeFileName(4, KindLog)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Open(mem, "/p/topic-0", cfg, Options{Logger: quietLogger()})
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "missing") {
-		t.Fatalf("open with a missing segment: %v", err)
-	}
-}
-
 func TestScanHeaders(t *testing.T) {
 	cfg := testConfig()
 	b := mkBatch(2, 0, 20, "a")

@@ -48,6 +48,12 @@ type segment struct {
 	// deleted is set when the segment is taken out of service; a Sync that
 	// snapshotted it before then ignores its closed files.
 	deleted atomic.Bool
+
+	// unverified are the byte spans recovery trusted without reading
+	// (guarded by Log.verifyMu); needsVerify is set while there are any.
+	// See verifyRanges.
+	unverified  []span
+	needsVerify atomic.Bool
 }
 
 func (s *segment) path(kind FileKind) string {
@@ -287,7 +293,10 @@ func (s *segment) find(offset int64, buf *[batch.HeaderSize]byte) (pos int64, h 
 // it starts at or below gapLimit (offset gaps below it are compaction's);
 // only there may a batch be empty (a producer's last batch, or the last
 // cleanable one, that the cleaner emptied).
-func (s *segment) scan(pos int64, cfg *Config, gapLimit int64) (cut int64, reason error, err error) {
+//
+// With cutOK false the file is left as it is: the summary ends before the
+// first bad batch and cut reports the bytes after it.
+func (s *segment) scan(pos int64, cfg *Config, gapLimit int64, cutOK bool) (cut int64, reason error, err error) {
 	fileSize, err := s.log.Size()
 	if err != nil {
 		return 0, nil, err
@@ -339,6 +348,9 @@ func (s *segment) scan(pos int64, cfg *Config, gapLimit int64) (cut int64, reaso
 		}
 	}
 	s.size = pos
+	if pos < fileSize && !cutOK {
+		return fileSize - pos, reason, nil
+	}
 	if pos < fileSize {
 		if err := s.log.Truncate(pos); err != nil {
 			return 0, reason, err
@@ -377,7 +389,7 @@ func (s *segment) truncateAt(pos int64, cfg *Config) error {
 		s.timeIdx.Reset()
 		s.resetSummary()
 	}
-	_, reason, err := s.scan(from, cfg, math.MaxInt64) // checked batches: a cleaned segment may have gaps
+	_, reason, err := s.scan(from, cfg, math.MaxInt64, true) // checked batches: a cleaned segment may have gaps
 	if err != nil {
 		return err
 	}

@@ -110,7 +110,7 @@ func stageProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 				part, pok = b.partition(name, rp.Partition)
 			}
 			if !pok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.missingPartitionCode(name, rp.Partition)
 				if req.Version >= 13 && !ok {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
 				}

@@ -159,7 +159,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 		if epochErr != nil {
 			sp.ErrorCode = kafkaCode(epochErr)
 		} else if !ok {
-			sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			sp.ErrorCode = b.missingPartitionCode(fp.topic, fp.partition)
 			if version >= 13 && fp.topic == "" {
 				sp.ErrorCode = kerr.UnknownTopicID.Code
 			}

@@ -34,7 +34,7 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
 			part, ok := b.partition(rt.Topic, rp.Partition)
 			if !ok {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.missingPartitionCode(rt.Topic, rp.Partition)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

@@ -9,7 +9,6 @@ package server
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -30,7 +29,7 @@ func serveOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *clientConn, kreq
 			part, ok := b.partition(rt.Topic, rp.Partition)
 			switch {
 			case !ok:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.missingPartitionCode(rt.Topic, rp.Partition)
 			case req.Version >= 2 && part.CheckLeaderEpoch(rp.CurrentLeaderEpoch) != nil:
 				sp.ErrorCode = kafkaCode(part.CheckLeaderEpoch(rp.CurrentLeaderEpoch))
 			case rp.LeaderEpoch > part.LeaderEpoch() || rp.LeaderEpoch < 0:

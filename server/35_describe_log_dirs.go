@@ -9,7 +9,9 @@ package server
 // each requested partition that is open in it (every partition when
 // topics is null), with its size on disk (the sum of its segments' .log
 // files, as Kafka counts), offset lag 0 and no future replica (replica
-// moves between directories do not exist).
+// moves between directories do not exist). A log dir holding a partition
+// that is offline or failed (faults.go) is answered with
+// KAFKA_STORAGE_ERROR, as Kafka answers an offline log dir.
 
 import (
 	"context"
@@ -17,6 +19,7 @@ import (
 	"slices"
 
 	"github.com/sluicemq/sluice/meta"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -29,8 +32,10 @@ func serveDescribeLogDirs(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	dirs := make([]kmsg.DescribeLogDirsResponseDir, len(b.cfg.LogDirs))
 	index := map[string]int{}
+	failed := b.failedDirs()
 	for i, dir := range b.cfg.LogDirs {
 		index[filepath.Clean(dir)] = i
+		clean := filepath.Clean(dir)
 		if abs, err := filepath.Abs(dir); err == nil {
 			dir = abs
 		}
@@ -38,6 +43,11 @@ func serveDescribeLogDirs(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 		rd.Dir = dir
 		rd.TotalBytes, rd.UsableBytes = diskSpace(dir)
 		rd.Topics = []kmsg.DescribeLogDirsResponseDirTopic{}
+		if failed[clean] {
+			// A partition in it is offline or failed (faults.go); the
+			// others in it still serve and are listed.
+			rd.ErrorCode = kerr.KafkaStorageError.Code
+		}
 		dirs[i] = rd
 	}
 	add := func(t meta.Topic, parts []int32) {

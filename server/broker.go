@@ -38,6 +38,10 @@ type Broker struct {
 
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition // the open partitions; changed only by the reconciler
+	// offline are the partitions of the metadata whose log could not be
+	// opened (changed only by the reconciler): why, and the folder when
+	// known. Clients get KAFKA_STORAGE_ERROR for them (faults.go).
+	offline map[topicPartition]offlinePartition
 
 	sessions *fetchSessions // KIP-227 fetch sessions
 
@@ -134,7 +138,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	}
 	lock := io.Closer(locks)
 	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
-	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, lock: lock, meta: st, parts: map[topicPartition]*replica.Partition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
+	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, lock: lock, meta: st, parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	b.clean = newCleaner(cfg, logger)
 	b.coord = b.newCoordinator()

@@ -36,19 +36,27 @@ import (
 //     drops the topic's committed offsets.
 //
 // One goroutine runs passes, one at a time, when kicked (after every
-// metadata change this broker makes) and, while an open failed, every
-// reconcileRetry. A failed open is logged and retried; the partition
-// answers LEADER_NOT_AVAILABLE meanwhile and the rest of the broker
-// serves on. Handlers that changed the metadata wait (bounded) until a
+// metadata change this broker makes, and when a log fails) and, while an
+// open failed or a log failed on an IO error, after a backoff
+// (reconcileRetry doubling to reconcileRetryMax). A failed open is logged
+// and retried; the partition is offline meanwhile (KAFKA_STORAGE_ERROR,
+// LEADER_NOT_AVAILABLE in Metadata; faults.go) and the rest of the broker
+// serves on. A log failed on an IO error is reopened once its folder takes
+// writes again (resumeFailed). Handlers that changed the metadata wait (bounded) until a
 // pass has covered their change, so a client that created a topic can
 // use it at once, as on a single Kafka broker.
 //
 // Only the reconciler goroutine touches held; it takes b.mu (exclusively)
 // only to add or remove a partition from b.parts.
 
-// reconcileRetry is how often a pass retries partitions that failed to
-// open.
-const reconcileRetry = time.Second
+// reconcileRetry is how soon a pass retries partitions that failed to
+// open, or whose log failed on an IO error (a full disk), after the
+// failure; the delay doubles while a retry finds them still failing, up
+// to reconcileRetryMax, and starts again at reconcileRetry once none is.
+const (
+	reconcileRetry    = time.Second
+	reconcileRetryMax = 16 * time.Second
+)
 
 // partitionMetadataName is Kafka's per-partition file naming the topic ID
 // the folder belongs to (PartitionMetadataFile):
@@ -101,21 +109,30 @@ func newReconciler(b *Broker) *reconciler {
 func (r *reconciler) start() {
 	go func() {
 		defer close(r.done)
+		delay := reconcileRetry
 		var retry <-chan time.Time
-		if len(r.failed) > 0 { // the start-up pass failed somewhere
-			retry = time.After(reconcileRetry)
+		if r.failing() { // the start-up pass failed somewhere
+			retry = time.After(delay)
 		}
 		for {
+			retried := false
 			select {
 			case <-r.stop:
 				return
 			case <-r.kick:
 			case <-retry:
+				retried = true
 			}
 			r.pass()
 			retry = nil
-			if len(r.failed) > 0 {
-				retry = time.After(reconcileRetry)
+			switch {
+			case !r.failing():
+				delay = reconcileRetry
+			case retried:
+				delay = min(2*delay, reconcileRetryMax)
+			}
+			if r.failing() {
+				retry = time.After(delay)
 			}
 		}
 	}()
@@ -214,6 +231,9 @@ func (r *reconciler) pass() {
 	for tp := range r.failed {
 		if _, ok := want[tp]; !ok {
 			delete(r.failed, tp)
+			b.mu.Lock()
+			delete(b.offline, tp)
+			b.mu.Unlock()
 		}
 	}
 	r.mu.Unlock()
@@ -226,6 +246,7 @@ func (r *reconciler) pass() {
 			r.reconfigure(tp, h, t)
 		}
 	}
+	r.resumeFailed(want)
 	r.mu.Lock()
 	r.applied = max(r.applied, off)
 	close(r.passed)
@@ -249,15 +270,18 @@ func mapsEqual(a, b map[string]string) bool {
 // another topic ID first.
 func (r *reconciler) open(tp topicPartition, t meta.Topic) {
 	b := r.b
-	part, err := r.openPartition(tp, t)
+	part, dir, err := r.openPartition(tp, t)
 	if err != nil {
 		msg := err.Error()
 		if r.failed[tp] != msg {
-			b.logger.Error("sluice: cannot open partition; retrying", "topic", tp.topic, "partition", tp.partition, "err", err)
+			b.logger.Error("sluice: cannot open partition; it is offline (KAFKA_STORAGE_ERROR) and the open is retried with backoff", "topic", tp.topic, "partition", tp.partition, "dir", dir, "err", err)
 		}
 		r.mu.Lock()
 		r.failed[tp] = msg
 		r.mu.Unlock()
+		b.mu.Lock()
+		b.offline[tp] = offlinePartition{dir: dir, err: err}
+		b.mu.Unlock()
 		return
 	}
 	if _, ok := r.failed[tp]; ok {
@@ -269,21 +293,22 @@ func (r *reconciler) open(tp topicPartition, t meta.Topic) {
 	r.held[tp] = &heldPartition{part: part, topicID: t.ID, configs: t.Configs}
 	b.mu.Lock()
 	b.parts[tp] = part
+	delete(b.offline, tp)
 	b.mu.Unlock()
 	if t.Name == offsetsTopic {
 		b.loadOffsetsPartition(tp.partition, part)
 	}
 }
 
-func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (*replica.Partition, error) {
+func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.Partition, dir string, err error) {
 	b := r.b
 	dir, found, err := r.placePartition(tp, t)
 	if err != nil {
-		return nil, err
+		return nil, dir, err
 	}
 	cfg, err := b.topicConfig(t.Configs)
 	if err != nil {
-		return nil, err
+		return nil, dir, err
 	}
 	part, err := replica.Open(b.fs, dir, cfg, replica.Options{
 		Internal:             isInternalTopic(t.Name),
@@ -293,18 +318,19 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (*replica.Pa
 		Log: segment.Options{
 			Logger:                   b.logger,
 			CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
+			OnFail:                   r.kickSoon,
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, dir, err
 	}
 	if !found {
 		if err := writePartitionMetadata(b.fs, dir, t.ID); err != nil {
 			part.Close()
-			return nil, err
+			return nil, dir, err
 		}
 	}
-	return part, nil
+	return part, dir, nil
 }
 
 // placePartition finds the folder of a partition in the log dirs (Kafka's

@@ -12,6 +12,17 @@
 //
 //	go run ./tools/cmd/sluice-dump [flags] PATH...
 //
+// The one command that changes files is the repair of a damaged log (see
+// segment.DamageError), with the broker stopped:
+//
+//	sluice-dump truncate --at OFFSET [--yes] DIR
+//
+// cuts the partition folder DIR so that it ends before OFFSET (at the
+// batch holding it, or at the first damaged batch before it) and removes
+// every later segment (segment.TruncateFolder). Without --yes it prints
+// what it would do and changes nothing; it refuses while a broker holds
+// the log dir's .lock.
+//
 // PATH is a partition folder (every .log file in base-offset order, after
 // the folder's log.checkpoint when there is one), one segment .log file,
 // one .index or .timeindex file (its entries), or one log.checkpoint file

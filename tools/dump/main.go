@@ -31,6 +31,7 @@ type config struct {
 }
 
 const usageText = `Usage: sluice-dump [flags] PATH...
+       sluice-dump truncate --at OFFSET [--yes] DIR   (repair a damaged log; -h for more)
 
 Prints the record batches of a Sluice (or Kafka) partition log, like Kafka's
 kafka-dump-log.sh. PATH is a partition folder (its log.checkpoint, then every
@@ -75,6 +76,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // MainAs is Main for a program that embeds the tool under another name
 // (the broker's "sluice dump-log"): -h says so.
 func MainAs(prog string, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "truncate" {
+		return truncateMain(prog, args[1:], stdout, stderr, vfs.Default)
+	}
 	cfg, paths, code, ok := parseArgs(prog, args, stdout, stderr)
 	if !ok {
 		return code
