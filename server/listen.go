@@ -41,7 +41,7 @@ func (b *Broker) Start() error {
 		return err
 	}
 	b.limits = newConnLimits(int(b.cfg.MaxConnections), int(b.cfg.MaxConnectionsPerIP), overrides)
-	b.reqMem = newRequestMemory(b.cfg.QueuedMaxRequestBytes)
+	b.reqMem = newRequestMemory(b.cfg.QueuedMaxRequestBytes, int64(b.cfg.SocketRequestMaxBytes))
 	if b.logEvery <= 0 {
 		b.logEvery = defaultLogEvery
 	}

@@ -20,16 +20,31 @@ import (
 // 100 MiB and sends 64 KiB costs 64 KiB of memory, and the reservation
 // bounds the rest.
 //
-// Waiters are served first come, first served, so a large request is not
-// starved by a stream of small ones.
+// Waiters are served first come, first served within their class, so a
+// large request is not starved by a stream of small ones. The classes:
+// requests up to smallRequest bytes (Metadata, Fetch, heartbeats, commits,
+// most produce requests) may use the whole pool; larger ones only the pool
+// less a share kept for small ones, and they queue apart. So clients
+// declaring 100 MiB requests and sending them slowly (or never: they are
+// closed after sluice.request.receive.timeout.ms) hold up other large
+// requests, as in Kafka, but never the small requests every client needs
+// (Kafka's one MemoryPool mutes every socket then).
 type requestMemory struct {
 	capacity int64 // <= 0: unbounded (reservations are still counted)
+	// largeCap is what large requests may reserve together: capacity less
+	// the small requests' share (capacity/8, but never so much that a
+	// request of maxRequest bytes cannot fit).
+	largeCap int64
 
-	mu       sync.Mutex
-	reserved int64
-	waiters  []*memWaiter // FIFO
-	closed   bool
+	mu            sync.Mutex
+	reserved      int64           // by every request
+	largeReserved int64           // by large requests
+	waiters       [2][]*memWaiter // FIFO per class: small, large
+	closed        bool
 }
+
+// smallRequest is the largest request, in bytes, of the small class.
+const smallRequest = 64 << 10
 
 type memWaiter struct {
 	n     int64
@@ -40,8 +55,18 @@ type memWaiter struct {
 // errMemoryClosed is returned to waiters when the broker shuts down.
 var errMemoryClosed = errors.New("server: request memory pool closed")
 
-func newRequestMemory(capacity int64) *requestMemory {
-	return &requestMemory{capacity: capacity}
+// newRequestMemory returns a pool of capacity bytes (<= 0: unbounded) for
+// requests of at most maxRequest bytes (socket.request.max.bytes).
+func newRequestMemory(capacity, maxRequest int64) *requestMemory {
+	share := max(min(capacity/8, capacity-maxRequest), 0)
+	return &requestMemory{capacity: capacity, largeCap: capacity - share}
+}
+
+func class(n int64) int {
+	if n > smallRequest {
+		return 1
+	}
+	return 0
 }
 
 // acquire reserves n bytes, waiting until they are free; it returns
@@ -55,13 +80,14 @@ func (m *requestMemory) acquire(ctx context.Context, n int64) error {
 		m.mu.Unlock()
 		return errMemoryClosed
 	}
-	if len(m.waiters) == 0 && m.fits(n) {
-		m.reserved += n
+	c := class(n)
+	if len(m.waiters[c]) == 0 && m.fits(n) {
+		m.take(n)
 		m.mu.Unlock()
 		return nil
 	}
 	w := &memWaiter{n: n, ready: make(chan struct{})}
-	m.waiters = append(m.waiters, w)
+	m.waiters[c] = append(m.waiters[c], w)
 	m.mu.Unlock()
 	select {
 	case <-w.ready:
@@ -73,7 +99,7 @@ func (m *requestMemory) acquire(ctx context.Context, n int64) error {
 	select {
 	case <-w.ready:
 		if w.err == nil { // granted meanwhile: give it back
-			m.reserved -= n
+			m.give(n)
 			m.grant()
 		}
 	default:
@@ -90,11 +116,25 @@ func (m *requestMemory) release(n int64) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.reserved -= n
-	if m.reserved < 0 {
+	m.give(n)
+	if m.reserved < 0 || m.largeReserved < 0 {
 		panic("server: request memory released twice")
 	}
 	m.grant()
+}
+
+func (m *requestMemory) take(n int64) {
+	m.reserved += n
+	if class(n) == 1 {
+		m.largeReserved += n
+	}
+}
+
+func (m *requestMemory) give(n int64) {
+	m.reserved -= n
+	if class(n) == 1 {
+		m.largeReserved -= n
+	}
 }
 
 // close fails every waiter and every later acquire.
@@ -102,38 +142,50 @@ func (m *requestMemory) close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
-	for _, w := range m.waiters {
-		w.err = errMemoryClosed
-		close(w.ready)
+	for c := range m.waiters {
+		for _, w := range m.waiters[c] {
+			w.err = errMemoryClosed
+			close(w.ready)
+		}
+		m.waiters[c] = nil
 	}
-	m.waiters = nil
 }
 
 // stats reports the bytes reserved and the requests waiting (tests).
 func (m *requestMemory) stats() (reserved int64, waiting int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.reserved, len(m.waiters)
+	return m.reserved, len(m.waiters[0]) + len(m.waiters[1])
 }
 
 func (m *requestMemory) fits(n int64) bool {
-	return m.capacity <= 0 || m.reserved+n <= m.capacity
+	if m.capacity <= 0 {
+		return true
+	}
+	if class(n) == 1 && m.largeReserved+n > m.largeCap {
+		return false
+	}
+	return m.reserved+n <= m.capacity
 }
 
-// grant hands memory to waiters in order while the first fits. m.mu held.
+// grant hands memory to each class's waiters in order while the first
+// fits. m.mu held.
 func (m *requestMemory) grant() {
-	for len(m.waiters) > 0 && m.fits(m.waiters[0].n) {
-		w := m.waiters[0]
-		m.waiters = m.waiters[1:]
-		m.reserved += w.n
-		close(w.ready)
+	for c := range m.waiters {
+		for len(m.waiters[c]) > 0 && m.fits(m.waiters[c][0].n) {
+			w := m.waiters[c][0]
+			m.waiters[c] = m.waiters[c][1:]
+			m.take(w.n)
+			close(w.ready)
+		}
 	}
 }
 
 func (m *requestMemory) remove(w *memWaiter) {
-	for i, x := range m.waiters {
+	c := class(w.n)
+	for i, x := range m.waiters[c] {
 		if x == w {
-			m.waiters = append(m.waiters[:i], m.waiters[i+1:]...)
+			m.waiters[c] = append(m.waiters[c][:i], m.waiters[c][i+1:]...)
 			return
 		}
 	}

@@ -19,11 +19,13 @@ import (
 func TestRequestMemoryBounded(t *testing.T) {
 	const (
 		conns    = 60
-		declared = 100 << 20 // socket.request.max.bytes's default
-		pool     = 2 * declared
+		declared = 100 << 20    // socket.request.max.bytes's default
+		pool     = 2 * declared // reserved by the two large requests granted
 		sent     = 64 << 10
 	)
-	b := newTestBroker(t, nil, slog.LevelInfo, nil, "queued.max.request.bytes=209715200")
+	// 250 MiB: the large class gets 250 less a 31.25 MiB share for small
+	// requests, room for two 100 MiB requests.
+	b := newTestBroker(t, nil, slog.LevelInfo, nil, "queued.max.request.bytes=262144000")
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
@@ -58,6 +60,8 @@ func TestRequestMemoryBounded(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Small requests are still served (the small requests' share).
+	dialProbe(t, b.Addr().String())
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	held := int64(ms.HeapAlloc) - int64(base)
@@ -85,7 +89,7 @@ func TestRequestMemoryBounded(t *testing.T) {
 
 // The pool serves waiters in order and gives memory back on cancel.
 func TestRequestMemoryOrder(t *testing.T) {
-	m := newRequestMemory(100)
+	m := newRequestMemory(100, 100)
 	ctx := context.Background()
 	if err := m.acquire(ctx, 60); err != nil {
 		t.Fatal(err)
@@ -127,5 +131,39 @@ func waitWaiting(t *testing.T, m *requestMemory, n int) {
 			t.Fatalf("waiting for %d acquires to wait", n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// Large requests cannot take the small requests' share: with the large
+// class full and more large requests waiting, a small request (Metadata,
+// a heartbeat) is still granted at once. Before, every client stalled
+// behind a few connections that declared 100 MiB and sent little.
+func TestRequestMemorySmallShare(t *testing.T) {
+	const mib = 1 << 20
+	m := newRequestMemory(512*mib, 100*mib) // large class: 448 MiB
+	ctx := context.Background()
+	for i := 0; i < 4; i++ {
+		if err := m.acquire(ctx, 100*mib); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting := make(chan error, 1)
+	go func() { waiting <- m.acquire(ctx, 100*mib) }()
+	waitWaiting(t, m, 1)
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for i := 0; i < 100; i++ {
+		if err := m.acquire(sctx, 60<<10); err != nil {
+			t.Fatalf("small request %d waited behind large ones: %v", i, err)
+		}
+	}
+	m.release(100 * mib)
+	if err := <-waiting; err != nil {
+		t.Fatal(err)
+	}
+	// A pool no bigger than one request keeps no share: that request fits.
+	one := newRequestMemory(100*mib, 100*mib)
+	if err := one.acquire(sctx, 100*mib); err != nil {
+		t.Fatal(err)
 	}
 }
