@@ -1,0 +1,364 @@
+package replica
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// memGroupStorage is a GroupStorage in memory that tracks what is durable:
+// Sync makes the appended entries durable, the HardStateStore the
+// HardState.
+type memGroupStorage struct {
+	*raft.MemoryStorage
+	conf raftpb.ConfState // the synthetic initial state's replicas
+
+	mu       sync.Mutex
+	appended uint64 // last index appended
+	durable  uint64 // last index synced
+}
+
+func newMemGroupStorage(voters []uint64) *memGroupStorage {
+	return &memGroupStorage{MemoryStorage: raft.NewMemoryStorage(), conf: raftpb.ConfState{Voters: voters}}
+}
+
+func (s *memGroupStorage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
+	hs, cs, err := s.MemoryStorage.InitialState()
+	if len(cs.Voters) == 0 && len(cs.Learners) == 0 {
+		cs = s.conf // no snapshot yet: the synthetic initial state
+	}
+	return hs, cs, err
+}
+
+func (s *memGroupStorage) Append(ents []raftpb.Entry) error {
+	if err := s.MemoryStorage.Append(ents); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.appended = ents[len(ents)-1].Index
+	s.durable = min(s.durable, s.appended) // a replaced tail is no longer durable
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *memGroupStorage) ApplySnapshot(snap raftpb.Snapshot) error {
+	return s.MemoryStorage.ApplySnapshot(snap)
+}
+
+func (s *memGroupStorage) SetHardState(hs raftpb.HardState) { s.MemoryStorage.SetHardState(hs) }
+
+func (s *memGroupStorage) Sync() error {
+	s.mu.Lock()
+	s.durable = s.appended
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *memGroupStorage) durableIndex() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durable
+}
+
+// memHardStates is a HardStateStore in memory.
+type memHardStates struct {
+	mu     sync.Mutex
+	states map[GroupID]raftpb.HardState
+	saves  int
+}
+
+func (m *memHardStates) Save(states map[GroupID]raftpb.HardState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, hs := range states {
+		m.states[id] = hs
+	}
+	m.saves++
+	return nil
+}
+
+func (m *memHardStates) get(id GroupID) raftpb.HardState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.states[id]
+}
+
+// recorder is a StateMachine that keeps the data of applied normal entries.
+type recorder struct {
+	mu   sync.Mutex
+	data []string
+}
+
+func (r *recorder) Apply(ents []raftpb.Entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range ents {
+		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
+			r.data = append(r.data, string(e.Data))
+		}
+	}
+}
+
+func (r *recorder) applied() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.data)
+}
+
+// testNode is one broker's host with its groups' storages.
+type testNode struct {
+	id       uint64
+	host     *Host
+	hs       *memHardStates
+	storages map[GroupID]*memGroupStorage
+	machines map[GroupID]*recorder
+}
+
+// memNet connects hosts in memory. Before a message leaves, it checks the
+// raft contract against the sender's durable state: the sender's HardState
+// of the message's term is durable, a vote is durable before it is
+// granted, and entries are durable before they are acknowledged.
+type memNet struct {
+	t     *testing.T
+	mu    sync.Mutex
+	nodes map[uint64]*testNode
+	cut   map[[2]uint64]bool // from, to: dropped
+	bad   []string
+}
+
+func (n *memNet) sender(from uint64) Transport { return netSender{n, from} }
+
+type netSender struct {
+	n    *memNet
+	from uint64
+}
+
+func (s netSender) Send(msgs []GroupMessage) {
+	n := s.n
+	n.mu.Lock()
+	src := n.nodes[s.from]
+	by := map[uint64][]GroupMessage{}
+	for _, gm := range msgs {
+		m := gm.Msg
+		n.check(src, gm)
+		if n.cut[[2]uint64{m.From, m.To}] {
+			continue
+		}
+		by[m.To] = append(by[m.To], gm)
+	}
+	dsts := map[uint64]*testNode{}
+	for to := range by {
+		dsts[to] = n.nodes[to]
+	}
+	n.mu.Unlock()
+	for to, ms := range by {
+		if d := dsts[to]; d != nil {
+			d.host.Deliver(ms)
+		}
+	}
+}
+
+// check notes a contract violation by message gm of node src. n.mu held.
+func (n *memNet) check(src *testNode, gm GroupMessage) {
+	m := gm.Msg
+	hs := src.hs.get(gm.Group)
+	switch m.Type {
+	case raftpb.MsgPreVote, raftpb.MsgPreVoteResp:
+		return // a pre-vote's term is not persisted
+	}
+	if m.Term > hs.Term {
+		n.bad = append(n.bad, fmt.Sprintf("node %d group %s: %s at term %d sent before its term was durable (durable %d)", src.id, gm.Group, m.Type, m.Term, hs.Term))
+	}
+	if m.Type == raftpb.MsgVoteResp && !m.Reject && hs.Vote != m.To {
+		n.bad = append(n.bad, fmt.Sprintf("node %d group %s: vote for %d granted before it was durable (durable vote %d)", src.id, gm.Group, m.To, hs.Vote))
+	}
+	if m.Type == raftpb.MsgAppResp && !m.Reject {
+		if d := src.storages[gm.Group].durableIndex(); m.Index > d {
+			n.bad = append(n.bad, fmt.Sprintf("node %d group %s: acknowledged index %d with %d durable", src.id, gm.Group, m.Index, d))
+		}
+	}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newTestCluster starts hosts 1..nodes, each with the same groups.
+func newTestCluster(t *testing.T, nodes, groups int) (*memNet, []GroupID) {
+	t.Helper()
+	n := &memNet{t: t, nodes: map[uint64]*testNode{}, cut: map[[2]uint64]bool{}}
+	var voters []uint64
+	for i := 1; i <= nodes; i++ {
+		voters = append(voters, uint64(i))
+	}
+	var ids []GroupID
+	for g := 0; g < groups; g++ {
+		ids = append(ids, GroupID{TopicID: [16]byte{byte(g >> 8), byte(g)}, Partition: int32(g)})
+	}
+	for _, id := range voters {
+		tn := &testNode{id: id, hs: &memHardStates{states: map[GroupID]raftpb.HardState{}}, storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
+		tn.host = NewHost(HostConfig{NodeID: id, Transport: n.sender(id), HardState: tn.hs, Logger: quiet()})
+		for _, gid := range ids {
+			st := newMemGroupStorage(voters)
+			rec := &recorder{}
+			tn.storages[gid], tn.machines[gid] = st, rec
+			if err := tn.host.AddGroup(GroupConfig{ID: gid, Storage: st, Machine: rec}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n.nodes[id] = tn
+	}
+	t.Cleanup(func() {
+		for _, tn := range n.nodes {
+			tn.host.Close()
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		for _, b := range n.bad {
+			t.Error(b)
+		}
+	})
+	return n, ids
+}
+
+// drive ticks every host until cond holds, failing after a deadline.
+func (n *memNet) drive(what string, cond func() bool) {
+	n.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("timed out waiting for %s", what)
+		}
+		n.mu.Lock()
+		nodes := make([]*testNode, 0, len(n.nodes))
+		for _, tn := range n.nodes {
+			nodes = append(nodes, tn)
+		}
+		n.mu.Unlock()
+		for _, tn := range nodes {
+			tn.host.Tick()
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// leader returns the group's leader when every live node agrees on one.
+func (n *memNet) leader(id GroupID) uint64 {
+	var lead uint64
+	for _, tn := range n.nodes {
+		st, err := tn.host.Status(id)
+		if err != nil {
+			return 0
+		}
+		if st.RaftState == raft.StateLeader {
+			if lead != 0 {
+				return 0
+			}
+			lead = tn.id
+		}
+	}
+	return lead
+}
+
+// Three hosts, 20 groups: every group elects a leader, proposals commit
+// on every replica in one order, and no message leaves before the state
+// it depends on is durable (memNet.check).
+func TestHostReplicates(t *testing.T) {
+	n, ids := newTestCluster(t, 3, 20)
+	n.drive("a leader in every group", func() bool {
+		for _, id := range ids {
+			if n.leader(id) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	const each = 30
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lead := n.nodes[n.leader(id)]
+			for i := 0; i < each; i++ {
+				if err := lead.host.Propose(id, []byte(fmt.Sprintf("%s/%d", id, i))); err != nil {
+					t.Errorf("propose to group %s: %v", id, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	n.drive("every proposal applied on every replica", func() bool {
+		for _, id := range ids {
+			for _, tn := range n.nodes {
+				if len(tn.machines[id].applied()) < each {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		want := n.nodes[1].machines[id].applied()
+		for i := range want {
+			if want[i] != fmt.Sprintf("%s/%d", id, i) {
+				t.Fatalf("group %s applied %q at %d", id, want[i], i)
+			}
+		}
+		for _, tn := range n.nodes {
+			if got := tn.machines[id].applied(); !slices.Equal(got, want) {
+				t.Fatalf("group %s: node %d applied %v, node 1 %v", id, tn.id, got, want)
+			}
+		}
+	}
+	// HardStates were batched: fewer synced writes than groups times
+	// changes.
+	t.Logf("node 1: %d HardState writes for %d groups", n.nodes[1].hs.saves, len(ids))
+}
+
+// A follower cut off from the others does not stop the group; once
+// healed it catches up. A proposal to a follower is dropped (produce goes
+// to the leader only).
+func TestHostMinorityPartition(t *testing.T) {
+	n, ids := newTestCluster(t, 3, 1)
+	id := ids[0]
+	n.drive("a leader", func() bool { return n.leader(id) != 0 })
+	lead := n.leader(id)
+	var follower uint64
+	for fid := range n.nodes {
+		if fid != lead {
+			follower = fid
+			break
+		}
+	}
+	if err := n.nodes[follower].host.Propose(id, []byte("x")); err == nil {
+		t.Fatal("a follower accepted a proposal")
+	}
+	n.mu.Lock()
+	for other := range n.nodes {
+		if other != follower {
+			n.cut[[2]uint64{follower, other}] = true
+			n.cut[[2]uint64{other, follower}] = true
+		}
+	}
+	n.mu.Unlock()
+	for i := 0; i < 10; i++ {
+		if err := n.nodes[lead].host.Propose(id, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.drive("the majority applying", func() bool { return len(n.nodes[lead].machines[id].applied()) == 10 })
+	if got := len(n.nodes[follower].machines[id].applied()); got != 0 {
+		t.Fatalf("the cut-off follower applied %d", got)
+	}
+	n.mu.Lock()
+	clear(n.cut)
+	n.mu.Unlock()
+	n.drive("the healed follower catching up", func() bool { return len(n.nodes[follower].machines[id].applied()) == 10 })
+}
