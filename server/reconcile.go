@@ -293,6 +293,7 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (*replica.Pa
 		Log: segment.Options{
 			Logger:                   b.logger,
 			CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
+			FileCache:                b.files,
 		},
 	})
 	if err != nil {
