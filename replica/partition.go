@@ -344,7 +344,8 @@ func (p *Partition) Changed() <-chan struct{} {
 }
 
 // Read returns committed batches (below the high watermark) from offset,
-// KIP-74 style; see segment.Log.Read.
+// KIP-74 style; see segment.Log.Read. The caller calls Release on the
+// result once its bytes are sent or copied.
 func (p *Partition) Read(offset int64, maxBytes int) (segment.ReadResult, error) {
 	return p.log.Read(offset, maxBytes, p.HighWatermark())
 }

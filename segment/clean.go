@@ -383,6 +383,8 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 			return l.failLocked("clean swap", err)
 		}
 		d.suffix = ""
+		d.seg.log.setPath(d.seg.path(KindLog))
+		d.seg.retire() // synced by cleanSegments
 		last := d.olds[len(d.olds)-1]
 		d.seg.next = last.next
 		d.seg.created, d.seg.lastModified = d.olds[0].created, last.lastModified
@@ -507,12 +509,17 @@ func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offset
 // batch's bytes when whole is set (nil otherwise). It reads s.log only, not
 // the segment's summary, so it may run without the log's lock.
 func eachBatch(s *segment, size int64, whole bool, fn func(h *batch.Header, b []byte) error) error {
+	fh, err := s.log.acquire() // one reference for the whole pass
+	if err != nil {
+		return fmt.Errorf("segment: clean %s: %w", s.path(KindLog), err)
+	}
+	defer fh.release()
 	var buf [batch.HeaderSize]byte
 	for pos := int64(0); pos < size; {
 		if pos+batch.HeaderSize > size {
 			return fmt.Errorf("segment: clean %s: %w: header at %d past %d", s.path(KindLog), ErrCorrupt, pos, size)
 		}
-		if _, err := s.log.ReadAt(buf[:], pos); err != nil {
+		if _, err := fh.f.ReadAt(buf[:], pos); err != nil {
 			return fmt.Errorf("segment: clean %s: %w", s.path(KindLog), err)
 		}
 		h, err := batch.ParseHeader(buf[:])
@@ -524,8 +531,9 @@ func eachBatch(s *segment, size int64, whole bool, fn func(h *batch.Header, b []
 		}
 		var b []byte
 		if whole {
-			if b, err = s.readBatch(pos, &h); err != nil {
-				return err
+			b = make([]byte, h.Size())
+			if _, err := fh.f.ReadAt(b, pos); err != nil {
+				return fmt.Errorf("segment: read batch %s at %d: %w", s.path(KindLog), pos, err)
 			}
 		}
 		if err := fn(&h, b); err != nil {
@@ -624,7 +632,7 @@ type cleanedSegment struct {
 // returns nil when cleaning would not change a lone segment.
 func (l *Log) cleanSegments(segs []*segment, sizes []int64, cfg *Config, f *cleanFilter, now time.Time) (*cleanedSegment, error) {
 	cs := &cleanedSegment{olds: segs, suffix: cleanedSuffix}
-	ns, err := createSegmentFiles(l.fs, l.dir, segs[0].base, cfg, now, cleanedSuffix)
+	ns, err := createSegmentFiles(l.fs, l.files, l.dir, segs[0].base, cfg, now, cleanedSuffix)
 	if err != nil {
 		return nil, err
 	}

@@ -265,7 +265,12 @@ func TestCleanSwapErrorClosesFiles(t *testing.T) {
 			l.mu.RLock()
 			inUse := map[vfs.File]bool{}
 			for _, s := range l.segs {
-				inUse[s.log], inUse[s.offFile], inUse[s.timeFile] = true, true, true
+				inUse[s.offFile], inUse[s.timeFile] = true, true
+				l.files.mu.Lock()
+				if s.log.h != nil {
+					inUse[s.log.h.f] = true
+				}
+				l.files.mu.Unlock()
 			}
 			l.mu.RUnlock()
 			fs.mu.Lock()

@@ -138,7 +138,29 @@
 // deletes whole closed segments by retention.ms and retention.bytes, never
 // the active one. DeleteRecordsBefore moves the log start offset inside a
 // segment and persists it. Deleted segments are renamed ".deleted" and
-// removed file.delete.delay.ms later, so reads already handed out stay valid.
+// removed file.delete.delay.ms later; a read already handed out keeps its
+// files open until it is released, however long that takes.
+//
+// # Open files
+//
+// Only the active segment keeps its three files open. A closed segment's
+// indexes are held in memory whole (package index loads them), so its
+// index files are closed once it is sealed and synced (until then Sync
+// needs them), and reopened only if a truncation makes it the active
+// segment again. Its .log file is opened read-only on demand through a
+// FileCache, a least-recently-used set of at most Limit descriptors that
+// every Log of a broker shares (Options.FileCache; a process-wide cache of
+// DefaultOpenFilesMax when nil). Every read of a closed segment (Read, the
+// header scans, timestamp lookups, the cleaner, Sync) holds a reference on
+// the open file while it reads; Read's result keeps one per FileRange
+// until ReadResult.Release (a Fetch response releases after it is written,
+// so sendfile never sees a closed descriptor). A file evicted, or closed by
+// a deletion, while referenced is closed by its last release: the limit
+// bounds the idle descriptors, referenced ones may exceed it meanwhile.
+// Recovery opens a log's segments' files while it checks them and hands
+// the closed ones to the cache when Open returns. A log of P partitions
+// thus holds 3 descriptors per partition plus the cache's limit, whatever
+// the segment count.
 //
 // # Concurrency
 //
@@ -152,7 +174,9 @@
 // append's write, a roll's file creation and index trims, renames
 // (".deleted", a clean's swap) and a truncation's file cuts. Lock order:
 // cleanMu, then syncMu, then ckptMu, then mu; groupMu (Sync's leader
-// election and the synced position) is a leaf.
+// election and the synced position) is a leaf, and so is the FileCache's
+// mutex (taken under mu and from readers holding no lock; no other lock
+// and no IO under it: files are opened and closed outside it).
 //
 // All file IO goes through vfs.FS.
 package segment

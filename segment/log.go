@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,6 +60,12 @@ type Options struct {
 	// or damage; see Failed), with the error. It runs with the log's lock
 	// held: it must not block or call the log.
 	OnFail func(error)
+	// FileCache holds the open descriptors of closed segments' .log files
+	// (see FileCache); pass one cache to every Log of a broker, so that
+	// its limit bounds them all. Default (nil): one process-wide cache of
+	// DefaultOpenFilesMax descriptors shared by every Log opened without
+	// one.
+	FileCache *FileCache
 
 	// noFlusher turns off the background flusher (roll-triggered syncs and
 	// flush.ms), for tests whose output must not depend on its timing.
@@ -69,10 +76,11 @@ type Options struct {
 // concurrent use: appends are serialized, reads run concurrently with each
 // other and with appends, and Sync commits in groups.
 type Log struct {
-	fs   vfs.FS
-	dir  string
-	cfg  Config
-	opts Options
+	fs    vfs.FS
+	files *FileCache // Options.FileCache or the default
+	dir   string
+	cfg   Config
+	opts  Options
 
 	// mu guards everything below it. Appends and mutations hold it
 	// exclusively; reads hold it shared while they look up positions.
@@ -362,7 +370,8 @@ func (l *Log) rollLocked(now time.Time) error {
 	if err := old.seal(); err != nil {
 		return l.failLocked("seal", err)
 	}
-	s, err := createSegment(l.fs, l.dir, old.next, &l.cfg, now)
+	old.log.unpin() // its index files stay open until it is synced
+	s, err := createSegment(l.fs, l.files, l.dir, old.next, &l.cfg, now)
 	if err != nil {
 		return l.failLocked("roll", err)
 	}
@@ -448,7 +457,7 @@ func (l *Log) leadSync() error {
 
 	var err error
 	for _, s := range sealed {
-		if err = errors.Join(s.log.Sync(), s.offFile.Sync(), s.timeFile.Sync()); err != nil && !s.deleted.Load() {
+		if err = errors.Join(s.log.Sync(), syncFile(s.offFile), syncFile(s.timeFile)); err != nil && !s.deleted.Load() {
 			break
 		}
 		err = nil
@@ -468,6 +477,12 @@ func (l *Log) leadSync() error {
 		return err
 	}
 	l.unsynced = removeSynced(l.unsynced, sealed, seq)
+	for _, s := range sealed {
+		// Synced and closed: its indexes need no descriptors any more.
+		if !s.deleted.Load() && s != l.active() && !slices.Contains(l.unsynced, s) {
+			s.closeIndexFiles()
+		}
+	}
 	l.unflushed -= unflushed
 	l.lastSync = l.opts.Now()
 	l.mu.Unlock()
@@ -478,6 +493,28 @@ func (l *Log) leadSync() error {
 		return l.advanceRecoveryPoint(rp, epoch)
 	}
 	return nil
+}
+
+// syncFile syncs f unless it is nil (an index file closed once synced).
+func syncFile(f vfs.File) error {
+	if f == nil {
+		return nil
+	}
+	return f.Sync()
+}
+
+// retireRecovered hands the closed segments recovery opened to the file
+// cache and closes the index files of those already synced (the others
+// close theirs at the next Sync).
+func (l *Log) retireRecovered() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.segs[:len(l.segs)-1] {
+		s.log.unpin()
+		if !slices.Contains(l.unsynced, s) {
+			s.closeIndexFiles()
+		}
+	}
 }
 
 // removeSynced drops from list the segments in done that have not changed

@@ -43,10 +43,13 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.FileCache == nil {
+		opts.FileCache = defaultFileCache()
+	}
 	if opts.CleanerDedupeBufferBytes <= 0 {
 		opts.CleanerDedupeBufferBytes = DefaultCleanerDedupeBufferBytes
 	}
-	l := &Log{fs: fs, dir: dir, cfg: cfg, opts: opts, tombstoneHorizon: -1, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &Log{fs: fs, files: opts.FileCache, dir: dir, cfg: cfg, opts: opts, tombstoneHorizon: -1, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
 	l.groupCond = sync.NewCond(&l.groupMu)
 	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		// A new partition folder: its entry in the parent must be durable
@@ -64,6 +67,7 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 		}
 		return nil, fmt.Errorf("segment: open %s: %w", dir, err)
 	}
+	l.retireRecovered()
 	l.lastSync = opts.Now()
 	if !opts.noFlusher {
 		l.wg.Add(1)
@@ -141,7 +145,7 @@ func (l *Log) recover() error {
 		}
 	}
 	for i, base := range bases {
-		s, rebuilt, err := openSegment(l.fs, l.dir, base, &l.cfg, false)
+		s, rebuilt, err := openSegment(l.fs, l.files, l.dir, base, &l.cfg, false)
 		if err != nil {
 			return err
 		}
@@ -265,7 +269,7 @@ func (l *Log) recover() error {
 				return err
 			}
 		}
-		s, err := createSegment(l.fs, l.dir, l.logStartOffset, &l.cfg, l.opts.Now())
+		s, err := createSegment(l.fs, l.files, l.dir, l.logStartOffset, &l.cfg, l.opts.Now())
 		if err != nil {
 			return err
 		}

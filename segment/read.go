@@ -20,11 +20,14 @@ type FileRange struct {
 	Size     int64 // bytes
 }
 
-// ReadResult is the answer to Read.
+// ReadResult is the answer to Read. It holds a reference on each file of
+// its Ranges: call Release once the bytes are sent or copied (and not
+// before), or the descriptors stay open.
 type ReadResult struct {
 	// Ranges hold whole batches, in offset order, possibly spanning
-	// segments. The files stay readable for at least file.delete.delay.ms
-	// even if retention deletes their segment meanwhile.
+	// segments. The files stay open and readable until Release, even if
+	// retention, a clean or a truncation deletes their segment meanwhile,
+	// or the FileCache evicts them.
 	Ranges []FileRange
 	Bytes  int64 // total size of Ranges
 	// FirstOffset is the base offset of the first batch returned (it may
@@ -34,6 +37,19 @@ type ReadResult struct {
 	// requested offset when nothing was returned.
 	NextOffset                   int64
 	LogStartOffset, LogEndOffset int64
+
+	refs []*fileHandle // one per range, released by Release
+}
+
+// Release drops the result's references on its files (an evicted or
+// deleted segment's descriptor is closed by its last one). The Ranges'
+// files must not be used after it. It may be called more than once, and
+// on the zero ReadResult.
+func (r *ReadResult) Release() {
+	for _, h := range r.refs {
+		h.release()
+	}
+	r.refs = nil
 }
 
 // AppendTo appends the bytes of every range to dst.
@@ -74,7 +90,11 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, er
 	if err != nil || segs == nil {
 		return res, err
 	}
-	return res, l.verifyRanges(&res, segs, starts)
+	if err := l.verifyRanges(&res, segs, starts); err != nil {
+		res.Release()
+		return res, err
+	}
+	return res, nil
 }
 
 // read is Read under the read lock, without the first-read check; segs
@@ -101,13 +121,26 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 	check := false
 	budget := int64(max(maxBytes, 0))
 	var buf [batch.HeaderSize]byte
+	fail := func(fh *fileHandle, err error) (ReadResult, []*segment, []int64, error) {
+		fh.release()
+		res.Release()
+		res.Ranges, res.Bytes, res.FirstOffset = nil, 0, -1
+		return res, nil, nil, err
+	}
 	for i := l.segmentIndex(offset); i < len(l.segs) && offset < upper; i++ {
 		s := l.segs[i]
+		fh, err := s.log.acquire()
+		if err != nil {
+			res.Release()
+			return ReadResult{FirstOffset: -1, NextOffset: res.NextOffset, LogStartOffset: res.LogStartOffset, LogEndOffset: leo}, nil, nil,
+				fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err)
+		}
 		pos, h, ok, err := s.find(offset, &buf)
 		if err != nil {
-			return res, nil, nil, fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err)
+			return fail(fh, fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err))
 		}
 		if !ok {
+			fh.release()
 			continue
 		}
 		start, end, stop := pos, pos, false
@@ -149,14 +182,17 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 				}
 			}
 			if h, err = s.headerAt(end, &buf); err != nil {
-				return res, nil, nil, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), end, err)
+				return fail(fh, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), end, err))
 			}
 			offset = h.BaseOffset
 		}
 		if end > start {
-			res.Ranges = append(res.Ranges, FileRange{File: s.log, Position: start, Size: end - start})
+			res.Ranges = append(res.Ranges, FileRange{File: fh.f, Position: start, Size: end - start})
+			res.refs = append(res.refs, fh)
 			segs, starts = append(segs, s), append(starts, startOffset)
 			check = check || s.needsVerify.Load()
+		} else {
+			fh.release()
 		}
 		if stop {
 			break
@@ -169,13 +205,15 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 	return res, segs, starts, nil
 }
 
-// ReadBytes is Read followed by copying the batches into dst.
+// ReadBytes is Read followed by copying the batches into dst. The result
+// is already released: its Ranges' files must not be used.
 func (l *Log) ReadBytes(dst []byte, offset int64, maxBytes int, upperBound int64) ([]byte, ReadResult, error) {
 	res, err := l.Read(offset, maxBytes, upperBound)
 	if err != nil {
 		return dst, res, err
 	}
 	dst, err = res.AppendTo(dst)
+	res.Release()
 	return dst, res, err
 }
 

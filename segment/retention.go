@@ -49,6 +49,9 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 			l.opts.Logger.Warn("segment: rename for delete failed; removing now", "file", from, "err", err)
 			to, renameFailed = from, true
 		}
+		if k == KindLog {
+			s.log.setPath(to) // a reader may reopen it until it is closed
+		}
 		d.paths = append(d.paths, to)
 	}
 	for i, u := range l.unsynced {

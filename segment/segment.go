@@ -20,13 +20,17 @@ import (
 // segment is one segment: a .log file of record batches with its offset and
 // time indexes. All mutation happens under the owning Log's mutex.
 type segment struct {
-	base    int64
-	dir     string
-	log     vfs.File
+	base int64
+	dir  string
+	// log is the .log file: pinned open while the segment is active (or
+	// being recovered or written by the cleaner), else opened on demand
+	// through the Log's FileCache.
+	log     *logFile
 	offIdx  *index.OffsetIndex
 	timeIdx *index.TimeIndex
-	// idxFiles are the index files, kept to sync them without touching the
-	// index objects from the flusher.
+	// The index files, kept to sync them without touching the index
+	// objects from the flusher. Both are nil once a closed segment is
+	// synced (closeIndexFiles): its indexes are held in memory whole.
 	offFile, timeFile vfs.File
 
 	size int64 // bytes of valid batches in the .log file
@@ -65,19 +69,20 @@ func indexCaps(cfg *Config) (off, tim int) {
 }
 
 // createSegment creates the three files of a new, empty, active segment.
-func createSegment(fs vfs.FS, dir string, base int64, cfg *Config, now time.Time) (*segment, error) {
-	return createSegmentFiles(fs, dir, base, cfg, now, "")
+func createSegment(fs vfs.FS, c *FileCache, dir string, base int64, cfg *Config, now time.Time) (*segment, error) {
+	return createSegmentFiles(fs, c, dir, base, cfg, now, "")
 }
 
 // createSegmentFiles creates a new segment's files with suffix after their
 // names (empty, or the cleaner's ".cleaned").
-func createSegmentFiles(fs vfs.FS, dir string, base int64, cfg *Config, now time.Time, suffix string) (*segment, error) {
+func createSegmentFiles(fs vfs.FS, c *FileCache, dir string, base int64, cfg *Config, now time.Time, suffix string) (*segment, error) {
 	s := &segment{base: base, dir: dir, next: base, maxTs: -1, offsetOfMaxTs: base, firstTs: -1, created: now, lastModified: now}
 	s.offCap, s.timeCap = indexCaps(cfg)
-	var err error
-	if s.log, err = fs.Create(s.path(KindLog) + suffix); err != nil {
+	f, err := fs.Create(s.path(KindLog) + suffix)
+	if err != nil {
 		return nil, err
 	}
+	s.log = newPinnedFile(c, fs, s.path(KindLog)+suffix, f)
 	if s.offFile, err = fs.Create(s.path(KindOffsetIndex) + suffix); err != nil {
 		s.closeFiles()
 		return nil, err
@@ -95,12 +100,14 @@ func createSegmentFiles(fs vfs.FS, dir string, base int64, cfg *Config, now time
 
 // openSegment opens an existing segment's files. Missing index files are
 // created empty and rebuilt is set, telling recovery to rescan the log.
-func openSegment(fs vfs.FS, dir string, base int64, cfg *Config, writable bool) (s *segment, rebuilt bool, err error) {
+func openSegment(fs vfs.FS, c *FileCache, dir string, base int64, cfg *Config, writable bool) (s *segment, rebuilt bool, err error) {
 	s = &segment{base: base, dir: dir, next: base, maxTs: -1, offsetOfMaxTs: base, firstTs: -1}
 	s.offCap, s.timeCap = indexCaps(cfg)
-	if s.log, err = fs.OpenReadWrite(s.path(KindLog)); err != nil {
+	f, err := fs.OpenReadWrite(s.path(KindLog))
+	if err != nil {
 		return nil, false, err
 	}
+	s.log = newPinnedFile(c, fs, s.path(KindLog), f)
 	if s.size, err = s.log.Size(); err != nil {
 		s.closeFiles()
 		return nil, false, err
@@ -141,7 +148,8 @@ func (s *segment) openIndexes(cfg *Config, writable bool) error {
 }
 
 // reopenIndexesWritable makes a closed segment's indexes appendable again
-// (after a tail truncation made it the active segment).
+// (after a tail truncation made it the active segment), reopening their
+// files if closeIndexFiles closed them.
 func (s *segment) reopenIndexesWritable(cfg *Config) error {
 	if err := s.offIdx.Flush(); err != nil {
 		return err
@@ -149,12 +157,60 @@ func (s *segment) reopenIndexesWritable(cfg *Config) error {
 	if err := s.timeIdx.Flush(); err != nil {
 		return err
 	}
+	if s.offFile == nil {
+		if err := s.openIndexFiles(); err != nil {
+			return err
+		}
+	}
 	return s.openIndexes(cfg, true)
+}
+
+// openIndexFiles reopens both index files read-write (they were closed by
+// closeIndexFiles), through the FS the .log file came from.
+func (s *segment) openIndexFiles() error {
+	fs := s.log.fs
+	off, err := fs.OpenReadWrite(s.path(KindOffsetIndex))
+	if err != nil {
+		return err
+	}
+	tim, err := fs.OpenReadWrite(s.path(KindTimeIndex))
+	if err != nil {
+		off.Close()
+		return err
+	}
+	s.offFile, s.timeFile = off, tim
+	return nil
+}
+
+// closeIndexFiles closes the index files of a closed segment whose indexes
+// are on disk and synced: the index objects keep every entry in memory and
+// do not touch their files again unless reopenIndexesWritable reopens
+// them. It does nothing when an index has entries not yet written.
+func (s *segment) closeIndexFiles() error {
+	if s.offFile == nil {
+		return nil
+	}
+	if err := errors.Join(s.offIdx.Flush(), s.timeIdx.Flush()); err != nil {
+		return err
+	}
+	err := errors.Join(s.offFile.Close(), s.timeFile.Close())
+	s.offFile, s.timeFile = nil, nil
+	return err
+}
+
+// retire releases what a closed, synced segment need not hold: its index
+// files are closed and its .log file goes to the cache.
+func (s *segment) retire() {
+	s.closeIndexFiles()
+	s.log.unpin()
 }
 
 func (s *segment) closeFiles() error {
 	var errs []error
-	for _, f := range []vfs.File{s.log, s.offFile, s.timeFile} {
+	if s.log != nil {
+		errs = append(errs, s.log.close())
+	}
+	for _, f := range []vfs.File{s.offFile, s.timeFile} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -195,7 +251,7 @@ func (s *segment) syncAll() error {
 	if err := s.timeIdx.Flush(); err != nil {
 		return err
 	}
-	return errors.Join(s.log.Sync(), s.offFile.Sync(), s.timeFile.Sync())
+	return errors.Join(s.log.Sync(), syncFile(s.offFile), syncFile(s.timeFile))
 }
 
 // full reports whether the segment cannot take a batch of n bytes whose

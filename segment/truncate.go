@@ -68,6 +68,9 @@ func (l *Log) truncateLocked(offset int64) (leo int64, lsoLowered bool, err erro
 		l.segs = l.segs[:len(l.segs)-1]
 	}
 	l.unsynced = slices.DeleteFunc(l.unsynced, func(u *segment) bool { return u == s })
+	if err := s.log.pin(); err != nil {
+		return 0, false, l.failLocked("truncate", err)
+	}
 	if err := s.reopenIndexesWritable(&l.cfg); err != nil {
 		return 0, false, l.failLocked("truncate", err)
 	}
@@ -119,7 +122,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	for _, s := range old {
 		l.deleteSegmentLocked(s)
 	}
-	s, err := createSegment(l.fs, l.dir, offset, &l.cfg, l.opts.Now())
+	s, err := createSegment(l.fs, l.files, l.dir, offset, &l.cfg, l.opts.Now())
 	if err != nil {
 		// Keep the old (now deleted) segment list so the log stays
 		// well-formed; it refuses writes from here on.

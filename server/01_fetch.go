@@ -78,6 +78,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 	// client that asked for days and went away must not pin a goroutine.
 	deadline := time.Now().Add(min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
 	for {
+		releaseSplices(cc.splices) // a pass that waited is not sent
 		cc.splices = cc.splices[:0]
 		bytes, waitOn := b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 		if bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || len(waitOn) == 0 || time.Until(deadline) <= 0 {
@@ -86,6 +87,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		}
 		if !waitAny(ctx, waitOn, time.Until(deadline)) {
 			resp.Topics = nil
+			releaseSplices(cc.splices)
 			cc.splices = cc.splices[:0]
 			b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 			remember(parts)
@@ -173,6 +175,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 				if err == nil && total > 0 && res.Bytes > limit {
 					// KIP-74: only the first partition with records may
 					// exceed the limits; later ones wait for a next fetch.
+					res.Release()
 					res = segment.ReadResult{}
 				}
 				switch {
@@ -188,6 +191,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 						}
 					}
 					data, err := res.AppendTo(make([]byte, 0, res.Bytes))
+					res.Release()
 					if err != nil {
 						sp.ErrorCode = kerr.KafkaStorageError.Code
 						b.logger.Error("sluice: fetch read failed", "topic", fp.topic, "partition", fp.partition, "err", err)

@@ -34,6 +34,7 @@ type Broker struct {
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
 	clean  *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
+	files  *segment.FileCache       // closed segments' descriptors, all partitions (log.segment.open.files.max)
 	expiry *producerExpiry          // producer.id.expiration.ms (producer_expiry.go)
 
 	mu    sync.RWMutex
@@ -138,7 +139,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	}
 	lock := io.Closer(locks)
 	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
-	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, lock: lock, meta: st, parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
+	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, lock: lock, meta: st, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	b.clean = newCleaner(cfg, logger)
 	b.coord = b.newCoordinator()

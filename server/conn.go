@@ -128,6 +128,8 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
 		// connection is still being served once serveConn returns.
 		close(cc.answers)
 		<-writerDone
+		releaseSplices(cc.splices) // a Fetch that panicked or failed mid-serve
+		cc.splices = nil
 		cancel()
 		c.Close()
 		cc.mu.Lock()
@@ -204,6 +206,7 @@ func (cc *clientConn) writeLoop(w *bufio.Writer, cancel context.CancelFunc) {
 	var failed error
 	for a := range cc.answers {
 		err := cc.answer(w, a, failed == nil)
+		releaseSplices(a.splices) // written or dropped: the files may close
 		cc.b.reqMem.release(a.mem)
 		cc.lastWrite.Store(time.Now().UnixNano())
 		if err != nil && failed == nil {

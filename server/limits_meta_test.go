@@ -228,8 +228,8 @@ func TestPartitionsForFileLimit(t *testing.T) {
 	for _, c := range []struct {
 		limit uint64
 		want  int64
-	}{{20000, 5000}, {1 << 20, 262144}, {1024, 1}, {4096, 1024}} {
-		if got := partitionsForFileLimit(c.limit); got != c.want {
+	}{{20000, 4166}, {1 << 20, 218453}, {1024, 1}, {4096, 853}} {
+		if got := partitionsForFileLimit(c.limit, 0); got != c.want {
 			t.Errorf("limit %d: %d partitions, want %d", c.limit, got, c.want)
 		}
 	}

@@ -319,6 +319,7 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 			Logger:                   b.logger,
 			CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
 			OnFail:                   r.kickSoon,
+			FileCache:                b.files,
 		},
 	})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/sluicemq/sluice/meta"
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -181,7 +183,8 @@ func (b *Broker) partitionCount() int64 {
 }
 
 // fdsPerPartition is what an open partition holds: its active segment's
-// .log, .index and .timeindex.
+// .log, .index and .timeindex. Its closed segments hold none of their own
+// (their .log files share the broker's segment.FileCache).
 const fdsPerPartition = 3
 
 // maxPartitions is max.partitions, or when 0 the limit derived from the
@@ -190,21 +193,44 @@ func (b *Broker) maxPartitions() int64 {
 	if b.cfg.MaxPartitions > 0 {
 		return int64(b.cfg.MaxPartitions)
 	}
-	return partitionsForFileLimit(openFileLimit())
+	return partitionsForFileLimit(openFileLimit(), uint64(b.cfg.LogSegmentOpenFilesMax))
 }
 
 // partitionsForFileLimit derives max.partitions from RLIMIT_NOFILE: what is
-// left after max(1024, limit/4) descriptors, divided by fdsPerPartition; at
-// least 1. An unknown limit (0) puts no bound.
-func partitionsForFileLimit(limit uint64) int64 {
+// left after max(1024, limit/4) descriptors and the closed-segment cache
+// (cacheMax, or when 0 segmentFilesForFileLimit), divided by
+// fdsPerPartition; at least 1. An unknown limit (0) puts no bound.
+func partitionsForFileLimit(limit, cacheMax uint64) int64 {
 	if limit == 0 || limit > 1<<40 {
 		return 1 << 31
 	}
-	headroom := max(1024, limit/4)
-	if limit <= headroom+fdsPerPartition {
+	if cacheMax == 0 {
+		cacheMax = uint64(segmentFilesForFileLimit(limit))
+	}
+	reserved := max(1024, limit/4) + cacheMax
+	if limit <= reserved+fdsPerPartition {
 		return 1
 	}
-	return int64((limit - headroom) / fdsPerPartition)
+	return int64((limit - reserved) / fdsPerPartition)
+}
+
+// segmentFilesForFileLimit derives log.segment.open.files.max from
+// RLIMIT_NOFILE: limit/8, at least 64; segment.DefaultOpenFilesMax when
+// the limit is unknown (0).
+func segmentFilesForFileLimit(limit uint64) int {
+	if limit == 0 || limit > 1<<40 {
+		return segment.DefaultOpenFilesMax
+	}
+	return int(max(64, limit/8))
+}
+
+// segmentFilesMax is log.segment.open.files.max, or when 0 the limit
+// derived from the open-file limit.
+func segmentFilesMax(cfg *config.Config) int {
+	if cfg.LogSegmentOpenFilesMax > 0 {
+		return int(cfg.LogSegmentOpenFilesMax)
+	}
+	return segmentFilesForFileLimit(openFileLimit())
 }
 
 // maxPartitionsSource explains where the limit comes from, for messages.

@@ -21,15 +21,29 @@ import (
 
 const markerLen = 16
 
-// splice is one partition's records to send from files.
+// splice is one partition's records to send from files. It holds the
+// read's references on them (res) until releaseSplices, which whoever
+// owns the splice calls once the response is written or dropped: the
+// writer after writing it, serveFetch when it discards a pass, the reader
+// when serving fails.
 type splice struct {
 	marker [markerLen]byte
 	ranges []segment.FileRange
 	size   int64
+	res    segment.ReadResult
 }
 
+// releaseSplices drops the splices' references on their files.
+func releaseSplices(splices []splice) {
+	for i := range splices {
+		splices[i].res.Release()
+	}
+}
+
+// newSplice makes a splice of res; when it reports true the splice owns
+// res's references, otherwise the caller still does.
 func newSplice(res *segment.ReadResult) (splice, bool) {
-	s := splice{ranges: res.Ranges, size: res.Bytes}
+	s := splice{ranges: res.Ranges, size: res.Bytes, res: *res}
 	for _, r := range res.Ranges {
 		if r.File.Fd() == ^uintptr(0) {
 			return s, false // not backed by the OS: copy instead

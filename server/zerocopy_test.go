@@ -26,7 +26,9 @@ func TestFetchUsesFileRanges(t *testing.T) {
 	var splices []splice
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = 16
-	if n, _ := b.fetchOnce(16, parts, 1<<20, resp, false, &splices); n == 0 || len(splices) != 1 {
+	n, _ := b.fetchOnce(16, parts, 1<<20, resp, false, &splices)
+	defer releaseSplices(splices)
+	if n == 0 || len(splices) != 1 {
 		t.Fatalf("fetched %d bytes, %d splices", n, len(splices))
 	}
 	if got := resp.Topics[0].Partitions[0].RecordBatches; len(got) != markerLen {

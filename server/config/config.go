@@ -131,12 +131,26 @@ type Config struct {
 	// own key; Kafka has none, Redpanda bounds partitions per core with
 	// topic_partitions_per_shard). Key max.partitions; int >= 0. Default 0:
 	// derived from the open-file limit (RLIMIT_NOFILE, which the broker
-	// raises to its hard limit at start-up): (limit - max(1024, limit/4)) /
-	// 3, since an open partition holds 3 descriptors (the active segment's
-	// .log, .index and .timeindex) and the rest is left for connections,
-	// the metadata store and closed segments; at least 1. A 20,000 limit
-	// gives 5,000; 1,048,576 gives 262,144.
+	// raises to its hard limit at start-up): (limit - max(1024, limit/4) -
+	// the closed-segment cache (log.segment.open.files.max)) / 3, since an
+	// open partition holds 3 descriptors (the active segment's .log,
+	// .index and .timeindex) whatever its segment count, max(1024,
+	// limit/4) is left for connections and the metadata store, and closed
+	// segments share the cache; at least 1. A 20,000 limit gives 4,166;
+	// 1,048,576 gives 218,453.
 	MaxPartitions int32
+
+	// LogSegmentOpenFilesMax bounds the descriptors the broker keeps open
+	// for closed segments' .log files, all partitions together: they are
+	// opened on demand and the least recently read closed past it (a file
+	// still being sent to a consumer closes when the send ends). Closed
+	// segments' index files are held in memory and need none; each
+	// partition's active segment keeps its 3 open outside this bound.
+	// Sluice's own key (Kafka keeps every segment open). Key
+	// log.segment.open.files.max; descriptors, int >= 0. Default 0:
+	// derived from the open-file limit, limit/8 (at least 64; 4096 when
+	// the limit is unknown): 2,500 at 20,000, 131,072 at 1,048,576.
+	LogSegmentOpenFilesMax int32
 
 	// LogSegmentBytes is the size at which a log segment rolls.
 	// Key log.segment.bytes; bytes, int >= 14. Default 1073741824 (1 GiB,
