@@ -1,0 +1,341 @@
+package replica
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+)
+
+// TCPTransport carries the raft messages of every group between brokers:
+// one outgoing connection per peer, written by one goroutine that sends
+// whatever queued meanwhile as one frame (messages are batched per worker
+// loop by the Host, and per write here). A peer that cannot be reached
+// loses its messages (raft retries), never blocks a worker.
+//
+// Format: a connection starts with the magic "SLRT", a version byte (1)
+// and the sender's node id (uint64); then frames, each a uint32 length and
+// that many bytes: a uint32 message count, then per message the group's
+// topic id (16 bytes), partition (int32), a uint32 length and the raft
+// message (raftpb.Message's protobuf encoding). Integers are big-endian. A
+// frame over maxRaftFrame bytes, or one that does not decode, closes the
+// connection.
+type TCPTransport struct {
+	id     uint64
+	ln     net.Listener
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	host    *Host
+	peers   map[uint64]*tcpPeer
+	addrs   map[uint64]string
+	inbound map[net.Conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+const (
+	raftMagic    = "SLRT"
+	raftVersion  = 1
+	maxRaftFrame = 64 << 20
+	// peerQueue is how many batches may wait for one peer before new ones
+	// are dropped.
+	peerQueue = 256
+)
+
+type tcpPeer struct {
+	addr  string
+	queue chan []GroupMessage
+	stop  chan struct{}
+}
+
+// ListenTCP starts a transport for node id on addr (host:port; port 0
+// picks one, see Addr). Set the host with SetHost before messages arrive;
+// until then they are dropped.
+func ListenTCP(id uint64, addr string, logger *slog.Logger) (*TCPTransport, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	t := &TCPTransport{id: id, ln: ln, logger: logger, peers: map[uint64]*tcpPeer{}, addrs: map[uint64]string{}, inbound: map[net.Conn]struct{}{}}
+	t.wg.Add(1)
+	go t.accept()
+	return t, nil
+}
+
+// Addr returns the address the transport listens on.
+func (t *TCPTransport) Addr() net.Addr { return t.ln.Addr() }
+
+// SetHost names the host that receives the messages.
+func (t *TCPTransport) SetHost(h *Host) {
+	t.mu.Lock()
+	t.host = h
+	t.mu.Unlock()
+}
+
+// SetPeer records (or changes) where node id listens.
+func (t *TCPTransport) SetPeer(id uint64, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.addrs[id] = addr
+	if p := t.peers[id]; p != nil && p.addr != addr {
+		close(p.stop)
+		delete(t.peers, id)
+	}
+}
+
+// Send queues msgs for their peers (Transport).
+func (t *TCPTransport) Send(msgs []GroupMessage) {
+	by := map[uint64][]GroupMessage{}
+	for _, m := range msgs {
+		by[m.Msg.To] = append(by[m.Msg.To], m)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	for to, ms := range by {
+		p := t.peerLocked(to)
+		if p == nil {
+			continue
+		}
+		select {
+		case p.queue <- ms:
+		default: // the peer is slow or away: raft retries
+		}
+	}
+}
+
+func (t *TCPTransport) peerLocked(id uint64) *tcpPeer {
+	if p := t.peers[id]; p != nil {
+		return p
+	}
+	addr, ok := t.addrs[id]
+	if !ok {
+		return nil
+	}
+	p := &tcpPeer{addr: addr, queue: make(chan []GroupMessage, peerQueue), stop: make(chan struct{})}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go t.send(id, p)
+	return p
+}
+
+// Close stops sending and receiving and waits for the goroutines.
+func (t *TCPTransport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	for id, p := range t.peers {
+		close(p.stop)
+		delete(t.peers, id)
+	}
+	for c := range t.inbound {
+		c.Close()
+	}
+	t.mu.Unlock()
+	err := t.ln.Close()
+	t.wg.Wait()
+	return err
+}
+
+// send writes p's queue to its connection, dialling (with a backoff up to
+// 1 s) whenever there is none.
+func (t *TCPTransport) send(id uint64, p *tcpPeer) {
+	defer t.wg.Done()
+	var conn net.Conn
+	var w *bufio.Writer
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	backoff := 10 * time.Millisecond
+	var frame []byte
+	for {
+		var batch []GroupMessage
+		select {
+		case <-p.stop:
+			return
+		case batch = <-p.queue:
+		}
+	more:
+		for len(batch) < 4096 {
+			select {
+			case b := <-p.queue:
+				batch = append(batch, b...)
+			default:
+				break more
+			}
+		}
+		if conn == nil {
+			c, err := net.DialTimeout("tcp", p.addr, time.Second)
+			if err != nil {
+				t.logger.Debug("replica: raft transport: dial", "peer", id, "addr", p.addr, "err", err)
+				select {
+				case <-p.stop:
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, time.Second)
+				continue // the batch is dropped
+			}
+			backoff = 10 * time.Millisecond
+			conn, w = c, bufio.NewWriterSize(c, 64<<10)
+			hello := append([]byte(raftMagic), raftVersion)
+			hello = binary.BigEndian.AppendUint64(hello, t.id)
+			w.Write(hello)
+		}
+		frame = encodeRaftFrame(frame[:0], batch)
+		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, err := w.Write(frame)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			t.logger.Debug("replica: raft transport: write", "peer", id, "err", err)
+			conn.Close()
+			conn, w = nil, nil
+		}
+	}
+}
+
+// encodeRaftFrame appends one frame holding msgs to dst.
+func encodeRaftFrame(dst []byte, msgs []GroupMessage) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(msgs)))
+	for i := range msgs {
+		dst = append(dst, msgs[i].Group.TopicID[:]...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(msgs[i].Group.Partition))
+		size := msgs[i].Msg.Size()
+		dst = binary.BigEndian.AppendUint32(dst, uint32(size))
+		n := len(dst)
+		dst = append(dst, make([]byte, size)...)
+		if _, err := msgs[i].Msg.MarshalTo(dst[n:]); err != nil {
+			panic(fmt.Sprintf("replica: marshal raft message: %v", err)) // sized above
+		}
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// errBadFrame reports a frame that does not decode.
+var errBadFrame = errors.New("replica: bad raft transport frame")
+
+// decodeRaftFrame decodes a frame's body.
+func decodeRaftFrame(b []byte) ([]GroupMessage, error) {
+	if len(b) < 4 {
+		return nil, errBadFrame
+	}
+	n := binary.BigEndian.Uint32(b)
+	b = b[4:]
+	if uint64(n) > uint64(len(b))/24 {
+		return nil, errBadFrame
+	}
+	msgs := make([]GroupMessage, 0, n)
+	for range n {
+		if len(b) < 24 {
+			return nil, errBadFrame
+		}
+		var gm GroupMessage
+		copy(gm.Group.TopicID[:], b)
+		gm.Group.Partition = int32(binary.BigEndian.Uint32(b[16:]))
+		size := binary.BigEndian.Uint32(b[20:])
+		b = b[24:]
+		if uint64(size) > uint64(len(b)) {
+			return nil, errBadFrame
+		}
+		if err := gm.Msg.Unmarshal(b[:size]); err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadFrame, err)
+		}
+		b = b[size:]
+		msgs = append(msgs, gm)
+	}
+	if len(b) != 0 {
+		return nil, errBadFrame
+	}
+	return msgs, nil
+}
+
+func (t *TCPTransport) accept() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			c.Close()
+			continue
+		}
+		t.inbound[c] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go t.receive(c)
+	}
+}
+
+// receive reads frames from one peer and delivers them.
+func (t *TCPTransport) receive(c net.Conn) {
+	defer t.wg.Done()
+	defer func() {
+		c.Close()
+		t.mu.Lock()
+		delete(t.inbound, c)
+		t.mu.Unlock()
+	}()
+	r := bufio.NewReaderSize(c, 64<<10)
+	var hello [len(raftMagic) + 1 + 8]byte
+	if _, err := io.ReadFull(r, hello[:]); err != nil || string(hello[:4]) != raftMagic || hello[4] != raftVersion {
+		t.logger.Debug("replica: raft transport: bad hello", "remote", c.RemoteAddr().String())
+		return
+	}
+	from := binary.BigEndian.Uint64(hello[5:])
+	var buf []byte
+	for {
+		var lenb [4]byte
+		if _, err := io.ReadFull(r, lenb[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(lenb[:])
+		if n > maxRaftFrame {
+			t.logger.Warn("replica: raft transport: frame too large", "from", from, "bytes", n)
+			return
+		}
+		if cap(buf) < int(n) {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return
+		}
+		msgs, err := decodeRaftFrame(buf)
+		if err != nil {
+			t.logger.Warn("replica: raft transport: bad frame", "from", from, "err", err)
+			return
+		}
+		// Unmarshal copies entry data out of buf, so buf is reused.
+		t.mu.Lock()
+		h := t.host
+		t.mu.Unlock()
+		if h != nil {
+			h.Deliver(msgs)
+		}
+	}
+}

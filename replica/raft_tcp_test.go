@@ -1,0 +1,134 @@
+package replica
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Three hosts over loopback TCP: groups elect leaders and replicate; a
+// host whose transport closes (a broker stopping) leaves the others
+// committing.
+func TestHostsOverTCP(t *testing.T) {
+	const nodes, groups, each = 3, 5, 20
+	n := &memNet{t: t, nodes: map[uint64]*testNode{}, cut: map[[2]uint64]bool{}}
+	var voters []uint64
+	for i := uint64(1); i <= nodes; i++ {
+		voters = append(voters, i)
+	}
+	var ids []GroupID
+	for g := 0; g < groups; g++ {
+		ids = append(ids, GroupID{TopicID: [16]byte{9, byte(g)}, Partition: int32(g)})
+	}
+	tps := map[uint64]*TCPTransport{}
+	for _, id := range voters {
+		tp, err := ListenTCP(id, "127.0.0.1:0", quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tps[id] = tp
+	}
+	for _, id := range voters {
+		for _, peer := range voters {
+			if peer != id {
+				tps[id].SetPeer(peer, tps[peer].Addr().String())
+			}
+		}
+		tn := &testNode{id: id, hs: &memHardStates{states: map[GroupID]raftpb.HardState{}}, storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
+		tn.host = NewHost(HostConfig{NodeID: id, Transport: tps[id], HardState: tn.hs, Logger: quiet()})
+		tps[id].SetHost(tn.host)
+		for _, gid := range ids {
+			st, rec := newMemGroupStorage(voters), &recorder{}
+			tn.storages[gid], tn.machines[gid] = st, rec
+			if err := tn.host.AddGroup(GroupConfig{ID: gid, Storage: st, Machine: rec}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n.nodes[id] = tn
+	}
+	t.Cleanup(func() {
+		for id, tn := range n.nodes {
+			tps[id].Close()
+			tn.host.Close()
+		}
+	})
+	allLeaders := func() bool {
+		for _, id := range ids {
+			if n.leader(id) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	n.drive("leaders over TCP", allLeaders)
+	propose := func(from int) {
+		for _, id := range ids {
+			lead := n.nodes[n.leader(id)]
+			for i := from; i < from+each; i++ {
+				if err := lead.host.Propose(id, []byte(fmt.Sprintf("%d", i))); err != nil {
+					t.Fatalf("propose: %v", err)
+				}
+			}
+		}
+	}
+	applied := func(tn *testNode, want int) bool {
+		for _, id := range ids {
+			if len(tn.machines[id].applied()) < want {
+				return false
+			}
+		}
+		return true
+	}
+	propose(0)
+	n.drive("every replica applying", func() bool {
+		for _, tn := range n.nodes {
+			if !applied(tn, each) {
+				return false
+			}
+		}
+		return true
+	})
+	// Stop node 3's transport and host: the other two elect and commit.
+	tps[3].Close()
+	n.nodes[3].host.Close()
+	gone := n.nodes[3]
+	delete(n.nodes, 3)
+	n.drive("leaders without node 3", allLeaders)
+	propose(each)
+	n.drive("the two live replicas applying", func() bool { return applied(n.nodes[1], 2*each) && applied(n.nodes[2], 2*each) })
+	for _, id := range ids {
+		want := make([]string, 2*each)
+		for i := range want {
+			want[i] = fmt.Sprint(i)
+		}
+		for _, tn := range n.nodes {
+			if got := tn.machines[id].applied(); !slices.Equal(got, want) {
+				t.Fatalf("group %s node %d applied %v", id, tn.id, got)
+			}
+		}
+	}
+	n.nodes[3] = gone // closed by the cleanup
+}
+
+func TestRaftFrameRoundTrip(t *testing.T) {
+	msgs := []GroupMessage{
+		{Group: GroupID{TopicID: [16]byte{1, 2}, Partition: 7}, Msg: raftpb.Message{Type: raftpb.MsgApp, To: 2, From: 1, Term: 3, Index: 9, Entries: []raftpb.Entry{{Term: 3, Index: 10, Data: []byte("batch")}}}},
+		{Group: GroupID{Partition: 1}, Msg: raftpb.Message{Type: raftpb.MsgHeartbeat, To: 2, From: 1, Term: 3}},
+	}
+	f := encodeRaftFrame(nil, msgs)
+	got, err := decodeRaftFrame(f[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, msgs) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := 4; i < len(f); i++ {
+		if _, err := decodeRaftFrame(f[4:i]); err == nil {
+			t.Fatalf("a frame cut at %d decoded", i)
+		}
+	}
+}
