@@ -10,7 +10,6 @@ import (
 	"net"
 	"sync"
 	"time"
-
 )
 
 // TCPTransport carries the raft messages of every group between brokers:
