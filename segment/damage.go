@@ -106,8 +106,9 @@ func (l *Log) verifyRanges(res *ReadResult, segs []*segment, starts []int64) err
 		for pos < end {
 			var hdr [batch.HeaderSize]byte
 			if _, err := fr.File.ReadAt(hdr[:], pos); err != nil && err != io.EOF {
-				bad = err
-				break
+				// A failed read is not damage: the check did not
+				// run (the file may be retried, or is being deleted).
+				return readFailure(res, fmt.Errorf("segment: check %s at position %d: %w", s.path(KindLog), pos, err))
 			}
 			h, err := batch.ParseHeader(hdr[:])
 			if err != nil || h.Size() < batch.HeaderSize || pos+int64(h.Size()) > end {
@@ -119,8 +120,7 @@ func (l *Log) verifyRanges(res *ReadResult, segs []*segment, starts []int64) err
 			}
 			buf = buf[:h.Size()]
 			if _, err := fr.File.ReadAt(buf, pos); err != nil && err != io.EOF {
-				bad = err
-				break
+				return readFailure(res, fmt.Errorf("segment: check %s at position %d: %w", s.path(KindLog), pos, err))
 			}
 			if _, err := batch.ValidateHeader(buf); err != nil {
 				bad = err
@@ -196,3 +196,10 @@ func (l *Log) markVerified(s *segment, from, to int64) {
 
 // verified reports whether every byte of s has been checked.
 func (s *segment) verified() bool { return !s.needsVerify.Load() }
+
+// readFailure empties res after a read error during the first-read check:
+// nothing unchecked is served, nothing is marked damaged.
+func readFailure(res *ReadResult, err error) error {
+	res.Ranges, res.Bytes, res.FirstOffset = nil, 0, -1
+	return err
+}

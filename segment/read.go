@@ -86,7 +86,17 @@ const NoUpperBound = math.MaxInt64
 // that finds a bad batch returns the batches before it, or the damage
 // when there are none.
 func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, error) {
-	res, segs, starts, err := l.read(offset, maxBytes, upperBound)
+	res, segs, starts, d, err := l.read(offset, maxBytes, upperBound)
+	if d != nil {
+		// A header that does not parse in a closed segment: damage,
+		// found by this read (recovery trusted the segment).
+		l.mu.Lock()
+		l.damageLocked(d)
+		l.mu.Unlock()
+		if err == nil && res.Bytes == 0 {
+			return res, d
+		}
+	}
 	if err != nil || segs == nil {
 		return res, err
 	}
@@ -99,44 +109,50 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, er
 
 // read is Read under the read lock, without the first-read check; segs
 // and starts (the segment and first batch's base offset of each range)
-// are returned only when a range lies in a segment with unchecked spans.
-func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult, segs []*segment, starts []int64, err error) {
+// are returned only when a range lies in a segment with unchecked spans; d
+// is damage the read found (res then holds what lies before it).
+func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult, segs []*segment, starts []int64, d *DamageError, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	leo := l.active().next
 	res = ReadResult{FirstOffset: -1, NextOffset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
 	if offset < l.logStartOffset || offset > leo {
-		return res, nil, nil, &OutOfRangeError{Offset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
+		return res, nil, nil, nil, &OutOfRangeError{Offset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
 	}
 	if l.closed {
-		return res, nil, nil, ErrClosed
+		return res, nil, nil, nil, ErrClosed
 	}
 	upper := min(upperBound, leo)
 	if l.damage != nil {
 		if offset >= l.damage.Offset {
-			return res, nil, nil, l.damage
+			return res, nil, nil, nil, l.damage
 		}
 		upper = min(upper, l.damage.Offset)
 	}
 	check := false
 	budget := int64(max(maxBytes, 0))
 	var buf [batch.HeaderSize]byte
-	fail := func(fh *fileHandle, err error) (ReadResult, []*segment, []int64, error) {
+	fail := func(fh *fileHandle, err error) (ReadResult, []*segment, []int64, *DamageError, error) {
 		fh.release()
 		res.Release()
 		res.Ranges, res.Bytes, res.FirstOffset = nil, 0, -1
-		return res, nil, nil, err
+		return res, nil, nil, nil, err
 	}
 	for i := l.segmentIndex(offset); i < len(l.segs) && offset < upper; i++ {
 		s := l.segs[i]
 		fh, err := s.log.acquire()
 		if err != nil {
 			res.Release()
-			return ReadResult{FirstOffset: -1, NextOffset: res.NextOffset, LogStartOffset: res.LogStartOffset, LogEndOffset: leo}, nil, nil,
+			return ReadResult{FirstOffset: -1, NextOffset: res.NextOffset, LogStartOffset: res.LogStartOffset, LogEndOffset: leo}, nil, nil, nil,
 				fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err)
 		}
 		pos, h, ok, err := s.find(offset, &buf)
 		if err != nil {
+			if errors.Is(err, ErrCorrupt) && s != l.active() {
+				fh.release()
+				d = s.locateDamage(&buf)
+				break
+			}
 			return fail(fh, fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err))
 		}
 		if !ok {
@@ -182,6 +198,11 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 				}
 			}
 			if h, err = s.headerAt(end, &buf); err != nil {
+				if errors.Is(err, ErrCorrupt) && s != l.active() {
+					d = &DamageError{File: s.path(KindLog), Position: end, Offset: offset, Reason: err}
+					stop = true
+					break
+				}
 				return fail(fh, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), end, err))
 			}
 			offset = h.BaseOffset
@@ -202,7 +223,7 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 	if !check {
 		segs, starts = nil, nil
 	}
-	return res, segs, starts, nil
+	return res, segs, starts, d, nil
 }
 
 // ReadBytes is Read followed by copying the batches into dst. The result
@@ -282,4 +303,18 @@ func (l *Log) scanHeaders(from int64, fn func(h batch.Header) error) (*DamageErr
 		from = s.next
 	}
 	return nil, nil
+}
+
+// locateDamage finds the first batch header of closed segment s that does
+// not parse (a read's index lookup met it somewhere before its target).
+func (s *segment) locateDamage(buf *[batch.HeaderSize]byte) *DamageError {
+	pos, off := int64(0), s.base
+	for pos < s.size {
+		h, err := s.headerAt(pos, buf)
+		if err != nil {
+			return &DamageError{File: s.path(KindLog), Position: pos, Offset: off, Reason: err}
+		}
+		pos, off = pos+int64(h.Size()), h.NextOffset()
+	}
+	return &DamageError{File: s.path(KindLog), Position: pos, Offset: off, Reason: fmt.Errorf("%w: a batch header at or before offset %d did not parse", ErrCorrupt, off)}
 }
