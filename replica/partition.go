@@ -34,6 +34,8 @@ type Partition struct {
 	producers producerState
 
 	fs         vfs.FS
+	snapMu     sync.Mutex     // serializes producer snapshot files' writes and pruning (a leaf)
+	snapWG     sync.WaitGroup // snapshot writes in the background
 	logger     *slog.Logger
 	now        func() time.Time
 	expiration time.Duration // producer.id.expiration.ms; 0: never
@@ -122,9 +124,13 @@ func (p *Partition) Close() error {
 		p.cleaner.Remove(p.log)
 	}
 	p.appendMu.Lock()
-	p.snapshotLocked(p.log.LogEndOffset())
+	snap := p.snapshotLocked(p.log.LogEndOffset())
 	p.appendMu.Unlock()
-	return p.log.Close()
+	p.snapWG.Wait() // snapshots of rolls still being written
+	snap()
+	err := p.log.Close()
+	p.snapWG.Wait() // a roll that raced with Close
+	return err
 }
 
 // Failed returns why the partition's log refuses writes, or nil: an IO
@@ -281,8 +287,15 @@ func (p *Partition) append(b []byte, logAppendTime bool) (*Pending, error) {
 	if err == nil {
 		if res.Rolled {
 			// The state of every batch below the new segment
-			// (Kafka snapshots producer state at each roll).
-			p.snapshotLocked(res.BaseOffset)
+			// (Kafka snapshots producer state at each roll),
+			// taken now and written in the background: no
+			// producer waits for its fsync.
+			write := p.snapshotLocked(res.BaseOffset)
+			p.snapWG.Add(1)
+			go func() {
+				defer p.snapWG.Done()
+				write()
+			}()
 		}
 		h.BaseOffset = res.BaseOffset
 		p.producers.record(&h, res.LogAppendTime)
@@ -396,11 +409,11 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 	if err != nil {
 		return lso, err
 	}
-	p.appendMu.Lock()
+	p.snapMu.Lock()
 	if err := pruneSnapshots(p.fs, p.log.Dir(), lso); err != nil {
 		p.logger.Warn("replica: removing old producer snapshots failed", "dir", p.log.Dir(), "err", err)
 	}
-	p.appendMu.Unlock()
+	p.snapMu.Unlock()
 	return lso, nil
 }
 
@@ -417,7 +430,9 @@ func (p *Partition) CleanableRatio() (float64, bool) {
 // loadProducers rebuilds the producer state at Open: the newest usable
 // snapshot, then the headers of the batches at or above its offset.
 func (p *Partition) loadProducers() error {
-	ps, snap, err := loadSnapshot(p.fs, p.log.Dir(), p.log.LogEndOffset(), p.logger)
+	// A damaged log ends at the damage, not where its files do: its
+	// snapshots above the damage are kept (loadSnapshot only reads).
+	ps, snap, err := loadSnapshot(p.fs, p.log.Dir(), p.log.LogEndOffset(), p.log.Damage() == nil, p.logger)
 	if err != nil {
 		return err
 	}
@@ -437,13 +452,24 @@ func (p *Partition) loadProducers() error {
 	return nil
 }
 
-// snapshotLocked writes the producer state as the snapshot at offset (the
-// state of every batch below it). A failure is logged, not returned: the
-// state stays in memory, and the next Open falls back to an older snapshot.
-// The caller holds appendMu.
-func (p *Partition) snapshotLocked(offset int64) {
-	if err := writeSnapshot(p.fs, p.log.Dir(), offset, p.producers, p.log.LogStartOffset()); err != nil {
-		p.logger.Warn("replica: writing the producer snapshot failed", "dir", p.log.Dir(), "offset", offset, "err", err)
+// snapshotLocked takes the producer state as the snapshot at offset (the
+// state of every batch below it) and returns the function that writes it;
+// the caller runs that after releasing appendMu, which it holds now.
+// Writes are serialized (snapMu). A failure is logged, not returned: the
+// state stays in memory, and the next Open falls back to an older
+// snapshot. A damaged log's snapshots are left as they are (its log end
+// offset is the damage's, not the files').
+func (p *Partition) snapshotLocked(offset int64) func() {
+	if p.log.Damage() != nil {
+		return func() {}
+	}
+	data := encodeSnapshot(p.producers)
+	return func() {
+		p.snapMu.Lock()
+		defer p.snapMu.Unlock()
+		if err := writeSnapshot(p.fs, p.log.Dir(), offset, data, p.log.LogStartOffset()); err != nil {
+			p.logger.Warn("replica: writing the producer snapshot failed", "dir", p.log.Dir(), "offset", offset, "err", err)
+		}
 	}
 }
 

@@ -191,8 +191,7 @@ func snapshots(fs vfs.FS, dir string) ([]int64, error) {
 
 // writeSnapshot writes ps as the snapshot at offset, then removes the
 // snapshots no longer needed (see pruneSnapshots).
-func writeSnapshot(fs vfs.FS, dir string, offset int64, ps producerState, firstSegmentBase int64) error {
-	b := encodeSnapshot(ps)
+func writeSnapshot(fs vfs.FS, dir string, offset int64, b []byte, firstSegmentBase int64) error {
 	name := filepath.Join(dir, snapshotName(offset))
 	tmp := name + ".tmp"
 	f, err := fs.Create(tmp)
@@ -215,6 +214,10 @@ func writeSnapshot(fs vfs.FS, dir string, offset int64, ps producerState, firstS
 	}
 	if err := fs.Rename(tmp, name); err != nil {
 		fs.Remove(tmp)
+		return err
+	}
+	// The new snapshot's name is durable before older ones go.
+	if err := fs.SyncDir(dir); err != nil {
 		return err
 	}
 	return pruneSnapshots(fs, dir, firstSegmentBase)
@@ -244,9 +247,10 @@ func pruneSnapshots(fs vfs.FS, dir string, firstSegmentBase int64) error {
 }
 
 // loadSnapshot returns the newest usable snapshot at or below leo and its
-// offset (-1 and empty state when there is none). Snapshots above leo and
-// ones that fail their checks are removed, each with a log line.
-func loadSnapshot(fs vfs.FS, dir string, leo int64, logger *slog.Logger) (producerState, int64, error) {
+// offset (-1 and empty state when there is none). With remove, snapshots
+// above leo and ones that fail their checks are removed, each with a log
+// line; without, they are only skipped.
+func loadSnapshot(fs vfs.FS, dir string, leo int64, remove bool, logger *slog.Logger) (producerState, int64, error) {
 	offs, err := snapshots(fs, dir)
 	if err != nil {
 		return nil, -1, err
@@ -254,6 +258,9 @@ func loadSnapshot(fs vfs.FS, dir string, leo int64, logger *slog.Logger) (produc
 	for i := len(offs) - 1; i >= 0; i-- {
 		name := filepath.Join(dir, snapshotName(offs[i]))
 		if offs[i] > leo {
+			if !remove {
+				continue
+			}
 			logger.Warn("replica: producer snapshot is past the log end offset, removed", "file", name, "log_end_offset", leo)
 			if err := fs.Remove(name); err != nil {
 				return nil, -1, err
@@ -266,6 +273,9 @@ func loadSnapshot(fs vfs.FS, dir string, leo int64, logger *slog.Logger) (produc
 		}
 		if !errors.Is(err, errBadSnapshot) {
 			return nil, -1, err
+		}
+		if !remove {
+			continue
 		}
 		logger.Warn("replica: producer snapshot failed its checks, removed", "file", name, "err", err)
 		if err := fs.Remove(name); err != nil {

@@ -185,7 +185,7 @@ func TestBadSnapshotsAreRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := writeSnapshot(fs, snapDir, newest+1000, producerState{}, 0); err != nil {
+	if err := writeSnapshot(fs, snapDir, newest+1000, encodeSnapshot(producerState{}), 0); err != nil {
 		t.Fatal(err)
 	}
 	p = openAt(t, fs, smallSegments(), Options{})
