@@ -33,6 +33,9 @@ func (s *Store) writableLocked() error {
 			return err
 		}
 	}
+	if err := s.fdr.check(); err != nil {
+		return err
+	}
 	return s.checkReserveLocked()
 }
 

@@ -84,7 +84,8 @@ type Store struct {
 	db   *pebble.DB // nil while failed and not yet reopened
 	opts Options
 	dir  string
-	fs   vfs.FS // opts.FS wrapped to release the reserve on ENOSPC (reserve.go)
+	fs   vfs.FS       // opts.FS wrapped to release the reserve on ENOSPC (reserve.go)
+	fdr  *fdReserveFS // spare descriptors for Pebble (fdreserve.go)
 
 	// reserve state (reserve.go), guarded by writeMu except reserveGone,
 	// which the disk-full callback sets from inside a Pebble write.
@@ -122,14 +123,17 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{opts: opts, dir: dir, reserveRetry: time.Second}
-	s.fs = vfs.OnDiskFull(opts.FS, s.releaseReserve)
+	s.fdr = newFDReserveFS(opts.FS)
+	s.fs = vfs.OnDiskFull(s.fdr, s.releaseReserve)
 	db, err := s.openDB()
 	if err != nil {
+		s.fdr.Close()
 		return nil, err
 	}
 	st, next, err := load(db)
 	if err != nil {
 		db.Close()
+		s.fdr.Close()
 		return nil, err
 	}
 	s.db, s.st, s.next = db, st, next
@@ -216,6 +220,7 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
+	defer s.fdr.Close()
 	if s.db == nil {
 		return nil
 	}
