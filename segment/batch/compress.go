@@ -112,8 +112,9 @@ var (
 // over limit bytes. Output growing past smallDecompressed takes a large
 // slot into g first (memory.go); the caller releases g once done with the
 // output. Errors wrap ErrCorrupt.
-func decompress(dst []byte, codec Codec, src []byte, limit int, g *grant) ([]byte, error) {
+func decompress(dst []byte, codec Codec, src []byte, limit int, g *grant) (out []byte, err error) {
 	dst = dst[:0]
+	defer func() { g.size = max(g.size, cap(out)) }()
 	switch codec {
 	case CodecGzip:
 		return gunzip(dst, src, limit, g)
@@ -178,12 +179,14 @@ func readBounded(dst []byte, r io.Reader, codec Codec, limit int, g *grant) ([]b
 			if len(dst) > limit {
 				return nil, tooLarge(codec, limit)
 			}
-			if len(dst) >= smallDecompressed {
+			// Grow geometrically, but never past limit+1: one byte
+			// over is enough to know the limit was passed. Growing
+			// past smallDecompressed takes a large slot first.
+			n := min(max(len(dst), 16<<10), limit+1-len(dst))
+			if len(dst)+n > smallDecompressed {
 				g.need()
 			}
-			// Grow geometrically, but never past limit+1: one byte
-			// over is enough to know the limit was passed.
-			dst = slices.Grow(dst, min(max(len(dst), 16<<10), limit+1-len(dst)))
+			dst = slices.Grow(dst, n)
 		}
 		n, err := r.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]

@@ -9,17 +9,24 @@ import (
 
 // Decompression memory. One batch's records may decompress to up to
 // MaxDecompressedBytes (256 MiB by default), so a 1 MiB gzip "bomb"
-// needs 256 MiB to check; sixteen at once would need 4 GiB. Output up to
-// smallDecompressed bytes needs nothing; a decompression that grows past
-// it first takes one of a fixed number of large-decompression slots,
+// needs 256 MiB to check; sixteen at once would need 4 GiB. gzip and lz4
+// records are checked as a stream and need none of this (stream.go). For
+// the rest, output up to smallDecompressed bytes (8 MiB: every ordinary
+// batch, a 1 MiB batch compressed eight times) needs nothing; a
+// decompression that grows past it first takes one of a fixed number of
+// large-decompression slots,
 // waiting while all are taken, and gives it back once its output is no
 // longer used. A call holds at most one slot and small ones hold none, so
 // nothing waits in a cycle. The slots are the memory set with
 // SetDecompressionMemory divided by MaxDecompressedBytes (at least one):
 // by default 512 MiB, two slots. Once the last large decompression gives
-// its slot back, the heap is returned to the OS (at most once a second),
-// so the bomb's memory is not kept resident.
-const smallDecompressed = 1 << 20
+// its slot back after holding more than freeAfter bytes, the heap is
+// returned to the OS (at most once a second), so a bomb's memory is not
+// kept resident; ordinary traffic never forces that collection.
+const (
+	smallDecompressed = 8 << 20
+	freeAfter         = 64 << 20
+)
 
 // DefaultDecompressionMemory is the default of SetDecompressionMemory, in
 // bytes.
@@ -49,6 +56,7 @@ func SetDecompressionMemory(bytes int64) {
 // grant is one decompression's claim on a large slot.
 type grant struct {
 	slot chan struct{} // nil until taken
+	size int           // output bytes, set by the decompression (decompress)
 }
 
 // need takes a large slot unless the grant holds one already.
@@ -76,7 +84,9 @@ func (g *grant) release() {
 	}
 	<-g.slot
 	g.slot = nil
-	if largeHeld.Add(-1) != 0 {
+	big := g.size > freeAfter
+	g.size = 0
+	if largeHeld.Add(-1) != 0 || !big {
 		return
 	}
 	freeMu.Lock()

@@ -131,7 +131,7 @@ func TestSmallDecompressionsNeedNoSlot(t *testing.T) {
 func TestIterateTakesSlot(t *testing.T) {
 	withDecompressionLimits(t, 32<<20, 32<<20)
 	n := 0
-	if _, err := Iterate(bomb(CodecGzip, 4<<20), func(*Record) error { n++; return nil }); err != nil || n != 1 {
+	if _, err := Iterate(bomb(CodecGzip, 12<<20), func(*Record) error { n++; return nil }); err != nil || n != 1 {
 		t.Fatalf("Iterate: %d records, %v", n, err)
 	}
 	if largePeak.Load() != 1 {

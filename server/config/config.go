@@ -380,7 +380,7 @@ type Config struct {
 	OffsetsRetentionCheckIntervalMs int64
 
 	// DecompressionMemoryBytes bounds the memory that checking compressed
-	// batches may use together beyond 1 MiB each: a batch may decompress
+	// batches may use together beyond 8 MiB each: a batch may decompress
 	// to 256 MiB, and only this many bytes' worth of such large
 	// decompressions run at once (the others wait). Sluice's own key
 	// sluice.decompression.memory.bytes; bytes, long >= 1. Default
