@@ -86,7 +86,7 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 
 // autoCreate creates the unknown topics a Metadata request names (the
 // offsets topic aside), with the broker defaults, in one metadata commit:
-// at most auto.create.topics.max.per.request of them; the others are
+// at most sluice.auto.create.topics.max.per.request of them; the others are
 // refused with THROTTLING_QUOTA_EXCEEDED (retriable: a client asking again
 // gets the next ones). It returns the error of each topic not created.
 func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error {
@@ -104,7 +104,7 @@ func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error
 		}
 		if len(reqs) >= int(b.cfg.AutoCreateTopicsMaxPerRequest) {
 			errs[name] = kafkaErrorf(kerr.ThrottlingQuotaExceeded,
-				"topic %q not auto-created: one request may create at most %d topics (auto.create.topics.max.per.request)", name, b.cfg.AutoCreateTopicsMaxPerRequest)
+				"topic %q not auto-created: one request may create at most %d topics (sluice.auto.create.topics.max.per.request)", name, b.cfg.AutoCreateTopicsMaxPerRequest)
 			continue
 		}
 		reqs = append(reqs, topicRequest{name: name, partitions: -1, rf: -1})

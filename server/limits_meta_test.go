@@ -64,7 +64,7 @@ func TestInitProducerIDBlocks(t *testing.T) {
 // broker keeps answering and restarts.
 func TestMetadataAutoCreateMany(t *testing.T) {
 	dir := t.TempDir()
-	b, addr := startBroker(t, dir, "auto.create.topics.max.per.request=500")
+	b, addr := startBroker(t, dir, "sluice.auto.create.topics.max.per.request=500")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cl := newClient(t, addr)
@@ -199,9 +199,9 @@ func TestCreateRolledBackWhenOpenFails(t *testing.T) {
 }
 
 // TestMaxPartitionsPolicy: creates and partition additions past
-// max.partitions are refused up front with POLICY_VIOLATION.
+// sluice.max.partitions are refused up front with POLICY_VIOLATION.
 func TestMaxPartitionsPolicy(t *testing.T) {
-	_, addr := startBroker(t, "", "max.partitions=10")
+	_, addr := startBroker(t, "", "sluice.max.partitions=10")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(newClient(t, addr))
@@ -209,7 +209,7 @@ func TestMaxPartitionsPolicy(t *testing.T) {
 		t.Fatalf("create within the limit: %v %v", err, res.Err)
 	}
 	res, _ := adm.CreateTopic(ctx, 5, 1, nil, "b")
-	if !errors.Is(res.Err, kerr.PolicyViolation) || !strings.Contains(res.ErrMessage, "max.partitions") {
+	if !errors.Is(res.Err, kerr.PolicyViolation) || !strings.Contains(res.ErrMessage, "sluice.max.partitions") {
 		t.Fatalf("create past the limit: %v %q", res.Err, res.ErrMessage)
 	}
 	cp, err := adm.UpdatePartitions(ctx, 11, "a")
@@ -221,6 +221,22 @@ func TestMaxPartitionsPolicy(t *testing.T) {
 	}
 	if res, err := adm.CreateTopic(ctx, 4, 1, nil, "c"); err != nil || res.Err != nil {
 		t.Fatalf("create up to the limit: %v %v", err, res.Err)
+	}
+	// At the limit, consumer groups still work: __consumer_offsets is
+	// not held to it (it was refused, and FindCoordinator answered
+	// COORDINATOR_NOT_AVAILABLE for good).
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKeys = []string{"g"}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := req.RequestWith(ctx, newClient(t, addr))
+		if err == nil && len(resp.Coordinators) == 1 && resp.Coordinators[0].ErrorCode == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("FindCoordinator at the partition limit: %v %+v", err, resp)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -20,8 +20,10 @@ import (
 // 100 MiB and sends 64 KiB costs 64 KiB of memory, and the reservation
 // bounds the rest.
 //
-// Waiters are served first come, first served within their class, so a
-// large request is not starved by a stream of small ones. The classes:
+// Waiters are served first come, first served within their class (a large
+// request is not overtaken by a later large one). Small requests do not
+// queue behind large ones, so a flood of small requests could hold a large
+// one back; that takes thousands of them in flight. The classes:
 // requests up to smallRequest bytes (Metadata, Fetch, heartbeats, commits,
 // most produce requests) may use the whole pool; larger ones only the pool
 // less a share kept for small ones, and they queue apart. So clients

@@ -29,8 +29,8 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 
 // createTopics validates and creates topics, and returns once the
 // reconciler has opened their partitions (or tried to: see reconcile.go).
-// The topics that pass validation and the partition limit (max.partitions,
-// counted in request order) are written in one metadata commit. A topic is
+// The topics that pass validation and the partition limit (sluice.max.partitions,
+// counted in request order; internal topics count but are never refused) are written in one metadata commit. A topic is
 // created whole or not at all: one whose partitions fail to open is
 // deleted again (its folders removed) and answered KAFKA_STORAGE_ERROR.
 // errs[i] is a kafkaError, or an internal error (KAFKA_STORAGE_ERROR).
@@ -44,8 +44,11 @@ func (b *Broker) createTopics(reqs []topicRequest, validateOnly bool) (topics []
 	var idx []int
 	for i, r := range reqs {
 		spec, err := b.checkTopic(r)
-		if err == nil && have+int64(spec.Partitions) > limit {
-			err = kafkaErrorf(kerr.PolicyViolation, "topic %q: %d partitions would make %d on this broker, above its limit of %d (max.partitions%s)",
+		// Internal topics (__consumer_offsets) are not held to the
+		// limit: consumer groups must not stop because user topics used
+		// it up (the derivation leaves room for them).
+		if err == nil && !isInternalTopic(r.name) && have+int64(spec.Partitions) > limit {
+			err = kafkaErrorf(kerr.PolicyViolation, "topic %q: %d partitions would make %d on this broker, above its limit of %d (sluice.max.partitions%s)",
 				r.name, spec.Partitions, have+int64(spec.Partitions), limit, b.maxPartitionsSource())
 		}
 		if err != nil {
@@ -187,7 +190,7 @@ func (b *Broker) partitionCount() int64 {
 // (their .log files share the broker's segment.FileCache).
 const fdsPerPartition = 3
 
-// maxPartitions is max.partitions, or when 0 the limit derived from the
+// maxPartitions is sluice.max.partitions, or when 0 the limit derived from the
 // open-file limit (see config.Config.MaxPartitions).
 func (b *Broker) maxPartitions() int64 {
 	if b.cfg.MaxPartitions > 0 {
@@ -196,7 +199,7 @@ func (b *Broker) maxPartitions() int64 {
 	return partitionsForFileLimit(openFileLimit(), uint64(b.cfg.LogSegmentOpenFilesMax))
 }
 
-// partitionsForFileLimit derives max.partitions from RLIMIT_NOFILE: what is
+// partitionsForFileLimit derives sluice.max.partitions from RLIMIT_NOFILE: what is
 // left after max(1024, limit/4) descriptors and the closed-segment cache
 // (cacheMax, or when 0 segmentFilesForFileLimit), divided by
 // fdsPerPartition; at least 1. An unknown limit (0) puts no bound.

@@ -73,7 +73,7 @@ func (b *Broker) addPartitions(name string, count int32, validateOnly bool) erro
 			name, t.Partitions, count)
 	}
 	if have, limit := b.partitionCount(), b.maxPartitions(); have+int64(count-t.Partitions) > limit {
-		return kafkaErrorf(kerr.PolicyViolation, "topic %q: %d more partitions would make %d on this broker, above its limit of %d (max.partitions%s)",
+		return kafkaErrorf(kerr.PolicyViolation, "topic %q: %d more partitions would make %d on this broker, above its limit of %d (sluice.max.partitions%s)",
 			name, count-t.Partitions, have+int64(count-t.Partitions), limit, b.maxPartitionsSource())
 	}
 	if validateOnly {

@@ -121,7 +121,7 @@ type Config struct {
 	// request may auto-create (Sluice's own key; Kafka creates them all).
 	// The topics past the bound are answered THROTTLING_QUOTA_EXCEEDED, a
 	// retriable error, and not created; the ones created share one
-	// metadata commit. Key auto.create.topics.max.per.request; int >= 1.
+	// metadata commit. Key sluice.auto.create.topics.max.per.request; int >= 1.
 	// Default 1000.
 	AutoCreateTopicsMaxPerRequest int32
 
@@ -129,7 +129,7 @@ type Config struct {
 	// together, internal ones included: a CreateTopics, CreatePartitions
 	// or auto-creation past it is refused with POLICY_VIOLATION (Sluice's
 	// own key; Kafka has none, Redpanda bounds partitions per core with
-	// topic_partitions_per_shard). Key max.partitions; int >= 0. Default 0:
+	// topic_partitions_per_shard). Key sluice.max.partitions; int >= 0. Default 0:
 	// derived from the open-file limit (RLIMIT_NOFILE, which the broker
 	// raises to its hard limit at start-up): (limit - max(1024, limit/4) -
 	// the closed-segment cache (log.segment.open.files.max)) / 3, since an
