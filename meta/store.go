@@ -245,8 +245,8 @@ func (s *Store) Records(from uint64) ([]Record, error) {
 	if from >= s.next {
 		return nil, nil
 	}
-	if s.db == nil {
-		return nil, s.failed
+	if s.db == nil { // failed (s.failed is writeMu's, not read here)
+		return nil, fmt.Errorf("%w: the store failed and has not reopened yet", ErrStorage)
 	}
 	recs := make([]Record, 0, s.next-from)
 	err := scanLog(s.db, from, s.next, func(off uint64, r Record) error {
