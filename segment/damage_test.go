@@ -90,6 +90,12 @@ func TestMidLogTruncationKeepsLaterSegments(t *testing.T) {
 	if _, err := l.Read(10, 1<<20, NoUpperBound); !errors.Is(err, ErrDamaged) || !errors.Is(err, ErrFailed) {
 		t.Fatalf("read at the damage: %v, want ErrDamaged", err)
 	}
+	// Past the damage (and past the log end offset the damage leaves)
+	// is the damage too, not out of range: a consumer told
+	// OFFSET_OUT_OF_RANGE would reset its position.
+	if _, err := l.Read(15, 1<<20, NoUpperBound); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("read past the damage: %v, want ErrDamaged", err)
+	}
 	if _, err := l.Append(mkBatch(1, 0, 1, "x")); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("append to a damaged log: %v", err)
 	}

@@ -510,10 +510,16 @@ func (l *Log) retireRecovered() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range l.segs[:len(l.segs)-1] {
-		s.log.unpin()
-		if !slices.Contains(l.unsynced, s) {
-			s.closeIndexFiles()
-		}
+		l.retireSegment(s)
+	}
+}
+
+// retireSegment hands a closed segment's .log to the file cache and closes
+// its index files unless a sync still needs them.
+func (l *Log) retireSegment(s *segment) {
+	s.log.unpin()
+	if !slices.Contains(l.unsynced, s) {
+		s.closeIndexFiles()
 	}
 }
 

@@ -237,6 +237,12 @@ func (l *Log) recover() error {
 			l.dirDirty = true
 			break
 		}
+		if !last {
+			// Done with this closed segment: its descriptors go to
+			// the file cache now, not after the whole log (a
+			// partition of thousands of segments opened them all).
+			l.retireSegment(s)
+		}
 	}
 
 	logRecovery()

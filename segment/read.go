@@ -116,6 +116,12 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 	defer l.mu.RUnlock()
 	leo := l.active().next
 	res = ReadResult{FirstOffset: -1, NextOffset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
+	if l.damage != nil && offset >= l.damage.Offset {
+		// Past the damage is the damage, not out of range: the data
+		// may still be on disk beyond it (a consumer told
+		// OFFSET_OUT_OF_RANGE would reset its position).
+		return res, nil, nil, nil, l.damage
+	}
 	if offset < l.logStartOffset || offset > leo {
 		return res, nil, nil, nil, &OutOfRangeError{Offset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
 	}
