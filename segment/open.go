@@ -134,7 +134,8 @@ func (l *Log) recover() error {
 	logRecovery := func() {
 		// One line per partition whose recovery had work to do (Kafka
 		// logs its recovery of each log the same way).
-		if scanned > 0 && (!clean || truncatedBytes > 0 || dropped > 0) {
+		// An empty log had nothing to recover: no line.
+		if scanned > 0 && (scannedBytes > 0 || truncatedBytes > 0 || dropped > 0) && (!clean || truncatedBytes > 0 || dropped > 0) {
 			end := int64(0)
 			if len(l.segs) > 0 {
 				end = l.segs[len(l.segs)-1].next

@@ -171,6 +171,7 @@ func (b *Broker) produceFailed(out *produced, err error) {
 	out.sp.ErrorMessage = errMessage(err)
 	out.sp.LogStartOffset = out.part.LogStartOffset()
 	if out.sp.ErrorCode == kerr.KafkaStorageError.Code {
-		b.logger.Error("sluice: produce failed", "topic", out.topic, "partition", out.sp.Partition, "err", err)
+		// Clients retry these every ~100 ms: one line per interval.
+		b.produceErrs.note("topic", out.topic, "partition", out.sp.Partition, "err", err)
 	}
 }

@@ -56,6 +56,7 @@ type Broker struct {
 	// Log lines clients can cause in bulk, summarized every logEvery.
 	logEvery                      time.Duration
 	badConns, refused, acceptErrs *logSummary
+	produceErrs                   *logSummary // storage errors of produce requests (a client retries them)
 	summariesDone                 chan struct{}
 
 	producerIDs producerIDs // InitProducerId's blocks (22_init_producer_id.go)

@@ -260,6 +260,12 @@ func TestBadCRCPartitionServesBelow(t *testing.T) {
 			t.Fatalf("DescribeLogDirs %s: %v, want KAFKA_STORAGE_ERROR", d.Dir, d.Err)
 		}
 	})
+	// Shutting down with a damaged partition is not a failed shutdown
+	// (it exited with status 1, the damage reported again).
+	cons.Close()
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close with a damaged partition: %v", err)
+	}
 }
 
 type fetchCounter struct{ n *atomic.Int64 }

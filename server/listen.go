@@ -48,6 +48,7 @@ func (b *Broker) Start() error {
 	b.badConns = newLogSummary(b.logger, slog.LevelInfo, "server: bad connections closed", b.logEvery)
 	b.refused = newLogSummary(b.logger, slog.LevelInfo, "server: connections refused: max.connections.per.ip", b.logEvery)
 	b.acceptErrs = newLogSummary(b.logger, slog.LevelError, "sluice: accept failing; retrying", b.logEvery)
+	b.produceErrs = newLogSummary(b.logger, slog.LevelError, "sluice: produce failed (KAFKA_STORAGE_ERROR)", b.logEvery)
 	for _, l := range b.cfg.Listeners {
 		ln, err := net.Listen("tcp", l.Addr())
 		if err != nil {
@@ -319,6 +320,9 @@ func newLogSummary(logger *slog.Logger, level slog.Level, msg string, every time
 
 // note records one event (attrs are slog key-value pairs).
 func (s *logSummary) note(attrs ...any) {
+	if s == nil { // a broker not started (tests)
+		return
+	}
 	s.logger.Debug(s.msg, attrs...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -354,7 +358,7 @@ func (b *Broker) flushSummaries(done chan struct{}) {
 		case <-t.C:
 		case <-done:
 		}
-		for _, s := range []*logSummary{b.badConns, b.refused, b.acceptErrs} {
+		for _, s := range []*logSummary{b.badConns, b.refused, b.acceptErrs, b.produceErrs} {
 			s.flush()
 		}
 		select {

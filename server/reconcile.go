@@ -431,7 +431,14 @@ func (r *reconciler) closeAll() error {
 	clear(r.b.parts)
 	r.b.mu.Unlock()
 	for tp, h := range r.held {
-		errs = append(errs, h.part.Close())
+		err := h.part.Close()
+		if err != nil && errors.Is(err, segment.ErrFailed) {
+			// A damaged or failed partition was reported when it
+			// failed; its close is not a failed shutdown.
+			r.b.logger.Warn("sluice: closed a failed partition", "topic", tp.topic, "partition", tp.partition, "err", err)
+			err = nil
+		}
+		errs = append(errs, err)
 		delete(r.held, tp)
 	}
 	return errors.Join(errs...)
