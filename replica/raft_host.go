@@ -145,11 +145,18 @@ type group struct {
 	inbox    []raftpb.Message
 	props    []proposal
 	statuses []chan raft.BasicStatus
+	ops      []groupOp
 	ticks    int
 	campaign bool
 	removed  error // set once the group left the host
 
 	sstate schedState // guarded by the scheduler's mutex
+}
+
+// groupOp is a call that runs on the group's RawNode in its worker.
+type groupOp struct {
+	fn   func(rn *raft.RawNode) error
+	done chan error // buffered
 }
 
 // proposal is a Propose call waiting for the worker.
@@ -210,7 +217,10 @@ func (g *group) fail(err error) {
 	for _, st := range g.statuses {
 		st <- raft.BasicStatus{}
 	}
-	g.props, g.statuses = nil, nil
+	for _, op := range g.ops {
+		op.done <- err
+	}
+	g.props, g.statuses, g.ops = nil, nil, nil
 }
 
 // AddGroup starts a replica of a group on the host, from the state its
@@ -330,6 +340,45 @@ func (h *Host) Propose(id GroupID, data []byte) error {
 	g.mu.Unlock()
 	h.sched.enqueue(g)
 	return <-done
+}
+
+// do runs fn on the group's RawNode in the worker that owns it and
+// returns its error.
+func (h *Host) do(id GroupID, fn func(rn *raft.RawNode) error) error {
+	g := h.group(id)
+	if g == nil {
+		return ErrNoGroup
+	}
+	done := make(chan error, 1)
+	g.mu.Lock()
+	if err := g.removed; err != nil {
+		g.mu.Unlock()
+		return err
+	}
+	g.ops = append(g.ops, groupOp{fn: fn, done: done})
+	g.mu.Unlock()
+	h.sched.enqueue(g)
+	return <-done
+}
+
+// TransferLeadership asks the group's leader (this replica) to hand
+// leadership to replica to (raft's MsgTimeoutNow once to has caught up):
+// how a broker moves its leaderships away before a controlled shutdown and
+// how a preferred leader is elected. It returns once asked, not once
+// moved; a replica that is not the leader forwards the request to it.
+func (h *Host) TransferLeadership(id GroupID, to uint64) error {
+	return h.do(id, func(rn *raft.RawNode) error {
+		rn.TransferLeader(to)
+		return nil
+	})
+}
+
+// ProposeConfChange proposes a membership change (joint consensus with
+// ConfChangeV2: add a learner, promote it, remove a replica). Like
+// Propose it returns once raft accepted or dropped it; the change takes
+// effect when its entry is applied.
+func (h *Host) ProposeConfChange(id GroupID, cc raftpb.ConfChangeV2) error {
+	return h.do(id, func(rn *raft.RawNode) error { return rn.ProposeConfChange(cc) })
 }
 
 // Status returns the group's raft status.
@@ -481,8 +530,8 @@ func (h *Host) handle(batch []*group) {
 // step moves a group's mailbox into its RawNode.
 func (h *Host) step(g *group) {
 	g.mu.Lock()
-	inbox, props, statuses, ticks, campaign := g.inbox, g.props, g.statuses, g.ticks, g.campaign
-	g.inbox, g.props, g.statuses, g.ticks, g.campaign = nil, nil, nil, 0, false
+	inbox, props, statuses, ops, ticks, campaign := g.inbox, g.props, g.statuses, g.ops, g.ticks, g.campaign
+	g.inbox, g.props, g.statuses, g.ops, g.ticks, g.campaign = nil, nil, nil, nil, 0, false
 	g.mu.Unlock()
 	for range ticks {
 		g.rn.Tick()
@@ -500,6 +549,9 @@ func (h *Host) step(g *group) {
 	}
 	for _, st := range statuses {
 		st <- g.rn.BasicStatus()
+	}
+	for _, op := range ops {
+		op.done <- op.fn(g.rn)
 	}
 }
 

@@ -362,3 +362,91 @@ func TestHostMinorityPartition(t *testing.T) {
 	n.mu.Unlock()
 	n.drive("the healed follower catching up", func() bool { return len(n.nodes[follower].machines[id].applied()) == 10 })
 }
+
+// Membership changes: a new replica joins as a learner (from the group's
+// initial state, replaying the log), catches up, is promoted, and an old
+// replica is removed; the group then commits with the new replica set
+// while the removed one is cut off.
+func TestHostMembershipChange(t *testing.T) {
+	n, ids := newTestCluster(t, 3, 1)
+	id := ids[0]
+	n.drive("a leader", func() bool { return n.leader(id) != 0 })
+	lead := n.leader(id)
+	for i := 0; i < 5; i++ {
+		if err := n.nodes[lead].host.Propose(id, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Node 4 starts from the group's initial state.
+	tn := &testNode{id: 4, hs: &memHardStates{states: map[GroupID]raftpb.HardState{}}, storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
+	tn.host = NewHost(HostConfig{NodeID: 4, Transport: n.sender(4), HardState: tn.hs, Logger: quiet()})
+	st, rec := newMemGroupStorage([]uint64{1, 2, 3}), &recorder{}
+	tn.storages[id], tn.machines[id] = st, rec
+	if err := tn.host.AddGroup(GroupConfig{ID: id, Storage: st, Machine: rec}); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.nodes[4] = tn
+	n.mu.Unlock()
+	change := func(typ raftpb.ConfChangeType, node uint64) {
+		t.Helper()
+		cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: typ, NodeID: node}}}
+		var err error
+		n.drive(fmt.Sprintf("%s %d accepted", typ, node), func() bool {
+			l := n.leader(id)
+			if l == 0 {
+				return false
+			}
+			err = n.nodes[l].host.ProposeConfChange(id, cc)
+			return err == nil
+		})
+	}
+	change(raftpb.ConfChangeAddLearnerNode, 4)
+	n.drive("the learner catching up", func() bool { return len(rec.applied()) == 5 })
+	if st, _ := tn.host.Status(id); st.RaftState != raft.StateFollower || st.Lead == 0 {
+		t.Fatalf("the learner's state %v, leader %d", st.RaftState, st.Lead)
+	}
+	change(raftpb.ConfChangeAddNode, 4)
+	lead = n.leader(id)
+	var victim uint64
+	for _, v := range []uint64{1, 2, 3} {
+		if v != lead {
+			victim = v
+			break
+		}
+	}
+	change(raftpb.ConfChangeRemoveNode, victim)
+	// Cut off the removed replica and the other old follower: only the
+	// leader and node 4 remain, a majority of the new voters (leader,
+	// other, 4) but not of the old four, so commits prove the change.
+	var other uint64
+	for _, v := range []uint64{1, 2, 3} {
+		if v != lead && v != victim {
+			other = v
+		}
+	}
+	n.drive("the removal applied by the leader and node 4", func() bool {
+		for _, nid := range []uint64{lead, 4} {
+			if st, err := n.nodes[nid].host.Status(id); err != nil || st.Applied < st.Commit || st.Commit == 0 {
+				return false
+			}
+		}
+		return n.leader(id) == lead
+	})
+	n.mu.Lock()
+	for _, gone := range []uint64{victim, other} {
+		for nid := range n.nodes {
+			n.cut[[2]uint64{gone, nid}] = true
+			n.cut[[2]uint64{nid, gone}] = true
+		}
+	}
+	n.mu.Unlock()
+	for i := 5; i < 10; i++ {
+		if err := n.nodes[lead].host.Propose(id, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatalf("propose with the new replica set: %v", err)
+		}
+	}
+	n.drive("the leader and node 4 applying without the others", func() bool {
+		return len(n.nodes[lead].machines[id].applied()) == 10 && len(rec.applied()) == 10
+	})
+}
