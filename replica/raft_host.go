@@ -141,14 +141,11 @@ type group struct {
 	storage GroupStorage
 	machine StateMachine
 
-	mu       sync.Mutex
-	inbox    []raftpb.Message
-	props    []proposal
-	statuses []chan raft.BasicStatus
-	ops      []groupOp
-	ticks    int
-	campaign bool
-	removed  error // set once the group left the host
+	mu      sync.Mutex
+	inbox   []raftpb.Message
+	ops     []groupOp
+	ticks   int
+	removed error // set once the group left the host
 
 	sstate schedState // guarded by the scheduler's mutex
 }
@@ -157,12 +154,6 @@ type group struct {
 type groupOp struct {
 	fn   func(rn *raft.RawNode) error
 	done chan error // buffered
-}
-
-// proposal is a Propose call waiting for the worker.
-type proposal struct {
-	data []byte
-	done chan error // buffered; receives rn.Propose's result
 }
 
 // NewHost starts a host's workers.
@@ -211,16 +202,10 @@ func (g *group) fail(err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.removed = err
-	for _, p := range g.props {
-		p.done <- err
-	}
-	for _, st := range g.statuses {
-		st <- raft.BasicStatus{}
-	}
 	for _, op := range g.ops {
 		op.done <- err
 	}
-	g.props, g.statuses, g.ops = nil, nil, nil
+	g.ops = nil
 }
 
 // AddGroup starts a replica of a group on the host, from the state its
@@ -311,35 +296,14 @@ func (h *Host) Tick() {
 // Campaign makes the replica stand for election now (tests, and leadership
 // moves).
 func (h *Host) Campaign(id GroupID) error {
-	g := h.group(id)
-	if g == nil {
-		return ErrNoGroup
-	}
-	g.mu.Lock()
-	g.campaign = true
-	g.mu.Unlock()
-	h.sched.enqueue(g)
-	return nil
+	return h.do(id, func(rn *raft.RawNode) error { return rn.Campaign() })
 }
 
 // Propose appends data to the group's log if the replica is its leader. It
 // returns once raft accepted or dropped the proposal (raft.ErrProposalDropped
 // when the replica is not the leader); acceptance is not commitment.
 func (h *Host) Propose(id GroupID, data []byte) error {
-	g := h.group(id)
-	if g == nil {
-		return ErrNoGroup
-	}
-	done := make(chan error, 1)
-	g.mu.Lock()
-	if err := g.removed; err != nil {
-		g.mu.Unlock()
-		return err
-	}
-	g.props = append(g.props, proposal{data: data, done: done})
-	g.mu.Unlock()
-	h.sched.enqueue(g)
-	return <-done
+	return h.do(id, func(rn *raft.RawNode) error { return rn.Propose(data) })
 }
 
 // do runs fn on the group's RawNode in the worker that owns it and
@@ -383,21 +347,12 @@ func (h *Host) ProposeConfChange(id GroupID, cc raftpb.ConfChangeV2) error {
 
 // Status returns the group's raft status.
 func (h *Host) Status(id GroupID) (raft.BasicStatus, error) {
-	g := h.group(id)
-	if g == nil {
-		return raft.BasicStatus{}, ErrNoGroup
-	}
-	// BasicStatus reads the RawNode, which the worker owns: ask it.
-	st := make(chan raft.BasicStatus, 1)
-	g.mu.Lock()
-	if err := g.removed; err != nil {
-		g.mu.Unlock()
-		return raft.BasicStatus{}, err
-	}
-	g.statuses = append(g.statuses, st)
-	g.mu.Unlock()
-	h.sched.enqueue(g)
-	return <-st, nil
+	var st raft.BasicStatus
+	err := h.do(id, func(rn *raft.RawNode) error {
+		st = rn.BasicStatus()
+		return nil
+	})
+	return st, err
 }
 
 func (h *Host) work() {
@@ -530,8 +485,8 @@ func (h *Host) handle(batch []*group) {
 // step moves a group's mailbox into its RawNode.
 func (h *Host) step(g *group) {
 	g.mu.Lock()
-	inbox, props, statuses, ops, ticks, campaign := g.inbox, g.props, g.statuses, g.ops, g.ticks, g.campaign
-	g.inbox, g.props, g.statuses, g.ops, g.ticks, g.campaign = nil, nil, nil, nil, 0, false
+	inbox, ops, ticks := g.inbox, g.ops, g.ticks
+	g.inbox, g.ops, g.ticks = nil, nil, 0
 	g.mu.Unlock()
 	for range ticks {
 		g.rn.Tick()
@@ -540,15 +495,6 @@ func (h *Host) step(g *group) {
 		if err := g.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 			h.cfg.Logger.Debug("replica: raft step", "group", g.id.String(), "err", err)
 		}
-	}
-	if campaign {
-		g.rn.Campaign()
-	}
-	for _, p := range props {
-		p.done <- g.rn.Propose(p.data)
-	}
-	for _, st := range statuses {
-		st <- g.rn.BasicStatus()
 	}
 	for _, op := range ops {
 		op.done <- op.fn(g.rn)
