@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -97,6 +98,10 @@ type HostConfig struct {
 	ElectionTicks, HeartbeatTicks int
 	// MaxBatch is the most groups one worker handles together. Default 64.
 	MaxBatch int
+	// TickInterval, when set, makes the host call Tick itself at that
+	// interval (a broker: 100 ms, so an election after about 1 s); zero
+	// leaves ticking to the caller (tests drive time with Tick).
+	TickInterval time.Duration
 }
 
 // GroupConfig describes a group joining the host.
@@ -130,7 +135,9 @@ type Host struct {
 	groups map[GroupID]*group
 	closed bool
 
-	wg sync.WaitGroup
+	stopTick  chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 }
 
 // group is one raft group on the host. rn, storage and machine belong to
@@ -173,17 +180,37 @@ func NewHost(cfg HostConfig) *Host {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Host{cfg: cfg, sched: newScheduler(), groups: map[GroupID]*group{}}
+	h := &Host{cfg: cfg, sched: newScheduler(), groups: map[GroupID]*group{}, stopTick: make(chan struct{})}
 	for range cfg.Workers {
 		h.wg.Add(1)
 		go h.work()
 	}
+	if cfg.TickInterval > 0 {
+		h.wg.Add(1)
+		go h.ticker(cfg.TickInterval)
+	}
 	return h
 }
 
-// Close stops the workers after the batches they are handling; the
-// groups' storages stay open (their owners close them).
+func (h *Host) ticker(every time.Duration) {
+	defer h.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stopTick:
+			return
+		case <-t.C:
+			h.Tick()
+		}
+	}
+}
+
+// Close stops the workers after the batches they are handling and fails
+// calls still waiting with ErrHostClosed; the groups' storages stay open
+// (their owners close them). It may be called more than once.
 func (h *Host) Close() {
+	h.closeOnce.Do(func() { close(h.stopTick) })
 	h.sched.stop()
 	h.wg.Wait()
 	h.mu.Lock()

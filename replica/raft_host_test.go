@@ -450,3 +450,33 @@ func TestHostMembershipChange(t *testing.T) {
 		return len(n.nodes[lead].machines[id].applied()) == 10 && len(rec.applied()) == 10
 	})
 }
+
+// With TickInterval the host ticks itself: groups elect leaders with no
+// one calling Tick.
+func TestHostTicksItself(t *testing.T) {
+	n := &memNet{t: t, nodes: map[uint64]*testNode{}, cut: map[[2]uint64]bool{}}
+	id := GroupID{Partition: 1}
+	voters := []uint64{1, 2, 3}
+	for _, nid := range voters {
+		tn := &testNode{id: nid, hs: &memHardStates{states: map[GroupID]raftpb.HardState{}}, storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
+		tn.host = NewHost(HostConfig{NodeID: nid, Transport: n.sender(nid), HardState: tn.hs, Logger: quiet(), TickInterval: 5 * time.Millisecond})
+		st, rec := newMemGroupStorage(voters), &recorder{}
+		tn.storages[id], tn.machines[id] = st, rec
+		if err := tn.host.AddGroup(GroupConfig{ID: id, Storage: st, Machine: rec}); err != nil {
+			t.Fatal(err)
+		}
+		n.nodes[nid] = tn
+	}
+	defer func() {
+		for _, tn := range n.nodes {
+			tn.host.Close()
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for n.leader(id) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader without manual ticks")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
