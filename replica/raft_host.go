@@ -269,8 +269,9 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 	return nil
 }
 
-// RemoveGroup takes a group off the host; a batch handling it finishes
-// first.
+// RemoveGroup takes a group off the host and returns once no worker
+// handles it (so it must not be called from a StateMachine). Its waiting
+// calls fail with ErrNoGroup.
 func (h *Host) RemoveGroup(id GroupID) {
 	h.mu.Lock()
 	g := h.groups[id]
@@ -278,7 +279,27 @@ func (h *Host) RemoveGroup(id GroupID) {
 	h.mu.Unlock()
 	if g != nil {
 		g.fail(ErrNoGroup)
+		// A worker handling it finishes first; later it is skipped
+		// (step sees it removed), so its storage may be closed and the
+		// same group added again.
+		h.sched.waitIdle(g)
 	}
+}
+
+// failGroup takes a group whose storage failed off the host: raft has
+// handed out a Ready that was not made durable, so its RawNode must not
+// be used again (etcd raft panics on a second Ready before Advance, and an
+// Advance would claim unwritten entries durable). Its calls fail with err;
+// its owner reopens the storage and adds the group again. Called by the
+// worker handling g.
+func (h *Host) failGroup(g *group, err error) {
+	h.cfg.Logger.Error("replica: raft group storage failed; the group leaves the host until its owner adds it again", "group", g.id.String(), "err", err)
+	h.mu.Lock()
+	if h.groups[g.id] == g {
+		delete(h.groups, g.id)
+	}
+	h.mu.Unlock()
+	g.fail(fmt.Errorf("%w: %w", ErrNoGroup, err))
 }
 
 func (h *Host) group(id GroupID) *group {
@@ -404,13 +425,15 @@ type ready struct {
 }
 
 // handle runs one batch of groups through raft's order (see the top of
-// the file). An error writing a group's storage is logged and that group's
-// Ready is not acknowledged (no message of it is sent, no Advance), so
-// raft sees the replica as slow; the storage's owner fails the partition.
+// the file). A group whose storage fails is taken off the host
+// (failGroup): none of its Ready's messages is sent, and it is not
+// advanced.
 func (h *Host) handle(batch []*group) {
 	var rds []ready
 	for _, g := range batch {
-		h.step(g)
+		if !h.step(g) {
+			continue // removed
+		}
 		if g.rn.HasReady() {
 			rds = append(rds, ready{g: g, rd: g.rn.Ready()})
 		}
@@ -478,7 +501,7 @@ func (h *Host) handle(batch []*group) {
 		}
 	}
 	for g, err := range failed {
-		h.cfg.Logger.Error("replica: raft group storage failed; its Ready is held back", "group", g.id.String(), "err", err)
+		h.failGroup(g, err)
 	}
 	// 5. Messages.
 	var out []GroupMessage
@@ -509,9 +532,15 @@ func (h *Host) handle(batch []*group) {
 	}
 }
 
-// step moves a group's mailbox into its RawNode.
-func (h *Host) step(g *group) {
+// step moves a group's mailbox into its RawNode; false when the group
+// has left the host.
+func (h *Host) step(g *group) bool {
 	g.mu.Lock()
+	if g.removed != nil {
+		g.inbox, g.ticks = nil, 0
+		g.mu.Unlock()
+		return false
+	}
 	inbox, ops, ticks := g.inbox, g.ops, g.ticks
 	g.inbox, g.ops, g.ticks = nil, nil, 0
 	g.mu.Unlock()
@@ -526,6 +555,7 @@ func (h *Host) step(g *group) {
 	for _, op := range ops {
 		op.done <- op.fn(g.rn)
 	}
+	return true
 }
 
 // applyConfChanges applies the configuration changes among ents to raft.

@@ -1,11 +1,13 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -478,5 +480,83 @@ func TestHostTicksItself(t *testing.T) {
 			t.Fatal("no leader without manual ticks")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// failingStorage fails its next Sync when armed.
+type failingStorage struct {
+	*memGroupStorage
+	fail atomic.Bool
+}
+
+func (f *failingStorage) Sync() error {
+	if f.fail.CompareAndSwap(true, false) {
+		return errors.New("injected sync failure")
+	}
+	return f.memGroupStorage.Sync()
+}
+
+// A group whose storage fails leaves the host (its RawNode handed out a
+// Ready that was never made durable: etcd raft panicked at the next
+// Ready, killing the broker); its calls fail, the host and its other
+// groups go on, and the group can be added again from its storage.
+func TestHostStorageFailureRemovesGroup(t *testing.T) {
+	hs := &memHardStates{states: map[GroupID]raftpb.HardState{}}
+	net := &memNet{t: t, nodes: map[uint64]*testNode{}, cut: map[[2]uint64]bool{}}
+	h := NewHost(HostConfig{NodeID: 1, Transport: net.sender(1), HardState: hs, Logger: quiet()})
+	defer h.Close()
+	bad, good := GroupID{Partition: 1}, GroupID{Partition: 2}
+	fst := &failingStorage{memGroupStorage: newMemGroupStorage([]uint64{1})}
+	if err := h.AddGroup(GroupConfig{ID: bad, Storage: fst, Machine: &recorder{}}); err != nil {
+		t.Fatal(err)
+	}
+	grec := &recorder{}
+	if err := h.AddGroup(GroupConfig{ID: good, Storage: newMemGroupStorage([]uint64{1}), Machine: grec}); err != nil {
+		t.Fatal(err)
+	}
+	net.nodes[1] = &testNode{id: 1, host: h, hs: hs, storages: map[GroupID]*memGroupStorage{bad: fst.memGroupStorage}}
+	for _, id := range []GroupID{bad, good} {
+		if err := h.Campaign(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLeader := func(id GroupID) {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if st, err := h.Status(id); err == nil && st.RaftState == raft.StateLeader {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %s elected no leader", id)
+			}
+			h.Tick()
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitLeader(bad)
+	waitLeader(good)
+	fst.fail.Store(true)
+	h.Propose(bad, []byte("lost")) // accepted, then its sync fails
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := h.Propose(bad, []byte("x")); errors.Is(err, ErrNoGroup) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the group whose storage failed is still on the host")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := h.Propose(good, []byte("y")); err != nil {
+		t.Fatalf("the other group: %v", err)
+	}
+	// Added again from its storage, it serves again.
+	if err := h.AddGroup(GroupConfig{ID: bad, Storage: fst.memGroupStorage, Machine: &recorder{}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Campaign(bad)
+	waitLeader(bad)
+	if err := h.Propose(bad, []byte("z")); err != nil {
+		t.Fatalf("the group added again: %v", err)
 	}
 }

@@ -17,7 +17,8 @@ const (
 // raftScheduler). Its mutex is a leaf lock.
 type scheduler struct {
 	mu      sync.Mutex
-	cond    sync.Cond
+	cond    sync.Cond // work queued, or stopped
+	idle    sync.Cond // a group was handed back (waitIdle)
 	queue   []*group
 	stopped bool
 }
@@ -25,6 +26,7 @@ type scheduler struct {
 func newScheduler() *scheduler {
 	s := &scheduler{}
 	s.cond.L = &s.mu
+	s.idle.L = &s.mu
 	return s
 }
 
@@ -70,6 +72,7 @@ func (s *scheduler) next(batch []*group, max int) []*group {
 func (s *scheduler) done(g *group) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.idle.Broadcast()
 	if g.sstate == schedRequeue {
 		g.sstate = schedQueued
 		s.queue = append(s.queue, g)
@@ -84,4 +87,16 @@ func (s *scheduler) stop() {
 	defer s.mu.Unlock()
 	s.stopped = true
 	s.cond.Broadcast()
+	s.idle.Broadcast()
+}
+
+// waitIdle waits until no worker handles g (it may still be queued: a
+// worker then skips it, see Host.step). It returns at once once the
+// scheduler is stopped.
+func (s *scheduler) waitIdle(g *group) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for (g.sstate == schedProcessing || g.sstate == schedRequeue) && !s.stopped {
+		s.idle.Wait()
+	}
 }
