@@ -129,7 +129,11 @@ func (p *Partition) Close() error {
 	p.snapWG.Wait() // snapshots of rolls still being written
 	snap()
 	err := p.log.Close()
-	p.snapWG.Wait() // a roll that raced with Close
+	// A roll that raced with Close started its snapshot under appendMu:
+	// taking it once orders that Add before this Wait.
+	p.appendMu.Lock()
+	p.appendMu.Unlock()
+	p.snapWG.Wait()
 	return err
 }
 

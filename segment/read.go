@@ -130,10 +130,7 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 	}
 	upper := min(upperBound, leo)
 	if l.damage != nil {
-		if offset >= l.damage.Offset {
-			return res, nil, nil, nil, l.damage
-		}
-		upper = min(upper, l.damage.Offset)
+		upper = min(upper, l.damage.Offset) // offsets past it returned above
 	}
 	check := false
 	budget := int64(max(maxBytes, 0))

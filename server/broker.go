@@ -34,7 +34,7 @@ type Broker struct {
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
 	clean  *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
-	files  *segment.FileCache       // closed segments' descriptors, all partitions (log.segment.open.files.max)
+	files  *segment.FileCache       // closed segments' descriptors, all partitions (sluice.log.segment.open.files.max)
 	expiry *producerExpiry          // producer.id.expiration.ms (producer_expiry.go)
 
 	mu    sync.RWMutex

@@ -123,7 +123,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// A broker with a small log.segment.open.files.max and many partitions of
+// A broker with a small sluice.log.segment.open.files.max and many partitions of
 // several segments each serves every record to franz-go while its open
 // descriptors stay near 3 per partition plus the cache, not 3 per
 // segment.
@@ -131,7 +131,7 @@ func TestSegmentFileCacheBoundsBroker(t *testing.T) {
 	const partitions, segs, cacheMax = 24, 6, 8
 	fs := &openCountFS{FS: vfs.NewMem()}
 	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
-		"log.segment.bytes=2048", fmt.Sprintf("log.segment.open.files.max=%d", cacheMax)})
+		"log.segment.bytes=2048", fmt.Sprintf("sluice.log.segment.open.files.max=%d", cacheMax)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestSegmentFileCacheBoundsBroker(t *testing.T) {
 // The zero-copy path (sendfile from OS files) releases every reference a
 // fetch took once its response is written.
 func TestZeroCopyReleasesFiles(t *testing.T) {
-	b, addr := startBroker(t, "", "log.segment.bytes=2048", "log.segment.open.files.max=2")
+	b, addr := startBroker(t, "", "log.segment.bytes=2048", "sluice.log.segment.open.files.max=2")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(newClient(t, addr))

@@ -431,10 +431,12 @@ func (r *reconciler) closeAll() error {
 	clear(r.b.parts)
 	r.b.mu.Unlock()
 	for tp, h := range r.held {
+		reported := h.part.Failed() != nil
 		err := h.part.Close()
-		if err != nil && errors.Is(err, segment.ErrFailed) {
+		if err != nil && reported && errors.Is(err, segment.ErrFailed) {
 			// A damaged or failed partition was reported when it
-			// failed; its close is not a failed shutdown.
+			// failed; its close is not a failed shutdown. A failure
+			// new at Close (its final sync) still is.
 			r.b.logger.Warn("sluice: closed a failed partition", "topic", tp.topic, "partition", tp.partition, "err", err)
 			err = nil
 		}

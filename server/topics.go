@@ -217,7 +217,7 @@ func partitionsForFileLimit(limit, cacheMax uint64) int64 {
 	return int64((limit - reserved) / fdsPerPartition)
 }
 
-// segmentFilesForFileLimit derives log.segment.open.files.max from
+// segmentFilesForFileLimit derives sluice.log.segment.open.files.max from
 // RLIMIT_NOFILE: limit/8, at least 64; segment.DefaultOpenFilesMax when
 // the limit is unknown (0).
 func segmentFilesForFileLimit(limit uint64) int {
@@ -227,7 +227,7 @@ func segmentFilesForFileLimit(limit uint64) int {
 	return int(max(64, limit/8))
 }
 
-// segmentFilesMax is log.segment.open.files.max, or when 0 the limit
+// segmentFilesMax is sluice.log.segment.open.files.max, or when 0 the limit
 // derived from the open-file limit.
 func segmentFilesMax(cfg *config.Config) int {
 	if cfg.LogSegmentOpenFilesMax > 0 {

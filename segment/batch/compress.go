@@ -112,9 +112,8 @@ var (
 // over limit bytes. Output growing past smallDecompressed takes a large
 // slot into g first (memory.go); the caller releases g once done with the
 // output. Errors wrap ErrCorrupt.
-func decompress(dst []byte, codec Codec, src []byte, limit int, g *grant) (out []byte, err error) {
+func decompress(dst []byte, codec Codec, src []byte, limit int, g *grant) ([]byte, error) {
 	dst = dst[:0]
-	defer func() { g.size = max(g.size, cap(out)) }()
 	switch codec {
 	case CodecGzip:
 		return gunzip(dst, src, limit, g)
@@ -187,6 +186,7 @@ func readBounded(dst []byte, r io.Reader, codec Codec, limit int, g *grant) ([]b
 				g.need()
 			}
 			dst = slices.Grow(dst, n)
+			g.grew(cap(dst))
 		}
 		n, err := r.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]
@@ -230,6 +230,7 @@ func appendSnappyBlock(dst, block []byte, limit int, g *grant) ([]byte, error) {
 		g.need()
 	}
 	dst = slices.Grow(dst, l)
+	g.grew(cap(dst))
 	if _, err := s2.Decode(dst[len(dst):len(dst)+l], block); err != nil {
 		return nil, corruptf("snappy: %v", err)
 	}
@@ -262,6 +263,7 @@ func unxerial(dst, src []byte, limit int, g *grant) ([]byte, error) {
 		g.need()
 	}
 	dst = slices.Grow(dst, total)
+	g.grew(cap(dst))
 	for len(src) > 0 {
 		size := binary.BigEndian.Uint32(src)
 		var err error
@@ -316,6 +318,7 @@ func unzstd(dst, src []byte, limit int, g *grant) ([]byte, error) {
 			return nil, corruptf("zstd records: %v", err)
 		}
 		g.need()
+		g.grew(limit) // DecodeAll's growth is not seen: assume the most
 	}
 	d, err := zstdDecoderFor(&zstdLarge, limit)
 	if err != nil {

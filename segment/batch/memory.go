@@ -36,8 +36,11 @@ var (
 	largeSlots atomic.Pointer[chan struct{}]
 	largeHeld  atomic.Int64 // slots held now
 	largePeak  atomic.Int64 // the most slots ever held at once (tests)
-	freeMu     sync.Mutex
-	lastFree   time.Time
+	// bigSinceFree: a decompression past freeAfter ended since the heap
+	// was last returned to the OS.
+	bigSinceFree atomic.Bool
+	freeMu       sync.Mutex
+	lastFree     time.Time
 )
 
 func init() { SetDecompressionMemory(DefaultDecompressionMemory) }
@@ -56,7 +59,15 @@ func SetDecompressionMemory(bytes int64) {
 // grant is one decompression's claim on a large slot.
 type grant struct {
 	slot chan struct{} // nil until taken
-	size int           // output bytes, set by the decompression (decompress)
+	size int           // the most output bytes its buffer reached (grew)
+}
+
+// grew notes that the decompression's buffer reached n bytes, whether or
+// not it then succeeds (a bomb fails at the limit, having grown to it).
+func (g *grant) grew(n int) {
+	if g != nil {
+		g.size = max(g.size, n)
+	}
 }
 
 // need takes a large slot unless the grant holds one already.
@@ -84,9 +95,11 @@ func (g *grant) release() {
 	}
 	<-g.slot
 	g.slot = nil
-	big := g.size > freeAfter
+	if g.size > freeAfter {
+		bigSinceFree.Store(true)
+	}
 	g.size = 0
-	if largeHeld.Add(-1) != 0 || !big {
+	if largeHeld.Add(-1) != 0 || !bigSinceFree.Load() {
 		return
 	}
 	freeMu.Lock()
@@ -95,5 +108,6 @@ func (g *grant) release() {
 		return
 	}
 	lastFree = time.Now()
+	bigSinceFree.Store(false)
 	go debug.FreeOSMemory()
 }

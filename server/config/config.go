@@ -132,7 +132,7 @@ type Config struct {
 	// topic_partitions_per_shard). Key sluice.max.partitions; int >= 0. Default 0:
 	// derived from the open-file limit (RLIMIT_NOFILE, which the broker
 	// raises to its hard limit at start-up): (limit - max(1024, limit/4) -
-	// the closed-segment cache (log.segment.open.files.max)) / 3, since an
+	// the closed-segment cache (sluice.log.segment.open.files.max)) / 3, since an
 	// open partition holds 3 descriptors (the active segment's .log,
 	// .index and .timeindex) whatever its segment count, max(1024,
 	// limit/4) is left for connections and the metadata store, and closed
@@ -147,7 +147,7 @@ type Config struct {
 	// segments' index files are held in memory and need none; each
 	// partition's active segment keeps its 3 open outside this bound.
 	// Sluice's own key (Kafka keeps every segment open). Key
-	// log.segment.open.files.max; descriptors, int >= 0. Default 0:
+	// sluice.log.segment.open.files.max; descriptors, int >= 0. Default 0:
 	// derived from the open-file limit, limit/8 (at least 64; 4096 when
 	// the limit is unknown): 2,500 at 20,000, 131,072 at 1,048,576.
 	LogSegmentOpenFilesMax int32

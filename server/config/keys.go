@@ -95,7 +95,7 @@ var keyTable = []spec{
 	boolKey("auto.create.topics.enable", func(c *Config) *bool { return &c.AutoCreateTopicsEnable }),
 	intKey("sluice.auto.create.topics.max.per.request", func(c *Config) *int32 { return &c.AutoCreateTopicsMaxPerRequest }, 1, math.MaxInt32),
 	intKey("sluice.max.partitions", func(c *Config) *int32 { return &c.MaxPartitions }, 0, math.MaxInt32),
-	intKey("log.segment.open.files.max", func(c *Config) *int32 { return &c.LogSegmentOpenFilesMax }, 0, math.MaxInt32),
+	intKey("sluice.log.segment.open.files.max", func(c *Config) *int32 { return &c.LogSegmentOpenFilesMax }, 0, math.MaxInt32),
 	topicSynonym(intKey("log.segment.bytes", func(c *Config) *int32 { return &c.LogSegmentBytes }, 14, math.MaxInt32)),
 	topicSynonym(withSynonyms(intKey("log.roll.ms", func(c *Config) *int64 { return &c.LogRollMs }, 1, math.MaxInt64),
 		scaledKey("log.roll.hours", func(c *Config) *int64 { return &c.LogRollMs }, hourMs, 1))),
