@@ -35,6 +35,12 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 // lines returns the lines containing every one of subs.
 func (l *logBuffer) lines(subs ...string) []string {
 	l.mu.Lock()

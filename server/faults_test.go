@@ -1,14 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,26 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // faultBroker is crashBroker with a logger into buf (nil: discarded).
-func faultBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS, buf *syncBuffer) *Broker {
+func faultBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS, buf *logBuffer) *Broker {
 	t.Helper()
 	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
 		"offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0", "log.segment.bytes=4096"})
@@ -200,7 +180,7 @@ func TestBadCRCPartitionServesBelow(t *testing.T) {
 	f.WriteAt([]byte{0xff}, pos+batch.HeaderSize+5)
 	f.Close()
 
-	logs := &syncBuffer{}
+	logs := &logBuffer{}
 	b = faultBroker(t, mem, mfs, logs)
 	defer b.Close()
 	addr := b.Addr().String()
@@ -410,7 +390,7 @@ func TestFullDiskResumes(t *testing.T) {
 	}
 
 	// Start-up on a still-full disk: it listens, and logs little.
-	logs := &syncBuffer{}
+	logs := &logBuffer{}
 	b = faultBroker(t, fs, mfs, logs)
 	defer b.Close()
 	cl = newClient(t, b.Addr().String())
