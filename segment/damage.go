@@ -93,15 +93,16 @@ func (s *segment) setUnverified(to int64) {
 // files stay readable for file.delete.delay.ms). At the first bad batch
 // the log is marked damaged and res is cut before it; it returns the
 // damage when nothing is left.
-func (l *Log) verifyRanges(res *ReadResult, segs []*segment, starts []int64) error {
+func (l *Log) verifyRanges(res *ReadResult, checks []uncheckedRange) error {
 	var buf []byte
-	for i := range res.Ranges {
-		fr, s := &res.Ranges[i], segs[i]
+	for _, c := range checks {
+		i, s := c.i, c.s
+		fr := &res.Ranges[i]
 		if !s.needsVerify.Load() || !l.overlapsUnverified(s, fr.Position, fr.Position+fr.Size) {
 			continue
 		}
 		pos, end := fr.Position, fr.Position+fr.Size
-		next := starts[i]
+		next := c.start
 		var bad error
 		for pos < end {
 			var hdr [batch.HeaderSize]byte
@@ -154,6 +155,14 @@ func (l *Log) verifyRanges(res *ReadResult, segs []*segment, starts []int64) err
 		return nil
 	}
 	return nil
+}
+
+// uncheckedRange is a range of a ReadResult (index i) in a segment with
+// unchecked spans; start is the base offset of its first batch.
+type uncheckedRange struct {
+	i     int
+	s     *segment
+	start int64
 }
 
 // overlapsUnverified reports whether [from, to) of s overlaps its

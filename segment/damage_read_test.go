@@ -70,12 +70,12 @@ func TestReadErrorDuringCheckIsNotDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	res, segs, starts, d, err := l.read(0, 1<<20, NoUpperBound)
-	if err != nil || segs == nil || d != nil {
-		t.Fatalf("read: %v %v %v", err, segs, d)
+	res, checks, d, err := l.read(0, 1<<20, NoUpperBound)
+	if err != nil || checks == nil || d != nil {
+		t.Fatalf("read: %v %v %v", err, checks, d)
 	}
 	armed = true // one EIO, then the disk is fine again
-	if err := l.verifyRanges(&res, segs, starts); err == nil || errors.Is(err, ErrDamaged) {
+	if err := l.verifyRanges(&res, checks); err == nil || errors.Is(err, ErrDamaged) {
 		t.Fatalf("check with a failing read: %v, want the read error", err)
 	}
 	res.Release()

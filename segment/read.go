@@ -86,7 +86,7 @@ const NoUpperBound = math.MaxInt64
 // that finds a bad batch returns the batches before it, or the damage
 // when there are none.
 func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, error) {
-	res, segs, starts, d, err := l.read(offset, maxBytes, upperBound)
+	res, checks, d, err := l.read(offset, maxBytes, upperBound)
 	if d != nil {
 		// A header that does not parse in a closed segment: damage,
 		// found by this read (recovery trusted the segment).
@@ -97,21 +97,21 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64) (ReadResult, er
 			return res, d
 		}
 	}
-	if err != nil || segs == nil {
+	if err != nil || checks == nil {
 		return res, err
 	}
-	if err := l.verifyRanges(&res, segs, starts); err != nil {
+	if err := l.verifyRanges(&res, checks); err != nil {
 		res.Release()
 		return res, err
 	}
 	return res, nil
 }
 
-// read is Read under the read lock, without the first-read check; segs
-// and starts (the segment and first batch's base offset of each range)
-// are returned only when a range lies in a segment with unchecked spans; d
+// read is Read under the read lock, without the first-read check; checks
+// names the ranges that lie in segments with unchecked spans (nil when
+// none does, the common case: no allocation); d
 // is damage the read found (res then holds what lies before it).
-func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult, segs []*segment, starts []int64, d *DamageError, err error) {
+func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult, checks []uncheckedRange, d *DamageError, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	leo := l.active().next
@@ -120,33 +120,32 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 		// Past the damage is the damage, not out of range: the data
 		// may still be on disk beyond it (a consumer told
 		// OFFSET_OUT_OF_RANGE would reset its position).
-		return res, nil, nil, nil, l.damage
+		return res, nil, nil, l.damage
 	}
 	if offset < l.logStartOffset || offset > leo {
-		return res, nil, nil, nil, &OutOfRangeError{Offset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
+		return res, nil, nil, &OutOfRangeError{Offset: offset, LogStartOffset: l.logStartOffset, LogEndOffset: leo}
 	}
 	if l.closed {
-		return res, nil, nil, nil, ErrClosed
+		return res, nil, nil, ErrClosed
 	}
 	upper := min(upperBound, leo)
 	if l.damage != nil {
 		upper = min(upper, l.damage.Offset) // offsets past it returned above
 	}
-	check := false
 	budget := int64(max(maxBytes, 0))
 	var buf [batch.HeaderSize]byte
-	fail := func(fh *fileHandle, err error) (ReadResult, []*segment, []int64, *DamageError, error) {
+	fail := func(fh *fileHandle, err error) (ReadResult, []uncheckedRange, *DamageError, error) {
 		fh.release()
 		res.Release()
 		res.Ranges, res.Bytes, res.FirstOffset = nil, 0, -1
-		return res, nil, nil, nil, err
+		return res, nil, nil, err
 	}
 	for i := l.segmentIndex(offset); i < len(l.segs) && offset < upper; i++ {
 		s := l.segs[i]
 		fh, err := s.log.acquire()
 		if err != nil {
 			res.Release()
-			return ReadResult{FirstOffset: -1, NextOffset: res.NextOffset, LogStartOffset: res.LogStartOffset, LogEndOffset: leo}, nil, nil, nil,
+			return ReadResult{FirstOffset: -1, NextOffset: res.NextOffset, LogStartOffset: res.LogStartOffset, LogEndOffset: leo}, nil, nil,
 				fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err)
 		}
 		pos, h, ok, err := s.find(offset, &buf)
@@ -213,8 +212,9 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 		if end > start {
 			res.Ranges = append(res.Ranges, FileRange{File: fh.f, Position: start, Size: end - start})
 			res.refs = append(res.refs, fh)
-			segs, starts = append(segs, s), append(starts, startOffset)
-			check = check || s.needsVerify.Load()
+			if s.needsVerify.Load() {
+				checks = append(checks, uncheckedRange{i: len(res.Ranges) - 1, s: s, start: startOffset})
+			}
 		} else {
 			fh.release()
 		}
@@ -223,10 +223,7 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 		}
 	}
 	res.NextOffset = offset
-	if !check {
-		segs, starts = nil, nil
-	}
-	return res, segs, starts, d, nil
+	return res, checks, d, nil
 }
 
 // ReadBytes is Read followed by copying the batches into dst. The result
