@@ -1,0 +1,251 @@
+package replica
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// The leader epoch cache (Kafka's LeaderEpochFileCache): for each leader
+// epoch the log has, the offset of its first batch. Under raft the leader
+// epoch is the leader's term, stamped in every batch's partitionLeaderEpoch
+// field, raft's own (zero-offset) entries included, so a new leader's
+// epoch starts at the log end offset when it takes over, as Kafka's
+// makeLeader assigns it. OffsetForLeaderEpoch (KIP-101, KIP-279) answers
+// from it, and a follower truncating a divergent tail truncates it.
+//
+// Format: the partition folder's leader-epoch-checkpoint file (Kafka's
+// name and text layout): a version line (0), a count line, then one
+// "epoch startOffset" line per epoch, oldest first:
+//
+//	0
+//	2
+//	0 0
+//	3 120
+//
+// It is replaced atomically (written to .tmp, synced, renamed, the folder
+// synced) whenever the cache changes, which is once per leader epoch and
+// at truncations: before the first batch of a new epoch is synced, so the
+// file never lacks an epoch the durable log holds. At Open, entries
+// starting beyond the log end offset (a crash lost the log's tail) are
+// dropped.
+
+const (
+	epochFileName    = "leader-epoch-checkpoint"
+	epochFileVersion = 0
+)
+
+var errBadEpochFile = errors.New("replica: bad leader-epoch-checkpoint")
+
+// epochEntry is one leader epoch and the offset of its first batch.
+type epochEntry struct {
+	epoch       int32
+	startOffset int64
+}
+
+// epochCache is a partition's leader epochs, oldest first, with strictly
+// increasing epochs and non-decreasing start offsets. It is guarded by
+// the Partition's mutex.
+type epochCache struct {
+	entries []epochEntry
+}
+
+// latest returns the newest epoch, or -1 when there is none.
+func (c *epochCache) latest() int32 {
+	if len(c.entries) == 0 {
+		return -1
+	}
+	return c.entries[len(c.entries)-1].epoch
+}
+
+// assign records that epoch starts at offset, if it is newer than every
+// epoch known; it reports whether the cache changed. Entries the new one
+// contradicts (an epoch as new or newer, or a start offset at or beyond
+// offset) are removed first, as Kafka's assign does: an epoch that
+// holds no record is not kept.
+func (c *epochCache) assign(epoch int32, offset int64) bool {
+	if epoch < 0 {
+		return false
+	}
+	if n := len(c.entries); n > 0 {
+		last := c.entries[n-1]
+		if epoch <= last.epoch {
+			return false
+		}
+	}
+	for len(c.entries) > 0 {
+		last := c.entries[len(c.entries)-1]
+		if last.epoch < epoch && last.startOffset < offset {
+			break
+		}
+		c.entries = c.entries[:len(c.entries)-1]
+	}
+	c.entries = append(c.entries, epochEntry{epoch: epoch, startOffset: offset})
+	return true
+}
+
+// truncateFromEnd removes the epochs starting at or beyond endOffset (a
+// follower truncated its log to endOffset; Kafka's truncateFromEnd) and
+// reports whether the cache changed.
+func (c *epochCache) truncateFromEnd(endOffset int64) bool {
+	n := len(c.entries)
+	for n > 0 && c.entries[n-1].startOffset >= endOffset {
+		n--
+	}
+	changed := n != len(c.entries)
+	c.entries = c.entries[:n]
+	return changed
+}
+
+// truncateFromStart drops the epochs wholly below startOffset (the log
+// start offset moved up) and moves the first remaining epoch's start up
+// to it (Kafka's truncateFromStart); it reports whether the cache changed.
+func (c *epochCache) truncateFromStart(startOffset int64) bool {
+	i := 0
+	for i+1 < len(c.entries) && c.entries[i+1].startOffset <= startOffset {
+		i++
+	}
+	changed := i > 0
+	c.entries = c.entries[i:]
+	if len(c.entries) > 0 && c.entries[0].startOffset < startOffset {
+		c.entries[0].startOffset = startOffset
+		changed = true
+	}
+	return changed
+}
+
+// endOffsetFor answers OffsetForLeaderEpoch (Kafka's
+// LeaderEpochFileCache.endOffsetFor): the largest epoch <= requested and
+// the offset where the next epoch starts, logEndOffset for the latest
+// epoch; (-1, -1) for an epoch newer than every epoch known or a negative
+// one; (requested, first epoch's start offset) for an epoch older than
+// every epoch known.
+func (c *epochCache) endOffsetFor(requested int32, logEndOffset int64) (int32, int64) {
+	if requested < 0 || len(c.entries) == 0 {
+		return -1, -1
+	}
+	if requested == c.latest() {
+		return requested, logEndOffset
+	}
+	// The first epoch newer than requested.
+	hi := -1
+	for i, e := range c.entries {
+		if e.epoch > requested {
+			hi = i
+			break
+		}
+	}
+	switch {
+	case hi < 0:
+		return -1, -1
+	case hi == 0:
+		return requested, c.entries[0].startOffset
+	default:
+		return c.entries[hi-1].epoch, c.entries[hi].startOffset
+	}
+}
+
+// epochOf returns the epoch of the batch holding offset: the newest epoch
+// starting at or below it, or -1.
+func (c *epochCache) epochOf(offset int64) int32 {
+	epoch := int32(-1)
+	for _, e := range c.entries {
+		if e.startOffset > offset {
+			break
+		}
+		epoch = e.epoch
+	}
+	return epoch
+}
+
+func (c *epochCache) encode() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%d\n%d\n", epochFileVersion, len(c.entries))
+	for _, e := range c.entries {
+		fmt.Fprintf(&b, "%d %d\n", e.epoch, e.startOffset)
+	}
+	return b.Bytes()
+}
+
+func decodeEpochs(data []byte) ([]epochEntry, error) {
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) < 2 || lines[0] != strconv.Itoa(epochFileVersion) {
+		return nil, fmt.Errorf("%w: unknown version line %q", errBadEpochFile, lines[0])
+	}
+	n, err := strconv.Atoi(lines[1])
+	if err != nil || n < 0 || n != len(lines)-2 {
+		return nil, fmt.Errorf("%w: count %q does not match %d lines", errBadEpochFile, lines[1], len(lines)-2)
+	}
+	out := make([]epochEntry, 0, n)
+	for _, l := range lines[2:] {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("%w: line %q", errBadEpochFile, l)
+		}
+		epoch, err1 := strconv.ParseInt(f[0], 10, 32)
+		off, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || epoch < 0 || off < 0 {
+			return nil, fmt.Errorf("%w: line %q", errBadEpochFile, l)
+		}
+		if k := len(out); k > 0 && (int32(epoch) <= out[k-1].epoch || off < out[k-1].startOffset) {
+			return nil, fmt.Errorf("%w: line %q is out of order", errBadEpochFile, l)
+		}
+		out = append(out, epochEntry{epoch: int32(epoch), startOffset: off})
+	}
+	return out, nil
+}
+
+// readEpochFile returns the entries of dir's leader-epoch-checkpoint, or
+// ok=false when there is none.
+func readEpochFile(fs vfs.FS, dir string) (entries []epochEntry, ok bool, err error) {
+	f, err := fs.Open(filepath.Join(dir, epochFileName))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, false, err
+	}
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, err
+	}
+	entries, err = decodeEpochs(data)
+	return entries, err == nil, err
+}
+
+// writeEpochFile replaces dir's leader-epoch-checkpoint with c's entries.
+func writeEpochFile(fs vfs.FS, dir string, c *epochCache) error {
+	name := filepath.Join(dir, epochFileName)
+	tmp := name + ".tmp"
+	f, err := fs.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(c.encode(), 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, name); err != nil {
+		return err
+	}
+	return fs.SyncDir(dir)
+}
