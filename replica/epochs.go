@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
 )
 
@@ -248,4 +249,89 @@ func writeEpochFile(fs vfs.FS, dir string, c *epochCache) error {
 		return err
 	}
 	return fs.SyncDir(dir)
+}
+
+// loadEpochs reads the leader epoch cache at Open: the
+// leader-epoch-checkpoint file with the epochs beyond the log end offset
+// dropped, or, for a log without one (written before Sluice kept it),
+// the epochs of its batch headers.
+func (p *Partition) loadEpochs() error {
+	entries, ok, err := readEpochFile(p.fs, p.log.Dir())
+	if err != nil && !errors.Is(err, errBadEpochFile) {
+		return err
+	}
+	if ok {
+		p.epochs.entries = entries
+		p.epochs.truncateFromEnd(p.log.LogEndOffset() + 1)
+	} else {
+		if err != nil {
+			p.logger.Warn("replica: the leader-epoch-checkpoint is unreadable; rebuilding it from the log", "dir", p.log.Dir(), "err", err)
+		}
+		err := p.log.ScanHeaders(p.log.LogStartOffset(), func(h batch.Header) error {
+			p.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	p.epochs.truncateFromStart(p.log.LogStartOffset())
+	return nil
+}
+
+// noteEpoch records that a batch of epoch was written at offset, writing
+// the leader-epoch-checkpoint when that starts a new epoch (once per
+// epoch, before the batch is synced). A failed write is logged: the
+// cache in memory stays right, and the next Open rebuilds what the file
+// lacks only from its own entries, so it is retried at the next change.
+func (p *Partition) noteEpoch(epoch int32, offset int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.epochs.assign(epoch, offset) {
+		return
+	}
+	p.saveEpochsLocked()
+}
+
+func (p *Partition) saveEpochsLocked() {
+	if err := writeEpochFile(p.fs, p.log.Dir(), &p.epochs); err != nil {
+		p.logger.Warn("replica: writing the leader-epoch-checkpoint failed", "dir", p.log.Dir(), "err", err)
+	}
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-101; Kafka's
+// LeaderEpochFileCache.endOffsetFor) from the log's leader epochs: the
+// largest epoch <= epoch the log has and the offset where the epoch
+// after it starts (the log end offset for the latest epoch); (-1, -1)
+// for a negative epoch or one newer than every epoch of the log.
+func (p *Partition) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	leo, lso := p.log.LogEndOffset(), p.log.LogStartOffset()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.epochs.truncateFromStart(lso) // retention moved the start
+	return p.epochs.endOffsetFor(epoch, leo)
+}
+
+// EpochOf returns the leader epoch of the batch holding offset (the
+// epoch ListOffsets reports with an offset): the newest epoch of the log
+// starting at or below it, the current leader epoch when the log has
+// none.
+func (p *Partition) EpochOf(offset int64) int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.epochs.epochOf(offset); e >= 0 {
+		return e
+	}
+	return p.leaderEpoch
+}
+
+// LatestEpoch returns the newest leader epoch of the log, the current
+// leader epoch when the log has none (ListOffsets' latest).
+func (p *Partition) LatestEpoch() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.epochs.latest(); e >= 0 {
+		return e
+	}
+	return p.leaderEpoch
 }

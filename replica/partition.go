@@ -45,6 +45,11 @@ type Partition struct {
 	highWatermark int64
 	leaderEpoch   int32
 	changed       chan struct{} // closed and replaced when the high watermark moves
+	epochs        epochCache
+
+	rs        *raftState    // nil for a single replica
+	closing   chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
 // Options configure a Partition.
@@ -62,6 +67,9 @@ type Options struct {
 	Cleaner *segment.Cleaner
 	// Log is the log's collaborators (clock, logger, dedupe buffer).
 	Log segment.Options
+	// Raft, when set, makes the partition one replica of a raft group
+	// (raft_partition.go); nil: a single replica.
+	Raft *RaftConfig
 	// ProducerIDExpiration is how long an idempotent producer's state is
 	// kept after its newest batch's timestamp (Kafka's
 	// producer.id.expiration.ms, default 1 day); ExpireProducers and Open
@@ -93,6 +101,7 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 		highWatermark: l.LogEndOffset(),
 		leaderEpoch:   opts.LeaderEpoch,
 		changed:       make(chan struct{}),
+		closing:       make(chan struct{}),
 	}
 	if p.logger == nil {
 		p.logger = slog.Default()
@@ -103,6 +112,16 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 	if err := p.loadProducers(); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("replica: producer state of %s: %w", dir, err)
+	}
+	if err := p.loadEpochs(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("replica: leader epochs of %s: %w", dir, err)
+	}
+	if opts.Raft != nil {
+		if err := p.startRaft(*opts.Raft); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("replica: raft group of %s: %w", dir, err)
+		}
 	}
 	if p.sweeper != nil {
 		p.sweeper.Add(l)
@@ -117,6 +136,11 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 // clean in progress), syncs and closes its log. Requests still holding the
 // partition get segment.ErrClosed.
 func (p *Partition) Close() error {
+	if p.rs != nil {
+		// No worker touches the storage once the group has left.
+		p.rs.host.RemoveGroup(p.rs.id)
+	}
+	p.closeOnce.Do(func() { close(p.closing) })
 	if p.sweeper != nil {
 		p.sweeper.Remove(p.log)
 	}
@@ -227,7 +251,7 @@ type AppendOptions struct {
 // committed. b is modified in place (offsets, leader epoch). Errors are
 // Produce's, without the validation ones.
 func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (segment.AppendResult, error) {
-	pd, err := p.append(b, opts.LogAppendTime)
+	pd, err := p.append(b, opts.LogAppendTime, AcksAll)
 	if err != nil {
 		return pd.res, err
 	}
@@ -265,10 +289,13 @@ var noResult = segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTim
 // commit (a group-commit fsync when flush.messages=1, then the high
 // watermark moving) runs after appendMu is released, in the background:
 // the Pending reports it.
-func (p *Partition) append(b []byte, logAppendTime bool) (*Pending, error) {
+func (p *Partition) append(b []byte, logAppendTime bool, acks int16) (*Pending, error) {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
 		return &Pending{res: noResult}, err
+	}
+	if p.rs != nil {
+		return p.propose(b, &h, logAppendTime, acks)
 	}
 	p.appendMu.Lock()
 	dup, err := p.producers.check(&h)
@@ -303,6 +330,7 @@ func (p *Partition) append(b []byte, logAppendTime bool) (*Pending, error) {
 		}
 		h.BaseOffset = res.BaseOffset
 		p.producers.record(&h, res.LogAppendTime)
+		p.noteEpoch(p.LeaderEpoch(), res.BaseOffset)
 	}
 	p.appendMu.Unlock()
 	if err != nil {

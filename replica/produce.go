@@ -25,6 +25,23 @@ import (
 //   - segment.ErrCorrupt: a bad CRC, record count or record encoding;
 //   - the producer-state and log errors of append.
 func (p *Partition) Produce(records []byte) (*Pending, error) {
+	return p.ProduceWith(records, ProduceOptions{Acks: AcksAll})
+}
+
+// ProduceOptions are a produce request's choices.
+type ProduceOptions struct {
+	// Acks is the request's acks (AcksAll, AcksLeader, AcksNone): for a
+	// replicated partition, what the Pending waits for (commit, or the
+	// leader's durable append) and whether min.insync.replicas applies
+	// (AcksAll only). A single replica commits either way.
+	Acks int16
+}
+
+// ProduceWith is Produce with options. A replicated partition's follower
+// returns a *NotLeaderError (ErrNotLeader, or ErrLeaderNotAvailable during
+// an election); acks=all with fewer in-sync replicas than
+// min.insync.replicas returns ErrNotEnoughReplicas. Both append nothing.
+func (p *Partition) ProduceWith(records []byte, opts ProduceOptions) (*Pending, error) {
 	if p.internal {
 		return &Pending{res: noResult}, fmt.Errorf("%w: clients cannot append to it", ErrInternalTopic)
 	}
@@ -33,7 +50,7 @@ func (p *Partition) Produce(records []byte) (*Pending, error) {
 	if err != nil {
 		return &Pending{res: noResult}, err
 	}
-	return p.append(records, cfg.LogAppendTime)
+	return p.append(records, cfg.LogAppendTime, opts.Acks)
 }
 
 // validate checks records against cfg and returns what is to be stored:

@@ -52,21 +52,26 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 				continue
 			}
 			switch rp.Timestamp {
+			// The epoch returned is the leader epoch of the batch holding
+			// the offset (the latest epoch for the latest offset), as
+			// Kafka's fetchOffsetForTimestamp answers.
 			case -1: // latest: the high watermark (read_committed: the last stable offset, the same without transactions)
 				sp.Offset = part.HighWatermark()
+				sp.LeaderEpoch = part.LatestEpoch()
 			case -2, -4: // earliest
 				sp.Offset = part.LogStartOffset()
+				sp.LeaderEpoch = part.EpochOf(sp.Offset)
 			case -3:
 				if ts, off, found, err := part.MaxTimestamp(); err != nil {
 					sp.ErrorCode = kafkaCode(err)
 				} else if found {
-					sp.Timestamp, sp.Offset = ts, off
+					sp.Timestamp, sp.Offset, sp.LeaderEpoch = ts, off, part.EpochOf(off)
 				}
 			default:
 				if off, ts, found, err := part.OffsetForTimestamp(rp.Timestamp); err != nil {
 					sp.ErrorCode = kafkaCode(err)
 				} else if found {
-					sp.Timestamp, sp.Offset = ts, off
+					sp.Timestamp, sp.Offset, sp.LeaderEpoch = ts, off, part.EpochOf(off)
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -4,7 +4,8 @@ package server
 // leader epoch found; v2 checks the client's current leader epoch; v3
 // adds the replica id; v4 is flexible. For each partition it answers the
 // largest leader epoch <= the requested one and the offset where the next
-// epoch starts (the log end offset for the current epoch).
+// epoch starts (the log end offset for the current epoch), from the
+// partition's leader epoch cache.
 
 import (
 	"context"
@@ -32,12 +33,11 @@ func serveOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *clientConn, kreq
 				sp.ErrorCode = b.missingPartitionCode(rt.Topic, rp.Partition)
 			case req.Version >= 2 && part.CheckLeaderEpoch(rp.CurrentLeaderEpoch) != nil:
 				sp.ErrorCode = kafkaCode(part.CheckLeaderEpoch(rp.CurrentLeaderEpoch))
-			case rp.LeaderEpoch > part.LeaderEpoch() || rp.LeaderEpoch < 0:
-				// An epoch this log never had: undefined (-1, -1).
 			default:
-				// A single replica has had one leader epoch so far: the
-				// requested one ends at the log end offset.
-				sp.LeaderEpoch, sp.EndOffset = part.LeaderEpoch(), part.LogEndOffset()
+				// From the log's leader epochs (Kafka's
+				// LeaderEpochFileCache.endOffsetFor): -1/-1 for an
+				// epoch newer than any the log has.
+				sp.LeaderEpoch, sp.EndOffset = part.EndOffsetForEpoch(rp.LeaderEpoch)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

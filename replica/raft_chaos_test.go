@@ -1,0 +1,179 @@
+package replica
+
+import (
+	"math/rand/v2"
+	"sync"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// chaosNet is an in-memory network for raft hosts that can drop, delay,
+// reorder, duplicate and partition messages, and stop nodes. Messages are
+// deep-copied on the way, as a real transport would (a follower stamps
+// offsets into the bytes it writes). Delayed messages are released in a
+// random order by release (tests call it between ticks). Its choices come
+// from one seeded source, so a seed names a run's network behaviour (the
+// hosts' workers still interleave freely).
+type chaosNet struct {
+	mu      sync.Mutex
+	rng     *rand.Rand
+	hosts   map[uint64]*Host
+	down    map[uint64]bool    // stopped nodes: nothing to or from them
+	cut     map[[2]uint64]bool // from, to: dropped
+	delayed []chaosMsg         // held back until release
+	drop    float64            // probability a message is lost
+	dup     float64            // probability a message is delivered twice
+	delay   float64            // probability a message is held back
+	sent    int
+}
+
+type chaosMsg struct {
+	to uint64
+	gm GroupMessage
+}
+
+func newChaosNet(seed uint64) *chaosNet {
+	return &chaosNet{
+		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		hosts: map[uint64]*Host{},
+		down:  map[uint64]bool{},
+		cut:   map[[2]uint64]bool{},
+	}
+}
+
+func (n *chaosNet) sender(from uint64) Transport { return chaosSender{n, from} }
+
+type chaosSender struct {
+	n    *chaosNet
+	from uint64
+}
+
+// cloneMessage deep-copies what a receiver may modify or keep.
+func cloneMessage(m raftpb.Message) raftpb.Message {
+	if len(m.Entries) > 0 {
+		ents := make([]raftpb.Entry, len(m.Entries))
+		for i, e := range m.Entries {
+			e.Data = append([]byte(nil), e.Data...)
+			ents[i] = e
+		}
+		m.Entries = ents
+	}
+	if m.Snapshot != nil {
+		s := *m.Snapshot
+		s.Data = append([]byte(nil), s.Data...)
+		m.Snapshot = &s
+	}
+	return m
+}
+
+func (s chaosSender) Send(msgs []GroupMessage) {
+	n := s.n
+	n.mu.Lock()
+	by := map[uint64][]GroupMessage{}
+	for _, gm := range msgs {
+		to := gm.Msg.To
+		n.sent++
+		if n.down[s.from] || n.down[to] || n.cut[[2]uint64{s.from, to}] {
+			continue
+		}
+		if n.drop > 0 && n.rng.Float64() < n.drop {
+			continue
+		}
+		gm.Msg = cloneMessage(gm.Msg)
+		if n.dup > 0 && n.rng.Float64() < n.dup {
+			n.delayed = append(n.delayed, chaosMsg{to: to, gm: GroupMessage{Group: gm.Group, Msg: cloneMessage(gm.Msg)}})
+		}
+		if n.delay > 0 && n.rng.Float64() < n.delay {
+			n.delayed = append(n.delayed, chaosMsg{to: to, gm: gm})
+			continue
+		}
+		by[to] = append(by[to], gm)
+	}
+	hosts := map[uint64]*Host{}
+	for to := range by {
+		hosts[to] = n.hosts[to]
+	}
+	n.mu.Unlock()
+	for to, ms := range by {
+		if h := hosts[to]; h != nil {
+			h.Deliver(ms)
+		}
+	}
+}
+
+// release delivers the held-back messages in a random order (to nodes
+// still up).
+func (n *chaosNet) release() {
+	n.mu.Lock()
+	held := n.delayed
+	n.delayed = nil
+	n.rng.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+	type delivery struct {
+		h  *Host
+		gm GroupMessage
+	}
+	var out []delivery
+	for _, m := range held {
+		if n.down[m.to] || n.down[m.gm.Msg.From] {
+			continue
+		}
+		if h := n.hosts[m.to]; h != nil {
+			out = append(out, delivery{h, m.gm})
+		}
+	}
+	n.mu.Unlock()
+	for _, d := range out {
+		d.h.Deliver([]GroupMessage{d.gm})
+	}
+}
+
+// setHost registers (or, with nil, unregisters) node id's host.
+func (n *chaosNet) setHost(id uint64, h *Host) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if h == nil {
+		delete(n.hosts, id)
+	} else {
+		n.hosts[id] = h
+	}
+}
+
+// setDown stops or restarts delivery to and from node id.
+func (n *chaosNet) setDown(id uint64, down bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down[id] = down
+}
+
+// partition cuts the links between the two sides (both directions);
+// heal restores every link.
+func (n *chaosNet) partition(a, b []uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, x := range a {
+		for _, y := range b {
+			n.cut[[2]uint64{x, y}] = true
+			n.cut[[2]uint64{y, x}] = true
+		}
+	}
+}
+
+func (n *chaosNet) heal() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	clear(n.cut)
+}
+
+// setFaults sets the drop, duplicate and delay probabilities.
+func (n *chaosNet) setFaults(drop, dup, delay float64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.drop, n.dup, n.delay = drop, dup, delay
+}
+
+// isCut reports whether the link from a to b is cut.
+func (n *chaosNet) isCut(a, b uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cut[[2]uint64{a, b}]
+}

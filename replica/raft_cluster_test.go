@@ -1,0 +1,271 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// pnode is one broker of a test cluster of partitions on raft: a host,
+// its group-state store and a crashable in-memory FS.
+type pnode struct {
+	id     uint64
+	fs     *vfs.MemFS
+	states *memStateStore
+	host   *Host
+	parts  map[GroupID]*Partition
+}
+
+// pcluster is several brokers in one process holding replicas of the
+// same groups, over a chaosNet, driven by logical ticks.
+type pcluster struct {
+	t       *testing.T
+	net     *chaosNet
+	nodes   map[uint64]*pnode
+	voters  []uint64
+	groups  []GroupID
+	cfg     TopicConfig
+	lagTime time.Duration
+}
+
+func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
+	t.Helper()
+	c := &pcluster{t: t, net: newChaosNet(seed), nodes: map[uint64]*pnode{}, cfg: DefaultTopicConfig(), lagTime: DefaultReplicaLagTime}
+	for i := 1; i <= nodes; i++ {
+		c.voters = append(c.voters, uint64(i))
+	}
+	for g := 0; g < groups; g++ {
+		c.groups = append(c.groups, GroupID{TopicID: [16]byte{0xab, byte(g)}, Partition: int32(g)})
+	}
+	for _, id := range c.voters {
+		c.nodes[id] = &pnode{id: id, fs: vfs.NewMem(), states: newMemStateStore()}
+	}
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			c.stop(n.id)
+		}
+	})
+	return c
+}
+
+func (c *pcluster) dir(g GroupID) string {
+	return filepath.Join("/data", fmt.Sprintf("%s", g))
+}
+
+// start opens node id's host and partitions from what its FS and state
+// store hold.
+func (c *pcluster) start(id uint64) {
+	c.t.Helper()
+	n := c.nodes[id]
+	n.host = NewHost(HostConfig{NodeID: id, Transport: c.net.sender(id), HardState: n.states, Logger: quiet()})
+	n.parts = map[GroupID]*Partition{}
+	for _, g := range c.groups {
+		st, _, err := n.states.Load(g)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		p, err := Open(n.fs, c.dir(g), c.cfg, Options{
+			Log:  segment.Options{Logger: quiet()},
+			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.voters, ReplicaLagTime: c.lagTime},
+		})
+		if err != nil {
+			c.t.Fatalf("node %d: open %s: %v", id, g, err)
+		}
+		n.parts[g] = p
+	}
+	c.net.setHost(id, n.host)
+	c.net.setDown(id, false)
+}
+
+func (c *pcluster) startAll() {
+	for _, id := range c.voters {
+		c.start(id)
+	}
+}
+
+// stop closes node id cleanly.
+func (c *pcluster) stop(id uint64) {
+	n := c.nodes[id]
+	if n.host == nil {
+		return
+	}
+	c.net.setDown(id, true)
+	c.net.setHost(id, nil)
+	for _, p := range n.parts {
+		p.Close()
+	}
+	n.host.Close()
+	n.host, n.parts = nil, nil
+}
+
+// crash stops node id as a power cut would: what its FS had not synced is
+// lost (torn tails included), the group-state store keeps what it saved.
+func (c *pcluster) crash(id uint64, seed int64) {
+	n := c.nodes[id]
+	if n.host == nil {
+		return
+	}
+	c.net.setDown(id, true)
+	c.net.setHost(id, nil)
+	crashed := n.fs.CrashClone(vfs.CrashOptions{Seed: seed})
+	n.host.Close()
+	for _, p := range n.parts {
+		p.Close()
+	}
+	n.fs, n.host, n.parts = crashed, nil, nil
+}
+
+func (c *pcluster) up() []*pnode {
+	var out []*pnode
+	for _, id := range c.voters {
+		if n := c.nodes[id]; n.host != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// tick advances every live host's clock by one tick and releases delayed
+// messages.
+func (c *pcluster) tick() {
+	for _, n := range c.up() {
+		n.host.Tick()
+	}
+	c.net.release()
+}
+
+// drive ticks until cond holds, failing after a deadline.
+func (c *pcluster) drive(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+		c.tick()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// leader returns the replica every live node agrees leads g, or nil.
+func (c *pcluster) leader(g GroupID) *Partition {
+	var lead uint64
+	for _, n := range c.up() {
+		id, _, ok := n.parts[g].Leader()
+		if !ok || (lead != 0 && id != lead) {
+			return nil
+		}
+		lead = id
+	}
+	if n := c.nodes[lead]; n != nil && n.host != nil && n.parts[g].IsLeader() {
+		return n.parts[g]
+	}
+	return nil
+}
+
+func (c *pcluster) waitLeader(g GroupID) *Partition {
+	c.t.Helper()
+	var p *Partition
+	c.drive("a leader of "+g.String(), func() bool { p = c.leader(g); return p != nil })
+	return p
+}
+
+// produceWait produces b to p and ticks until the Pending completes.
+func (c *pcluster) produceWait(p *Partition, b []byte, acks int16) (segment.AppendResult, error) {
+	c.t.Helper()
+	pd, err := p.ProduceWith(b, ProduceOptions{Acks: acks})
+	if err != nil {
+		return noResult, err
+	}
+	return c.wait(pd)
+}
+
+// wait ticks until pd completes.
+func (c *pcluster) wait(pd *Pending) (segment.AppendResult, error) {
+	c.t.Helper()
+	done := false
+	var res segment.AppendResult
+	var err error
+	c.drive("a produce to complete", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		defer cancel()
+		res, err = pd.Wait(ctx)
+		done = !errors.Is(err, context.DeadlineExceeded)
+		return done
+	})
+	return res, err
+}
+
+// records returns the values of every record p serves from offset 0
+// (below its high watermark), checking offsets are contiguous and no
+// internal batch is served.
+func records(t *testing.T, p *Partition) []string {
+	t.Helper()
+	var out []string
+	next := p.LogStartOffset()
+	for next < p.HighWatermark() {
+		data, res, err := p.ReadBytes(nil, next, 1<<20)
+		res.Release()
+		if err != nil {
+			t.Fatalf("read at %d: %v", next, err)
+		}
+		if len(data) == 0 {
+			t.Fatalf("read at %d below the high watermark %d returned nothing", next, p.HighWatermark())
+		}
+		for len(data) > 0 {
+			h, err := batch.ParseHeader(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Control() {
+				t.Fatalf("a control or internal batch was served at offset %d", h.BaseOffset)
+			}
+			if h.BaseOffset != next {
+				t.Fatalf("batch at offset %d, want %d (offsets must be contiguous)", h.BaseOffset, next)
+			}
+			if _, err := batch.Iterate(data[:h.Size()], func(r *batch.Record) error {
+				out = append(out, string(r.Value))
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			next = h.NextOffset()
+			data = data[h.Size():]
+		}
+	}
+	return out
+}
+
+func valueBatch(vals ...string) []byte {
+	recs := make([]batch.Record, len(vals))
+	for i, v := range vals {
+		recs[i] = batch.Record{Value: []byte(v), Timestamp: 1000}
+	}
+	return batch.Build(batch.NewBuildOptions(), recs)
+}
+
+func idempotentBatch(pid int64, epoch int16, seq int32, vals ...string) []byte {
+	recs := make([]batch.Record, len(vals))
+	for i, v := range vals {
+		recs[i] = batch.Record{Value: []byte(v), Timestamp: 1000}
+	}
+	o := batch.NewBuildOptions()
+	o.ProducerID, o.ProducerEpoch, o.BaseSequence = pid, epoch, seq
+	return batch.Build(o, recs)
+}
+
+// memStateStore is a HardStateStore in memory; every Save is durable.
+type memStateStore struct {
+	mu     sync.Mutex
+	states map[GroupID]GroupState
+}
+
+func newMemStateStore() *memStateStore { return &memStateStore{states: map[GroupID]GroupState{}} }

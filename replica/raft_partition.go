@@ -1,0 +1,507 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
+)
+
+// The partition on raft: a Partition opened with Options.Raft is one
+// replica of an etcd raft group whose raft log is its segment log (see
+// DESIGN.md, "Replication", and raft_log.go for the mapping of entries to
+// batches).
+//
+// Produce (leader only, no proposal forwarding) validates the batch,
+// checks it against the idempotent producers' state including the
+// leader's proposals not yet written (inflight), and proposes it. The
+// proposal is found again in the Ready that writes it (by its data
+// slice: etcd raft keeps the slice it was given) and tracked by
+// (index, term) from then on:
+//
+//   - acks=1 completes once the leader's own append is durable (the
+//     group's Sync after the write);
+//   - acks=all completes when its index commits with its term; an index
+//     that commits with another term (a new leader replaced the entry)
+//     fails it with NotLeaderError, never a silent success.
+//
+// Every replica records producer state and leader epochs as it writes
+// entries (followers rebuild the same state the leader had), and moves
+// the high watermark to the Kafka offset after the last committed entry
+// as it applies: Fetch never serves beyond it.
+//
+// Goroutines: the raft host's worker calls the storage (raft_log.go),
+// Apply and LeaderChanged, one call at a time per group; proposals run in
+// that worker too (Host.post). Fields marked "worker" belong to it. Locks:
+// appendMu (producer state, inflight), then mu (leader, epochs, high
+// watermark), as for a single replica.
+
+// RaftConfig makes a Partition one replica of a raft group
+// (Options.Raft).
+type RaftConfig struct {
+	Host  *Host
+	Group GroupID
+	// State is the group's durable state as the host's HardStateStore
+	// loaded it: the zero value for a replica that never ran.
+	State GroupState
+	// Voters are the first replicas of a new group (the synthetic initial
+	// ConfState); a State with a ConfState overrides them.
+	Voters []uint64
+	// ReplicaLagTime is Kafka's replica.lag.time.max.ms (default 30 s): a
+	// follower is in the ISR while it caught up with the leader's log end
+	// within it.
+	ReplicaLagTime time.Duration
+}
+
+// DefaultReplicaLagTime is Kafka's replica.lag.time.max.ms default.
+const DefaultReplicaLagTime = 30 * time.Second
+
+// isrRefresh is how long a computed ISR is reused by produce requests'
+// min.insync.replicas check before the leader's raft progress is read
+// again.
+const isrRefresh = 100 * time.Millisecond
+
+// Errors of a replicated partition, mapped by the server to Kafka codes.
+var (
+	// ErrNotLeader is NOT_LEADER_OR_FOLLOWER: the replica is not the
+	// partition's leader, or a proposal's entry was replaced by another
+	// leader's. Retriable; NotLeaderError carries the KIP-951 hint.
+	ErrNotLeader = errors.New("replica: not the leader of the partition")
+	// ErrLeaderNotAvailable is LEADER_NOT_AVAILABLE: the group has no
+	// leader now (an election is under way).
+	ErrLeaderNotAvailable = errors.New("replica: the partition has no leader")
+	// ErrNotEnoughReplicas is NOT_ENOUGH_REPLICAS: acks=all with fewer
+	// in-sync replicas (the leader counted) than min.insync.replicas;
+	// nothing was appended.
+	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+)
+
+// NotLeaderError wraps ErrNotLeader (or ErrLeaderNotAvailable when Leader
+// is 0) with the leader this replica knows, for KIP-951's current-leader
+// hint: Leader 0 when there is none.
+type NotLeaderError struct {
+	Leader uint64
+	Epoch  int32
+	Reason string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == 0 {
+		return fmt.Sprintf("%v: %s", ErrLeaderNotAvailable, e.Reason)
+	}
+	return fmt.Sprintf("%v: %s (the leader is replica %d, leader epoch %d)", ErrNotLeader, e.Reason, e.Leader, e.Epoch)
+}
+
+// Unwrap returns ErrNotLeader, or ErrLeaderNotAvailable without a leader.
+func (e *NotLeaderError) Unwrap() error {
+	if e.Leader == 0 {
+		return ErrLeaderNotAvailable
+	}
+	return ErrNotLeader
+}
+
+// Acks are a produce request's acks (Kafka's): AcksAll waits for commit,
+// AcksLeader for the leader's durable append, AcksNone for nothing.
+const (
+	AcksAll    int16 = -1
+	AcksNone   int16 = 0
+	AcksLeader int16 = 1
+)
+
+// proposal is one batch the leader proposed.
+type proposal struct {
+	data []byte
+	h    batch.Header
+	acks int16
+	pd   *Pending
+	// index and term, set by the worker when the entry is written.
+	index, term uint64
+}
+
+// raftState is the replicated part of a Partition.
+type raftState struct {
+	host    *Host
+	id      GroupID
+	self    uint64
+	lagTime time.Duration
+	storage *raftLog
+
+	// worker: proposals not yet seen in a written Ready, in proposal
+	// order; written ones waiting for their commit, in index order; acks=1
+	// ones waiting for the next Sync.
+	proposed   []*proposal
+	committing []*proposal
+	unsynced   []*proposal
+
+	// appendMu: the leader's proposals not yet written, per producer id,
+	// in sequence order (the idempotence check sees them).
+	inflight map[int64][]*proposal
+
+	// mu: the leader as raft last reported it (0: none) and its term.
+	leader uint64
+	term   uint64
+	// mu: the ISR last computed and when.
+	isr   []uint64
+	isrAt time.Time
+}
+
+// Leader returns the partition's leader as this replica knows it (0 and
+// ok=false while there is none) and its leader epoch (the leader's raft
+// term). A single-replica partition is its own leader.
+func (p *Partition) Leader() (id uint64, epoch int32, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rs == nil {
+		return 0, p.leaderEpoch, true
+	}
+	return p.rs.leader, p.leaderEpoch, p.rs.leader != 0
+}
+
+// IsLeader reports whether this replica is the partition's leader (always
+// for a single replica).
+func (p *Partition) IsLeader() bool {
+	if p.rs == nil {
+		return true
+	}
+	lead, _, _ := p.Leader()
+	return lead == p.rs.self
+}
+
+// notLeader returns the error for a request a non-leader cannot serve.
+func (p *Partition) notLeader(reason string) error {
+	lead, epoch, _ := p.Leader()
+	return &NotLeaderError{Leader: lead, Epoch: epoch, Reason: reason}
+}
+
+// ISR returns the in-sync replicas (the leader first): the replicas whose
+// raft progress reached the leader's durable log end within
+// replica.lag.time.max.ms, as the leader sees it. A follower returns nil;
+// a single replica itself.
+func (p *Partition) ISR() []uint64 {
+	if p.rs == nil {
+		return []uint64{0}
+	}
+	isr, _ := p.rs.inSync(p, time.Now(), true)
+	return isr
+}
+
+// inSync returns the ISR, reusing one computed less than isrRefresh ago
+// unless fresh is set.
+func (rs *raftState) inSync(p *Partition, now time.Time, fresh bool) ([]uint64, error) {
+	p.mu.Lock()
+	if !fresh && rs.leader == rs.self && now.Sub(rs.isrAt) < isrRefresh {
+		isr := rs.isr
+		p.mu.Unlock()
+		return isr, nil
+	}
+	p.mu.Unlock()
+	prog, err := rs.host.Progress(rs.id)
+	if err != nil {
+		return nil, err
+	}
+	var isr []uint64
+	for _, pr := range prog {
+		switch {
+		case pr.Learner:
+		case pr.ID == rs.self:
+			isr = append([]uint64{pr.ID}, isr...)
+		case now.Sub(pr.CaughtUp) <= rs.lagTime:
+			isr = append(isr, pr.ID)
+		}
+	}
+	if len(isr) == 0 || isr[0] != rs.self {
+		isr = nil // not the leader
+	}
+	p.mu.Lock()
+	rs.isr, rs.isrAt = isr, now
+	p.mu.Unlock()
+	return isr, nil
+}
+
+// propose is append for a replicated partition: leader only, producer
+// state checked with the inflight proposals, then proposed to raft.
+func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks int16) (*Pending, error) {
+	rs := p.rs
+	if !p.IsLeader() {
+		return &Pending{res: noResult}, p.notLeader("produce goes to the partition leader")
+	}
+	if acks == AcksAll {
+		isr, err := rs.inSync(p, time.Now(), false)
+		if err != nil {
+			return &Pending{res: noResult}, p.notLeader(err.Error())
+		}
+		if min := p.Config().MinInsyncReplicas; len(isr) < min {
+			return &Pending{res: noResult}, fmt.Errorf("%w: %d in sync (%v), min.insync.replicas=%d", ErrNotEnoughReplicas, len(isr), isr, min)
+		}
+	}
+	if logAppendTime {
+		// The leader's clock, set once before proposing: every replica
+		// stores the same bytes.
+		batch.SetLogAppendTime(b, p.now().UnixMilli())
+		h.Attributes |= batch.TimestampTypeBit
+	}
+	pr := &proposal{data: b, h: *h, acks: acks, pd: &Pending{res: noResult, done: make(chan struct{})}}
+	p.appendMu.Lock()
+	orig, dup, err := rs.checkProducer(p.producers, h)
+	if err != nil {
+		p.appendMu.Unlock()
+		return &Pending{res: noResult}, err
+	}
+	switch {
+	case orig != nil:
+		p.appendMu.Unlock()
+		return follow(orig.pd), nil
+	case dup != nil:
+		p.appendMu.Unlock()
+		// A retry of a written batch: answered once that batch commits
+		// (its own waiter may still be waiting).
+		return p.whenCommitted(segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}), nil
+	}
+	if h.ProducerID >= 0 {
+		rs.inflight[h.ProducerID] = append(rs.inflight[h.ProducerID], pr)
+	}
+	p.appendMu.Unlock()
+	err = rs.host.post(rs.id, func(rn *raft.RawNode) error {
+		if err := rn.Propose(b); err != nil {
+			p.failProposal(pr, p.notLeader(err.Error()))
+			return err
+		}
+		rs.proposed = append(rs.proposed, pr)
+		return nil
+	})
+	if err != nil {
+		p.failProposal(pr, p.notLeader(err.Error()))
+	}
+	return pr.pd, nil
+}
+
+// follow returns a Pending that completes as orig does (a retry of a
+// batch still in flight).
+func follow(orig *Pending) *Pending {
+	pd := &Pending{res: noResult, done: make(chan struct{})}
+	go func() {
+		<-orig.done
+		pd.res, pd.err = orig.res, orig.err
+		close(pd.done)
+	}()
+	return pd
+}
+
+// checkProducer is producerState.check seeing the leader's inflight
+// proposals too: a retry of one of them returns it (orig), of a written
+// batch that batch (dup).
+func (rs *raftState) checkProducer(ps producerState, h *batch.Header) (orig *proposal, dup *producerBatch, err error) {
+	list := rs.inflight[h.ProducerID]
+	if h.ProducerID < 0 || len(list) == 0 {
+		dup, err = ps.check(h)
+		return nil, dup, err
+	}
+	last := lastSeqOf(h)
+	for _, f := range list {
+		if f.h.ProducerEpoch == h.ProducerEpoch && f.h.BaseSequence == h.BaseSequence && lastSeqOf(&f.h) == last {
+			return f, nil, nil
+		}
+	}
+	newest := &list[len(list)-1].h
+	switch {
+	case h.ProducerEpoch < newest.ProducerEpoch:
+		return nil, nil, ErrInvalidProducerEpoch
+	case h.ProducerEpoch > newest.ProducerEpoch:
+		if h.BaseSequence != 0 {
+			return nil, nil, ErrOutOfOrderSequence
+		}
+		return nil, nil, nil
+	}
+	if e := ps[h.ProducerID]; e != nil && e.epoch == h.ProducerEpoch {
+		for i := range e.batches {
+			if b := &e.batches[i]; b.firstSeq == h.BaseSequence && b.lastSeq == last {
+				return nil, b, nil
+			}
+		}
+	}
+	if h.BaseSequence != nextSeq(lastSeqOf(newest)) {
+		return nil, nil, ErrOutOfOrderSequence
+	}
+	return nil, nil, nil
+}
+
+// dropInflightLocked removes pr from the inflight proposals (appendMu
+// held).
+func (rs *raftState) dropInflightLocked(pr *proposal) {
+	id := pr.h.ProducerID
+	if id < 0 {
+		return
+	}
+	list := rs.inflight[id]
+	for i, f := range list {
+		if f == pr {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(rs.inflight, id)
+	} else {
+		rs.inflight[id] = list
+	}
+}
+
+// failProposal fails a proposal raft did not take (or whose entry never
+// came).
+func (p *Partition) failProposal(pr *proposal, err error) {
+	p.appendMu.Lock()
+	p.rs.dropInflightLocked(pr)
+	p.appendMu.Unlock()
+	pr.pd.finish(noResult, err)
+}
+
+// finish completes a Pending once.
+func (pd *Pending) finish(res segment.AppendResult, err error) {
+	select {
+	case <-pd.done:
+		return
+	default:
+	}
+	pd.res, pd.err = res, err
+	close(pd.done)
+}
+
+// sameData reports whether a written entry's data is a proposal's slice.
+func sameData(a, b []byte) bool {
+	return len(a) > 0 && len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+// written is called by the storage, in the worker, for each entry of a
+// Ready it wrote: data entries with their append result. It records
+// producer state and the leader epoch, matches the leader's proposals
+// and returns.
+func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.Header) {
+	rs := p.rs
+	var pr *proposal
+	if h != nil && len(rs.proposed) > 0 && sameData(e.Data, rs.proposed[0].data) {
+		pr = rs.proposed[0]
+		rs.proposed = rs.proposed[1:]
+	}
+	if h != nil {
+		p.appendMu.Lock()
+		hh := *h
+		hh.BaseOffset = res.BaseOffset
+		p.producers.record(&hh, res.LogAppendTime)
+		if pr != nil {
+			rs.dropInflightLocked(pr)
+		}
+		p.appendMu.Unlock()
+	}
+	if pr == nil {
+		return
+	}
+	pr.index, pr.term = e.Index, e.Term
+	pr.pd.res = res
+	switch pr.acks {
+	case AcksAll:
+		rs.committing = append(rs.committing, pr)
+	default:
+		rs.unsynced = append(rs.unsynced, pr)
+	}
+}
+
+// synced completes the acks=1 proposals written before a successful Sync.
+func (rs *raftState) synced() {
+	for _, pr := range rs.unsynced {
+		pr.pd.finish(pr.pd.res, nil)
+	}
+	rs.unsynced = rs.unsynced[:0]
+}
+
+// raftMachine is the partition as the raft group's state machine.
+type raftMachine struct{ p *Partition }
+
+// Apply moves the high watermark to the Kafka offset after the last
+// committed entry and completes the acks=all proposals whose entries
+// committed (or fails those whose index committed with another term).
+// Entries re-delivered after a restart only move the high watermark.
+func (m raftMachine) Apply(ents []raftpb.Entry) {
+	p, rs := m.p, m.p.rs
+	if len(ents) == 0 {
+		return
+	}
+	first, last := ents[0].Index, ents[len(ents)-1].Index
+	hw, err := rs.storage.offsetAfter(last)
+	if err != nil {
+		p.logger.Error("replica: the offset after a committed entry is unknown", "group", rs.id.String(), "index", last, "err", err)
+	} else {
+		p.advance(hw)
+	}
+	for len(rs.committing) > 0 && rs.committing[0].index <= last {
+		pr := rs.committing[0]
+		rs.committing = rs.committing[1:]
+		switch {
+		case pr.index < first:
+			// Committed before this batch of entries: a log that was
+			// reset (snapshot) under it; its fate is unknown.
+			pr.pd.finish(noResult, p.notLeader("the entry was replaced"))
+		case ents[pr.index-first].Term == pr.term:
+			pr.pd.finish(pr.pd.res, nil)
+		default:
+			pr.pd.finish(noResult, p.notLeader(fmt.Sprintf("the entry at raft index %d was replaced by another leader's", pr.index)))
+		}
+	}
+}
+
+// LeaderChanged records the group's leader (0: none) and its term, the
+// partition's leader epoch. A replica that stops being the leader fails
+// the proposals raft has not written (they may never be) and forgets its
+// inflight producer state; written ones still wait for their commit.
+func (m raftMachine) LeaderChanged(lead, term uint64) {
+	p, rs := m.p, m.p.rs
+	p.mu.Lock()
+	was := rs.leader
+	rs.leader, rs.term = lead, term
+	if lead != 0 {
+		p.leaderEpoch = int32(term)
+	}
+	rs.isr, rs.isrAt = nil, time.Time{}
+	p.mu.Unlock()
+	if was == rs.self && lead != rs.self {
+		for _, pr := range rs.proposed {
+			p.failProposal(pr, p.notLeader("leadership moved"))
+		}
+		rs.proposed = nil
+		for _, pr := range rs.unsynced {
+			pr.pd.finish(noResult, p.notLeader("leadership moved"))
+		}
+		rs.unsynced = rs.unsynced[:0]
+		p.appendMu.Lock()
+		clear(rs.inflight)
+		p.appendMu.Unlock()
+	}
+}
+
+// whenCommitted returns a Pending that completes once the high watermark
+// covers res (a retry of a written batch).
+func (p *Partition) whenCommitted(res segment.AppendResult) *Pending {
+	pd := &Pending{res: res, done: make(chan struct{})}
+	go func() {
+		for {
+			ch := p.Changed()
+			if p.HighWatermark() > res.LastOffset {
+				close(pd.done)
+				return
+			}
+			select {
+			case <-ch:
+			case <-p.closing:
+				pd.err = p.notLeader("the partition closed")
+				close(pd.done)
+				return
+			}
+		}
+	}()
+	return pd
+}

@@ -1,0 +1,272 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestRaftScenarios runs the replication scenarios in testdata/raft
+// (rewrite the expected output with: go test -run TestRaftScenarios
+// -rewrite). One group; nodes 1..N; logical ticks; a chaosNet.
+//
+// Commands:
+//
+//	cluster nodes=N [lag-ms=L] [min-isr=M]  N nodes, every one started
+//	campaign node=I             node I campaigns; waits until every live node follows it
+//	transfer to=I               the leader hands leadership to I; waits as campaign
+//	produce node=I [acks=all|1|0] [pid=P epoch=E seq=S]
+//	                            one batch of the input's lines as values; prints its offsets or error
+//	produce-async node=I ...    as produce, without waiting; "await" waits for them
+//	await                       waits for every produce-async and prints each result
+//	partition A,B|C             cuts the links between the two sides
+//	heal                        restores every link
+//	stop node=I / start node=I  clean stop and restart
+//	crash node=I [seed=S]       power cut: unsynced data lost; the node stays down
+//	settle                      ticks until every live node has the same high watermark and log end
+//	state                       every live node: leader, log end offset, high watermark, records served
+//	epochs node=I               OffsetForLeaderEpoch of the node's every epoch
+//	ticks n=N                   N ticks
+func TestRaftScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/raft", func(t *testing.T, path string) {
+		var c *pcluster
+		var async []*Pending
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			args := map[string]string{}
+			for _, a := range d.CmdArgs {
+				args[a.Key] = strings.Join(a.Vals, ",")
+			}
+			num := func(k string, def int) int {
+				v, ok := args[k]
+				if !ok {
+					return def
+				}
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					d.Fatalf(t, "%s=%s: %v", k, v, err)
+				}
+				return n
+			}
+			node := func() uint64 { return uint64(num("node", 1)) }
+			switch d.Cmd {
+			case "cluster":
+				c = newPCluster(t, num("nodes", 3), 1, uint64(num("seed", 1)))
+				if ms := num("lag-ms", 0); ms > 0 {
+					c.lagTime = time.Duration(ms) * time.Millisecond
+				}
+				if m := num("min-isr", 0); m > 0 {
+					c.cfg.MinInsyncReplicas = m
+				}
+				c.startAll()
+				return ""
+			case "campaign":
+				id := node()
+				ticks := 0
+				c.drive(fmt.Sprintf("node %d to lead", id), func() bool {
+					if ticks%20 == 0 {
+						// Campaign again if another node won meanwhile.
+						if err := c.nodes[id].host.Campaign(c.groups[0]); err != nil {
+							t.Fatalf("campaign: %v", err)
+						}
+					}
+					ticks++
+					return c.leads(id)
+				})
+				return fmt.Sprintf("leader %d", id)
+			case "wait-isr":
+				want := num("n", 0)
+				c.drive(fmt.Sprintf("an ISR of %d", want), func() bool {
+					p := c.leader(c.groups[0])
+					return p != nil && len(p.ISR()) == want
+				})
+				return ""
+			case "transfer":
+				to := uint64(num("to", 0))
+				lead := c.waitLeader(c.groups[0])
+				lid, _, _ := lead.Leader()
+				if err := c.nodes[lid].host.TransferLeadership(c.groups[0], to); err != nil {
+					return "error: " + err.Error()
+				}
+				c.waitFor(to)
+				return fmt.Sprintf("leader %d", to)
+			case "produce", "produce-async":
+				p := c.nodes[node()].parts[c.groups[0]]
+				vals := strings.Fields(d.Input)
+				b := valueBatch(vals...)
+				if _, ok := args["pid"]; ok {
+					b = idempotentBatch(int64(num("pid", 0)), int16(num("epoch", 0)), int32(num("seq", 0)), vals...)
+				}
+				acks := AcksAll
+				switch args["acks"] {
+				case "1":
+					acks = AcksLeader
+				case "0":
+					acks = AcksNone
+				}
+				pd, err := p.ProduceWith(b, ProduceOptions{Acks: acks})
+				if err != nil {
+					return "error: " + errName(err)
+				}
+				if d.Cmd == "produce-async" {
+					async = append(async, pd)
+					return ""
+				}
+				res, err := c.wait(pd)
+				return result(res.BaseOffset, res.LastOffset, err)
+			case "await":
+				var out strings.Builder
+				for i, pd := range async {
+					res, err := c.wait(pd)
+					fmt.Fprintf(&out, "%d: %s\n", i, result(res.BaseOffset, res.LastOffset, err))
+				}
+				async = nil
+				return out.String()
+			case "partition":
+				sides := strings.Split(d.CmdArgs[0].Key, "|")
+				if len(sides) != 2 {
+					d.Fatalf(t, "partition A,B|C")
+				}
+				c.net.partition(ids(sides[0]), ids(sides[1]))
+				return ""
+			case "heal":
+				c.net.heal()
+				return ""
+			case "stop":
+				c.stop(node())
+				return ""
+			case "start":
+				c.start(node())
+				return ""
+			case "crash":
+				c.crash(node(), int64(num("seed", 1)))
+				return ""
+			case "ticks":
+				for range num("n", 1) {
+					c.tick()
+				}
+				return ""
+			case "settle":
+				c.settle()
+				return ""
+			case "state":
+				var out strings.Builder
+				for _, n := range c.up() {
+					p := n.parts[c.groups[0]]
+					lead, _, ok := p.Leader()
+					l := "none"
+					if ok {
+						l = strconv.FormatUint(lead, 10)
+					}
+					fmt.Fprintf(&out, "node %d: leader=%s leo=%d hw=%d records=%s\n", n.id, l, p.LogEndOffset(), p.HighWatermark(), strings.Join(records(t, p), " "))
+				}
+				return out.String()
+			case "epochs":
+				p := c.nodes[node()].parts[c.groups[0]]
+				var out strings.Builder
+				p.mu.Lock()
+				entries := append([]epochEntry(nil), p.epochs.entries...)
+				p.mu.Unlock()
+				for i, e := range entries {
+					epoch, end := p.EndOffsetForEpoch(e.epoch)
+					fmt.Fprintf(&out, "epoch #%d starts at %d ends at %d (answered as epoch #%d)\n", i, e.startOffset, end, indexOfEpoch(entries, epoch))
+				}
+				return out.String()
+			default:
+				d.Fatalf(t, "unknown command %s", d.Cmd)
+				return ""
+			}
+		})
+	})
+}
+
+// indexOfEpoch names an epoch by its position in the cache (terms depend
+// on election timing; positions do not).
+func indexOfEpoch(entries []epochEntry, epoch int32) int {
+	for i, e := range entries {
+		if e.epoch == epoch {
+			return i
+		}
+	}
+	return -1
+}
+
+func ids(s string) []uint64 {
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		n, _ := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		out = append(out, n)
+	}
+	return out
+}
+
+func result(base, last int64, err error) string {
+	if err != nil {
+		return "error: " + errName(err)
+	}
+	return fmt.Sprintf("offsets %d-%d", base, last)
+}
+
+// errName is an error's Kafka name, for scenario output.
+func errName(err error) string {
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		return "NOT_LEADER_OR_FOLLOWER"
+	case errors.Is(err, ErrLeaderNotAvailable):
+		return "LEADER_NOT_AVAILABLE"
+	case errors.Is(err, ErrNotEnoughReplicas):
+		return "NOT_ENOUGH_REPLICAS"
+	case errors.Is(err, ErrOutOfOrderSequence):
+		return "OUT_OF_ORDER_SEQUENCE_NUMBER"
+	case errors.Is(err, ErrInvalidProducerEpoch):
+		return "INVALID_PRODUCER_EPOCH"
+	}
+	return err.Error()
+}
+
+// waitFor ticks until node id leads (see leads).
+func (c *pcluster) waitFor(id uint64) {
+	c.t.Helper()
+	c.drive(fmt.Sprintf("node %d to lead", id), func() bool { return c.leads(id) })
+}
+
+// leads reports whether node id is the leader and every live node it can
+// reach follows it.
+func (c *pcluster) leads(id uint64) bool {
+	n := c.nodes[id]
+	if n.host == nil || !n.parts[c.groups[0]].IsLeader() {
+		return false
+	}
+	for _, o := range c.up() {
+		if o.id == id || c.net.isCut(id, o.id) {
+			continue
+		}
+		if l, _, ok := o.parts[c.groups[0]].Leader(); !ok || l != id {
+			return false
+		}
+	}
+	return true
+}
+
+// settle ticks until every live node has the same log end offset and high
+// watermark, equal to each other.
+func (c *pcluster) settle() {
+	c.t.Helper()
+	c.drive("the replicas to agree", func() bool {
+		var leo, hw int64 = -1, -1
+		for _, n := range c.up() {
+			p := n.parts[c.groups[0]]
+			if leo == -1 {
+				leo, hw = p.LogEndOffset(), p.HighWatermark()
+			}
+			if p.LogEndOffset() != leo || p.HighWatermark() != hw || hw != leo {
+				return false
+			}
+		}
+		return c.leader(c.groups[0]) != nil
+	})
+}

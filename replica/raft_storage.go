@@ -1,0 +1,161 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
+)
+
+// partitionStorage is a replicated partition's GroupStorage: raft reads
+// its log through the raft log (raft_log.go) over the segment log, and
+// the host's worker writes a Ready's entries through Append, which also
+// keeps what is derived from the log (producer state, leader epochs, the
+// leader's proposals) in step with it.
+type partitionStorage struct {
+	*raftLog
+	p *Partition
+}
+
+// Append writes a Ready's entries: data entries as record batches (base
+// offset and leader epoch stamped by the log from the entry's index and
+// term), raft's own entries as internal batches. An append over the tail
+// (a follower's divergent entries) truncates it first and rebuilds the
+// producer state and leader epochs from what remains.
+func (s *partitionStorage) Append(ents []raftpb.Entry) error {
+	p := s.p
+	for i := range ents {
+		e := &ents[i]
+		res, err := s.raftLog.appendEntry(e)
+		if err != nil {
+			return err
+		}
+		if res.TruncatedTo >= 0 {
+			if err := p.afterTruncate(res.TruncatedTo); err != nil {
+				return err
+			}
+		}
+		var h *batch.Header
+		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
+			hh, err := batch.ParseHeader(e.Data)
+			if err != nil {
+				return err // appendEntry validated it
+			}
+			h = &hh
+		}
+		if res.Rolled {
+			p.appendMu.Lock()
+			write := p.snapshotLocked(res.BaseOffset)
+			p.appendMu.Unlock()
+			p.snapWG.Add(1)
+			go func() {
+				defer p.snapWG.Done()
+				write()
+			}()
+		}
+		next := res.BaseOffset
+		if h != nil {
+			next = res.LastOffset + 1
+		}
+		_ = next
+		p.noteEpoch(int32(e.Term), res.BaseOffset)
+		p.written(e, res, h)
+	}
+	return nil
+}
+
+// afterTruncate resets what is derived from the log after a truncation to
+// leo: producer state rebuilt from the log, leader epochs cut.
+func (p *Partition) afterTruncate(leo int64) error {
+	p.appendMu.Lock()
+	err := p.loadProducers()
+	p.appendMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("replica: producer state after truncating to %d: %w", leo, err)
+	}
+	p.mu.Lock()
+	if p.epochs.truncateFromEnd(leo + 1) {
+		p.saveEpochsLocked()
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// Sync makes the appended entries durable (a group-commit sync of the
+// log), then answers the acks=1 proposals they held.
+func (s *partitionStorage) Sync() error {
+	if err := s.p.log.Sync(); err != nil {
+		return err
+	}
+	s.p.rs.synced()
+	return nil
+}
+
+// ApplySnapshot is not served yet: raft never sends one while the log is
+// not compacted below a follower's match.
+func (s *partitionStorage) ApplySnapshot(snap raftpb.Snapshot) error {
+	return fmt.Errorf("replica: raft snapshots are not supported yet (index %d)", snap.Metadata.Index)
+}
+
+// startRaft joins the partition's raft group on its host (Open with
+// Options.Raft): the high watermark is the offset after the last entry
+// the state machine applied (entries above it are applied again).
+func (p *Partition) startRaft(rc RaftConfig) error {
+	if rc.Host == nil {
+		return errors.New("replica: RaftConfig.Host is nil")
+	}
+	if rc.ReplicaLagTime <= 0 {
+		rc.ReplicaLagTime = DefaultReplicaLagTime
+	}
+	st := rc.State
+	if len(st.ConfState.Voters) == 0 && len(st.ConfState.Learners) == 0 {
+		st.ConfState = raftpb.ConfState{Voters: append([]uint64(nil), rc.Voters...)}
+	}
+	rs := &raftState{
+		host:     rc.Host,
+		id:       rc.Group,
+		self:     rc.Host.cfg.NodeID,
+		lagTime:  rc.ReplicaLagTime,
+		inflight: map[int64][]*proposal{},
+	}
+	rs.storage = newRaftLog(p.log)
+	p.rs = rs
+	applied := st.Applied
+	if first := p.log.FirstIndex(); applied+1 < first {
+		applied = first - 1
+		st.Applied = applied
+	}
+	hw, err := p.log.OffsetAfter(applied)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.highWatermark = hw
+	p.mu.Unlock()
+	err = rc.Host.AddGroup(GroupConfig{
+		ID:      rc.Group,
+		Storage: &partitionStorage{raftLog: rs.storage, p: p},
+		Machine: raftMachine{p},
+		State:   st,
+	})
+	if err != nil {
+		p.rs = nil
+		return err
+	}
+	return nil
+}
+
+// raftError maps the segment log's raft errors to raft's.
+func raftError(err error) error {
+	switch {
+	case errors.Is(err, segment.ErrCompacted):
+		return raft.ErrCompacted
+	case errors.Is(err, segment.ErrUnavailable):
+		return raft.ErrUnavailable
+	}
+	return err
+}
