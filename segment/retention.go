@@ -42,9 +42,17 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 	s.deleted.Store(true)
 	d := &pendingDelete{seg: s, fs: l.fs}
 	renameFailed := false
-	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex} {
+	s.closeRaftFile()
+	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindRaftIndex} {
 		from := s.path(k)
 		to := filepath.Join(l.dir, FileName{Base: s.base, Kind: k, Deleted: true}.String())
+		if k == KindRaftIndex {
+			// Derived data, and absent for the active segment: removed now.
+			if err := l.fs.Remove(from); err != nil && !isNotExist(err) {
+				l.opts.Logger.Warn("segment: remove for delete failed", "file", from, "err", err)
+			}
+			continue
+		}
 		if err := l.fs.Rename(from, to); err != nil {
 			l.opts.Logger.Warn("segment: rename for delete failed; removing now", "file", from, "err", err)
 			to, renameFailed = from, true
