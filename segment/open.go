@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,7 +50,7 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.CleanerDedupeBufferBytes <= 0 {
 		opts.CleanerDedupeBufferBytes = DefaultCleanerDedupeBufferBytes
 	}
-	l := &Log{fs: fs, files: opts.FileCache, dir: dir, cfg: cfg, opts: opts, tombstoneHorizon: -1, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &Log{fs: fs, files: opts.FileCache, dir: dir, cfg: cfg, opts: opts, tombstoneHorizon: -1, raftRetain: math.MaxUint64, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
 	l.groupCond = sync.NewCond(&l.groupMu)
 	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		// A new partition folder: its entry in the parent must be durable
