@@ -48,7 +48,6 @@ const (
 // ErrStateCorrupt marks a group state that does not decode.
 var ErrStateCorrupt = errors.New("replica: raft group state damaged")
 
-
 // GroupState is what a group keeps beside its log: its HardState, its
 // ConfState and the last index its state machine applied, mutually
 // consistent (the ConfState is the one in force after entry Applied, and
