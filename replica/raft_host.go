@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // The multi-raft host: one per broker, driving the raft groups of every
@@ -27,7 +29,8 @@ import (
 //     indexes cover;
 //  5. send the batch's messages (none leaves before the entries and the
 //     HardState it depends on are durable);
-//  6. apply committed entries (configuration changes to the RawNode,
+//  6. tell the state machine of a leadership change (LeaderObserver),
+//     then apply committed entries (configuration changes to the RawNode,
 //     everything to the group's state machine);
 //  7. Advance.
 //
@@ -273,6 +276,17 @@ type group struct {
 	// count configuration changes so a comparison needs no slice walk.
 	state, saved          GroupState
 	confGen, savedConfGen uint64
+	// lead, term and role are the replica's view of the leadership as
+	// last reported (noteLeadership); leadHint is lead for readers outside
+	// the worker (liveness).
+	lead, term uint64
+	role       raft.StateType
+	leadHint   atomic.Uint64
+	// caught, pv and visitFn track the replicas' progress on a leader
+	// (raft_progress.go).
+	caught  []caughtUp
+	pv      progressVisit
+	visitFn func(uint64, raft.ProgressType, tracker.Progress)
 
 	mu      sync.Mutex
 	inbox   []raftpb.Message
@@ -285,7 +299,8 @@ type group struct {
 
 // groupOp is a call that runs on the group's RawNode in its worker.
 type groupOp struct {
-	fn   func(rn *raft.RawNode) error
+	fn   func(g *group) error
+	wake bool       // the call wakes a quiesced group
 	done chan error // buffered
 }
 
@@ -373,7 +388,7 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 	if err != nil {
 		return fmt.Errorf("replica: raft group %s: %w", gc.ID, err)
 	}
-	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine, state: gc.State, saved: gc.State}
+	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine, state: gc.State, saved: gc.State, term: gc.State.HardState.Term}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -471,9 +486,16 @@ func (h *Host) Propose(id GroupID, data []byte) error {
 	return h.do(id, func(rn *raft.RawNode) error { return rn.Propose(data) })
 }
 
-// do runs fn on the group's RawNode in the worker that owns it and
-// returns its error.
+// do runs fn on the group's RawNode in the worker that owns it, waking
+// the group if it is quiesced, and returns its error.
 func (h *Host) do(id GroupID, fn func(rn *raft.RawNode) error) error {
+	return h.call(id, true, func(g *group) error { return fn(g.rn) })
+}
+
+// call runs fn on the group in the worker that owns it and returns its
+// error; wake says whether it wakes a quiesced group (a proposal does, a
+// status read does not).
+func (h *Host) call(id GroupID, wake bool, fn func(g *group) error) error {
 	g := h.group(id)
 	if g == nil {
 		return ErrNoGroup
@@ -484,7 +506,7 @@ func (h *Host) do(id GroupID, fn func(rn *raft.RawNode) error) error {
 		g.mu.Unlock()
 		return err
 	}
-	g.ops = append(g.ops, groupOp{fn: fn, done: done})
+	g.ops = append(g.ops, groupOp{fn: fn, wake: wake, done: done})
 	g.mu.Unlock()
 	h.sched.enqueue(g)
 	return <-done
@@ -510,11 +532,12 @@ func (h *Host) ProposeConfChange(id GroupID, cc raftpb.ConfChangeV2) error {
 	return h.do(id, func(rn *raft.RawNode) error { return rn.ProposeConfChange(cc) })
 }
 
-// Status returns the group's raft status.
+// Status returns the group's raft status. It does not wake a quiesced
+// group.
 func (h *Host) Status(id GroupID) (raft.BasicStatus, error) {
 	var st raft.BasicStatus
-	err := h.do(id, func(rn *raft.RawNode) error {
-		st = rn.BasicStatus()
+	err := h.call(id, false, func(g *group) error {
+		st = g.rn.BasicStatus()
 		return nil
 	})
 	return st, err
@@ -683,12 +706,17 @@ func (h *Host) handle(w *worker, batch []*group) {
 	}
 	clear(out)
 	w.out = out[:0]
-	// 6. Apply, 7. Advance.
+	// 6. Leadership (LeaderObserver), apply, 7. Advance.
 	for i := range rds {
 		r := &rds[i]
-		if !r.has || r.failed != nil {
+		if r.failed != nil {
 			continue
 		}
+		if !r.has {
+			h.trackProgress(r.g)
+			continue
+		}
+		h.noteLeadership(r.g, &r.rd)
 		if snap := r.rd.Snapshot; !raft.IsEmptySnap(snap) {
 			r.g.state.ConfState = cloneConfState(snap.Metadata.ConfState)
 			r.g.state.Applied = snap.Metadata.Index
@@ -700,6 +728,7 @@ func (h *Host) handle(w *worker, batch []*group) {
 			r.g.state.Applied = r.rd.CommittedEntries[n-1].Index
 		}
 		r.g.rn.Advance(r.rd)
+		h.trackProgress(r.g)
 		if r.g.rn.HasReady() {
 			h.sched.again(r.g)
 		}
@@ -727,7 +756,7 @@ func (h *Host) step(g *group) bool {
 		}
 	}
 	for _, op := range ops {
-		op.done <- op.fn(g.rn)
+		op.done <- op.fn(g)
 	}
 	return true
 }

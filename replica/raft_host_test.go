@@ -87,10 +87,24 @@ func (m *MemStateStore) get(id GroupID) raftpb.HardState {
 	return st.HardState
 }
 
-// recorder is a StateMachine that keeps the data of applied normal entries.
+// recorder is a StateMachine that keeps the data of applied normal
+// entries, and the leadership changes it was told of (LeaderObserver).
 type recorder struct {
-	mu   sync.Mutex
-	data []string
+	mu    sync.Mutex
+	data  []string
+	leads [][2]uint64 // lead, term
+}
+
+func (r *recorder) LeaderChanged(lead, term uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leads = append(r.leads, [2]uint64{lead, term})
+}
+
+func (r *recorder) leaderChanges() [][2]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.leads)
 }
 
 func (r *recorder) Apply(ents []raftpb.Entry) {
@@ -124,6 +138,7 @@ type testNode struct {
 // granted, and entries are durable before they are acknowledged.
 type memNet struct {
 	t     *testing.T
+	clock fakeClock
 	mu    sync.Mutex
 	nodes map[uint64]*testNode
 	cut   map[[2]uint64]bool // from, to: dropped
@@ -131,6 +146,12 @@ type memNet struct {
 }
 
 func (n *memNet) sender(from uint64) Transport { return netSender{n, from} }
+
+// fakeClock is a clock tests move by hand (HostConfig.Now).
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 type netSender struct {
 	n    *memNet
@@ -213,7 +234,7 @@ func newTestCluster(t *testing.T, nodes, groups int) (*memNet, []GroupID) {
 	}
 	for _, id := range voters {
 		tn := &testNode{id: id, hs: newMemHardStates(), storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
-		tn.host = mustHost(t, HostConfig{NodeID: id, Transport: n.sender(id), HardState: tn.hs, Logger: quiet()})
+		tn.host = mustHost(t, HostConfig{NodeID: id, Transport: n.sender(id), HardState: tn.hs, Logger: quiet(), Now: n.clock.Now})
 		for _, gid := range ids {
 			st := newMemGroupStorage()
 			rec := &recorder{}
