@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // The multi-raft host: one per broker, driving the raft groups of every
@@ -22,11 +24,13 @@ import (
 //  1. step each group's mailbox into its RawNode and take its Ready;
 //  2. write each Ready's snapshot and entries to the group's storage;
 //  3. sync every storage written, concurrently;
-//  4. persist the batch's changed HardStates in one synced write (after
-//     the entries their commit indexes cover);
+//  4. persist the batch's changed group states (HardState, ConfState,
+//     applied index) in one synced write, after the entries their commit
+//     indexes cover;
 //  5. send the batch's messages (none leaves before the entries and the
 //     HardState it depends on are durable);
-//  6. apply committed entries (configuration changes to the RawNode,
+//  6. tell the state machine of a leadership change (LeaderObserver),
+//     then apply committed entries (configuration changes to the RawNode,
 //     everything to the group's state machine);
 //  7. Advance.
 //
@@ -41,10 +45,13 @@ type GroupID struct {
 
 func (id GroupID) String() string { return fmt.Sprintf("%x-%d", id.TopicID[:4], id.Partition) }
 
-// GroupStorage is a group's raft log and the state kept beside it; raft
-// reads it through raft.Storage. Only the worker handling the group calls
-// it, one call at a time; raft.Storage's reads may run concurrently with
-// nothing else.
+// GroupStorage is a group's raft log; raft reads it through raft.Storage.
+// Only the worker handling the group calls it, one call at a time;
+// raft.Storage's reads may run concurrently with nothing else. The
+// group's HardState and ConfState are not the storage's to persist: the
+// HardStateStore holds them, and the host hands them over with SetState,
+// which InitialState then returns (the storage keeps no second copy on
+// disk that could disagree).
 type GroupStorage interface {
 	raft.Storage
 	// Append writes entries; the first may replace a suffix of the log
@@ -54,22 +61,35 @@ type GroupStorage interface {
 	// ApplySnapshot replaces the log by a snapshot received from the
 	// leader.
 	ApplySnapshot(snap raftpb.Snapshot) error
-	// SetHardState records hs, already durable in the HardStateStore, so
-	// InitialState returns it.
-	SetHardState(hs raftpb.HardState)
+	// SetState records st, from the HardStateStore (at AddGroup) or just
+	// made durable in it, so InitialState returns st.HardState and
+	// st.ConfState.
+	SetState(st GroupState)
 	// Sync makes everything appended durable.
 	Sync() error
 }
 
-// HardStateStore persists the HardStates of a broker's groups: Save writes
-// all of them in one synced write.
+// HardStateStore persists the GroupStates of a broker's groups beside
+// their logs (StateStore on Pebble; MemStateStore in memory).
 type HardStateStore interface {
-	Save(states map[GroupID]raftpb.HardState) error
+	// Save writes every state given in one synced write.
+	Save(states map[GroupID]GroupState) error
+	// Load returns a group's saved state; ok is false when there is none
+	// (a replica new to the broker).
+	Load(id GroupID) (st GroupState, ok bool, err error)
+	// Delete removes a group's state: its replica left the broker. Call it
+	// after Host.RemoveGroup returned (no worker saves it again).
+	Delete(id GroupID) error
 }
 
-// StateMachine applies a group's committed entries, in log order, every
-// entry once (configuration changes included, after the host applied them
-// to raft).
+// StateMachine applies a group's committed entries, in log order
+// (configuration changes included, after the host applied them to raft).
+//
+// Apply must be idempotent: after a restart raft delivers again every
+// committed entry above GroupState.Applied, and the host saves Applied
+// one batch after the Apply that reached it (with the next HardState), so
+// entries the machine had applied before a crash, configuration changes
+// included, may come again. It runs in the worker handling the group.
 type StateMachine interface {
 	Apply(ents []raftpb.Entry)
 }
@@ -86,22 +106,119 @@ type GroupMessage struct {
 	Msg   raftpb.Message
 }
 
-// HostConfig configures a Host.
+// HostConfig configures a Host. EnsureDefaults fills zero fields;
+// Validate reports every problem at once. Times are logical ticks where
+// raft counts them (ElectionTicks, HeartbeatTicks) and durations
+// elsewhere. The Sluice keys proposed for each field are in DESIGN.md
+// ("Replication").
 type HostConfig struct {
-	NodeID    uint64 // the broker's node id, raft's replica id
+	NodeID    uint64 // the broker's node id, raft's replica id; required
 	Workers   int    // worker goroutines; default 2
 	Transport Transport
 	HardState HardStateStore
-	Logger    *slog.Logger
-	// ElectionTicks and HeartbeatTicks are raft's, in ticks (Tick). Default
-	// 10 and 1: with a 100 ms tick, an election after about 1 s.
+	Logger    *slog.Logger // default slog.Default()
+	// ElectionTicks and HeartbeatTicks are raft's, in ticks. Default 10
+	// and 1: with the default 100 ms tick, a follower that hears nothing
+	// stands for election after 1 to 2 s (raft randomizes the timeout in
+	// [ElectionTicks, 2*ElectionTicks)), and a leader heartbeats every
+	// 100 ms while its group is awake.
 	ElectionTicks, HeartbeatTicks int
+	// TickInterval is how often the host calls Tick itself. Default
+	// 100 ms; negative leaves ticking to the caller (tests drive time with
+	// Tick).
+	TickInterval time.Duration
+	// DisablePreVote and DisableCheckQuorum turn off raft's PreVote (a
+	// replica asks whether it could win before it raises its term) and
+	// CheckQuorum (a leader that has not heard from a quorum for an
+	// election timeout steps down; a follower that heard from its leader
+	// within one ignores votes). Default false: both on. Quiescence relies
+	// on them: a replica that missed its group's quiesce message and
+	// stands for election must not disrupt a group whose leader is alive.
+	DisablePreVote, DisableCheckQuorum bool
+	// DisableQuiescence keeps every group ticking (benchmarks compare).
+	// Default false: a group idle for QuiesceTicks ticks, with every live
+	// replica caught up, stops ticking until a proposal, a message or a
+	// liveness change wakes it (raft_quiesce.go).
+	DisableQuiescence bool
+	// QuiesceTicks is how many ticks a leader's group must be idle (no new
+	// entry, everything committed and applied, every live follower caught
+	// up) before it quiesces. Default 2.
+	QuiesceTicks int
+	// LivenessInterval is how often the transport sends each peer a
+	// liveness heartbeat (one small frame per broker pair, whatever the
+	// number of groups). Default 250 ms.
+	LivenessInterval time.Duration
+	// LivenessTimeout is how long a peer may stay silent before the
+	// transport reports it down (Host.PeerDown), waking the groups it
+	// led so they elect at once. It must exceed LivenessInterval, and
+	// should stay under the election timeout so failover stays under
+	// 2 s. Default 1 s.
+	LivenessTimeout time.Duration
 	// MaxBatch is the most groups one worker handles together. Default 64.
 	MaxBatch int
-	// TickInterval, when set, makes the host call Tick itself at that
-	// interval (a broker: 100 ms, so an election after about 1 s); zero
-	// leaves ticking to the caller (tests drive time with Tick).
-	TickInterval time.Duration
+	// Now is the clock for ReplicaProgress.CaughtUp. Default time.Now.
+	Now func() time.Time
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *HostConfig) EnsureDefaults() {
+	if c.Workers <= 0 {
+		c.Workers = 2
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.QuiesceTicks == 0 {
+		c.QuiesceTicks = 2
+	}
+	if c.LivenessInterval == 0 {
+		c.LivenessInterval = 250 * time.Millisecond
+	}
+	if c.LivenessTimeout == 0 {
+		c.LivenessTimeout = time.Second
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports every problem with the configuration at once.
+func (c *HostConfig) Validate() error {
+	var errs []error
+	if c.NodeID == 0 {
+		errs = append(errs, errors.New("NodeID must be set (raft reserves 0)"))
+	}
+	if c.Transport == nil {
+		errs = append(errs, errors.New("Transport must be set"))
+	}
+	if c.HardState == nil {
+		errs = append(errs, errors.New("HardState must be set"))
+	}
+	if c.HeartbeatTicks <= 0 || c.ElectionTicks <= c.HeartbeatTicks {
+		errs = append(errs, fmt.Errorf("HeartbeatTicks %d must be positive and under ElectionTicks %d", c.HeartbeatTicks, c.ElectionTicks))
+	}
+	if c.QuiesceTicks < 0 {
+		errs = append(errs, fmt.Errorf("QuiesceTicks %d is negative", c.QuiesceTicks))
+	}
+	if c.LivenessInterval <= 0 || c.LivenessTimeout <= c.LivenessInterval {
+		errs = append(errs, fmt.Errorf("LivenessTimeout %v must exceed LivenessInterval %v (both positive)", c.LivenessTimeout, c.LivenessInterval))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("replica: raft host config: %w", err)
+	}
+	return nil
 }
 
 // GroupConfig describes a group joining the host.
@@ -109,8 +226,14 @@ type GroupConfig struct {
 	ID      GroupID
 	Storage GroupStorage
 	Machine StateMachine
-	// Applied is the last index the state machine already holds.
-	Applied uint64
+	// State is where the replica starts: the state HardStateStore.Load
+	// returned on a restart, or for a replica new to the broker the
+	// group's synthetic initial state (an empty HardState, a ConfState
+	// naming the first replicas, Applied 0; a replica joining an existing
+	// group names the replicas the group started with and replays the
+	// log). The host hands it to Storage.SetState and starts raft with
+	// Applied = State.Applied.
+	State GroupState
 }
 
 // ErrGroupExists and ErrNoGroup report AddGroup and the other calls on a
@@ -147,6 +270,23 @@ type group struct {
 	rn      *raft.RawNode
 	storage GroupStorage
 	machine StateMachine
+	// state is the group's HardState as last saved, its ConfState after
+	// the last configuration change applied, and the last index applied;
+	// saved is what the HardStateStore holds. confGen and savedConfGen
+	// count configuration changes so a comparison needs no slice walk.
+	state, saved          GroupState
+	confGen, savedConfGen uint64
+	// lead, term and role are the replica's view of the leadership as
+	// last reported (noteLeadership); leadHint is lead for readers outside
+	// the worker (liveness).
+	lead, term uint64
+	role       raft.StateType
+	leadHint   atomic.Uint64
+	// caught, pv and visitFn track the replicas' progress on a leader
+	// (raft_progress.go).
+	caught  []caughtUp
+	pv      progressVisit
+	visitFn func(uint64, raft.ProgressType, tracker.Progress)
 
 	mu      sync.Mutex
 	inbox   []raftpb.Message
@@ -159,26 +299,17 @@ type group struct {
 
 // groupOp is a call that runs on the group's RawNode in its worker.
 type groupOp struct {
-	fn   func(rn *raft.RawNode) error
+	fn   func(g *group) error
+	wake bool       // the call wakes a quiesced group
 	done chan error // buffered
 }
 
-// NewHost starts a host's workers.
-func NewHost(cfg HostConfig) *Host {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 2
-	}
-	if cfg.ElectionTicks <= 0 {
-		cfg.ElectionTicks = 10
-	}
-	if cfg.HeartbeatTicks <= 0 {
-		cfg.HeartbeatTicks = 1
-	}
-	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 64
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+// NewHost checks cfg (after EnsureDefaults) and starts a host's workers
+// and, unless cfg.TickInterval is negative, its ticker.
+func NewHost(cfg HostConfig) (*Host, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	h := &Host{cfg: cfg, sched: newScheduler(), groups: map[GroupID]*group{}, stopTick: make(chan struct{})}
 	for range cfg.Workers {
@@ -189,7 +320,7 @@ func NewHost(cfg HostConfig) *Host {
 		h.wg.Add(1)
 		go h.ticker(cfg.TickInterval)
 	}
-	return h
+	return h, nil
 }
 
 func (h *Host) ticker(every time.Duration) {
@@ -235,28 +366,29 @@ func (g *group) fail(err error) {
 	g.ops = nil
 }
 
-// AddGroup starts a replica of a group on the host, from the state its
-// storage holds (for a new group, the synthetic initial state: no entries
-// and a ConfState naming the first replicas).
+// AddGroup starts a replica of a group on the host, from gc.State and
+// the log its storage holds.
 func (h *Host) AddGroup(gc GroupConfig) error {
+	gc.State.ConfState = cloneConfState(gc.State.ConfState)
+	gc.Storage.SetState(gc.State)
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        h.cfg.NodeID,
 		ElectionTick:              h.cfg.ElectionTicks,
 		HeartbeatTick:             h.cfg.HeartbeatTicks,
 		Storage:                   gc.Storage,
-		Applied:                   gc.Applied,
+		Applied:                   gc.State.Applied,
 		MaxSizePerMsg:             1 << 20,
 		MaxInflightMsgs:           256,
 		MaxUncommittedEntriesSize: 64 << 20,
-		CheckQuorum:               true,
-		PreVote:                   true,
+		CheckQuorum:               !h.cfg.DisableCheckQuorum,
+		PreVote:                   !h.cfg.DisablePreVote,
 		DisableProposalForwarding: true, // Kafka: produce to the leader only
 		Logger:                    raftLogger{h.cfg.Logger.With("group", gc.ID.String())},
 	})
 	if err != nil {
 		return fmt.Errorf("replica: raft group %s: %w", gc.ID, err)
 	}
-	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine}
+	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine, state: gc.State, saved: gc.State, term: gc.State.HardState.Term}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -354,9 +486,16 @@ func (h *Host) Propose(id GroupID, data []byte) error {
 	return h.do(id, func(rn *raft.RawNode) error { return rn.Propose(data) })
 }
 
-// do runs fn on the group's RawNode in the worker that owns it and
-// returns its error.
+// do runs fn on the group's RawNode in the worker that owns it, waking
+// the group if it is quiesced, and returns its error.
 func (h *Host) do(id GroupID, fn func(rn *raft.RawNode) error) error {
+	return h.call(id, true, func(g *group) error { return fn(g.rn) })
+}
+
+// call runs fn on the group in the worker that owns it and returns its
+// error; wake says whether it wakes a quiesced group (a proposal does, a
+// status read does not).
+func (h *Host) call(id GroupID, wake bool, fn func(g *group) error) error {
 	g := h.group(id)
 	if g == nil {
 		return ErrNoGroup
@@ -367,7 +506,7 @@ func (h *Host) do(id GroupID, fn func(rn *raft.RawNode) error) error {
 		g.mu.Unlock()
 		return err
 	}
-	g.ops = append(g.ops, groupOp{fn: fn, done: done})
+	g.ops = append(g.ops, groupOp{fn: fn, wake: wake, done: done})
 	g.mu.Unlock()
 	h.sched.enqueue(g)
 	return <-done
@@ -393,11 +532,12 @@ func (h *Host) ProposeConfChange(id GroupID, cc raftpb.ConfChangeV2) error {
 	return h.do(id, func(rn *raft.RawNode) error { return rn.ProposeConfChange(cc) })
 }
 
-// Status returns the group's raft status.
+// Status returns the group's raft status. It does not wake a quiesced
+// group.
 func (h *Host) Status(id GroupID) (raft.BasicStatus, error) {
 	var st raft.BasicStatus
-	err := h.do(id, func(rn *raft.RawNode) error {
-		st = rn.BasicStatus()
+	err := h.call(id, false, func(g *group) error {
+		st = g.rn.BasicStatus()
 		return nil
 	})
 	return st, err
@@ -405,46 +545,66 @@ func (h *Host) Status(id GroupID) (raft.BasicStatus, error) {
 
 func (h *Host) work() {
 	defer h.wg.Done()
+	w := &worker{states: map[GroupID]GroupState{}}
 	var batch []*group
 	for {
 		batch = h.sched.next(batch[:0], h.cfg.MaxBatch)
 		if batch == nil {
 			return
 		}
-		h.handle(batch)
+		h.handle(w, batch)
 		for _, g := range batch {
 			h.sched.done(g)
 		}
 	}
 }
 
-// ready is one group's Ready in a batch.
+// worker is one worker goroutine's scratch space, reused batch after
+// batch.
+type worker struct {
+	rds    []ready
+	states map[GroupID]GroupState
+	synced []*group
+	errs   []error
+	out    []GroupMessage
+}
+
+// ready is one group of a batch, with its Ready if it had one.
 type ready struct {
-	g  *group
-	rd raft.Ready
+	g      *group
+	rd     raft.Ready
+	has    bool  // rd is a Ready raft handed out
+	failed error // the group's storage failed: nothing more of it runs
 }
 
 // handle runs one batch of groups through raft's order (see the top of
 // the file). A group whose storage fails is taken off the host
 // (failGroup): none of its Ready's messages is sent, and it is not
 // advanced.
-func (h *Host) handle(batch []*group) {
-	var rds []ready
+func (h *Host) handle(w *worker, batch []*group) {
+	rds := w.rds[:0]
+	defer func() {
+		clear(rds) // drop the Readys' references
+		w.rds = rds[:0]
+	}()
+	// 1. Mailboxes, Readys.
 	for _, g := range batch {
 		if !h.step(g) {
 			continue // removed
 		}
+		r := ready{g: g}
 		if g.rn.HasReady() {
-			rds = append(rds, ready{g: g, rd: g.rn.Ready()})
+			r.rd, r.has = g.rn.Ready(), true
 		}
-	}
-	if len(rds) == 0 {
-		return
+		rds = append(rds, r)
 	}
 	// 2. Snapshots and entries.
-	failed := map[*group]error{}
-	var synced []*group
-	for _, r := range rds {
+	synced := w.synced[:0]
+	for i := range rds {
+		r := &rds[i]
+		if !r.has {
+			continue
+		}
 		var err error
 		if !raft.IsEmptySnap(r.rd.Snapshot) {
 			err = r.g.storage.ApplySnapshot(r.rd.Snapshot)
@@ -453,7 +613,7 @@ func (h *Host) handle(batch []*group) {
 			err = r.g.storage.Append(r.rd.Entries)
 		}
 		if err != nil {
-			failed[r.g] = err
+			r.failed = err
 			continue
 		}
 		if r.rd.MustSync && (len(r.rd.Entries) > 0 || !raft.IsEmptySnap(r.rd.Snapshot)) {
@@ -462,51 +622,79 @@ func (h *Host) handle(batch []*group) {
 	}
 	// 3. Sync the storages written, concurrently.
 	if len(synced) > 0 {
-		errs := make([]error, len(synced))
-		var wg sync.WaitGroup
-		for i, g := range synced {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = g.storage.Sync()
-			}()
+		errs := append(w.errs[:0], make([]error, len(synced))...)
+		if len(synced) == 1 {
+			errs[0] = synced[0].storage.Sync()
+		} else {
+			var wg sync.WaitGroup
+			for i, g := range synced {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = g.storage.Sync()
+				}()
+			}
+			wg.Wait()
 		}
-		wg.Wait()
 		for i, err := range errs {
 			if err != nil {
-				failed[synced[i]] = err
+				for j := range rds {
+					if rds[j].g == synced[i] {
+						rds[j].failed = err
+					}
+				}
 			}
 		}
+		clear(errs)
+		w.errs = errs[:0]
 	}
-	// 4. HardStates, in one synced write.
-	states := map[GroupID]raftpb.HardState{}
-	for _, r := range rds {
-		if failed[r.g] == nil && !raft.IsEmptyHardState(r.rd.HardState) {
-			states[r.g.id] = r.rd.HardState
+	clear(synced)
+	w.synced = synced[:0]
+	// 4. Group states, in one synced write: a new HardState, or the
+	// ConfState and applied index the previous apply left (with the
+	// HardState last saved), so the three saved together are consistent.
+	states := w.states
+	clear(states)
+	for i := range rds {
+		r := &rds[i]
+		if r.failed != nil {
+			continue
+		}
+		hs := r.g.state.HardState
+		if r.has && !raft.IsEmptyHardState(r.rd.HardState) {
+			hs = r.rd.HardState
+		}
+		if hs != r.g.saved.HardState || r.g.state.Applied != r.g.saved.Applied || r.g.confGen != r.g.savedConfGen {
+			states[r.g.id] = GroupState{HardState: hs, ConfState: r.g.state.ConfState, Applied: r.g.state.Applied}
 		}
 	}
 	if len(states) > 0 {
-		if err := h.cfg.HardState.Save(states); err != nil {
-			for _, r := range rds {
-				if _, ok := states[r.g.id]; ok {
-					failed[r.g] = err
-				}
+		err := h.cfg.HardState.Save(states)
+		for i := range rds {
+			r := &rds[i]
+			st, ok := states[r.g.id]
+			if !ok {
+				continue
 			}
-		} else {
-			for _, r := range rds {
-				if hs, ok := states[r.g.id]; ok {
-					r.g.storage.SetHardState(hs)
-				}
+			if err != nil {
+				r.failed = err
+				continue
 			}
+			r.g.state.HardState = st.HardState
+			r.g.saved, r.g.savedConfGen = st, r.g.confGen
+			r.g.storage.SetState(st)
 		}
 	}
-	for g, err := range failed {
-		h.failGroup(g, err)
+	for i := range rds {
+		if rds[i].failed != nil {
+			h.failGroup(rds[i].g, rds[i].failed)
+		}
 	}
 	// 5. Messages.
-	var out []GroupMessage
-	for _, r := range rds {
-		if failed[r.g] != nil {
+	out := w.out[:0]
+	for i := range rds {
+		r := &rds[i]
+		if !r.has || r.failed != nil {
 			continue
 		}
 		for _, m := range r.rd.Messages {
@@ -516,16 +704,31 @@ func (h *Host) handle(batch []*group) {
 	if len(out) > 0 {
 		h.cfg.Transport.Send(out)
 	}
-	// 6. Apply, 7. Advance.
-	for _, r := range rds {
-		if failed[r.g] != nil {
+	clear(out)
+	w.out = out[:0]
+	// 6. Leadership (LeaderObserver), apply, 7. Advance.
+	for i := range rds {
+		r := &rds[i]
+		if r.failed != nil {
 			continue
 		}
-		if len(r.rd.CommittedEntries) > 0 {
+		if !r.has {
+			h.trackProgress(r.g)
+			continue
+		}
+		h.noteLeadership(r.g, &r.rd)
+		if snap := r.rd.Snapshot; !raft.IsEmptySnap(snap) {
+			r.g.state.ConfState = cloneConfState(snap.Metadata.ConfState)
+			r.g.state.Applied = snap.Metadata.Index
+			r.g.confGen++
+		}
+		if n := len(r.rd.CommittedEntries); n > 0 {
 			h.applyConfChanges(r.g, r.rd.CommittedEntries)
 			r.g.machine.Apply(r.rd.CommittedEntries)
+			r.g.state.Applied = r.rd.CommittedEntries[n-1].Index
 		}
 		r.g.rn.Advance(r.rd)
+		h.trackProgress(r.g)
 		if r.g.rn.HasReady() {
 			h.sched.again(r.g)
 		}
@@ -553,7 +756,7 @@ func (h *Host) step(g *group) bool {
 		}
 	}
 	for _, op := range ops {
-		op.done <- op.fn(g.rn)
+		op.done <- op.fn(g)
 	}
 	return true
 }
@@ -580,7 +783,8 @@ func (h *Host) applyConfChanges(g *group, ents []raftpb.Entry) {
 		default:
 			continue
 		}
-		g.rn.ApplyConfChange(cc)
+		g.state.ConfState = *g.rn.ApplyConfChange(cc)
+		g.confGen++
 	}
 }
 

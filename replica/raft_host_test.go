@@ -20,23 +20,33 @@ import (
 // HardState.
 type memGroupStorage struct {
 	*raft.MemoryStorage
-	conf raftpb.ConfState // the synthetic initial state's replicas
 
 	mu       sync.Mutex
-	appended uint64 // last index appended
-	durable  uint64 // last index synced
+	state    GroupState // from SetState
+	appended uint64     // last index appended
+	durable  uint64     // last index synced
 }
 
-func newMemGroupStorage(voters []uint64) *memGroupStorage {
-	return &memGroupStorage{MemoryStorage: raft.NewMemoryStorage(), conf: raftpb.ConfState{Voters: voters}}
+func newMemGroupStorage() *memGroupStorage {
+	return &memGroupStorage{MemoryStorage: raft.NewMemoryStorage()}
+}
+
+// initial is the synthetic initial state of a group of voters.
+func initial(voters ...uint64) GroupState {
+	return GroupState{ConfState: raftpb.ConfState{Voters: voters}}
 }
 
 func (s *memGroupStorage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
-	hs, cs, err := s.MemoryStorage.InitialState()
-	if len(cs.Voters) == 0 && len(cs.Learners) == 0 {
-		cs = s.conf // no snapshot yet: the synthetic initial state
-	}
-	return hs, cs, err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state.HardState, s.state.ConfState, nil
+}
+
+func (s *memGroupStorage) SetState(st GroupState) {
+	s.mu.Lock()
+	s.state = st
+	s.mu.Unlock()
+	s.MemoryStorage.SetHardState(st.HardState)
 }
 
 func (s *memGroupStorage) Append(ents []raftpb.Entry) error {
@@ -54,8 +64,6 @@ func (s *memGroupStorage) ApplySnapshot(snap raftpb.Snapshot) error {
 	return s.MemoryStorage.ApplySnapshot(snap)
 }
 
-func (s *memGroupStorage) SetHardState(hs raftpb.HardState) { s.MemoryStorage.SetHardState(hs) }
-
 func (s *memGroupStorage) Sync() error {
 	s.mu.Lock()
 	s.durable = s.appended
@@ -69,33 +77,34 @@ func (s *memGroupStorage) durableIndex() uint64 {
 	return s.durable
 }
 
-// memHardStates is a HardStateStore in memory.
-type memHardStates struct {
-	mu     sync.Mutex
-	states map[GroupID]raftpb.HardState
-	saves  int
+// memHardStates is the in-memory HardStateStore the tests read.
+type memHardStates = MemStateStore
+
+func newMemHardStates() *memHardStates { return NewMemStateStore() }
+
+func (m *MemStateStore) get(id GroupID) raftpb.HardState {
+	st, _, _ := m.Load(id)
+	return st.HardState
 }
 
-func (m *memHardStates) Save(states map[GroupID]raftpb.HardState) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, hs := range states {
-		m.states[id] = hs
-	}
-	m.saves++
-	return nil
-}
-
-func (m *memHardStates) get(id GroupID) raftpb.HardState {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.states[id]
-}
-
-// recorder is a StateMachine that keeps the data of applied normal entries.
+// recorder is a StateMachine that keeps the data of applied normal
+// entries, and the leadership changes it was told of (LeaderObserver).
 type recorder struct {
-	mu   sync.Mutex
-	data []string
+	mu    sync.Mutex
+	data  []string
+	leads [][2]uint64 // lead, term
+}
+
+func (r *recorder) LeaderChanged(lead, term uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leads = append(r.leads, [2]uint64{lead, term})
+}
+
+func (r *recorder) leaderChanges() [][2]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.leads)
 }
 
 func (r *recorder) Apply(ents []raftpb.Entry) {
@@ -129,6 +138,7 @@ type testNode struct {
 // granted, and entries are durable before they are acknowledged.
 type memNet struct {
 	t     *testing.T
+	clock fakeClock
 	mu    sync.Mutex
 	nodes map[uint64]*testNode
 	cut   map[[2]uint64]bool // from, to: dropped
@@ -136,6 +146,12 @@ type memNet struct {
 }
 
 func (n *memNet) sender(from uint64) Transport { return netSender{n, from} }
+
+// fakeClock is a clock tests move by hand (HostConfig.Now).
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 type netSender struct {
 	n    *memNet
@@ -188,6 +204,20 @@ func (n *memNet) check(src *testNode, gm GroupMessage) {
 	}
 }
 
+// mustHost starts a host; tests tick it themselves unless cfg says
+// otherwise.
+func mustHost(t testing.TB, cfg HostConfig) *Host {
+	t.Helper()
+	if cfg.TickInterval == 0 {
+		cfg.TickInterval = -1
+	}
+	h, err := NewHost(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // newTestCluster starts hosts 1..nodes, each with the same groups.
@@ -203,13 +233,13 @@ func newTestCluster(t *testing.T, nodes, groups int) (*memNet, []GroupID) {
 		ids = append(ids, GroupID{TopicID: [16]byte{byte(g >> 8), byte(g)}, Partition: int32(g)})
 	}
 	for _, id := range voters {
-		tn := &testNode{id: id, hs: &memHardStates{states: map[GroupID]raftpb.HardState{}}, storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
-		tn.host = NewHost(HostConfig{NodeID: id, Transport: n.sender(id), HardState: tn.hs, Logger: quiet()})
+		tn := &testNode{id: id, hs: newMemHardStates(), storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
+		tn.host = mustHost(t, HostConfig{NodeID: id, Transport: n.sender(id), HardState: tn.hs, Logger: quiet(), Now: n.clock.Now})
 		for _, gid := range ids {
-			st := newMemGroupStorage(voters)
+			st := newMemGroupStorage()
 			rec := &recorder{}
 			tn.storages[gid], tn.machines[gid] = st, rec
-			if err := tn.host.AddGroup(GroupConfig{ID: gid, Storage: st, Machine: rec}); err != nil {
+			if err := tn.host.AddGroup(GroupConfig{ID: gid, Storage: st, Machine: rec, State: initial(voters...)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -321,7 +351,7 @@ func TestHostReplicates(t *testing.T) {
 	}
 	// HardStates were batched: fewer synced writes than groups times
 	// changes.
-	t.Logf("node 1: %d HardState writes for %d groups", n.nodes[1].hs.saves, len(ids))
+	t.Logf("node 1: %d HardState writes for %d groups", n.nodes[1].hs.Saves(), len(ids))
 }
 
 // A follower cut off from the others does not stop the group; once
@@ -380,11 +410,11 @@ func TestHostMembershipChange(t *testing.T) {
 		}
 	}
 	// Node 4 starts from the group's initial state.
-	tn := &testNode{id: 4, hs: &memHardStates{states: map[GroupID]raftpb.HardState{}}, storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
-	tn.host = NewHost(HostConfig{NodeID: 4, Transport: n.sender(4), HardState: tn.hs, Logger: quiet()})
-	st, rec := newMemGroupStorage([]uint64{1, 2, 3}), &recorder{}
+	tn := &testNode{id: 4, hs: newMemHardStates(), storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
+	tn.host = mustHost(t, HostConfig{NodeID: 4, Transport: n.sender(4), HardState: tn.hs, Logger: quiet()})
+	st, rec := newMemGroupStorage(), &recorder{}
 	tn.storages[id], tn.machines[id] = st, rec
-	if err := tn.host.AddGroup(GroupConfig{ID: id, Storage: st, Machine: rec}); err != nil {
+	if err := tn.host.AddGroup(GroupConfig{ID: id, Storage: st, Machine: rec, State: initial(1, 2, 3)}); err != nil {
 		t.Fatal(err)
 	}
 	n.mu.Lock()
@@ -460,11 +490,11 @@ func TestHostTicksItself(t *testing.T) {
 	id := GroupID{Partition: 1}
 	voters := []uint64{1, 2, 3}
 	for _, nid := range voters {
-		tn := &testNode{id: nid, hs: &memHardStates{states: map[GroupID]raftpb.HardState{}}, storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
-		tn.host = NewHost(HostConfig{NodeID: nid, Transport: n.sender(nid), HardState: tn.hs, Logger: quiet(), TickInterval: 5 * time.Millisecond})
-		st, rec := newMemGroupStorage(voters), &recorder{}
+		tn := &testNode{id: nid, hs: newMemHardStates(), storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
+		tn.host = mustHost(t, HostConfig{NodeID: nid, Transport: n.sender(nid), HardState: tn.hs, Logger: quiet(), TickInterval: 5 * time.Millisecond})
+		st, rec := newMemGroupStorage(), &recorder{}
 		tn.storages[id], tn.machines[id] = st, rec
-		if err := tn.host.AddGroup(GroupConfig{ID: id, Storage: st, Machine: rec}); err != nil {
+		if err := tn.host.AddGroup(GroupConfig{ID: id, Storage: st, Machine: rec, State: initial(voters...)}); err != nil {
 			t.Fatal(err)
 		}
 		n.nodes[nid] = tn
@@ -501,17 +531,17 @@ func (f *failingStorage) Sync() error {
 // Ready, killing the broker); its calls fail, the host and its other
 // groups go on, and the group can be added again from its storage.
 func TestHostStorageFailureRemovesGroup(t *testing.T) {
-	hs := &memHardStates{states: map[GroupID]raftpb.HardState{}}
+	hs := newMemHardStates()
 	net := &memNet{t: t, nodes: map[uint64]*testNode{}, cut: map[[2]uint64]bool{}}
-	h := NewHost(HostConfig{NodeID: 1, Transport: net.sender(1), HardState: hs, Logger: quiet()})
+	h := mustHost(t, HostConfig{NodeID: 1, Transport: net.sender(1), HardState: hs, Logger: quiet()})
 	defer h.Close()
 	bad, good := GroupID{Partition: 1}, GroupID{Partition: 2}
-	fst := &failingStorage{memGroupStorage: newMemGroupStorage([]uint64{1})}
-	if err := h.AddGroup(GroupConfig{ID: bad, Storage: fst, Machine: &recorder{}}); err != nil {
+	fst := &failingStorage{memGroupStorage: newMemGroupStorage()}
+	if err := h.AddGroup(GroupConfig{ID: bad, Storage: fst, Machine: &recorder{}, State: initial(1)}); err != nil {
 		t.Fatal(err)
 	}
 	grec := &recorder{}
-	if err := h.AddGroup(GroupConfig{ID: good, Storage: newMemGroupStorage([]uint64{1}), Machine: grec}); err != nil {
+	if err := h.AddGroup(GroupConfig{ID: good, Storage: newMemGroupStorage(), Machine: grec, State: initial(1)}); err != nil {
 		t.Fatal(err)
 	}
 	net.nodes[1] = &testNode{id: 1, host: h, hs: hs, storages: map[GroupID]*memGroupStorage{bad: fst.memGroupStorage}}
@@ -551,7 +581,11 @@ func TestHostStorageFailureRemovesGroup(t *testing.T) {
 		t.Fatalf("the other group: %v", err)
 	}
 	// Added again from its storage, it serves again.
-	if err := h.AddGroup(GroupConfig{ID: bad, Storage: fst.memGroupStorage, Machine: &recorder{}}); err != nil {
+	saved, ok, err := hs.Load(bad)
+	if err != nil || !ok {
+		t.Fatalf("the group's saved state: %v, %v", ok, err)
+	}
+	if err := h.AddGroup(GroupConfig{ID: bad, Storage: fst.memGroupStorage, Machine: &recorder{}, State: saved}); err != nil {
 		t.Fatal(err)
 	}
 	h.Campaign(bad)

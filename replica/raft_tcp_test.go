@@ -37,13 +37,13 @@ func TestHostsOverTCP(t *testing.T) {
 				tps[id].SetPeer(peer, tps[peer].Addr().String())
 			}
 		}
-		tn := &testNode{id: id, hs: &memHardStates{states: map[GroupID]raftpb.HardState{}}, storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
-		tn.host = NewHost(HostConfig{NodeID: id, Transport: tps[id], HardState: tn.hs, Logger: quiet()})
+		tn := &testNode{id: id, hs: newMemHardStates(), storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
+		tn.host = mustHost(t, HostConfig{NodeID: id, Transport: tps[id], HardState: tn.hs, Logger: quiet()})
 		tps[id].SetHost(tn.host)
 		for _, gid := range ids {
-			st, rec := newMemGroupStorage(voters), &recorder{}
+			st, rec := newMemGroupStorage(), &recorder{}
 			tn.storages[gid], tn.machines[gid] = st, rec
-			if err := tn.host.AddGroup(GroupConfig{ID: gid, Storage: st, Machine: rec}); err != nil {
+			if err := tn.host.AddGroup(GroupConfig{ID: gid, Storage: st, Machine: rec, State: initial(voters...)}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -18,11 +18,15 @@ import (
 // folder). Lines are "key value"; the first line is the format version and
 // the last line is the CRC-32C (decimal) of every byte before it:
 //
-//	version 2
+//	version 3
 //	log-start-offset 1200
 //	recovery-point 4096
 //	clean-shutdown 0
 //	cleaner-offset 2048
+//	raft-start-offset 1200
+//	raft-prev-index 17
+//	raft-prev-term 3
+//	raft-reset 0
 //	crc 123456789
 //
 // log-start-offset: the first offset readable (it may sit inside a segment
@@ -32,11 +36,22 @@ import (
 // nothing has been written since, so recovery may trust the indexes.
 // cleaner-offset (version 2, log compaction): the cleaner's first dirty
 // offset; every offset below it has been cleaned, so no key has two records
-// there. Version 1 files (without it) are still read, as cleaner offset 0;
-// version 2 is always written.
+// there. Version 1 files (without it) are still read, as cleaner offset 0.
+//
+// Version 3 adds the raft log's start (see raft.go): raft-start-offset is
+// the base offset of the first segment whose batches carry raft indexes
+// (segments below it were compacted out of the raft log by the cleaner or
+// are about to be deleted); raft-prev-index and raft-prev-term are the
+// index and term of the entry just before that segment's first entry, so
+// FirstIndex = raft-prev-index+1 and Term(FirstIndex-1) answers after
+// retention, compaction or a reset. raft-reset 1 says a ResetAt was under
+// way: recovery removes every segment and starts the log empty at
+// log-start-offset. Version 1 and 2 files are read as raft-prev-index 0,
+// term 0, raft start at the first segment (HasRaft false). Version 3 is
+// always written.
 const (
 	CheckpointName    = "log.checkpoint"
-	checkpointVersion = 2
+	checkpointVersion = 3
 )
 
 // Checkpoint is the content of a partition folder's checkpoint file.
@@ -45,6 +60,13 @@ type Checkpoint struct {
 	RecoveryPoint  int64 // segments with a lower base offset are synced with their indexes
 	CleanShutdown  bool  // closed cleanly, nothing written since
 	CleanerOffset  int64 // the cleaner's first dirty offset (0: nothing cleaned)
+
+	// Raft fields (version 3). HasRaft is false when read from an older file.
+	HasRaft         bool
+	RaftStartOffset int64  // base offset of the first segment with raft indexes
+	RaftPrevIndex   uint64 // FirstIndex-1
+	RaftPrevTerm    uint64 // Term(FirstIndex-1)
+	RaftReset       bool   // a ResetAt was under way
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -55,8 +77,14 @@ func (c Checkpoint) encode() []byte {
 	if c.CleanShutdown {
 		clean = 1
 	}
+	reset := 0
+	if c.RaftReset {
+		reset = 1
+	}
 	fmt.Fprintf(&b, "version %d\nlog-start-offset %d\nrecovery-point %d\nclean-shutdown %d\ncleaner-offset %d\n",
 		checkpointVersion, c.LogStartOffset, c.RecoveryPoint, clean, c.CleanerOffset)
+	fmt.Fprintf(&b, "raft-start-offset %d\nraft-prev-index %d\nraft-prev-term %d\nraft-reset %d\n",
+		c.RaftStartOffset, int64(c.RaftPrevIndex), int64(c.RaftPrevTerm), reset)
 	fmt.Fprintf(&b, "crc %d\n", crc32.Checksum(b.Bytes(), crcTable))
 	return b.Bytes()
 }
@@ -88,13 +116,20 @@ func DecodeCheckpoint(data []byte) (Checkpoint, error) {
 		}
 		vals[k] = n
 	}
-	if v := vals["version"]; v != 1 && v != checkpointVersion {
+	if v := vals["version"]; v != 1 && v != 2 && v != checkpointVersion {
 		return Checkpoint{}, fmt.Errorf("%w: version %d", ErrBadCheckpoint, vals["version"])
 	}
 	c.LogStartOffset = vals["log-start-offset"]
 	c.RecoveryPoint = vals["recovery-point"]
 	c.CleanShutdown = vals["clean-shutdown"] == 1
 	c.CleanerOffset = vals["cleaner-offset"]
+	if vals["version"] >= 3 {
+		c.HasRaft = true
+		c.RaftStartOffset = vals["raft-start-offset"]
+		c.RaftPrevIndex = uint64(vals["raft-prev-index"])
+		c.RaftPrevTerm = uint64(vals["raft-prev-term"])
+		c.RaftReset = vals["raft-reset"] == 1
+	}
 	return c, nil
 }
 

@@ -54,7 +54,9 @@ func (l *Log) cleanableLocked(upperBound, rp int64, now time.Time) cleanable {
 	k := start
 	for ; k < len(l.segs)-1; k++ {
 		s, end := l.segs[k], l.segs[k+1].base
-		if end > upperBound || end > rp {
+		if end > upperBound || end > rp || !l.raftRemovableLocked(s) {
+			// Never past the raft retain bound: a clean changes batch
+			// counts, so cleaned segments leave the raft log.
 			break
 		}
 		if l.cfg.MinCompactionLagMs > 0 && end > l.firstDirty && nowMs-segmentLargestTs(s) < l.cfg.MinCompactionLagMs {
@@ -323,6 +325,32 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 	if changed {
 		_, err := abort(ErrCleanAborted)
 		return err
+	}
+	for _, d := range done {
+		rpos, err := d.seg.walkPositions()
+		if err != nil {
+			_, aerr := abort(err)
+			return aerr
+		}
+		d.seg.setPositions(rpos)
+	}
+	// The segments below end leave the raft log before any is replaced
+	// (their batch counts change): FirstIndex moves to the first segment
+	// at or after end, durably, so recovery never numbers a cleaned
+	// segment's batches.
+	l.mu.Lock()
+	for _, s := range l.segs {
+		if s.base < end && s != l.active() {
+			s.rfirst, s.rprev = 0, 0
+		}
+	}
+	raftMoved := l.raftStartMovedLocked()
+	l.mu.Unlock()
+	if raftMoved {
+		if err := l.writeCheckpointLocked(l.recoveryPoint, false); err != nil {
+			_, aerr := abort(err)
+			return aerr
+		}
 	}
 	// Commit: every replacement becomes ".swap", the .log last, in
 	// offset order; then the folder is synced.

@@ -299,7 +299,7 @@ func TestTruncateFolderRepairsDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan.Segment != path || plan.Position != size/2 || plan.EndOffset != 10 || plan.Damage == nil || len(plan.Removed) != 9 {
+	if plan.Segment != path || plan.Position != size/2 || plan.EndOffset != 10 || plan.Damage == nil || len(plan.Removed) != 12 {
 		t.Fatalf("plan %+v", plan)
 	}
 	if got := len(segmentFiles(t, mem)); got != 6 {

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,6 +35,12 @@ import (
 //	ratio [upper=U]             CleanableRatio
 //	clean [upper=U] [advance-ms=D] [key=value ...]  set config keys, advance the clock, Clean
 //	dump                        every batch and record from the log start offset
+//	entry index=I term=T kind=data|empty|confchange|confchangev2 [n=N ts=T]
+//	                            AppendEntry (a data entry is a batch of N records)
+//	raft                        FirstIndex, LastIndex and every entry from FirstIndex-1
+//	truncate-index index=I      TruncateIndex
+//	reset index=I term=T offset=O  ResetAt
+//	retain index=I              SetRaftRetainFrom
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var (
@@ -181,6 +188,43 @@ func TestScenarios(t *testing.T) {
 					st.FirstDirty, st.End, st.Segments, st.RecordsRemoved, st.BatchesRemoved, segmentsString(l))
 			case "dump":
 				return dumpLog(t, l)
+			case "entry":
+				kinds := map[string]EntryKind{"data": EntryData, "empty": EntryEmpty, "confchange": EntryConfChange, "confchangev2": EntryConfChangeV2}
+				kind, ok := kinds[args["kind"]]
+				if !ok {
+					d.Fatalf(t, "kind %q", args["kind"])
+				}
+				var data []byte
+				if kind == EntryData {
+					data = mkBatch(int(num("n", 1)), num("ts", 0), int(num("size", 10)), "v")
+				} else if v, ok := args["data"]; ok {
+					data = []byte(v)
+				}
+				r, err := l.AppendEntry(uint64(num("index", 0)), uint64(num("term", 0)), kind, data, AppendOptions{})
+				if err != nil {
+					return err.Error()
+				}
+				out := fmt.Sprintf("index %d offsets [%d, %d]", r.Index, r.BaseOffset, r.LastOffset)
+				if r.TruncatedTo >= 0 {
+					out += fmt.Sprintf(" (truncated to %d first)", r.TruncatedTo)
+				}
+				return out
+			case "raft":
+				return raftString(t, l)
+			case "truncate-index":
+				leo, err := l.TruncateIndex(uint64(num("index", 0)))
+				if err != nil {
+					return err.Error()
+				}
+				return fmt.Sprintf("log end offset %d", leo)
+			case "reset":
+				if err := l.ResetAt(uint64(num("index", 0)), uint64(num("term", 0)), num("offset", 0)); err != nil {
+					return err.Error()
+				}
+				return raftString(t, l)
+			case "retain":
+				l.SetRaftRetainFrom(uint64(num("index", 0)))
+				return "ok"
 			case "reopen":
 				if err := l.Close(); err != nil {
 					return err.Error()
@@ -195,6 +239,43 @@ func TestScenarios(t *testing.T) {
 			l.Close()
 		}
 	})
+}
+
+// raftString prints the raft view of the log: its bounds and every entry.
+func raftString(t *testing.T, l *Log) string {
+	var sb strings.Builder
+	first, last := l.FirstIndex(), l.LastIndex()
+	fmt.Fprintf(&sb, "first %d last %d log end offset %d\n", first, last, l.LogEndOffset())
+	term, err := l.Term(first - 1)
+	after, err2 := l.OffsetAfter(first - 1)
+	fmt.Fprintf(&sb, "before first: term %d next offset %d %v %v\n", term, after, err, err2)
+	if last >= first {
+		ents, err := l.Entries(first, last+1, math.MaxUint64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			tm, err := l.Term(e.Index)
+			next, err2 := l.OffsetAfter(e.Index)
+			if err != nil || err2 != nil || tm != e.Term || next != e.NextOffset {
+				t.Fatalf("entry %d: Term %d %v, OffsetAfter %d %v, entry %+v", e.Index, tm, err, next, err2, e)
+			}
+			fmt.Fprintf(&sb, "%d term %d %s offsets [%d, %d)", e.Index, e.Term, e.Kind, e.BaseOffset, e.NextOffset)
+			if e.Kind != EntryData && len(e.Data) > 0 {
+				fmt.Fprintf(&sb, " data %q", e.Data)
+			}
+			sb.WriteString("\n")
+		}
+	}
+	if _, err := l.Term(last + 1); err != nil {
+		fmt.Fprintf(&sb, "past last: %v\n", err)
+	}
+	if first > 1 {
+		if _, err := l.Term(first - 2); err != nil {
+			fmt.Fprintf(&sb, "below first: %v\n", err)
+		}
+	}
+	return strings.TrimSuffix(sb.String(), "\n")
 }
 
 func segmentsString(l *Log) string {

@@ -85,6 +85,7 @@ type fileHandle struct {
 	// refs is guarded by c.mu: one for the cache (or the pin) while the
 	// handle is the file's current one, plus one per reader.
 	refs int
+	lf   *logFile // whose readers count the handle's reader references
 }
 
 // release drops a reader's reference; the last one closes the file.
@@ -93,6 +94,9 @@ func (h *fileHandle) release() {
 	c.mu.Lock()
 	c.refs--
 	h.refs--
+	if h.lf != nil {
+		h.lf.readers--
+	}
 	last := h.refs == 0
 	c.mu.Unlock()
 	if last {
@@ -112,6 +116,10 @@ type logFile struct {
 	elem   *list.Element // in c.lru when h != nil and not pinned
 	pinned bool
 	gone   bool // closed for good
+	// readers counts references acquire handed out and not yet released,
+	// on any of the file's handles (a truncation under readers copies
+	// rather than cuts: see segment.replacePrefix).
+	readers int
 	// fast is h while pinned, nil otherwise: writes and reads of the
 	// active segment take no lock (the caller's locks keep a pinned file
 	// from being closed under them).
@@ -121,9 +129,31 @@ type logFile struct {
 // newPinnedFile wraps an open file as a pinned logFile.
 func newPinnedFile(c *FileCache, fs vfs.FS, path string, f vfs.File) *logFile {
 	lf := &logFile{c: c, fs: fs, path: path, pinned: true}
-	lf.h = &fileHandle{c: c, f: f, refs: 1}
+	lf.h = &fileHandle{c: c, f: f, refs: 1, lf: lf}
 	lf.fast.Store(lf.h)
 	return lf
+}
+
+// readerCount returns the references readers hold on the file.
+func (lf *logFile) readerCount() int {
+	lf.c.mu.Lock()
+	defer lf.c.mu.Unlock()
+	return lf.readers
+}
+
+// replacePinned makes f, a new file now carrying lf's name, the pinned
+// handle; readers holding the previous one keep reading the old file.
+func (lf *logFile) replacePinned(f vfs.File) {
+	c := lf.c
+	c.mu.Lock()
+	old := lf.dropLocked()
+	lf.h = &fileHandle{c: c, f: f, refs: 1, lf: lf}
+	lf.pinned = true
+	lf.fast.Store(lf.h)
+	c.mu.Unlock()
+	if old != nil {
+		old.f.Close()
+	}
 }
 
 // acquire returns the open handle with a reference the caller releases,
@@ -139,6 +169,7 @@ func (lf *logFile) acquire() (*fileHandle, error) {
 		if h := lf.h; h != nil {
 			h.refs++
 			c.refs++
+			lf.readers++
 			if lf.elem != nil {
 				c.lru.MoveToFront(lf.elem)
 			}
@@ -166,11 +197,12 @@ func (lf *logFile) acquire() (*fileHandle, error) {
 			c.mu.Lock()
 			continue
 		}
-		h := &fileHandle{c: c, f: f, refs: 2}
+		h := &fileHandle{c: c, f: f, refs: 2, lf: lf}
 		lf.h = h
 		lf.elem = c.lru.PushFront(lf)
 		c.opens++
 		c.refs++
+		lf.readers++
 		victims = c.evictToLocked(c.limit)
 		c.mu.Unlock()
 		closeHandles(victims)
@@ -258,7 +290,7 @@ func (lf *logFile) pin() error {
 	}
 	c.mu.Lock()
 	old := lf.dropLocked()
-	lf.h = &fileHandle{c: c, f: f, refs: 1}
+	lf.h = &fileHandle{c: c, f: f, refs: 1, lf: lf}
 	lf.pinned = true
 	lf.fast.Store(lf.h)
 	c.mu.Unlock()

@@ -14,6 +14,7 @@ const (
 	KindLog         FileKind = iota // .log: the record batches
 	KindOffsetIndex                 // .index: sparse offset index
 	KindTimeIndex                   // .timeindex: time index
+	KindRaftIndex                   // .raftindex: raft index -> file position (see raftindex.go)
 )
 
 // Format: segment file names are the base offset zero-padded to 20 digits
@@ -27,9 +28,13 @@ const (
 	deletedSuffix    = ".deleted"
 	cleanedSuffix    = ".cleaned"
 	swapSuffix       = ".swap"
+	// truncSuffix names the copy of a segment's .log prefix that a
+	// truncation writes when readers hold the file (see truncateAt);
+	// recovery removes a leftover one.
+	truncSuffix = ".trunc"
 )
 
-var kindExt = [...]string{KindLog: ".log", KindOffsetIndex: ".index", KindTimeIndex: ".timeindex"}
+var kindExt = [...]string{KindLog: ".log", KindOffsetIndex: ".index", KindTimeIndex: ".timeindex", KindRaftIndex: ".raftindex"}
 
 // String returns the kind's file extension, e.g. ".log".
 func (k FileKind) String() string {
@@ -79,6 +84,8 @@ func ParseFileName(name string) (n FileName, ok bool) {
 		n.Kind = KindOffsetIndex
 	case ".timeindex":
 		n.Kind = KindTimeIndex
+	case ".raftindex":
+		n.Kind = KindRaftIndex
 	default:
 		return FileName{}, false
 	}

@@ -102,6 +102,15 @@ type Log struct {
 	// firstDirty is the cleaner offset: every offset below it has been
 	// cleaned (see Clean). It is persisted in the checkpoint.
 	firstDirty int64
+	// Raft (raft.go): FirstIndex is raftPrevIndex+1, raftPrevTerm is
+	// Term(raftPrevIndex); lastTerm is the term of the last entry
+	// (raftPrevTerm when there is none); raftRetain is the bound below
+	// which retention and the cleaner may remove entries
+	// (SetRaftRetainFrom; math.MaxUint64, no bound, by default).
+	raftPrevIndex, raftPrevTerm uint64
+	lastTerm                    uint64
+	raftRetain                  uint64
+
 	// tombstoneHorizon is the earliest delete horizon (ms) the last clean
 	// wrote or kept, or -1: once the clock passes it a clean can drop
 	// tombstones whatever the dirty ratio. Not persisted.
@@ -223,6 +232,14 @@ type AppendResult struct {
 	// offset is BaseOffset (the caller may snapshot state derived from the
 	// log below it, as Kafka snapshots producer state at each roll).
 	Rolled bool
+	// Index is the raft index the batch got (every stored batch is one
+	// raft entry; see raft.go).
+	Index uint64
+	// TruncatedTo is, when AppendEntry first truncated a divergent tail,
+	// the log end offset that truncation left (state derived from the
+	// log past it, such as producer state and leader epochs, must be
+	// rebuilt); -1 otherwise.
+	TruncatedTo int64
 }
 
 // Append validates one whole record batch b (magic 2), assigns its offsets
@@ -249,26 +266,47 @@ func (l *Log) Append(b []byte) (int64, error) {
 // never syncs: it reports in AppendResult.NeedSync whether flush.messages
 // wants a Sync now, and leaves that to the caller.
 func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
-	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
+	h, err := validateAppend(b)
+	if err != nil {
+		return AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1, TruncatedTo: -1}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.appendLocked(b, &h, opts, 0)
+}
+
+// validateAppend checks a batch to append as a leader checks a producer's
+// (batch.ValidateRecords, which refuses internal batches), refuses an
+// empty one, and corrects maxTimestamp from the records.
+func validateAppend(b []byte) (batch.Header, error) {
 	h, recordsMaxTs, err := batch.ValidateRecords(b)
 	if err != nil {
-		return res, err
+		return h, err
 	}
 	if h.NumRecords == 0 {
-		return res, fmt.Errorf("%w: batch has no records", ErrCorrupt)
+		return h, fmt.Errorf("%w: batch has no records", ErrCorrupt)
 	}
 	if !h.LogAppendTime() && h.MaxTimestamp != recordsMaxTs {
 		// Kafka's LogValidator sets maxTimestamp from the records.
 		batch.SetMaxTimestamp(b, recordsMaxTs)
 		h.MaxTimestamp = recordsMaxTs
 	}
-	l.mu.Lock()
+	return h, nil
+}
+
+// appendLocked stamps and writes the checked batch b (header h) at the
+// end of the log; wantIndex, when not 0, is the raft index it must get.
+// mu must be held.
+func (l *Log) appendLocked(b []byte, h *batch.Header, opts AppendOptions, wantIndex uint64) (AppendResult, error) {
+	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1, TruncatedTo: -1}
 	if err := l.writableLocked(); err != nil {
-		l.mu.Unlock()
 		return res, err
 	}
+	if wantIndex != 0 && wantIndex != l.lastIndexLocked()+1 {
+		return res, fmt.Errorf("%w: append of entry %d, the last is %d", ErrRaftIndex, wantIndex, l.lastIndexLocked())
+	}
 	now := l.opts.Now()
-	if opts.LogAppendTime {
+	if opts.LogAppendTime && !h.Internal() {
 		ts := now.UnixMilli()
 		batch.SetLogAppendTime(b, ts)
 		h.MaxTimestamp = ts
@@ -281,22 +319,20 @@ func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
 	}
 	h.BaseOffset = l.active().next
 	batch.SetBaseOffset(b, h.BaseOffset)
-	if l.shouldRollLocked(&h, now) {
+	if l.shouldRollLocked(h, now) {
 		if err := l.rollLocked(now); err != nil {
-			l.mu.Unlock()
 			return res, err
 		}
 		res.Rolled = true
 	}
-	if err := l.writeLocked(b, &h); err != nil {
-		l.mu.Unlock()
+	if err := l.writeLocked(b, h); err != nil {
 		return res, err
 	}
 	l.active().lastModified = now
 	l.unflushed += int64(h.NumRecords)
 	res.NeedSync = l.unflushed >= l.cfg.FlushMessages
-	l.mu.Unlock()
 	res.BaseOffset, res.LastOffset = h.BaseOffset, h.LastOffset()
+	res.Index = l.lastIndexLocked()
 	return res, nil
 }
 
@@ -334,6 +370,8 @@ func (l *Log) writeLocked(b []byte, h *batch.Header) error {
 		return l.failLocked("write", err)
 	}
 	s.size += int64(len(b))
+	s.addPosition(pos, h.Internal())
+	l.lastTerm = epochTerm(h.PartitionLeaderEpoch)
 	l.writeSeq++
 	s.modSeq = l.writeSeq
 	if err := s.track(h, pos, &l.cfg); err != nil {
@@ -346,7 +384,9 @@ func (l *Log) writeLocked(b []byte, h *batch.Header) error {
 // the active segment for an incoming batch h.
 func (l *Log) shouldRollLocked(h *batch.Header, now time.Time) bool {
 	s := l.active()
-	if s.size == 0 {
+	if s.size == 0 || s.next == s.base {
+		// Empty, or internal batches only: a new segment would take the
+		// same base offset (and file names).
 		return false
 	}
 	n := int64(h.Size())
@@ -370,11 +410,15 @@ func (l *Log) rollLocked(now time.Time) error {
 	if err := old.seal(); err != nil {
 		return l.failLocked("seal", err)
 	}
+	if err := old.writeRaftIndex(l.fs); err != nil {
+		return l.failLocked("seal", err)
+	}
 	old.log.unpin() // its index files stay open until it is synced
 	s, err := createSegment(l.fs, l.files, l.dir, old.next, &l.cfg, now)
 	if err != nil {
 		return l.failLocked("roll", err)
 	}
+	s.rfirst, s.rprev = old.rfirst+old.count(), l.lastTerm
 	l.segs = append(l.segs, s)
 	l.unsynced = append(l.unsynced, old)
 	l.dirDirty = true
@@ -394,8 +438,8 @@ func (l *Log) Roll() error {
 	if err := l.writableLocked(); err != nil {
 		return err
 	}
-	if l.active().size == 0 {
-		return nil
+	if s := l.active(); s.size == 0 || s.next == s.base {
+		return nil // see shouldRollLocked
 	}
 	return l.rollLocked(l.opts.Now())
 }
@@ -457,7 +501,7 @@ func (l *Log) leadSync() error {
 
 	var err error
 	for _, s := range sealed {
-		if err = errors.Join(s.log.Sync(), syncFile(s.offFile), syncFile(s.timeFile)); err != nil && !s.deleted.Load() {
+		if err = errors.Join(s.log.Sync(), syncFile(s.offFile), syncFile(s.timeFile), syncFile(s.rfile)); err != nil && !s.deleted.Load() {
 			break
 		}
 		err = nil
@@ -571,9 +615,10 @@ func (l *Log) writeCheckpoint() error {
 // the durable ones. ckptMu must be held; mu must not be.
 func (l *Log) writeCheckpointLocked(rp int64, clean bool) error {
 	l.mu.RLock()
-	lso, dirty := l.logStartOffset, l.firstDirty
+	c := l.checkpointLocked(rp, clean)
 	l.mu.RUnlock()
-	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: lso, RecoveryPoint: rp, CleanShutdown: clean, CleanerOffset: dirty}); err != nil {
+	lso := c.LogStartOffset
+	if err := writeCheckpoint(l.fs, l.dir, c); err != nil {
 		return l.fail("checkpoint", err)
 	}
 	l.recoveryPoint = rp
@@ -643,7 +688,7 @@ func (l *Log) Close() error {
 	active := l.active()
 	failed := l.failed
 	if failed == nil {
-		err = errors.Join(err, active.seal(), active.syncAll())
+		err = errors.Join(err, active.seal(), active.writeRaftIndex(l.fs), active.syncAll())
 	}
 	deletes := l.deletes
 	l.deletes = nil

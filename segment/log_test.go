@@ -113,7 +113,7 @@ func TestRollBySizeAndReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	names, _ := fs.List("/p/topic-0")
-	want := []string{"00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
+	want := []string{"00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.raftindex", "00000000000000000000.timeindex",
 		"00000000000000000015.index", "00000000000000000015.log"}
 	for i, w := range want {
 		if names[i] != w {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,7 +50,7 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.CleanerDedupeBufferBytes <= 0 {
 		opts.CleanerDedupeBufferBytes = DefaultCleanerDedupeBufferBytes
 	}
-	l := &Log{fs: fs, files: opts.FileCache, dir: dir, cfg: cfg, opts: opts, tombstoneHorizon: -1, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &Log{fs: fs, files: opts.FileCache, dir: dir, cfg: cfg, opts: opts, tombstoneHorizon: -1, raftRetain: math.MaxUint64, flushCh: make(chan struct{}, 1), cfgCh: make(chan struct{}, 1), done: make(chan struct{})}
 	l.groupCond = sync.NewCond(&l.groupMu)
 	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		// A new partition folder: its entry in the parent must be durable
@@ -96,7 +97,7 @@ func (l *Log) recover() error {
 	slices.Sort(bases)
 	for _, name := range names {
 		n, ok := ParseFileName(name)
-		stray := (ok && (n.Deleted || !logs[n.Base])) || name == CheckpointName+".tmp" || strings.HasSuffix(name, deletedSuffix)
+		stray := (ok && (n.Deleted || !logs[n.Base])) || name == CheckpointName+".tmp" || strings.HasSuffix(name, deletedSuffix) || strings.HasSuffix(name, truncSuffix)
 		if stray {
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
 				return err
@@ -107,6 +108,17 @@ func (l *Log) recover() error {
 	ckpt, haveCkpt, err := ReadCheckpoint(l.fs, l.dir)
 	if err != nil {
 		return err
+	}
+	if haveCkpt && ckpt.RaftReset {
+		// A ResetAt was under way: the log restarts empty at the log
+		// start offset it recorded, whatever segments are left.
+		for _, b := range bases {
+			if err := l.removeSegmentFiles(b); err != nil {
+				return err
+			}
+		}
+		bases = nil
+		l.dirDirty = true
 	}
 	clean := haveCkpt && ckpt.CleanShutdown
 	l.recoveryPoint = ckpt.RecoveryPoint
@@ -308,8 +320,11 @@ func (l *Log) recover() error {
 		l.recoveryPoint = l.unsynced[0].base
 	}
 	l.firstDirty = min(l.firstDirty, l.active().next)
+	if err := l.recoverRaft(ckpt, haveCkpt); err != nil {
+		return err
+	}
 	// From here on, a crash is an unclean shutdown.
-	if err := writeCheckpoint(l.fs, l.dir, Checkpoint{LogStartOffset: l.logStartOffset, RecoveryPoint: l.recoveryPoint, CleanerOffset: l.firstDirty}); err != nil {
+	if err := writeCheckpoint(l.fs, l.dir, l.checkpointLocked(l.recoveryPoint, false)); err != nil {
 		return err
 	}
 	l.durableLSO = l.logStartOffset
@@ -337,7 +352,8 @@ func (l *Log) openDamaged() error {
 	}
 	l.durableLSO = l.logStartOffset
 	l.unsynced = nil
-	return nil
+	ckpt, haveCkpt, _ := ReadCheckpoint(l.fs, l.dir)
+	return l.recoverRaft(ckpt, haveCkpt)
 }
 
 // segmentBase returns the base of the segment holding offset (the first
@@ -431,10 +447,85 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 	return true, nil
 }
 
+// recoverRaft gives every segment its raft positions and first index once
+// the segments are recovered (see raftindex.go for the rules): the
+// segments below the checkpoint's raft start are outside the raft log;
+// the first raft segment's first index and previous term are the
+// checkpoint's when it names that segment, else its .raftindex header's
+// (retention deleted the segment the checkpoint names and crashed before
+// the checkpoint moved), else 1 and 0 (a log from before raft indexes, or
+// without a trusted checkpoint); each later segment's follows the one
+// before. A .raftindex that does not fit is rebuilt from the .log and
+// written again (synced at once for closed segments).
+func (l *Log) recoverRaft(ckpt Checkpoint, haveCkpt bool) error {
+	start := 0
+	if haveCkpt && ckpt.HasRaft {
+		for start < len(l.segs)-1 && l.segs[start].base < ckpt.RaftStartOffset {
+			start++
+		}
+	}
+	var next, prevTerm uint64
+	for i, s := range l.segs {
+		hdr, rpos, ok, err := s.readRaftIndexFile(l.fs)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if rpos, err = s.walkPositions(); err != nil {
+				if l.damage != nil {
+					// A damaged log: serve what can be read, raft included.
+					rpos = nil
+				} else {
+					return err
+				}
+			}
+		}
+		s.setPositions(rpos)
+		if i < start {
+			s.rfirst, s.rprev = 0, 0
+			continue
+		}
+		if i == start {
+			switch {
+			case haveCkpt && ckpt.HasRaft && s.base == ckpt.RaftStartOffset:
+				next, prevTerm = ckpt.RaftPrevIndex+1, ckpt.RaftPrevTerm
+			case ok && hdr.first > 0:
+				next, prevTerm = hdr.first, hdr.prevTerm
+			default:
+				next, prevTerm = 1, 0
+			}
+			l.raftPrevIndex, l.raftPrevTerm = next-1, prevTerm
+		}
+		s.rfirst, s.rprev = next, prevTerm
+		next += s.count()
+		if n := len(s.rpos); n > 0 {
+			var buf [batch.HeaderSize]byte
+			h, err := s.headerAt(int64(s.rpos[n-1]&raftPosMask), &buf)
+			if err != nil && l.damage == nil {
+				return err
+			}
+			prevTerm = epochTerm(h.PartitionLeaderEpoch)
+		}
+		if (!ok || hdr.first != s.rfirst || hdr.prevTerm != s.rprev) && s != l.active() && l.damage == nil {
+			if err := s.writeRaftIndex(l.fs); err != nil {
+				return err
+			}
+			err := s.rfile.Sync()
+			s.closeRaftFile()
+			if err != nil {
+				return err
+			}
+			l.dirDirty = true
+		}
+	}
+	l.lastTerm = prevTerm
+	return nil
+}
+
 func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
 
 func (l *Log) removeSegmentFiles(base int64) error {
-	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex} {
+	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindRaftIndex} {
 		if err := l.fs.Remove(filepath.Join(l.dir, MakeFileName(base, k))); err != nil && !isNotExist(err) {
 			return err
 		}

@@ -68,11 +68,15 @@ func (r *ReadResult) AppendTo(dst []byte) ([]byte, error) {
 // NoUpperBound lets Read return batches up to the log end offset.
 const NoUpperBound = math.MaxInt64
 
-// Read returns the batches from the one containing offset onwards, whole,
+// Read returns the data batches from the one containing offset onwards, whole,
 // in at most maxBytes bytes, but always at least one batch when one exists
 // at or after offset (KIP-74). Only batches whose last offset is below
 // upperBound are returned (the high watermark, for consumers); pass
 // NoUpperBound for the log end offset.
+//
+// Internal batches (raft's own entries) are never returned: ranges are
+// split around them and a read that meets only internal batches moves on
+// to the data after them (or returns nothing at the log end offset).
 //
 // An offset below the log start offset or above the log end offset returns
 // an *OutOfRangeError (errors.Is ErrOffsetOutOfRange); an offset equal to
@@ -135,7 +139,9 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 	budget := int64(max(maxBytes, 0))
 	var buf [batch.HeaderSize]byte
 	fail := func(fh *fileHandle, err error) (ReadResult, []uncheckedRange, *DamageError, error) {
-		fh.release()
+		if fh != nil {
+			fh.release()
+		}
 		res.Release()
 		res.Ranges, res.Bytes, res.FirstOffset = nil, 0, -1
 		return res, nil, nil, err
@@ -161,61 +167,104 @@ func (l *Log) read(offset int64, maxBytes int, upperBound int64) (res ReadResult
 			fh.release()
 			continue
 		}
-		start, end, stop := pos, pos, false
-		startOffset := h.BaseOffset
-		for {
-			if h.LastOffset() >= upper || (res.Bytes > 0 && res.Bytes+int64(h.Size()) > budget) {
-				stop = true
-				break
-			}
-			if res.FirstOffset < 0 {
-				res.FirstOffset = h.BaseOffset
-			}
-			end += int64(h.Size())
-			res.Bytes += int64(h.Size())
-			offset = h.NextOffset()
-			if end >= s.size {
-				break
-			}
-			// Skip ahead over whole batches the budget and bound allow: the
-			// segment's tail at once, or up to an index entry (entries sit
-			// on batch boundaries).
-			left := budget - res.Bytes
-			if left < batch.HeaderSize {
-				stop = true
-				break
-			}
-			if s.next <= upper && s.size-end <= left {
-				res.Bytes += s.size - end
-				end, offset = s.size, s.next
-				break
-			}
-			if e := s.jump(end, left, upper); e.Position > 0 && int64(e.Position) > end {
-				// Index files carry no checksum: jump only to an entry that
-				// names the batch at its position.
-				if jh, err := s.headerAt(int64(e.Position), &buf); err == nil && jh.LastOffset() == e.Offset {
-					res.Bytes += int64(e.Position) - end
-					end, h, offset = int64(e.Position), jh, jh.BaseOffset
-					continue
+		// The segment is read in runs of data batches: internal batches
+		// (raft's own entries) are never served, so each one ends a run
+		// and is skipped; every run is one FileRange with its own
+		// reference.
+		stop, segDone := false, false
+		for !stop && !segDone {
+			for h.Internal() {
+				pos += int64(h.Size())
+				if pos >= s.size {
+					segDone = true
+					break
+				}
+				if h, err = s.headerAt(pos, &buf); err != nil {
+					if errors.Is(err, ErrCorrupt) && s != l.active() {
+						d = &DamageError{File: s.path(KindLog), Position: pos, Offset: offset, Reason: err}
+						stop = true
+						break
+					}
+					return fail(fh, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), pos, err))
 				}
 			}
-			if h, err = s.headerAt(end, &buf); err != nil {
-				if errors.Is(err, ErrCorrupt) && s != l.active() {
-					d = &DamageError{File: s.path(KindLog), Position: end, Offset: offset, Reason: err}
+			if stop || segDone {
+				break
+			}
+			limit := s.nextInternal(pos) // this run ends there
+			start, end := pos, pos
+			startOffset := h.BaseOffset
+			for {
+				if h.LastOffset() >= upper || (res.Bytes > 0 && res.Bytes+int64(h.Size()) > budget) {
 					stop = true
 					break
 				}
-				return fail(fh, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), end, err))
+				if res.FirstOffset < 0 {
+					res.FirstOffset = h.BaseOffset
+				}
+				end += int64(h.Size())
+				res.Bytes += int64(h.Size())
+				offset = h.NextOffset()
+				if end >= limit {
+					break
+				}
+				// Skip ahead over whole batches the budget and bound allow: the
+				// run's tail at once, or up to an index entry (entries sit
+				// on batch boundaries).
+				left := budget - res.Bytes
+				if left < batch.HeaderSize {
+					stop = true
+					break
+				}
+				if limit == s.size && s.next <= upper && s.size-end <= left {
+					res.Bytes += s.size - end
+					end, offset = s.size, s.next
+					break
+				}
+				if e := s.jump(end, left, upper); e.Position > 0 && int64(e.Position) > end && int64(e.Position) <= limit {
+					// Index files carry no checksum: jump only to an entry that
+					// names the batch at its position.
+					if jh, err := s.headerAt(int64(e.Position), &buf); err == nil && jh.LastOffset() == e.Offset {
+						res.Bytes += int64(e.Position) - end
+						end, h, offset = int64(e.Position), jh, jh.BaseOffset
+						continue
+					}
+				}
+				if h, err = s.headerAt(end, &buf); err != nil {
+					if errors.Is(err, ErrCorrupt) && s != l.active() {
+						d = &DamageError{File: s.path(KindLog), Position: end, Offset: offset, Reason: err}
+						stop = true
+						break
+					}
+					return fail(fh, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), end, err))
+				}
+				offset = h.BaseOffset
 			}
-			offset = h.BaseOffset
+			if end > start {
+				ref := fh
+				if fh == nil {
+					if ref, err = s.log.acquire(); err != nil {
+						return fail(nil, fmt.Errorf("segment: read %s at %d: %w", s.path(KindLog), offset, err))
+					}
+				}
+				fh = nil
+				res.Ranges = append(res.Ranges, FileRange{File: ref.f, Position: start, Size: end - start})
+				res.refs = append(res.refs, ref)
+				if s.needsVerify.Load() {
+					checks = append(checks, uncheckedRange{i: len(res.Ranges) - 1, s: s, start: startOffset})
+				}
+			}
+			if end >= s.size {
+				segDone = true
+			} else if !stop {
+				// end is an internal batch's position: h is its header.
+				pos = end
+				if h, err = s.headerAt(pos, &buf); err != nil {
+					return fail(fh, fmt.Errorf("segment: read %s at position %d: %w", s.path(KindLog), pos, err))
+				}
+			}
 		}
-		if end > start {
-			res.Ranges = append(res.Ranges, FileRange{File: fh.f, Position: start, Size: end - start})
-			res.refs = append(res.refs, fh)
-			if s.needsVerify.Load() {
-				checks = append(checks, uncheckedRange{i: len(res.Ranges) - 1, s: s, start: startOffset})
-			}
-		} else {
+		if fh != nil {
 			fh.release()
 		}
 		if stop {
@@ -247,7 +296,8 @@ func (l *Log) segmentIndex(offset int64) int {
 
 // ScanHeaders calls fn with the header of every batch from the one holding
 // offset from (clamped to the log start offset) to the log end offset, in
-// order, reading headers only (61 bytes each): for rebuilding state kept
+// order, skipping internal batches (raft's own entries, which carry no
+// records or producer state), reading headers only (61 bytes each): for rebuilding state kept
 // beside the log, such as idempotent producers' sequences. It holds the
 // log's read lock throughout, so appends wait; an error from fn stops it
 // and is returned. A header that does not parse, or whose batch runs past
@@ -285,8 +335,10 @@ func (l *Log) scanHeaders(from int64, fn func(h batch.Header) error) (*DamageErr
 			continue
 		}
 		for h.BaseOffset < end {
-			if err := fn(h); err != nil {
-				return nil, err
+			if !h.Internal() {
+				if err := fn(h); err != nil {
+					return nil, err
+				}
 			}
 			pos += int64(h.Size())
 			if pos >= s.size {

@@ -80,7 +80,7 @@ func TruncateFolder(fs vfs.FS, dir string, offset int64, apply bool) (RepairPlan
 	}
 	plan.Bytes = size - plan.Position
 	for _, b := range bases[i+1:] {
-		for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex} {
+		for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindRaftIndex} {
 			name := filepath.Join(dir, MakeFileName(b, k))
 			if _, err := fs.Stat(name); err == nil {
 				plan.Removed = append(plan.Removed, name)
@@ -101,7 +101,9 @@ func TruncateFolder(fs vfs.FS, dir string, offset int64, apply bool) (RepairPlan
 		rp = min(ckpt.RecoveryPoint, base)
 	}
 	lso := min(ckpt.LogStartOffset, plan.EndOffset)
-	if err := writeCheckpoint(fs, dir, Checkpoint{LogStartOffset: lso, RecoveryPoint: rp, CleanerOffset: min(ckpt.CleanerOffset, plan.EndOffset)}); err != nil {
+	nc := ckpt // the raft fields stay: the cut keeps the log's start
+	nc.LogStartOffset, nc.RecoveryPoint, nc.CleanShutdown, nc.CleanerOffset = lso, rp, false, min(ckpt.CleanerOffset, plan.EndOffset)
+	if err := writeCheckpoint(fs, dir, nc); err != nil {
 		return plan, err
 	}
 	for _, name := range slices.Backward(plan.Removed) {
@@ -125,7 +127,7 @@ func TruncateFolder(fs vfs.FS, dir string, offset int64, apply bool) (RepairPlan
 			return plan, err
 		}
 	}
-	for _, k := range []FileKind{KindOffsetIndex, KindTimeIndex} {
+	for _, k := range []FileKind{KindOffsetIndex, KindTimeIndex, KindRaftIndex} {
 		if err := fs.Remove(filepath.Join(dir, MakeFileName(base, k))); err != nil && !isNotExist(err) {
 			return plan, err
 		}

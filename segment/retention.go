@@ -42,9 +42,17 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 	s.deleted.Store(true)
 	d := &pendingDelete{seg: s, fs: l.fs}
 	renameFailed := false
-	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex} {
+	s.closeRaftFile()
+	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindRaftIndex} {
 		from := s.path(k)
 		to := filepath.Join(l.dir, FileName{Base: s.base, Kind: k, Deleted: true}.String())
+		if k == KindRaftIndex {
+			// Derived data, and absent for the active segment: removed now.
+			if err := l.fs.Remove(from); err != nil && !isNotExist(err) {
+				l.opts.Logger.Warn("segment: remove for delete failed", "file", from, "err", err)
+			}
+			continue
+		}
 		if err := l.fs.Rename(from, to); err != nil {
 			l.opts.Logger.Warn("segment: rename for delete failed; removing now", "file", from, "err", err)
 			to, renameFailed = from, true
@@ -89,22 +97,38 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 // without timestamps counts from its last append); the log
 // would still hold at least retention.bytes without it. The last two apply
 // only when cleanup.policy includes delete. The active segment
-// is never deleted. The log start offset moves up to the first remaining
+// is never deleted, nor a segment holding raft entries at or above the
+// SetRaftRetainFrom bound (nor any after it). Deleting raft segments moves
+// FirstIndex, which is persisted in the checkpoint before it returns. The log start offset moves up to the first remaining
 // segment. It returns the number of segments deleted.
 func (l *Log) DeleteOldSegments() (int, error) {
+	n, raftMoved, err := l.deleteOldSegments()
+	if err == nil && raftMoved {
+		// FirstIndex moved: record it (the segment's .raftindex header
+		// says the same, should a crash come first).
+		err = l.writeCheckpoint()
+	}
+	return n, err
+}
+
+func (l *Log) deleteOldSegments() (deleted int, raftMoved bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writableLocked(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
+	defer func() { raftMoved = deleted > 0 && l.raftStartMovedLocked() }()
 	nowMs := l.opts.Now().UnixMilli()
 	var total int64
 	for _, s := range l.segs {
 		total += s.size
 	}
-	deleted := 0
 	for len(l.segs) > 1 {
 		s := l.segs[0]
+		if !l.raftRemovableLocked(s) {
+			// Raft may still need its entries (SetRaftRetainFrom).
+			return deleted, false, nil
+		}
 		largest := s.maxTs
 		if largest < 0 {
 			largest = s.lastModified.UnixMilli() // Kafka: the file's last modified time
@@ -113,11 +137,11 @@ func (l *Log) DeleteOldSegments() (int, error) {
 		case l.segs[1].base <= l.logStartOffset:
 		case !l.cfg.Deletes():
 			// cleanup.policy=compact: retention deletes nothing (Kafka).
-			return deleted, nil
+			return deleted, false, nil
 		case l.cfg.RetentionMs >= 0 && nowMs-largest > l.cfg.RetentionMs:
 		case l.cfg.RetentionBytes >= 0 && total-s.size >= l.cfg.RetentionBytes:
 		default:
-			return deleted, nil
+			return deleted, false, nil
 		}
 		total -= s.size
 		l.deleteSegmentLocked(s)
@@ -125,7 +149,7 @@ func (l *Log) DeleteOldSegments() (int, error) {
 		l.logStartOffset = max(l.logStartOffset, l.segs[0].base)
 		deleted++
 	}
-	return deleted, nil
+	return deleted, false, nil
 }
 
 // DeleteRecordsBefore advances the log start offset to offset (Kafka's
@@ -145,18 +169,21 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 		l.mu.Unlock()
 		return lso, &OutOfRangeError{Offset: offset, LogStartOffset: lso, LogEndOffset: leo}
 	}
+	raftMoved := false
 	if offset > lso {
 		l.logStartOffset = offset
-		for len(l.segs) > 1 && l.segs[1].base <= offset {
+		for len(l.segs) > 1 && l.segs[1].base <= offset && l.raftRemovableLocked(l.segs[0]) {
 			l.deleteSegmentLocked(l.segs[0])
 			l.segs = l.segs[1:]
+			raftMoved = true
 		}
+		raftMoved = raftMoved && l.raftStartMovedLocked()
 	}
 	lso = l.logStartOffset
 	l.mu.Unlock()
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
-	if l.durableLSO >= lso {
+	if l.durableLSO >= lso && !raftMoved {
 		return lso, nil
 	}
 	// Persist it, also when retention moved it (retention does not).

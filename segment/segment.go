@@ -53,6 +53,20 @@ type segment struct {
 	// snapshotted it before then ignores its closed files.
 	deleted atomic.Bool
 
+	// Raft (see raft.go and raftindex.go). rpos holds one entry per
+	// batch of the .log, in file order: bits 0-30 its position, bit 31
+	// set for an internal batch; internals the positions of the internal
+	// batches (a read splits its ranges around them). rfirst is the raft
+	// index of the first batch, 0 for a segment outside the raft log
+	// (compacted by the cleaner); rprev the term of entry rfirst-1.
+	// rfile is the .raftindex file, written whole when the segment is
+	// sealed or the log closed, kept open until it is synced.
+	rpos      []uint32
+	internals []int64
+	rfirst    uint64
+	rprev     uint64
+	rfile     vfs.File
+
 	// unverified are the byte spans recovery trusted without reading
 	// (guarded by Log.verifyMu); needsVerify is set while there are any.
 	// See verifyRanges.
@@ -187,6 +201,7 @@ func (s *segment) openIndexFiles() error {
 // do not touch their files again unless reopenIndexesWritable reopens
 // them. It does nothing when an index has entries not yet written.
 func (s *segment) closeIndexFiles() error {
+	s.closeRaftFile()
 	if s.offFile == nil {
 		return nil
 	}
@@ -210,11 +225,12 @@ func (s *segment) closeFiles() error {
 	if s.log != nil {
 		errs = append(errs, s.log.close())
 	}
-	for _, f := range []vfs.File{s.offFile, s.timeFile} {
+	for _, f := range []vfs.File{s.offFile, s.timeFile, s.rfile} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
 	}
+	s.rfile = nil
 	return errors.Join(errs...)
 }
 
@@ -251,7 +267,7 @@ func (s *segment) syncAll() error {
 	if err := s.timeIdx.Flush(); err != nil {
 		return err
 	}
-	return errors.Join(s.log.Sync(), syncFile(s.offFile), syncFile(s.timeFile))
+	return errors.Join(s.log.Sync(), syncFile(s.offFile), syncFile(s.timeFile), syncFile(s.rfile))
 }
 
 // full reports whether the segment cannot take a batch of n bytes whose
@@ -267,11 +283,17 @@ func (s *segment) full(n int64, lastOffset int64) bool {
 // track updates the in-memory summary (max timestamp, first timestamp,
 // index entries) for a batch at pos; it is shared by append and recovery.
 func (s *segment) track(h *batch.Header, pos int64, cfg *Config) error {
+	if h.Internal() {
+		// No offset, no timestamp: internal batches are in no index but
+		// the raft index (writeLocked, buildPositions).
+		s.bytesSinceIndex += int64(h.Size())
+		return nil
+	}
 	if h.MaxTimestamp > s.maxTs {
 		s.maxTs, s.offsetOfMaxTs = h.MaxTimestamp, h.LastOffset()
 	}
-	if pos == 0 {
-		s.firstTs = h.MaxTimestamp
+	if pos == 0 || (s.firstTs < 0 && s.next == s.base) {
+		s.firstTs = h.MaxTimestamp // the first data batch
 	}
 	if s.bytesSinceIndex > int64(cfg.IndexIntervalBytes) && !s.offIdx.IsFull() && s.timeIdx.Len() < s.timeCap-1 {
 		// Kafka's convention: the entry holds the batch's last offset and
@@ -389,7 +411,14 @@ func (s *segment) scan(pos int64, cfg *Config, gapLimit int64, cutOK bool) (cut 
 			if h.BaseOffset <= gapLimit {
 				bad = h.BaseOffset < expect || (h.NumRecords == 0 && h.BaseOffset >= gapLimit)
 			}
-			if bad || h.LastOffsetDelta < 0 {
+			if h.Internal() {
+				// An internal batch takes no offset: it starts at the
+				// next one (ValidateHeader checked its shape).
+				bad = h.BaseOffset != expect && !(h.BaseOffset <= gapLimit && h.BaseOffset > expect)
+			} else if h.LastOffsetDelta < 0 {
+				bad = true
+			}
+			if bad {
 				return fmt.Errorf("batch offsets [%d, %d], expected a batch starting at %d", h.BaseOffset, h.LastOffset(), expect)
 			}
 			if err := s.track(&h, pos, cfg); err != nil {
@@ -420,9 +449,17 @@ func (s *segment) scan(pos int64, cfg *Config, gapLimit int64, cutOK bool) (cut 
 // summary and indexes by rescanning what remains. Tail truncation is rare
 // (replica divergence), and the rescan keeps the summary exact.
 func (s *segment) truncateAt(pos int64, cfg *Config) error {
+	if pos < s.size && s.log.readerCount() > 0 {
+		// A held ReadResult may cover bytes at or past pos: appends after
+		// the truncation must not overwrite them (see replacePrefix).
+		if err := s.replacePrefix(pos); err != nil {
+			return err
+		}
+	}
 	if err := s.log.Truncate(pos); err != nil {
 		return err
 	}
+	s.truncatePositions(pos)
 	// Keep the index entries below the cut and rescan from the last one:
 	// the time index entries up to it hold the max timestamp so far.
 	s.offIdx.TruncateToPosition(uint32(pos))

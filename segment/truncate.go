@@ -84,10 +84,8 @@ func (l *Log) truncateLocked(offset int64) (leo int64, lsoLowered bool, err erro
 			return 0, false, l.failLocked("truncate", err)
 		}
 	}
-	l.writeSeq++
-	l.truncEpoch++
-	s.modSeq = l.writeSeq
-	l.firstDirty = min(l.firstDirty, s.next)
+	s.closeRaftFile()
+	l.afterTruncateLocked(s)
 	if s.next < l.logStartOffset {
 		l.logStartOffset = s.next
 		lsoLowered = true
@@ -130,6 +128,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		l.mu.Unlock()
 		return err
 	}
+	// The raft log empties too: FirstIndex stays, every entry is gone.
+	s.rfirst, s.rprev = l.raftPrevIndex+1, l.raftPrevTerm
+	l.lastTerm = l.raftPrevTerm
 	l.segs = []*segment{s}
 	l.unsynced = nil
 	l.logStartOffset = offset

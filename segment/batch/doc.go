@@ -47,7 +47,29 @@
 //	bit  4   transactional
 //	bit  5   control batch (transaction markers; never shown to applications)
 //	bit  6   delete horizon: baseTimestamp holds the compaction delete horizon (KIP-534)
-//	bits 7-15 unused, zero
+//	bit  7   Sluice internal batch (InternalBit; unused by Kafka), always with bit 5
+//	bits 8-15 unused, zero
+//
+// # Internal batches
+//
+// Sluice stores raft's own log entries (a new leader's empty entry,
+// configuration changes) as internal batches in the partition log: they
+// are raft entries but take no Kafka offset, and no read path hands one to
+// a client. An internal batch has attributes ControlBit|InternalBit (0xa0),
+// baseOffset = the next Kafka offset, lastOffsetDelta -1 (so LastOffset()
+// is baseOffset-1 and NextOffset() is baseOffset: zero offsets taken),
+// partitionLeaderEpoch = the raft term, both timestamps -1, producer
+// fields -1, no compression, recordCount 1 and one record shaped like a
+// Kafka control record:
+//
+//	attributes 0, timestampDelta 0, offsetDelta 0
+//	key   4 bytes: version int16 (InternalKeyVersion, 0), entry kind int16 (0-255)
+//	value the raft entry's data (empty for an empty entry)
+//	headerCount 0
+//
+// BuildInternal makes one, ParseInternal reads it, Header.Internal tests
+// the bits. Validate refuses bit 7 (a producer's batch never carries it);
+// ValidateHeader accepts internal batches of exactly this shape.
 //
 // When the codec is not none, the bytes after recordCount are the records
 // compressed as one block: gzip (RFC 1952), snappy (either one raw snappy

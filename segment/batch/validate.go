@@ -8,7 +8,9 @@ import (
 // ValidateHeader checks b, which must be exactly one whole batch, as far as
 // its header and CRC go: the magic byte, batchLength (at least 49, and
 // len(b) == batchLength+12), the CRC-32C, a known codec, recordCount >= 0,
-// lastOffsetDelta >= -1 and recordCount <= lastOffsetDelta+1. It does not
+// lastOffsetDelta >= -1 and recordCount <= lastOffsetDelta+1; for an
+// internal batch (InternalBit), no codec, recordCount 1 and
+// lastOffsetDelta -1 instead. It does not
 // look at the records, so it accepts replicated or compacted batches whose
 // offset deltas have gaps. Errors wrap ErrCorrupt (and ErrUnsupportedCodec
 // for codec bits 5-7). The Header is returned whenever it could be parsed.
@@ -28,6 +30,12 @@ func ValidateHeader(b []byte) (Header, error) {
 	}
 	if c := h.Codec(); !c.valid() {
 		return h, fmt.Errorf("%w: %w: codec %d", ErrCorrupt, ErrUnsupportedCodec, c)
+	}
+	if h.Attributes&InternalBit != 0 {
+		if h.Attributes&ControlBit == 0 {
+			return h, corruptf("attribute bit 7 (Sluice's internal batch) without the control bit")
+		}
+		return h, validateInternalHeader(&h)
 	}
 	if h.NumRecords < 0 {
 		return h, corruptf("recordCount %d", h.NumRecords)
@@ -56,6 +64,9 @@ func Validate(b []byte) (Header, error) {
 	return h, err
 }
 
+// Validate and ValidateRecords refuse a batch with InternalBit set: that
+// attribute is Sluice's, so a producer's batch carrying it is invalid.
+
 // ValidateRecords is Validate that also returns the largest record
 // timestamp (baseTimestamp plus each record's delta, in ms; -1 with no
 // records), which the producer's maxTimestamp field should equal for a
@@ -65,6 +76,11 @@ func ValidateRecords(b []byte) (h Header, maxTs int64, err error) {
 	h, err = ValidateHeader(b)
 	if err != nil {
 		return h, -1, err
+	}
+	if h.Attributes&InternalBit != 0 {
+		// Bit 7 marks Sluice's own internal batches (raft entries): a
+		// producer's batch never carries it.
+		return h, -1, corruptf("attribute bit 7 is reserved for Sluice's internal batches")
 	}
 	if h.LastOffsetDelta != h.NumRecords-1 {
 		return h, -1, corruptf("lastOffsetDelta %d, want recordCount-1 = %d", h.LastOffsetDelta, h.NumRecords-1)

@@ -1,0 +1,151 @@
+package replica
+
+import (
+	"errors"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// Leadership notifications and replica progress, for the partition: its
+// leader epoch and LEADER_NOT_AVAILABLE come from LeaderObserver, its ISR
+// from Host.Progress.
+
+// LeaderObserver is implemented by a StateMachine that wants to hear of
+// its group's leadership. LeaderChanged runs in the worker handling the
+// group whenever the replica's view of the leader or of the term changes:
+// in Host.handle after the Ready that carries the change is durable (its
+// HardState saved) and its messages sent, before its committed entries
+// are applied. lead is the leader's replica id, 0 when the replica knows
+// of no leader (a candidate, a follower that forgot a dead leader): then
+// term is not a leader epoch, and the partition answers
+// LEADER_NOT_AVAILABLE. With lead set, term is that leader's term. A
+// replica starts with no leader and the term it was saved with, and
+// hears of every change after that. Like Apply, it must not call the
+// host's blocking methods for the same group.
+type LeaderObserver interface {
+	LeaderChanged(lead, term uint64)
+}
+
+// ReplicaProgress is one replica of a group, as its leader sees it.
+type ReplicaProgress struct {
+	ID      uint64
+	Match   uint64 // the last index the leader knows the replica holds
+	Learner bool
+	// CaughtUp is the last time the replica's Match reached the leader's
+	// own durable last index (Kafka's replica.lag.time.max.ms rule: a
+	// replica that has not caught up within the lag time leaves the ISR).
+	// A leader starts its replicas at the time it was elected; a replica
+	// added later has the zero time until it first catches up. The leader
+	// itself is always caught up.
+	CaughtUp time.Time
+}
+
+// ErrNotLeader reports a call that only a group's leader answers.
+var ErrNotLeader = errors.New("replica: not the raft group's leader")
+
+// caughtUp is one replica's last caught-up time.
+type caughtUp struct {
+	id uint64
+	at time.Time
+}
+
+// progressVisit is the state of one trackProgress walk, kept in the
+// group so the visitor closure is built once (no allocation per tick).
+type progressVisit struct {
+	now   time.Time
+	last  uint64 // the leader's durable last index
+	self  uint64
+	fresh bool // the leader was just elected: unseen replicas start now
+}
+
+// Progress returns the group's replicas as its leader sees them;
+// ErrNotLeader on a replica that does not lead. It runs in the group's
+// worker and does not wake a quiesced group.
+func (h *Host) Progress(id GroupID) ([]ReplicaProgress, error) {
+	var out []ReplicaProgress
+	err := h.call(id, false, func(g *group) error {
+		if g.role != raft.StateLeader {
+			return ErrNotLeader
+		}
+		h.trackProgress(g)
+		g.rn.WithProgress(func(rid uint64, typ raft.ProgressType, pr tracker.Progress) {
+			out = append(out, ReplicaProgress{ID: rid, Match: pr.Match, Learner: typ == raft.ProgressTypeLearner, CaughtUp: g.caughtAt(rid)})
+		})
+		return nil
+	})
+	return out, err
+}
+
+// caughtAt returns the replica's last caught-up time.
+func (g *group) caughtAt(id uint64) time.Time {
+	for _, c := range g.caught {
+		if c.id == id {
+			return c.at
+		}
+	}
+	return time.Time{}
+}
+
+// trackProgress notes, on a leader, which replicas have caught up with
+// its durable last index now. Called by the worker handling g after each
+// Ready and tick; it allocates only when the replica set grows.
+func (h *Host) trackProgress(g *group) {
+	if g.role != raft.StateLeader {
+		return
+	}
+	last, err := g.storage.LastIndex()
+	if err != nil {
+		return
+	}
+	g.pv.now, g.pv.last, g.pv.self = h.cfg.Now(), last, h.cfg.NodeID
+	if g.visitFn == nil {
+		g.visitFn = g.visitProgress
+	}
+	g.rn.WithProgress(g.visitFn)
+	g.pv.fresh = false
+}
+
+// visitProgress is trackProgress's visitor.
+func (g *group) visitProgress(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+	up := id == g.pv.self || pr.Match >= g.pv.last
+	for i := range g.caught {
+		if g.caught[i].id == id {
+			if up {
+				g.caught[i].at = g.pv.now
+			}
+			return
+		}
+	}
+	c := caughtUp{id: id}
+	if up || g.pv.fresh {
+		c.at = g.pv.now
+	}
+	g.caught = append(g.caught, c)
+}
+
+// noteLeadership records a Ready's leadership change, resets progress
+// tracking when the replica becomes leader, and tells the state machine
+// (LeaderObserver). Called by the worker after the Ready's persistence and
+// sends, before its apply.
+func (h *Host) noteLeadership(g *group, rd *raft.Ready) {
+	lead, role := g.lead, g.role
+	if rd.SoftState != nil {
+		lead, role = rd.SoftState.Lead, rd.SoftState.RaftState
+	}
+	term := g.state.HardState.Term
+	if role == raft.StateLeader && g.role != raft.StateLeader {
+		g.caught = g.caught[:0]
+		g.pv.fresh = true
+	}
+	g.role = role
+	if lead == g.lead && term == g.term {
+		return
+	}
+	g.lead, g.term = lead, term
+	g.leadHint.Store(lead)
+	if obs, ok := g.machine.(LeaderObserver); ok {
+		obs.LeaderChanged(lead, term)
+	}
+}
