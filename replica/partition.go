@@ -276,7 +276,7 @@ func (pd *Pending) Wait(ctx context.Context) (segment.AppendResult, error) {
 	case <-pd.done:
 		return pd.res, pd.err
 	case <-ctx.Done():
-		return pd.res, ctx.Err()
+		return noResult, ctx.Err()
 	}
 }
 

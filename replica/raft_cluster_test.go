@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +19,7 @@ import (
 type pnode struct {
 	id     uint64
 	fs     *vfs.MemFS
-	states *memStateStore
+	states *MemStateStore
 	host   *Host
 	parts  map[GroupID]*Partition
 }
@@ -46,7 +46,7 @@ func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
 		c.groups = append(c.groups, GroupID{TopicID: [16]byte{0xab, byte(g)}, Partition: int32(g)})
 	}
 	for _, id := range c.voters {
-		c.nodes[id] = &pnode{id: id, fs: vfs.NewMem(), states: newMemStateStore()}
+		c.nodes[id] = &pnode{id: id, fs: vfs.NewMem(), states: NewMemStateStore()}
 	}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
@@ -65,7 +65,11 @@ func (c *pcluster) dir(g GroupID) string {
 func (c *pcluster) start(id uint64) {
 	c.t.Helper()
 	n := c.nodes[id]
-	n.host = NewHost(HostConfig{NodeID: id, Transport: c.net.sender(id), HardState: n.states, Logger: quiet()})
+	h, err := NewHost(HostConfig{NodeID: id, Transport: c.net.sender(id), HardState: n.states, Logger: quiet(), TickInterval: -1})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n.host = h
 	n.parts = map[GroupID]*Partition{}
 	for _, g := range c.groups {
 		st, _, err := n.states.Load(g)
@@ -115,7 +119,7 @@ func (c *pcluster) crash(id uint64, seed int64) {
 	}
 	c.net.setDown(id, true)
 	c.net.setHost(id, nil)
-	crashed := n.fs.CrashClone(vfs.CrashOptions{Seed: seed})
+	crashed := n.fs.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(seed), 7))})
 	n.host.Close()
 	for _, p := range n.parts {
 		p.Close()
@@ -262,10 +266,3 @@ func idempotentBatch(pid int64, epoch int16, seq int32, vals ...string) []byte {
 	return batch.Build(o, recs)
 }
 
-// memStateStore is a HardStateStore in memory; every Save is durable.
-type memStateStore struct {
-	mu     sync.Mutex
-	states map[GroupID]GroupState
-}
-
-func newMemStateStore() *memStateStore { return &memStateStore{states: map[GroupID]GroupState{}} }

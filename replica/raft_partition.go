@@ -120,8 +120,10 @@ type proposal struct {
 	h    batch.Header
 	acks int16
 	pd   *Pending
-	// index and term, set by the worker when the entry is written.
+	// index, term and the offsets, set by the worker when the entry is
+	// written.
 	index, term uint64
+	res         segment.AppendResult
 }
 
 // raftState is the replicated part of a Partition.
@@ -378,10 +380,11 @@ func sameData(a, b []byte) bool {
 }
 
 // written is called by the storage, in the worker, for each entry of a
-// Ready it wrote: data entries with their append result. It records
-// producer state and the leader epoch, matches the leader's proposals
-// and returns.
-func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.Header) {
+// Ready it wrote, with its append result and, for a data entry, its
+// header. It records the batch in the producer state (unless record is
+// false: the state was just rebuilt from the log) and matches the
+// leader's proposals.
+func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.Header, record bool) {
 	rs := p.rs
 	var pr *proposal
 	if h != nil && len(rs.proposed) > 0 && sameData(e.Data, rs.proposed[0].data) {
@@ -390,9 +393,11 @@ func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.
 	}
 	if h != nil {
 		p.appendMu.Lock()
-		hh := *h
-		hh.BaseOffset = res.BaseOffset
-		p.producers.record(&hh, res.LogAppendTime)
+		if record {
+			hh := *h
+			hh.BaseOffset = res.BaseOffset
+			p.producers.record(&hh, res.LogAppendTime)
+		}
 		if pr != nil {
 			rs.dropInflightLocked(pr)
 		}
@@ -402,7 +407,7 @@ func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.
 		return
 	}
 	pr.index, pr.term = e.Index, e.Term
-	pr.pd.res = res
+	pr.res = res
 	switch pr.acks {
 	case AcksAll:
 		rs.committing = append(rs.committing, pr)
@@ -414,7 +419,7 @@ func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.
 // synced completes the acks=1 proposals written before a successful Sync.
 func (rs *raftState) synced() {
 	for _, pr := range rs.unsynced {
-		pr.pd.finish(pr.pd.res, nil)
+		pr.pd.finish(pr.res, nil)
 	}
 	rs.unsynced = rs.unsynced[:0]
 }
@@ -447,7 +452,7 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 			// reset (snapshot) under it; its fate is unknown.
 			pr.pd.finish(noResult, p.notLeader("the entry was replaced"))
 		case ents[pr.index-first].Term == pr.term:
-			pr.pd.finish(pr.pd.res, nil)
+			pr.pd.finish(pr.res, nil)
 		default:
 			pr.pd.finish(noResult, p.notLeader(fmt.Sprintf("the entry at raft index %d was replaced by another leader's", pr.index)))
 		}

@@ -17,7 +17,7 @@ func (h *Host) post(id GroupID, fn func(rn *raft.RawNode) error) error {
 		g.mu.Unlock()
 		return err
 	}
-	g.ops = append(g.ops, groupOp{fn: fn, done: make(chan error, 1)})
+	g.ops = append(g.ops, groupOp{fn: func(g *group) error { return fn(g.rn) }, wake: true, done: make(chan error, 1)})
 	g.mu.Unlock()
 	h.sched.enqueue(g)
 	return nil

@@ -42,8 +42,8 @@ type ReplicaProgress struct {
 	CaughtUp time.Time
 }
 
-// ErrNotLeader reports a call that only a group's leader answers.
-var ErrNotLeader = errors.New("replica: not the raft group's leader")
+// ErrNotRaftLeader reports a call that only a group's leader answers.
+var ErrNotRaftLeader = errors.New("replica: not the raft group's leader")
 
 // caughtUp is one replica's last caught-up time.
 type caughtUp struct {
@@ -61,13 +61,13 @@ type progressVisit struct {
 }
 
 // Progress returns the group's replicas as its leader sees them;
-// ErrNotLeader on a replica that does not lead. It runs in the group's
+// ErrNotRaftLeader on a replica that does not lead. It runs in the group's
 // worker and does not wake a quiesced group.
 func (h *Host) Progress(id GroupID) ([]ReplicaProgress, error) {
 	var out []ReplicaProgress
 	err := h.call(id, false, func(g *group) error {
 		if g.role != raft.StateLeader {
-			return ErrNotLeader
+			return ErrNotRaftLeader
 		}
 		h.trackProgress(g)
 		g.rn.WithProgress(func(rid uint64, typ raft.ProgressType, pr tracker.Progress) {
@@ -109,7 +109,11 @@ func (h *Host) trackProgress(g *group) {
 
 // visitProgress is trackProgress's visitor.
 func (g *group) visitProgress(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-	up := id == g.pv.self || pr.Match >= g.pv.last
+	// A follower that holds the leader's log but stopped answering is
+	// not caught up (Kafka: a follower that stops fetching leaves the
+	// ISR even when no record arrives): RecentActive (raft resets it
+	// every election timeout under CheckQuorum) must hold too.
+	up := id == g.pv.self || (pr.Match >= g.pv.last && pr.RecentActive)
 	for i := range g.caught {
 		if g.caught[i].id == id {
 			if up {

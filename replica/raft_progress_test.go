@@ -10,7 +10,7 @@ import (
 
 // The leader reports its replicas' progress: caught-up times follow the
 // injected clock while a follower keeps up, and stay behind for one cut
-// off from the leader. Followers answer ErrNotLeader.
+// off from the leader. Followers answer ErrNotRaftLeader.
 func TestHostProgress(t *testing.T) {
 	n, ids := newTestCluster(t, 3, 1)
 	id := ids[0]
@@ -28,7 +28,7 @@ func TestHostProgress(t *testing.T) {
 			keep = fid
 		}
 	}
-	if _, err := n.nodes[lag].host.Progress(id); !errors.Is(err, ErrNotLeader) {
+	if _, err := n.nodes[lag].host.Progress(id); !errors.Is(err, ErrNotRaftLeader) {
 		t.Fatalf("a follower's Progress: %v", err)
 	}
 	propose := func(k int) {

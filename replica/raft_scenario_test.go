@@ -69,8 +69,15 @@ func TestRaftScenarios(t *testing.T) {
 				ticks := 0
 				c.drive(fmt.Sprintf("node %d to lead", id), func() bool {
 					if ticks%20 == 0 {
-						// Campaign again if another node won meanwhile.
-						if err := c.nodes[id].host.Campaign(c.groups[0]); err != nil {
+						// Campaign again, or, if another node it can
+						// reach won meanwhile, have that one hand over.
+						var err error
+						if other := c.reachableLeader(id); other != 0 {
+							err = c.nodes[other].host.TransferLeadership(c.groups[0], id)
+						} else {
+							err = c.nodes[id].host.Campaign(c.groups[0])
+						}
+						if err != nil {
 							t.Fatalf("campaign: %v", err)
 						}
 					}
@@ -269,4 +276,15 @@ func (c *pcluster) settle() {
 		}
 		return c.leader(c.groups[0]) != nil
 	})
+}
+
+// reachableLeader returns a node other than id that leads and that id
+// can reach, or 0.
+func (c *pcluster) reachableLeader(id uint64) uint64 {
+	for _, n := range c.up() {
+		if n.id != id && !c.net.isCut(id, n.id) && n.parts[c.groups[0]].IsLeader() {
+			return n.id
+		}
+	}
+	return 0
 }

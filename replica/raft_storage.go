@@ -57,13 +57,10 @@ func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 				write()
 			}()
 		}
-		next := res.BaseOffset
-		if h != nil {
-			next = res.LastOffset + 1
-		}
-		_ = next
 		p.noteEpoch(int32(e.Term), res.BaseOffset)
-		p.written(e, res, h)
+		// After a truncation the producer state was rebuilt from the
+		// log, this entry included.
+		p.written(e, res, h, res.TruncatedTo < 0)
 	}
 	return nil
 }

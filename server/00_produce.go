@@ -126,7 +126,7 @@ func stageProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 						panicked.CompareAndSwap(nil, &panicError{value: r, stack: debug.Stack()})
 					}
 				}()
-				pd, err := part.Produce(records)
+				pd, err := part.ProduceWith(records, replica.ProduceOptions{Acks: req.Acks})
 				if err != nil {
 					b.produceFailed(out, err)
 					return
