@@ -265,4 +265,3 @@ func idempotentBatch(pid int64, epoch int16, seq int32, vals ...string) []byte {
 	o.ProducerID, o.ProducerEpoch, o.BaseSequence = pid, epoch, seq
 	return batch.Build(o, recs)
 }
-
