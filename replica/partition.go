@@ -117,7 +117,12 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 		l.Close()
 		return nil, fmt.Errorf("replica: leader epochs of %s: %w", dir, err)
 	}
-	if opts.Raft != nil {
+	if opts.Raft == nil {
+		// A single replica leads from Open on, in its epoch (Kafka's
+		// makeLeader assigns the epoch at the log end offset): the
+		// append path never writes the epoch file.
+		p.noteEpoch(p.leaderEpoch, l.LogEndOffset())
+	} else {
 		if err := p.startRaft(*opts.Raft); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("replica: raft group of %s: %w", dir, err)
@@ -330,7 +335,6 @@ func (p *Partition) append(b []byte, logAppendTime bool, acks int16) (*Pending, 
 		}
 		h.BaseOffset = res.BaseOffset
 		p.producers.record(&h, res.LogAppendTime)
-		p.noteEpoch(p.LeaderEpoch(), res.BaseOffset)
 	}
 	p.appendMu.Unlock()
 	if err != nil {
