@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 type pnode struct {
 	id     uint64
 	fs     *vfs.MemFS
-	states *MemStateStore
+	states *crashStore
 	host   *Host
 	parts  map[GroupID]*Partition
 }
@@ -46,7 +47,7 @@ func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
 		c.groups = append(c.groups, GroupID{TopicID: [16]byte{0xab, byte(g)}, Partition: int32(g)})
 	}
 	for _, id := range c.voters {
-		c.nodes[id] = &pnode{id: id, fs: vfs.NewMem(), states: NewMemStateStore()}
+		c.nodes[id] = &pnode{id: id, fs: vfs.NewMem(), states: &crashStore{MemStateStore: NewMemStateStore()}}
 	}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
@@ -75,6 +76,14 @@ func (c *pcluster) start(id uint64) {
 		st, _, err := n.states.Load(g)
 		if err != nil {
 			c.t.Fatal(err)
+		}
+		// A log that lost entries its saved commit covers is a
+		// durability bug (raft would panic on it): say so plainly.
+		if l, err := segment.Open(n.fs, c.dir(g), c.cfg.Log, segment.Options{Logger: quiet()}); err == nil {
+			if st.HardState.Commit > l.LastIndex() {
+				c.t.Fatalf("node %d reopens with last index %d (log end offset %d) below its saved commit %d; files %v", id, l.LastIndex(), l.LogEndOffset(), st.HardState.Commit, listFiles(n.fs, c.dir(g)))
+			}
+			l.Close()
 		}
 		p, err := Open(n.fs, c.dir(g), c.cfg, Options{
 			Log:  segment.Options{Logger: quiet()},
@@ -119,7 +128,14 @@ func (c *pcluster) crash(id uint64, seed int64) {
 	}
 	c.net.setDown(id, true)
 	c.net.setHost(id, nil)
+	// The FS and the group-state store crash at the same instant: no
+	// Save runs while the FS is cloned.
+	n.states.gate.Lock()
 	crashed := n.fs.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(seed), 7))})
+	saved := n.states.snapshot()
+	n.states.gate.Unlock()
+	n.states = &crashStore{MemStateStore: NewMemStateStore()}
+	n.states.Save(saved)
 	n.host.Close()
 	for _, p := range n.parts {
 		p.Close()
@@ -264,4 +280,30 @@ func idempotentBatch(pid int64, epoch int16, seq int32, vals ...string) []byte {
 	o := batch.NewBuildOptions()
 	o.ProducerID, o.ProducerEpoch, o.BaseSequence = pid, epoch, seq
 	return batch.Build(o, recs)
+}
+
+
+func listFiles(fs *vfs.MemFS, dir string) []string {
+	names, _ := fs.List(dir)
+	var out []string
+	for _, n := range names {
+		st, err := fs.Stat(filepath.Join(dir, n))
+		if err == nil {
+			out = append(out, fmt.Sprintf("%s:%d", n, st.Size()))
+		}
+	}
+	return out
+}
+
+// crashStore is a MemStateStore that a crash can snapshot atomically with
+// the FS (gate).
+type crashStore struct {
+	*MemStateStore
+	gate sync.Mutex
+}
+
+func (s *crashStore) Save(states map[GroupID]GroupState) error {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	return s.MemStateStore.Save(states)
 }
