@@ -282,7 +282,6 @@ func idempotentBatch(pid int64, epoch int16, seq int32, vals ...string) []byte {
 	return batch.Build(o, recs)
 }
 
-
 func listFiles(fs *vfs.MemFS, dir string) []string {
 	names, _ := fs.List(dir)
 	var out []string
