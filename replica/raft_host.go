@@ -758,14 +758,18 @@ func (h *Host) handle(w *worker, batch []*group) {
 			r.g.state.Applied = snap.Metadata.Index
 			r.g.confGen++
 		}
+		applied := false
 		if n := len(r.rd.CommittedEntries); n > 0 {
 			h.applyConfChanges(r.g, r.rd.CommittedEntries)
 			r.g.machine.Apply(r.rd.CommittedEntries)
 			r.g.state.Applied = r.rd.CommittedEntries[n-1].Index
+			applied = true
 		}
 		r.g.rn.Advance(r.rd)
 		h.trackProgress(r.g)
-		if r.g.rn.HasReady() {
+		// A quiesced group comes back once more to save what it applied
+		// (a ticking one saves it with its next batch).
+		if r.g.rn.HasReady() || (applied && r.g.quiesced) {
 			h.sched.again(r.g)
 		}
 	}
@@ -793,6 +797,7 @@ func (h *Host) step(g *group) bool {
 	if g.removed != nil {
 		g.inbox, g.ticks = nil, 0
 		g.mu.Unlock()
+		h.setTicking(g, false) // a wake may have raced its removal
 		return false
 	}
 	inbox, ops, ticks, recheck := g.inbox, g.ops, g.ticks, g.recheck

@@ -249,8 +249,8 @@ func (h *Host) checkLiveness(g *group) {
 			return
 		}
 		if h.designated(g, st.Lead) {
+			// retryCampaign, right after this in step, campaigns.
 			g.campaignTry, g.campaignLeft = campaignTries, 0
-			h.retryCampaign(g)
 		}
 	}
 }

@@ -103,6 +103,15 @@ func TestHostQuiesce(t *testing.T) {
 			t.Fatalf("node %d: commit %d applied %d, leader's commit %d", tn.id, fs.Commit, fs.Applied, st.Commit)
 		}
 	}
+	// And every replica saved it as applied, quiesced as it is.
+	n.drive("the applied index saved everywhere", func() bool {
+		for _, tn := range n.nodes {
+			if saved, _, _ := tn.hs.Load(id); saved.Applied != st.Commit || saved.HardState.Commit != st.Commit {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // Tick over 1,000 quiesced groups schedules none of them.
