@@ -252,9 +252,11 @@ var (
 // Host drives the raft groups of one broker. It is safe for concurrent
 // use.
 //
-// Locks: Host.mu (the group map) and group.mu (a group's mailbox) are
-// leaves, never held together; the scheduler's mutex is a leaf too. No
-// lock is held while a worker writes, syncs, sends or applies.
+// Locks: Host.mu (the group map), group.mu (a group's mailbox),
+// Host.tickMu (the ticking set) and Host.downMu are leaves, never held
+// together; the scheduler's mutex is a leaf too; Host.tickRun serializes
+// Tick and takes only leaves. No lock is held while a worker writes,
+// syncs, sends, applies or tells a LeaderObserver.
 type Host struct {
 	cfg   HostConfig
 	sched *scheduler
