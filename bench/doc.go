@@ -33,6 +33,14 @@
 //   - BenchmarkOffsetCommitE2E: 16-partition OffsetCommit requests to
 //     Sluice's group coordinator over TCP, next to kfake, with and without
 //     fsync, from one group and from eight at once: commits/s and ratio.
+//   - BenchmarkRaftIdle: 1,000 idle RF=3 raft groups on three replica.Hosts
+//     in the process over loopback TCP, ticking every 100 ms: once they
+//     settle, the process's CPU as a percentage of one core (cpu-%) and the
+//     heap per group replica (B/replica), quiesced next to ticking
+//     (DisableQuiescence) in the same run: cpu-ratio.
+//   - BenchmarkRaftFailover: the time from stopping the host that leads 100
+//     quiesced groups to new leaders for all of them, with the host's
+//     defaults (ms-to-leaders).
 //
 // The lookups that read from the file are measured next to one plain pread
 // of a batch header: pread-ns is its time and preads/op the lookup's time in

@@ -104,6 +104,11 @@ type Transport interface {
 type GroupMessage struct {
 	Group GroupID
 	Msg   raftpb.Message
+	// Quiesce marks the leader's quiesce message: a MsgHeartbeat carrying
+	// the leader's term, commit and last index (Msg.Index) after which a
+	// follower that agrees stops ticking (raft_quiesce.go). It is the
+	// host's, not raft's: the receiving host handles it.
+	Quiesce bool
 }
 
 // HostConfig configures a Host. EnsureDefaults fills zero fields;
@@ -247,9 +252,11 @@ var (
 // Host drives the raft groups of one broker. It is safe for concurrent
 // use.
 //
-// Locks: Host.mu (the group map) and group.mu (a group's mailbox) are
-// leaves, never held together; the scheduler's mutex is a leaf too. No
-// lock is held while a worker writes, syncs, sends or applies.
+// Locks: Host.mu (the group map), group.mu (a group's mailbox),
+// Host.tickMu (the ticking set) and Host.downMu are leaves, never held
+// together; the scheduler's mutex is a leaf too; Host.tickRun serializes
+// Tick and takes only leaves. No lock is held while a worker writes,
+// syncs, sends, applies or tells a LeaderObserver.
 type Host struct {
 	cfg   HostConfig
 	sched *scheduler
@@ -257,6 +264,18 @@ type Host struct {
 	mu     sync.RWMutex
 	groups map[GroupID]*group
 	closed bool
+
+	// ticking holds the groups that tick: every group but the quiesced
+	// ones, so a Tick costs nothing per quiesced group. tickMu is a leaf;
+	// tickRun serializes Tick calls (tickBuf is theirs).
+	tickMu  sync.Mutex
+	ticking map[*group]struct{}
+	tickRun sync.Mutex
+	tickBuf []*group
+	// downMu serializes changes to down, the peers reported down
+	// (PeerDown), read without a lock by the workers.
+	downMu sync.Mutex
+	down   atomic.Pointer[[]uint64]
 
 	stopTick  chan struct{}
 	closeOnce sync.Once
@@ -282,6 +301,16 @@ type group struct {
 	lead, term uint64
 	role       raft.StateType
 	leadHint   atomic.Uint64
+	// quiesced is set while the group does not tick (worker-owned; the
+	// host's ticking set mirrors it). idleTicks, idleLast and
+	// campaignLeft, campaignTries are raft_quiesce.go's.
+	quiesced                  bool
+	ticked                    int // ticks stepped in this handling
+	idleTicks                 int
+	idleLast                  uint64
+	campaignLeft, campaignTry int
+	qv                        quiesceVisit
+	quiesceFn                 func(uint64, raft.ProgressType, tracker.Progress)
 	// caught, pv and visitFn track the replicas' progress on a leader
 	// (raft_progress.go).
 	caught  []caughtUp
@@ -289,9 +318,10 @@ type group struct {
 	visitFn func(uint64, raft.ProgressType, tracker.Progress)
 
 	mu      sync.Mutex
-	inbox   []raftpb.Message
+	inbox   []GroupMessage
 	ops     []groupOp
 	ticks   int
+	recheck bool  // a peer's liveness changed: re-check the leader (checkLiveness)
 	removed error // set once the group left the host
 
 	sstate schedState // guarded by the scheduler's mutex
@@ -311,7 +341,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, sched: newScheduler(), groups: map[GroupID]*group{}, stopTick: make(chan struct{})}
+	h := &Host{cfg: cfg, sched: newScheduler(), groups: map[GroupID]*group{}, ticking: map[*group]struct{}{}, stopTick: make(chan struct{})}
 	for range cfg.Workers {
 		h.wg.Add(1)
 		go h.work()
@@ -398,6 +428,7 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 		return ErrGroupExists
 	}
 	h.groups[gc.ID] = g
+	h.setTicking(g, true)
 	return nil
 }
 
@@ -410,6 +441,7 @@ func (h *Host) RemoveGroup(id GroupID) {
 	delete(h.groups, id)
 	h.mu.Unlock()
 	if g != nil {
+		h.setTicking(g, false)
 		g.fail(ErrNoGroup)
 		// A worker handling it finishes first; later it is skipped
 		// (step sees it removed), so its storage may be closed and the
@@ -431,6 +463,7 @@ func (h *Host) failGroup(g *group, err error) {
 		delete(h.groups, g.id)
 	}
 	h.mu.Unlock()
+	h.setTicking(g, false)
 	g.fail(fmt.Errorf("%w: %w", ErrNoGroup, err))
 }
 
@@ -449,28 +482,33 @@ func (h *Host) Deliver(msgs []GroupMessage) {
 			continue
 		}
 		g.mu.Lock()
-		g.inbox = append(g.inbox, msgs[i].Msg)
+		g.inbox = append(g.inbox, msgs[i])
 		g.mu.Unlock()
 		h.sched.enqueue(g)
 	}
 }
 
-// Tick advances every group's logical clock by one tick (raft's election
-// and heartbeat timeouts count ticks). A broker calls it every tick
-// interval; tests call it to drive time.
+// Tick advances the logical clock of every group that is not quiesced
+// by one tick (raft's election and heartbeat timeouts count ticks). The
+// host's ticker calls it every TickInterval; tests call it to drive time.
+// A quiesced group costs it nothing.
 func (h *Host) Tick() {
-	h.mu.RLock()
-	gs := make([]*group, 0, len(h.groups))
-	for _, g := range h.groups {
-		gs = append(gs, g)
+	h.tickRun.Lock()
+	defer h.tickRun.Unlock()
+	h.tickMu.Lock()
+	buf := h.tickBuf[:0]
+	for g := range h.ticking {
+		buf = append(buf, g)
 	}
-	h.mu.RUnlock()
-	for _, g := range gs {
+	h.tickMu.Unlock()
+	for _, g := range buf {
 		g.mu.Lock()
 		g.ticks++
 		g.mu.Unlock()
-		h.sched.enqueue(g)
 	}
+	h.sched.enqueueAll(buf)
+	clear(buf)
+	h.tickBuf = buf[:0]
 }
 
 // Campaign makes the replica stand for election now (tests, and leadership
@@ -722,42 +760,77 @@ func (h *Host) handle(w *worker, batch []*group) {
 			r.g.state.Applied = snap.Metadata.Index
 			r.g.confGen++
 		}
+		applied := false
 		if n := len(r.rd.CommittedEntries); n > 0 {
 			h.applyConfChanges(r.g, r.rd.CommittedEntries)
 			r.g.machine.Apply(r.rd.CommittedEntries)
 			r.g.state.Applied = r.rd.CommittedEntries[n-1].Index
+			applied = true
 		}
 		r.g.rn.Advance(r.rd)
 		h.trackProgress(r.g)
-		if r.g.rn.HasReady() {
+		// A quiesced group comes back once more to save what it applied
+		// (a ticking one saves it with its next batch).
+		if r.g.rn.HasReady() || (applied && r.g.quiesced) {
 			h.sched.again(r.g)
 		}
 	}
+	// 8. Leaders idle long enough quiesce: their quiesce messages carry
+	// a term and commit made durable above.
+	qout := w.out[:0]
+	for i := range rds {
+		if rds[i].failed == nil {
+			qout = h.maybeQuiesce(rds[i].g, qout)
+		}
+	}
+	if len(qout) > 0 {
+		h.cfg.Transport.Send(qout)
+	}
+	clear(qout)
+	w.out = qout[:0]
 }
 
 // step moves a group's mailbox into its RawNode; false when the group
-// has left the host.
+// has left the host. A quiesced group ignores ticks (one may have raced
+// its quiescing) and wakes for anything but a heartbeat response or a
+// call that does not wake (raft_quiesce.go).
 func (h *Host) step(g *group) bool {
 	g.mu.Lock()
 	if g.removed != nil {
 		g.inbox, g.ticks = nil, 0
 		g.mu.Unlock()
+		h.setTicking(g, false) // a wake may have raced its removal
 		return false
 	}
-	inbox, ops, ticks := g.inbox, g.ops, g.ticks
-	g.inbox, g.ops, g.ticks = nil, nil, 0
+	inbox, ops, ticks, recheck := g.inbox, g.ops, g.ticks, g.recheck
+	g.inbox, g.ops, g.ticks, g.recheck = nil, nil, 0, false
 	g.mu.Unlock()
-	for range ticks {
-		g.rn.Tick()
+	if g.quiesced && h.wakes(inbox, ops) {
+		h.unquiesce(g)
 	}
-	for _, m := range inbox {
-		if err := g.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
+	g.ticked = 0
+	if !g.quiesced {
+		for range ticks {
+			g.rn.Tick()
+		}
+		g.ticked = ticks
+	}
+	for i := range inbox {
+		if inbox[i].Quiesce {
+			h.quiesceFollower(g, inbox[i].Msg)
+			continue
+		}
+		if err := g.rn.Step(inbox[i].Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 			h.cfg.Logger.Debug("replica: raft step", "group", g.id.String(), "err", err)
 		}
 	}
 	for _, op := range ops {
 		op.done <- op.fn(g)
 	}
+	if recheck {
+		h.checkLiveness(g)
+	}
+	h.retryCampaign(g)
 	return true
 }
 

@@ -183,6 +183,44 @@ func (s netSender) Send(msgs []GroupMessage) {
 	}
 }
 
+// isolate cuts node id off from the others, and has every side's
+// liveness report the other down (as the TCP transport's timeout does).
+func (n *memNet) isolate(id uint64) {
+	n.mu.Lock()
+	var others []*testNode
+	for oid, tn := range n.nodes {
+		if oid != id {
+			n.cut[[2]uint64{id, oid}] = true
+			n.cut[[2]uint64{oid, id}] = true
+			others = append(others, tn)
+		}
+	}
+	self := n.nodes[id]
+	n.mu.Unlock()
+	for _, tn := range others {
+		tn.host.PeerDown(id)
+		self.host.PeerDown(tn.id)
+	}
+}
+
+// heal joins every node again and reports every peer up.
+func (n *memNet) heal() {
+	n.mu.Lock()
+	clear(n.cut)
+	var all []*testNode
+	for _, tn := range n.nodes {
+		all = append(all, tn)
+	}
+	n.mu.Unlock()
+	for _, a := range all {
+		for _, b := range all {
+			if a != b {
+				a.host.PeerUp(b.id)
+			}
+		}
+	}
+}
+
 // check notes a contract violation by message gm of node src. n.mu held.
 func (n *memNet) check(src *testNode, gm GroupMessage) {
 	m := gm.Msg

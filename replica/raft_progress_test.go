@@ -118,13 +118,8 @@ func TestHostLeaderObserver(t *testing.T) {
 		return true
 	})
 	// Cut the leader off: the others elect another, and the old leader
-	// steps down (CheckQuorum) to lead 0.
-	n.mu.Lock()
-	for other := range n.nodes {
-		n.cut[[2]uint64{first, other}] = true
-		n.cut[[2]uint64{other, first}] = true
-	}
-	n.mu.Unlock()
+	// steps down (CheckQuorum: its liveness woke it) to lead 0.
+	n.isolate(first)
 	var second uint64
 	n.drive("a new leader", func() bool {
 		for _, tn := range n.nodes {

@@ -45,6 +45,26 @@ func (s *scheduler) enqueue(g *group) {
 	}
 }
 
+// enqueueAll is enqueue for many groups under one lock (Tick).
+func (s *scheduler) enqueueAll(gs []*group) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	queued := false
+	for _, g := range gs {
+		switch g.sstate {
+		case schedIdle:
+			g.sstate = schedQueued
+			s.queue = append(s.queue, g)
+			queued = true
+		case schedProcessing:
+			g.sstate = schedRequeue
+		}
+	}
+	if queued {
+		s.cond.Broadcast()
+	}
+}
+
 // again is enqueue from the worker handling g (raft has more to do).
 func (s *scheduler) again(g *group) { s.enqueue(g) }
 

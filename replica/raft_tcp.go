@@ -18,13 +18,20 @@ import (
 // loop by the Host, and per write here). A peer that cannot be reached
 // loses its messages (raft retries), never blocks a worker.
 //
-// Format: a connection starts with the magic "SLRT", a version byte (1)
+// Liveness: once SetHost named the host, the transport sends every peer a
+// heartbeat (an empty frame) every HostConfig.LivenessInterval, one per
+// broker pair whatever the number of groups, and reports a peer from
+// which no frame arrived for HostConfig.LivenessTimeout down
+// (Host.PeerDown), and up again (Host.PeerUp) once frames arrive again.
+//
+// Format: a connection starts with the magic "SLRT", a version byte (2)
 // and the sender's node id (uint64); then frames, each a uint32 length and
-// that many bytes: a uint32 message count, then per message the group's
-// topic id (16 bytes), partition (int32), a uint32 length and the raft
-// message (raftpb.Message's protobuf encoding). Integers are big-endian. A
-// frame over maxRaftFrame bytes, or one that does not decode, closes the
-// connection.
+// that many bytes: a uint32 message count (0: a liveness heartbeat), then
+// per message the group's topic id (16 bytes), partition (int32), a flags
+// byte (bit 0: GroupMessage.Quiesce; the others zero), a uint32 length and
+// the raft message (raftpb.Message's protobuf encoding). Integers are
+// big-endian. A frame over maxRaftFrame bytes, or one that does not
+// decode, closes the connection.
 type TCPTransport struct {
 	id     uint64
 	ln     net.Listener
@@ -35,14 +42,22 @@ type TCPTransport struct {
 	peers   map[uint64]*tcpPeer
 	addrs   map[uint64]string
 	inbound map[net.Conn]struct{}
+	heard   map[uint64]time.Time // the last frame from each peer
+	down    map[uint64]bool      // peers reported down
+	live    bool                 // the liveness goroutine runs
+	stop    chan struct{}        // closed by Close
 	closed  bool
 	wg      sync.WaitGroup
 }
 
 const (
 	raftMagic    = "SLRT"
-	raftVersion  = 1
+	raftVersion  = 2
 	maxRaftFrame = 64 << 20
+	// raftMsgHeader is a message's bytes before its raft message: topic
+	// id, partition, flags, length.
+	raftMsgHeader = 16 + 4 + 1 + 4
+	flagQuiesce   = 1 << 0
 	// peerQueue is how many batches may wait for one peer before new ones
 	// are dropped.
 	peerQueue = 256
@@ -65,7 +80,8 @@ func ListenTCP(id uint64, addr string, logger *slog.Logger) (*TCPTransport, erro
 	if logger == nil {
 		logger = slog.Default()
 	}
-	t := &TCPTransport{id: id, ln: ln, logger: logger, peers: map[uint64]*tcpPeer{}, addrs: map[uint64]string{}, inbound: map[net.Conn]struct{}{}}
+	t := &TCPTransport{id: id, ln: ln, logger: logger, peers: map[uint64]*tcpPeer{}, addrs: map[uint64]string{}, inbound: map[net.Conn]struct{}{},
+		heard: map[uint64]time.Time{}, down: map[uint64]bool{}, stop: make(chan struct{})}
 	t.wg.Add(1)
 	go t.accept()
 	return t, nil
@@ -74,11 +90,69 @@ func ListenTCP(id uint64, addr string, logger *slog.Logger) (*TCPTransport, erro
 // Addr returns the address the transport listens on.
 func (t *TCPTransport) Addr() net.Addr { return t.ln.Addr() }
 
-// SetHost names the host that receives the messages.
+// SetHost names the host that receives the messages and the liveness
+// reports, and starts the liveness heartbeats at the host's
+// LivenessInterval.
 func (t *TCPTransport) SetHost(h *Host) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.host = h
-	t.mu.Unlock()
+	if h != nil && !t.live && !t.closed {
+		t.live = true
+		t.wg.Add(1)
+		go t.liveness(h.cfg.LivenessInterval, h.cfg.LivenessTimeout)
+	}
+}
+
+// liveness sends every peer a heartbeat each interval and reports the
+// peers not heard from within timeout down, and those heard from again
+// up.
+func (t *TCPTransport) liveness(every, timeout time.Duration) {
+	defer t.wg.Done()
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	var downs, ups []uint64
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tk.C:
+		}
+		now := time.Now()
+		downs, ups = downs[:0], ups[:0]
+		t.mu.Lock()
+		h := t.host
+		for id := range t.addrs {
+			if p := t.peerLocked(id); p != nil {
+				select {
+				case p.queue <- nil: // a heartbeat
+				default:
+				}
+			}
+			heard, ok := t.heard[id]
+			if !ok {
+				t.heard[id] = now // the clock starts now
+				continue
+			}
+			if isDown := now.Sub(heard) > timeout; isDown != t.down[id] {
+				t.down[id] = isDown
+				if isDown {
+					downs = append(downs, id)
+				} else {
+					ups = append(ups, id)
+				}
+			}
+		}
+		t.mu.Unlock()
+		for _, id := range downs {
+			t.logger.Info("replica: raft transport: peer stopped answering", "peer", id, "timeout", timeout)
+			h.PeerDown(id)
+		}
+		for _, id := range ups {
+			t.logger.Info("replica: raft transport: peer answers again", "peer", id)
+			h.PeerUp(id)
+		}
+	}
 }
 
 // SetPeer records (or changes) where node id listens.
@@ -133,6 +207,9 @@ func (t *TCPTransport) peerLocked(id uint64) *tcpPeer {
 // Close stops sending and receiving and waits for the goroutines.
 func (t *TCPTransport) Close() error {
 	t.mu.Lock()
+	if !t.closed {
+		close(t.stop)
+	}
 	t.closed = true
 	for id, p := range t.peers {
 		close(p.stop)
@@ -216,6 +293,11 @@ func encodeRaftFrame(dst []byte, msgs []GroupMessage) []byte {
 	for i := range msgs {
 		dst = append(dst, msgs[i].Group.TopicID[:]...)
 		dst = binary.BigEndian.AppendUint32(dst, uint32(msgs[i].Group.Partition))
+		var flags byte
+		if msgs[i].Quiesce {
+			flags |= flagQuiesce
+		}
+		dst = append(dst, flags)
 		size := msgs[i].Msg.Size()
 		dst = binary.BigEndian.AppendUint32(dst, uint32(size))
 		n := len(dst)
@@ -238,19 +320,30 @@ func decodeRaftFrame(b []byte) ([]GroupMessage, error) {
 	}
 	n := binary.BigEndian.Uint32(b)
 	b = b[4:]
-	if uint64(n) > uint64(len(b))/24 {
+	if uint64(n) > uint64(len(b))/raftMsgHeader {
 		return nil, errBadFrame
+	}
+	if n == 0 {
+		if len(b) != 0 {
+			return nil, errBadFrame
+		}
+		return nil, nil // a liveness heartbeat
 	}
 	msgs := make([]GroupMessage, 0, n)
 	for range n {
-		if len(b) < 24 {
+		if len(b) < raftMsgHeader {
 			return nil, errBadFrame
 		}
 		var gm GroupMessage
 		copy(gm.Group.TopicID[:], b)
 		gm.Group.Partition = int32(binary.BigEndian.Uint32(b[16:]))
-		size := binary.BigEndian.Uint32(b[20:])
-		b = b[24:]
+		flags := b[20]
+		if flags&^flagQuiesce != 0 {
+			return nil, fmt.Errorf("%w: flags %#x", errBadFrame, flags)
+		}
+		gm.Quiesce = flags&flagQuiesce != 0
+		size := binary.BigEndian.Uint32(b[21:])
+		b = b[raftMsgHeader:]
 		if uint64(size) > uint64(len(b)) {
 			return nil, errBadFrame
 		}
@@ -306,6 +399,7 @@ func (t *TCPTransport) receive(c net.Conn) {
 		return
 	}
 	from := binary.BigEndian.Uint64(hello[5:])
+	t.heardFrom(from)
 	var buf []byte
 	for {
 		var lenb [4]byte
@@ -330,11 +424,17 @@ func (t *TCPTransport) receive(c net.Conn) {
 			return
 		}
 		// Unmarshal copies entry data out of buf, so buf is reused.
-		t.mu.Lock()
-		h := t.host
-		t.mu.Unlock()
-		if h != nil {
+		if h := t.heardFrom(from); h != nil && len(msgs) > 0 {
 			h.Deliver(msgs)
 		}
 	}
+}
+
+// heardFrom notes a frame from peer id and returns the host.
+func (t *TCPTransport) heardFrom(id uint64) *Host {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.heard[id] = now
+	return t.host
 }

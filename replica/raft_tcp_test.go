@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -117,6 +118,7 @@ func TestRaftFrameRoundTrip(t *testing.T) {
 	msgs := []GroupMessage{
 		{Group: GroupID{TopicID: [16]byte{1, 2}, Partition: 7}, Msg: raftpb.Message{Type: raftpb.MsgApp, To: 2, From: 1, Term: 3, Index: 9, Entries: []raftpb.Entry{{Term: 3, Index: 10, Data: []byte("batch")}}}},
 		{Group: GroupID{Partition: 1}, Msg: raftpb.Message{Type: raftpb.MsgHeartbeat, To: 2, From: 1, Term: 3}},
+		{Group: GroupID{Partition: 2}, Quiesce: true, Msg: raftpb.Message{Type: raftpb.MsgHeartbeat, To: 2, From: 1, Term: 3, Commit: 9, Index: 9}},
 	}
 	f := encodeRaftFrame(nil, msgs)
 	got, err := decodeRaftFrame(f[4:])
@@ -129,6 +131,107 @@ func TestRaftFrameRoundTrip(t *testing.T) {
 	for i := 4; i < len(f); i++ {
 		if _, err := decodeRaftFrame(f[4:i]); err == nil {
 			t.Fatalf("a frame cut at %d decoded", i)
+		}
+	}
+	// An unknown flag is refused; an empty frame is a heartbeat.
+	bad := append([]byte(nil), f...)
+	bad[4+4+20] |= 0x80
+	if _, err := decodeRaftFrame(bad[4:]); err == nil {
+		t.Fatal("a frame with an unknown flag decoded")
+	}
+	hb := encodeRaftFrame(nil, nil)
+	if got, err := decodeRaftFrame(hb[4:]); err != nil || len(got) != 0 {
+		t.Fatalf("a heartbeat frame: %v %v", got, err)
+	}
+}
+
+// Over TCP with quiescence: idle groups quiesce; when the host leading
+// them stops, the transport's liveness timeout reports it down and the
+// others elect at once, with no one ticking for them.
+func TestTCPLivenessFailover(t *testing.T) {
+	const nodes, groups = 3, 10
+	n := &memNet{t: t, nodes: map[uint64]*testNode{}, cut: map[[2]uint64]bool{}}
+	voters := []uint64{1, 2, 3}
+	var ids []GroupID
+	for g := 0; g < groups; g++ {
+		ids = append(ids, GroupID{TopicID: [16]byte{7, byte(g)}, Partition: int32(g)})
+	}
+	tps := map[uint64]*TCPTransport{}
+	for _, id := range voters {
+		tp, err := ListenTCP(id, "127.0.0.1:0", quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tps[id] = tp
+	}
+	for _, id := range voters {
+		for _, peer := range voters {
+			if peer != id {
+				tps[id].SetPeer(peer, tps[peer].Addr().String())
+			}
+		}
+		tn := &testNode{id: id, hs: newMemHardStates(), storages: map[GroupID]*memGroupStorage{}, machines: map[GroupID]*recorder{}}
+		// Ticks of 50 ms: raft's own election would take 0.5 to 1 s.
+		tn.host = mustHost(t, HostConfig{NodeID: id, Transport: tps[id], HardState: tn.hs, Logger: quiet(),
+			TickInterval: 50 * time.Millisecond, LivenessInterval: 20 * time.Millisecond, LivenessTimeout: 100 * time.Millisecond})
+		tps[id].SetHost(tn.host)
+		for _, gid := range ids {
+			st, rec := newMemGroupStorage(), &recorder{}
+			tn.storages[gid], tn.machines[gid] = st, rec
+			if err := tn.host.AddGroup(GroupConfig{ID: gid, Storage: st, Machine: rec, State: initial(voters...)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n.nodes[id] = tn
+	}
+	t.Cleanup(func() {
+		for id, tn := range n.nodes {
+			tps[id].Close()
+			tn.host.Close()
+		}
+	})
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for _, id := range ids {
+		if err := n.nodes[1].host.Campaign(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait("node 1 leading every group", func() bool {
+		for _, id := range ids {
+			if n.leader(id) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	wait("every group quiesced", func() bool { return n.quiesced() })
+	start := time.Now()
+	tps[1].Close()
+	n.nodes[1].host.Close()
+	wait("new leaders", func() bool {
+		for _, id := range ids {
+			if n.leaderAmong(id, 2, 3) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("new leaders %v after node 1 stopped", time.Since(start))
+	for _, id := range []uint64{2, 3} {
+		tps[id].mu.Lock()
+		down := tps[id].down[1]
+		tps[id].mu.Unlock()
+		if !down {
+			t.Fatalf("node %d's transport did not report node 1 down", id)
 		}
 	}
 }
