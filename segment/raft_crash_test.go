@@ -333,7 +333,6 @@ func raftCrashRun(t *testing.T, seed uint64, steps int) {
 		}
 		ents := checkRaftLog(t, cl)
 		if testing.Verbose() {
-			t.Logf("live %s\n files %s\n crashed %s\n files %s", debugSegs(l), debugFS(mem), debugSegs(cl), debugFS(crashed))
 			t.Logf("step %d (%s): current [%d, %d] synced [%d, %d] crashed [%d, %d]", step, what, cur.first, cur.last(), synced.first, synced.last(), cl.FirstIndex(), cl.LastIndex())
 		}
 		checkAgainst(t, ents, &synced, history...)
@@ -363,7 +362,6 @@ func raftCrashRun(t *testing.T, seed uint64, steps int) {
 		}
 	}
 }
-
 
 // raftCrashSeeds is how many random runs TestRaftCrash makes.
 var raftCrashSeeds = uint64(6)
