@@ -297,3 +297,26 @@ func (s *segment) replacePrefix(pos int64) error {
 
 // errNoRaftIndex is a segment without raft indexes where one is needed.
 var errNoRaftIndex = errors.New("segment: segment outside the raft log")
+
+// RaftIndexFile is a decoded .raftindex file (format above), for tools.
+type RaftIndexFile struct {
+	First    uint64  // raft index of the segment's first batch (0: outside the raft log)
+	PrevTerm uint64  // term of entry First-1
+	Pos      []int64 // each batch's position in the .log
+	Internal []bool  // whether that batch is internal
+}
+
+// DecodeRaftIndexFile decodes a .raftindex file's bytes; ok is false when
+// the header, length or crc do not check out.
+func DecodeRaftIndexFile(b []byte) (f RaftIndexFile, ok bool) {
+	hdr, rpos, ok := decodeRaftIndex(b)
+	if !ok {
+		return f, false
+	}
+	f.First, f.PrevTerm = hdr.first, hdr.prevTerm
+	for _, p := range rpos {
+		f.Pos = append(f.Pos, int64(p&raftPosMask))
+		f.Internal = append(f.Internal, p&raftInternalFlag != 0)
+	}
+	return f, true
+}
