@@ -387,6 +387,7 @@ func (l *Log) truncateSegmentLocked(s *segment, pos int64) (leo int64, lsoLowere
 		}
 	}
 	s.closeRaftFile()
+	removeStaleRaftIndex(l, s)
 	l.afterTruncateLocked(s)
 	if s.next < l.logStartOffset {
 		l.logStartOffset = s.next
@@ -420,6 +421,15 @@ func (l *Log) afterTruncateLocked(s *segment) {
 				t.rfirst = 0
 			}
 		}
+	}
+}
+
+// removeStaleRaftIndex removes the .raftindex of s, which a truncation made
+// the active segment again (it is rewritten when s is sealed; recovery
+// would rebuild a stale one anyway).
+func removeStaleRaftIndex(l *Log, s *segment) {
+	if err := l.fs.Remove(s.path(KindRaftIndex)); err != nil && !isNotExist(err) {
+		l.opts.Logger.Warn("segment: remove a stale raft index", "file", s.path(KindRaftIndex), "err", err)
 	}
 }
 
