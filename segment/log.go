@@ -110,7 +110,8 @@ type Log struct {
 	raftPrevIndex, raftPrevTerm uint64
 	lastTerm                    uint64
 	raftRetain                  uint64
-	raftLog                     bool // see termGuard
+	raftLog                     bool           // see termGuard
+	swapped                     map[int64]bool // recovery only: segments a clean's swap replaced
 
 	// tombstoneHorizon is the earliest delete horizon (ms) the last clean
 	// wrote or kept, or -1: once the clock passes it a clean can drop

@@ -261,6 +261,7 @@ func (l *Log) recover() error {
 
 	logRecovery()
 	if l.damage != nil {
+		l.swapped = swapped
 		return l.openDamaged()
 	}
 
@@ -321,7 +322,7 @@ func (l *Log) recover() error {
 		l.recoveryPoint = l.unsynced[0].base
 	}
 	l.firstDirty = min(l.firstDirty, l.active().next)
-	if err := l.recoverRaft(ckpt, haveCkpt); err != nil {
+	if err := l.recoverRaft(ckpt, haveCkpt, swapped); err != nil {
 		return err
 	}
 	// From here on, a crash is an unclean shutdown.
@@ -354,7 +355,7 @@ func (l *Log) openDamaged() error {
 	l.durableLSO = l.logStartOffset
 	l.unsynced = nil
 	ckpt, haveCkpt, _ := ReadCheckpoint(l.fs, l.dir)
-	return l.recoverRaft(ckpt, haveCkpt)
+	return l.recoverRaft(ckpt, haveCkpt, l.swapped)
 }
 
 // segmentBase returns the base of the segment holding offset (the first
@@ -491,7 +492,7 @@ func (r *recoveryGuard) at(base int64, mustBeWhole bool) *termGuard {
 // without a trusted checkpoint); each later segment's follows the one
 // before. A .raftindex that does not fit is rebuilt from the .log and
 // written again (synced at once for closed segments).
-func (l *Log) recoverRaft(ckpt Checkpoint, haveCkpt bool) error {
+func (l *Log) recoverRaft(ckpt Checkpoint, haveCkpt bool, swapped map[int64]bool) error {
 	l.raftLog = haveCkpt && ckpt.RaftLog
 	start := 0
 	if haveCkpt && ckpt.HasRaft {
@@ -505,15 +506,15 @@ func (l *Log) recoverRaft(ckpt Checkpoint, haveCkpt bool) error {
 		if err != nil {
 			return err
 		}
+		if swapped[s.base] {
+			// A clean's replacement swapped in by recovery: the
+			// .raftindex is the old segment's, whatever it looks like.
+			ok = false
+		}
 		if !ok {
-			if rpos, err = s.walkPositions(); err != nil {
-				if l.damage != nil {
-					// A damaged log: serve what can be read, raft included.
-					rpos = nil
-				} else {
-					return err
-				}
-			}
+			if rpos, err = s.walkPositions(); err != nil && l.damage == nil {
+				return err
+			} // a damaged log serves what can be read, raft included
 		}
 		s.setPositions(rpos)
 		if i < start {

@@ -156,8 +156,12 @@ func checkAgainst(t *testing.T, ents []Entry, synced *raftModel, history ...*raf
 // return the data entries only) and holds what was synced, then possibly
 // some of what came after; after a Sync, exactly the current state.
 func TestRaftCrash(t *testing.T) {
-	for seed := uint64(1); seed <= raftCrashSeeds; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { raftCrashRun(t, seed, 150) })
+	seeds, steps := raftCrashSeeds, 150
+	if testing.Short() {
+		seeds, steps = 2, 80
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { raftCrashRun(t, seed, steps) })
 	}
 }
 

@@ -145,14 +145,14 @@ func (s *segment) readRaftIndexFile(fs vfs.FS) (hdr raftIndexHeader, rpos []uint
 }
 
 // walkPositions builds the position list of s by reading every batch
-// header of its .log.
+// header of its .log. On an error it returns the positions before it too.
 func (s *segment) walkPositions() ([]uint32, error) {
 	var buf [batch.HeaderSize]byte
 	var rpos []uint32
 	for pos := int64(0); pos < s.size; {
 		h, err := s.headerAt(pos, &buf)
 		if err != nil {
-			return nil, fmt.Errorf("segment: raft index of %s: %w", s.path(KindLog), err)
+			return rpos, fmt.Errorf("segment: raft index of %s: %w", s.path(KindLog), err)
 		}
 		rpos = append(rpos, raftPosEntry(pos, h.Internal()))
 		pos += int64(h.Size())
