@@ -138,30 +138,77 @@ func (n *chaosNet) setHost(id uint64, h *Host) {
 	}
 }
 
-// setDown stops or restarts delivery to and from node id.
+// setDown stops or restarts delivery to and from node id, and tells the
+// other hosts, as the TCP transport's liveness heartbeat would
+// (Host.PeerDown, PeerUp).
 func (n *chaosNet) setDown(id uint64, down bool) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.down[id] = down
+	var others []*Host
+	for o, h := range n.hosts {
+		if o != id {
+			others = append(others, h)
+		}
+	}
+	n.mu.Unlock()
+	for _, h := range others {
+		if down {
+			h.PeerDown(id)
+		} else {
+			h.PeerUp(id)
+		}
+	}
+}
+
+// liveness tells the hosts of a and b that the other went down or came
+// back.
+func (n *chaosNet) liveness(a, b uint64, down bool) {
+	n.mu.Lock()
+	ha, hb := n.hosts[a], n.hosts[b]
+	n.mu.Unlock()
+	for _, x := range []struct {
+		h    *Host
+		peer uint64
+	}{{ha, b}, {hb, a}} {
+		switch {
+		case x.h == nil:
+		case down:
+			x.h.PeerDown(x.peer)
+		default:
+			x.h.PeerUp(x.peer)
+		}
+	}
 }
 
 // partition cuts the links between the two sides (both directions);
 // heal restores every link.
 func (n *chaosNet) partition(a, b []uint64) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	for _, x := range a {
 		for _, y := range b {
 			n.cut[[2]uint64{x, y}] = true
 			n.cut[[2]uint64{y, x}] = true
 		}
 	}
+	n.mu.Unlock()
+	for _, x := range a {
+		for _, y := range b {
+			n.liveness(x, y, true)
+		}
+	}
 }
 
 func (n *chaosNet) heal() {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	var pairs [][2]uint64
+	for p := range n.cut {
+		pairs = append(pairs, p)
+	}
 	clear(n.cut)
+	n.mu.Unlock()
+	for _, p := range pairs {
+		n.liveness(p[0], p[1], false)
+	}
 }
 
 // setFaults sets the drop, duplicate and delay probabilities.
@@ -176,4 +223,10 @@ func (n *chaosNet) isCut(a, b uint64) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.cut[[2]uint64{a, b}]
+}
+
+func (n *chaosNet) sentCount() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sent
 }

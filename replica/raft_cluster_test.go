@@ -96,6 +96,11 @@ func (c *pcluster) start(id uint64) {
 	}
 	c.net.setHost(id, n.host)
 	c.net.setDown(id, false)
+	for _, o := range c.voters {
+		if o != id && c.nodes[o].host == nil {
+			n.host.PeerDown(o) // what its liveness heartbeat would find
+		}
+	}
 }
 
 func (c *pcluster) startAll() {

@@ -1,54 +1,119 @@
 package replica
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"sync"
 
+	"github.com/sluicemq/sluice/segment"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-
-	"github.com/sluicemq/sluice/segment"
 )
 
-// raftLog is raft.Storage over a partition's segment log (segment/raft.go
-// has the mapping: raft index = the batch's ordinal, term = its
-// partitionLeaderEpoch, raft's own entries as internal batches that take
-// no Kafka offset). InitialState returns the HardState and ConfState the
-// host gives it (SetState; they are kept in the broker's StateStore, not
-// in the log).
-type raftLog struct {
+// LogStorage is a partition's segment log as its raft group's storage
+// (raft.Storage and GroupStorage): every batch of the log is one raft
+// entry (see segment's raft.go). Entry data maps as:
+//
+//	raftpb.EntryNormal, Data not empty   segment.EntryData: Data is one record batch
+//	raftpb.EntryNormal, Data empty       segment.EntryEmpty (a new leader's entry)
+//	raftpb.EntryConfChange               segment.EntryConfChange, Data the marshalled ConfChange
+//	raftpb.EntryConfChangeV2             segment.EntryConfChangeV2
+//
+// so the log holds the produced bytes once, and raft's own entries take no
+// Kafka offset. The HardState and ConfState live elsewhere (the owner
+// persists them, the HardState in the host's HardStateStore) and are given
+// to it with SetHardState and SetConfState; InitialState returns them.
+//
+// Like any GroupStorage, it is called by one worker at a time; its
+// raft.Storage reads may also run on other goroutines (the Log is safe for
+// concurrent use; the states are guarded by a mutex).
+type LogStorage struct {
 	log *segment.Log
+	// OnAppend, when set, receives what each Append wrote, for the owner
+	// to track producer state (data entries' offsets) and to reset what
+	// it derived from a truncated tail. It runs in Append's goroutine.
+	OnAppend func([]AppendedEntry)
 
-	mu    sync.Mutex
-	state GroupState
+	mu sync.Mutex
+	hs raftpb.HardState
+	cs raftpb.ConfState
 }
 
-func newRaftLog(l *segment.Log) *raftLog { return &raftLog{log: l} }
-
-// SetState records the group's durable state (the host calls it at
-// AddGroup and after each save).
-func (r *raftLog) SetState(st GroupState) {
-	r.mu.Lock()
-	r.state = st
-	r.mu.Unlock()
+// AppendedEntry is what Append wrote for one raft entry.
+type AppendedEntry struct {
+	Index uint64
+	Kind  segment.EntryKind
+	// Result is the segment's AppendResult: for a data entry the offsets
+	// its records got (BaseOffset, LastOffset); for an internal one
+	// BaseOffset is the log end offset and LastOffset BaseOffset-1.
+	// Result.TruncatedTo >= 0 says a divergent tail was removed first and
+	// the log end offset went back there.
+	Result segment.AppendResult
 }
 
-// InitialState implements raft.Storage.
-func (r *raftLog) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.state.HardState, r.state.ConfState, nil
+// NewLogStorage returns the storage of a group over l, starting from the
+// owner's persisted HardState and ConfState (for a new group, an empty
+// HardState and the synthetic initial ConfState).
+func NewLogStorage(l *segment.Log, hs raftpb.HardState, cs raftpb.ConfState) *LogStorage {
+	return &LogStorage{log: l, hs: hs, cs: cs}
 }
 
-// Entries implements raft.Storage: [lo, hi), at most maxSize bytes but at
-// least one entry.
-func (r *raftLog) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
-	es, err := r.log.Entries(lo, hi, maxSize)
-	if err != nil {
-		return nil, raftError(err)
+// Log returns the segment log.
+func (s *LogStorage) Log() *segment.Log { return s.log }
+
+// InitialState returns the HardState and ConfState the owner gave.
+func (s *LogStorage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hs, s.cs, nil
+}
+
+// SetHardState records hs (already durable where the owner keeps it).
+func (s *LogStorage) SetHardState(hs raftpb.HardState) {
+	s.mu.Lock()
+	s.hs = hs
+	s.mu.Unlock()
+}
+
+// SetState records the group's saved state (GroupStorage; the host calls
+// it at AddGroup and after each save): InitialState returns its HardState
+// and ConfState.
+func (s *LogStorage) SetState(st GroupState) {
+	s.mu.Lock()
+	s.hs, s.cs = st.HardState, cloneConfState(st.ConfState)
+	s.mu.Unlock()
+}
+
+// SetConfState records cs (after a configuration change was applied).
+func (s *LogStorage) SetConfState(cs raftpb.ConfState) {
+	s.mu.Lock()
+	s.cs = cs
+	s.mu.Unlock()
+}
+
+// raftErr maps the segment's raft sentinels to raft's: raft compares its
+// errors with ==, so the values themselves are returned.
+func raftErr(err error) error {
+	switch {
+	case errors.Is(err, segment.ErrCompacted):
+		return raft.ErrCompacted
+	case errors.Is(err, segment.ErrUnavailable):
+		return raft.ErrUnavailable
 	}
-	out := make([]raftpb.Entry, len(es))
-	for i, e := range es {
-		out[i] = raftpb.Entry{Index: e.Index, Term: e.Term, Type: raftpb.EntryNormal}
+	return err
+}
+
+// Entries returns the entries [lo, hi), at most maxSize bytes but at
+// least one (raft.Storage).
+func (s *LogStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
+	ents, err := s.log.Entries(lo, hi, maxSize)
+	if err != nil {
+		return nil, raftErr(err)
+	}
+	out := make([]raftpb.Entry, len(ents))
+	for i, e := range ents {
+		out[i] = raftpb.Entry{Term: e.Term, Index: e.Index, Type: raftpb.EntryNormal}
 		switch e.Kind {
 		case segment.EntryData:
 			out[i].Data = e.Data
@@ -57,41 +122,96 @@ func (r *raftLog) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 			out[i].Type, out[i].Data = raftpb.EntryConfChange, e.Data
 		case segment.EntryConfChangeV2:
 			out[i].Type, out[i].Data = raftpb.EntryConfChangeV2, e.Data
+		default:
+			return nil, fmt.Errorf("replica: raft entry %d of unknown kind %d", e.Index, e.Kind)
 		}
 	}
 	return out, nil
 }
 
-// Term implements raft.Storage.
-func (r *raftLog) Term(i uint64) (uint64, error) {
-	t, err := r.log.Term(i)
-	return t, raftError(err)
+// Term returns the term of entry i, for i in [FirstIndex-1, LastIndex].
+func (s *LogStorage) Term(i uint64) (uint64, error) {
+	t, err := s.log.Term(i)
+	return t, raftErr(err)
 }
 
-// LastIndex implements raft.Storage.
-func (r *raftLog) LastIndex() (uint64, error) { return r.log.LastIndex(), nil }
+// LastIndex returns the index of the last entry.
+func (s *LogStorage) LastIndex() (uint64, error) { return s.log.LastIndex(), nil }
 
-// FirstIndex implements raft.Storage.
-func (r *raftLog) FirstIndex() (uint64, error) { return r.log.FirstIndex(), nil }
+// FirstIndex returns the index of the first entry.
+func (s *LogStorage) FirstIndex() (uint64, error) { return s.log.FirstIndex(), nil }
 
-// Snapshot implements raft.Storage: none is available yet.
-func (r *raftLog) Snapshot() (raftpb.Snapshot, error) {
+// Snapshot is not served yet (snapshots are the next step of replication):
+// raft retries later.
+func (s *LogStorage) Snapshot() (raftpb.Snapshot, error) {
 	return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
 }
 
-// appendEntry writes one entry from a Ready.
-func (r *raftLog) appendEntry(e *raftpb.Entry) (segment.AppendResult, error) {
-	kind := segment.EntryData
-	switch {
-	case e.Type == raftpb.EntryConfChange:
-		kind = segment.EntryConfChange
-	case e.Type == raftpb.EntryConfChangeV2:
-		kind = segment.EntryConfChangeV2
-	case len(e.Data) == 0:
-		kind = segment.EntryEmpty
+// Append writes a Ready's entries (GroupStorage) and hands what it wrote
+// to OnAppend.
+func (s *LogStorage) Append(ents []raftpb.Entry) error {
+	res, err := s.AppendEntries(ents)
+	if s.OnAppend != nil && len(res) > 0 {
+		s.OnAppend(res)
 	}
-	return r.log.AppendEntry(e.Index, e.Term, kind, e.Data, segment.AppendOptions{})
+	return err
 }
 
-// offsetAfter is the Kafka offset after entry i.
-func (r *raftLog) offsetAfter(i uint64) (int64, error) { return r.log.OffsetAfter(i) }
+// AppendEntries writes ents, consecutive entries whose first may replace a
+// suffix of the log (which is truncated first), and returns what each
+// wrote (those written before an error too). Data entries' batches are
+// copied before the log stamps them: raft's own copy (its unstable log,
+// the messages of the same Ready) stays as it was.
+func (s *LogStorage) AppendEntries(ents []raftpb.Entry) ([]AppendedEntry, error) {
+	out := make([]AppendedEntry, 0, len(ents))
+	for _, e := range ents {
+		kind := segment.EntryEmpty
+		data := e.Data
+		switch e.Type {
+		case raftpb.EntryNormal:
+			if len(e.Data) > 0 {
+				kind, data = segment.EntryData, append([]byte(nil), e.Data...)
+			}
+		case raftpb.EntryConfChange:
+			kind = segment.EntryConfChange
+		case raftpb.EntryConfChangeV2:
+			kind = segment.EntryConfChangeV2
+		default:
+			return out, fmt.Errorf("replica: raft entry %d of unknown type %v", e.Index, e.Type)
+		}
+		r, err := s.log.AppendEntry(e.Index, e.Term, kind, data, segment.AppendOptions{})
+		if err != nil {
+			return out, fmt.Errorf("replica: append raft entry %d (term %d): %w", e.Index, e.Term, err)
+		}
+		out = append(out, AppendedEntry{Index: e.Index, Kind: kind, Result: r})
+	}
+	return out, nil
+}
+
+// Sync makes every append durable (a group commit of the log).
+func (s *LogStorage) Sync() error { return s.log.Sync() }
+
+// SnapshotNextOffset encodes the snapshot data ApplySnapshot reads for a
+// delete topic: the Kafka offset after the snapshot's last entry, 8
+// bytes big-endian. Provisional: the snapshot format is the next step.
+func SnapshotNextOffset(next int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(next))
+}
+
+// ApplySnapshot replaces the log by a snapshot (of a delete topic): the
+// log restarts empty after the snapshot's index, at the offset its data
+// carries (SnapshotNextOffset), durably; the snapshot's ConfState becomes
+// the storage's.
+func (s *LogStorage) ApplySnapshot(snap raftpb.Snapshot) error {
+	if len(snap.Data) != 8 {
+		return fmt.Errorf("replica: snapshot of %d data bytes: only a delete topic's (its next offset) is supported", len(snap.Data))
+	}
+	next := int64(binary.BigEndian.Uint64(snap.Data))
+	if err := s.log.ResetAt(snap.Metadata.Index, snap.Metadata.Term, next); err != nil {
+		return err
+	}
+	s.SetConfState(snap.Metadata.ConfState)
+	return nil
+}
+
+var _ GroupStorage = (*LogStorage)(nil)

@@ -132,7 +132,7 @@ type raftState struct {
 	id      GroupID
 	self    uint64
 	lagTime time.Duration
-	storage *raftLog
+	storage *LogStorage
 
 	// worker: proposals not yet seen in a written Ready, in proposal
 	// order; written ones waiting for their commit, in index order; acks=1
@@ -263,7 +263,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		p.appendMu.Unlock()
 		// A retry of a written batch: answered once that batch commits
 		// (its own waiter may still be waiting).
-		return p.whenCommitted(segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}), nil
+		return p.whenCommitted(segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}, h), nil
 	}
 	if h.ProducerID >= 0 {
 		rs.inflight[h.ProducerID] = append(rs.inflight[h.ProducerID], pr)
@@ -387,9 +387,19 @@ func sameData(a, b []byte) bool {
 func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.Header, record bool) {
 	rs := p.rs
 	var pr *proposal
-	if h != nil && len(rs.proposed) > 0 && sameData(e.Data, rs.proposed[0].data) {
-		pr = rs.proposed[0]
-		rs.proposed = rs.proposed[1:]
+	if h != nil {
+		for j, q := range rs.proposed {
+			if !sameData(e.Data, q.data) {
+				continue
+			}
+			// Proposals before it never came: raft dropped them.
+			for _, d := range rs.proposed[:j] {
+				p.failProposal(d, p.notLeader("the proposal was dropped"))
+			}
+			pr = q
+			rs.proposed = rs.proposed[j+1:]
+			break
+		}
 	}
 	if h != nil {
 		p.appendMu.Lock()
@@ -437,7 +447,7 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 		return
 	}
 	first, last := ents[0].Index, ents[len(ents)-1].Index
-	hw, err := rs.storage.offsetAfter(last)
+	hw, err := p.log.OffsetAfter(last)
 	if err != nil {
 		p.logger.Error("replica: the offset after a committed entry is unknown", "group", rs.id.String(), "index", last, "err", err)
 	} else {
@@ -473,11 +483,13 @@ func (m raftMachine) LeaderChanged(lead, term uint64) {
 	}
 	rs.isr, rs.isrAt = nil, time.Time{}
 	p.mu.Unlock()
+	// Every proposal raft took is in the Ready just written (proposals run
+	// before the Ready is taken): one not written by now was dropped.
+	for _, pr := range rs.proposed {
+		p.failProposal(pr, p.notLeader("leadership moved"))
+	}
+	rs.proposed = nil
 	if was == rs.self && lead != rs.self {
-		for _, pr := range rs.proposed {
-			p.failProposal(pr, p.notLeader("leadership moved"))
-		}
-		rs.proposed = nil
 		for _, pr := range rs.unsynced {
 			pr.pd.finish(noResult, p.notLeader("leadership moved"))
 		}
@@ -489,24 +501,45 @@ func (m raftMachine) LeaderChanged(lead, term uint64) {
 }
 
 // whenCommitted returns a Pending that completes once the high watermark
-// covers res (a retry of a written batch).
-func (p *Partition) whenCommitted(res segment.AppendResult) *Pending {
-	pd := &Pending{res: res, done: make(chan struct{})}
+// covers res, a retry of a written batch of h's producer: with success if
+// the committed batch at res's offset is still that producer's (its
+// epoch and sequence), else with NotLeaderError (the written batch was an
+// uncommitted tail a new leader replaced): never a silent success.
+func (p *Partition) whenCommitted(res segment.AppendResult, h *batch.Header) *Pending {
+	pd := &Pending{res: noResult, done: make(chan struct{})}
+	want := *h
 	go func() {
+		defer close(pd.done)
 		for {
 			ch := p.Changed()
 			if p.HighWatermark() > res.LastOffset {
-				close(pd.done)
+				if p.holds(res.BaseOffset, &want) {
+					pd.res = res
+				} else {
+					pd.err = p.notLeader("the batch was replaced by another leader's")
+				}
 				return
 			}
 			select {
 			case <-ch:
 			case <-p.closing:
 				pd.err = p.notLeader("the partition closed")
-				close(pd.done)
 				return
 			}
 		}
 	}()
 	return pd
+}
+
+// holds reports whether the committed batch at offset is want's producer
+// batch (producer id, epoch and base sequence).
+func (p *Partition) holds(offset int64, want *batch.Header) bool {
+	data, rr, err := p.ReadBytes(nil, offset, batch.HeaderSize)
+	rr.Release()
+	if err != nil || len(data) < batch.HeaderSize {
+		return false
+	}
+	got, err := batch.ParseHeader(data)
+	return err == nil && got.BaseOffset == offset && got.ProducerID == want.ProducerID &&
+		got.ProducerEpoch == want.ProducerEpoch && got.BaseSequence == want.BaseSequence
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/sluicemq/sluice/segment"
@@ -12,12 +11,12 @@ import (
 )
 
 // partitionStorage is a replicated partition's GroupStorage: raft reads
-// its log through the raft log (raft_log.go) over the segment log, and
-// the host's worker writes a Ready's entries through Append, which also
-// keeps what is derived from the log (producer state, leader epochs, the
-// leader's proposals) in step with it.
+// its log through LogStorage (raft_log.go) over the segment log, and the
+// host's worker writes a Ready's entries through Append, which also keeps
+// what is derived from the log (producer state, leader epochs, producer
+// snapshots at rolls, the leader's proposals) in step with it.
 type partitionStorage struct {
-	*raftLog
+	*LogStorage
 	p *Partition
 }
 
@@ -28,22 +27,20 @@ type partitionStorage struct {
 // producer state and leader epochs from what remains.
 func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 	p := s.p
-	for i := range ents {
+	written, err := s.AppendEntries(ents)
+	for i, w := range written {
 		e := &ents[i]
-		res, err := s.raftLog.appendEntry(e)
-		if err != nil {
-			return err
-		}
+		res := w.Result
 		if res.TruncatedTo >= 0 {
 			if err := p.afterTruncate(res.TruncatedTo); err != nil {
 				return err
 			}
 		}
 		var h *batch.Header
-		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
+		if w.Kind == segment.EntryData {
 			hh, err := batch.ParseHeader(e.Data)
 			if err != nil {
-				return err // appendEntry validated it
+				return err // AppendEntries validated it
 			}
 			h = &hh
 		}
@@ -62,12 +59,19 @@ func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 		// log, this entry included.
 		p.written(e, res, h, res.TruncatedTo < 0)
 	}
-	return nil
+	return err
 }
 
 // afterTruncate resets what is derived from the log after a truncation to
 // leo: producer state rebuilt from the log, leader epochs cut.
 func (p *Partition) afterTruncate(leo int64) error {
+	// Snapshots above the truncation point describe the removed tail
+	// (Kafka's truncateAndReload drops them too); one still being written
+	// is waited for first.
+	p.snapWG.Wait()
+	if err := removeSnapshotsAbove(p.fs, p.log.Dir(), leo); err != nil {
+		return fmt.Errorf("replica: producer snapshots after truncating to %d: %w", leo, err)
+	}
 	p.appendMu.Lock()
 	err := p.loadProducers()
 	p.appendMu.Unlock()
@@ -119,7 +123,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		lagTime:  rc.ReplicaLagTime,
 		inflight: map[int64][]*proposal{},
 	}
-	rs.storage = newRaftLog(p.log)
+	rs.storage = NewLogStorage(p.log, st.HardState, st.ConfState)
 	p.rs = rs
 	applied := st.Applied
 	if first := p.log.FirstIndex(); applied+1 < first {
@@ -135,7 +139,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	p.mu.Unlock()
 	err = rc.Host.AddGroup(GroupConfig{
 		ID:      rc.Group,
-		Storage: &partitionStorage{raftLog: rs.storage, p: p},
+		Storage: &partitionStorage{LogStorage: rs.storage, p: p},
 		Machine: raftMachine{p},
 		State:   st,
 	})
@@ -146,13 +150,3 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	return nil
 }
 
-// raftError maps the segment log's raft errors to raft's.
-func raftError(err error) error {
-	switch {
-	case errors.Is(err, segment.ErrCompacted):
-		return raft.ErrCompacted
-	case errors.Is(err, segment.ErrUnavailable):
-		return raft.ErrUnavailable
-	}
-	return err
-}

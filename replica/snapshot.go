@@ -313,3 +313,26 @@ func (ps producerState) recordHeader(h *batch.Header) {
 	}
 	ps.record(h, lat)
 }
+
+// removeSnapshotsAbove removes the snapshots at offsets above offset (a
+// truncated log's: they describe batches no longer in it) and syncs the
+// folder.
+func removeSnapshotsAbove(fs vfs.FS, dir string, offset int64) error {
+	offs, err := snapshots(fs, dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, off := range offs {
+		if off > offset {
+			if err := fs.Remove(filepath.Join(dir, snapshotName(off))); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return fs.SyncDir(dir)
+	}
+	return nil
+}

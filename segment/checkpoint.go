@@ -27,6 +27,8 @@ import (
 //	raft-prev-index 17
 //	raft-prev-term 3
 //	raft-reset 0
+//	raft-log 1
+//	raft-rp-term 3
 //	crc 123456789
 //
 // log-start-offset: the first offset readable (it may sit inside a segment
@@ -46,7 +48,10 @@ import (
 // FirstIndex = raft-prev-index+1 and Term(FirstIndex-1) answers after
 // retention, compaction or a reset. raft-reset 1 says a ResetAt was under
 // way: recovery removes every segment and starts the log empty at
-// log-start-offset. Version 1 and 2 files are read as raft-prev-index 0,
+// log-start-offset. raft-log 1 says the log has been written as a raft
+// log (AppendEntry, ResetAt): recovery then checks the terms of the
+// batches it scans (see termGuard); raft-rp-term is the term of the last
+// entry below the recovery point (where that check starts). Version 1 and 2 files are read as raft-prev-index 0,
 // term 0, raft start at the first segment (HasRaft false). Version 3 is
 // always written.
 const (
@@ -67,6 +72,8 @@ type Checkpoint struct {
 	RaftPrevIndex   uint64 // FirstIndex-1
 	RaftPrevTerm    uint64 // Term(FirstIndex-1)
 	RaftReset       bool   // a ResetAt was under way
+	RaftLog         bool   // written as a raft log: recovery checks terms
+	RaftRPTerm      uint64 // the term of the last entry below RecoveryPoint
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -83,8 +90,12 @@ func (c Checkpoint) encode() []byte {
 	}
 	fmt.Fprintf(&b, "version %d\nlog-start-offset %d\nrecovery-point %d\nclean-shutdown %d\ncleaner-offset %d\n",
 		checkpointVersion, c.LogStartOffset, c.RecoveryPoint, clean, c.CleanerOffset)
-	fmt.Fprintf(&b, "raft-start-offset %d\nraft-prev-index %d\nraft-prev-term %d\nraft-reset %d\n",
-		c.RaftStartOffset, int64(c.RaftPrevIndex), int64(c.RaftPrevTerm), reset)
+	raftLog := 0
+	if c.RaftLog {
+		raftLog = 1
+	}
+	fmt.Fprintf(&b, "raft-start-offset %d\nraft-prev-index %d\nraft-prev-term %d\nraft-reset %d\nraft-log %d\nraft-rp-term %d\n",
+		c.RaftStartOffset, int64(c.RaftPrevIndex), int64(c.RaftPrevTerm), reset, raftLog, int64(c.RaftRPTerm))
 	fmt.Fprintf(&b, "crc %d\n", crc32.Checksum(b.Bytes(), crcTable))
 	return b.Bytes()
 }
@@ -129,6 +140,8 @@ func DecodeCheckpoint(data []byte) (Checkpoint, error) {
 		c.RaftPrevIndex = uint64(vals["raft-prev-index"])
 		c.RaftPrevTerm = uint64(vals["raft-prev-term"])
 		c.RaftReset = vals["raft-reset"] == 1
+		c.RaftLog = vals["raft-log"] == 1
+		c.RaftRPTerm = uint64(vals["raft-rp-term"])
 	}
 	return c, nil
 }

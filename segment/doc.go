@@ -10,9 +10,14 @@
 //	00000000000000000000.log        record batches, back to back
 //	00000000000000000000.index      sparse offset index (package index)
 //	00000000000000000000.timeindex  time index (package index)
+//	00000000000000000000.raftindex  raft index -> position of every batch (raftindex.go)
 //	00000000000000004096.log        the next segment starts at offset 4096
 //	...
 //	log.checkpoint                  log start offset, recovery point, clean-shutdown flag, cleaner offset
+//
+// A truncation that finds readers holding the segment it cuts writes the
+// kept prefix as <base>.log.trunc first (see Raft below); recovery
+// removes a leftover one.
 //
 // While a clean (log compaction, see below) runs, a segment's replacement
 // exists as the same three names with the suffix ".cleaned" (being written)
@@ -140,6 +145,32 @@
 // segment and persists it. Deleted segments are renamed ".deleted" and
 // removed file.delete.delay.ms later; a read already handed out keeps its
 // files open until it is released, however long that takes.
+//
+// # Raft
+//
+// The log is also its partition's raft log (raft.go): every batch stored
+// is one raft entry, its raft index the batch's ordinal in the log, its
+// term the batch's partitionLeaderEpoch. Raft's own entries (a new
+// leader's empty entry, configuration changes) are internal batches
+// (package batch: attribute bit 7 with the control bit) that take no
+// offset, so the log end offset counts produced records only; reads
+// (Read, ScanHeaders, the offset and time indexes, timestamp lookups)
+// never return them, and Read splits its file ranges around them. Each
+// segment's .raftindex holds its first raft index and one position per
+// batch; FirstIndex and Term(FirstIndex-1) are kept in log.checkpoint
+// (version 3). AppendEntry writes an entry, replacing a divergent tail
+// first (TruncateIndex: the recovery point is lowered durably, then the
+// files are cut; a ReadResult holding the cut segment keeps its bytes,
+// because the kept prefix is then copied to a new file renamed over the
+// .log instead of cutting the file readers hold). Retention and the
+// cleaner never remove entries at or above SetRaftRetainFrom's bound;
+// segments the cleaner rewrites leave the raft log (FirstIndex moves past
+// them). ResetAt empties the log for a raft snapshot. In a raft log terms
+// follow raft's rule (a term starts with its leader's empty entry, whose
+// term the CRC covers) and recovery checks it, since the CRC does not
+// cover partitionLeaderEpoch; a closed segment never ends with an
+// internal batch, so a lost tail of internal batches shows as an offset
+// gap at the next segment.
 //
 // # Open files
 //

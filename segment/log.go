@@ -110,6 +110,8 @@ type Log struct {
 	raftPrevIndex, raftPrevTerm uint64
 	lastTerm                    uint64
 	raftRetain                  uint64
+	raftLog                     bool           // see termGuard
+	swapped                     map[int64]bool // recovery only: segments a clean's swap replaced
 
 	// tombstoneHorizon is the earliest delete horizon (ms) the last clean
 	// wrote or kept, or -1: once the clock passes it a clean can drop
@@ -384,12 +386,15 @@ func (l *Log) writeLocked(b []byte, h *batch.Header) error {
 // the active segment for an incoming batch h.
 func (l *Log) shouldRollLocked(h *batch.Header, now time.Time) bool {
 	s := l.active()
-	if s.size == 0 || s.next == s.base {
-		// Empty, or internal batches only: a new segment would take the
-		// same base offset (and file names).
+	if s.size == 0 {
 		return false
 	}
 	n := int64(h.Size())
+	if s.endsInternal() && s.size+n <= math.MaxInt32 && h.LastOffset()-s.base <= math.MaxInt32 {
+		// A closed segment always ends with a data batch (see
+		// endsInternal); the next batch goes here.
+		return false
+	}
 	if s.size+n > l.cfg.SegmentBytes {
 		return true
 	}
@@ -438,7 +443,7 @@ func (l *Log) Roll() error {
 	if err := l.writableLocked(); err != nil {
 		return err
 	}
-	if s := l.active(); s.size == 0 || s.next == s.base {
+	if s := l.active(); s.size == 0 || s.endsInternal() {
 		return nil // see shouldRollLocked
 	}
 	return l.rollLocked(l.opts.Now())

@@ -141,6 +141,7 @@ func (l *Log) recover() error {
 	// strictly increase, and CRC errors, torn tails and overlaps still cut
 	// the log.
 	syncedRP := l.recoveryPoint
+	guard := recoveryGuard{ckpt: ckpt, on: haveCkpt && ckpt.RaftLog && !clean}
 
 	var scanned, scannedBytes, truncatedBytes, dropped int64
 	logRecovery := func() {
@@ -199,7 +200,7 @@ func (l *Log) recover() error {
 			s.unverified = nil // the scan checks every batch
 			s.needsVerify.Store(false)
 			var reason error
-			cut, reason, err = s.scan(0, &l.cfg, gapLimit, !mustBeWhole)
+			cut, reason, err = s.scan(0, &l.cfg, gapLimit, !mustBeWhole, guard.at(s.base, mustBeWhole))
 			if err != nil {
 				return err
 			}
@@ -260,6 +261,7 @@ func (l *Log) recover() error {
 
 	logRecovery()
 	if l.damage != nil {
+		l.swapped = swapped
 		return l.openDamaged()
 	}
 
@@ -320,7 +322,7 @@ func (l *Log) recover() error {
 		l.recoveryPoint = l.unsynced[0].base
 	}
 	l.firstDirty = min(l.firstDirty, l.active().next)
-	if err := l.recoverRaft(ckpt, haveCkpt); err != nil {
+	if err := l.recoverRaft(ckpt, haveCkpt, swapped); err != nil {
 		return err
 	}
 	// From here on, a crash is an unclean shutdown.
@@ -353,7 +355,7 @@ func (l *Log) openDamaged() error {
 	l.durableLSO = l.logStartOffset
 	l.unsynced = nil
 	ckpt, haveCkpt, _ := ReadCheckpoint(l.fs, l.dir)
-	return l.recoverRaft(ckpt, haveCkpt)
+	return l.recoverRaft(ckpt, haveCkpt, l.swapped)
 }
 
 // segmentBase returns the base of the segment holding offset (the first
@@ -436,7 +438,7 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 		return false, err
 	}
 	s.setUnverified(s.size)
-	cut, reason, err := s.scan(int64(last.Position), &l.cfg, l.firstDirty, true)
+	cut, reason, err := s.scan(int64(last.Position), &l.cfg, l.firstDirty, true, nil) // after a clean shutdown: synced
 	if err != nil {
 		return false, err
 	}
@@ -445,6 +447,39 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 			"file", s.path(KindLog), "position", s.size, "bytes", size-s.size, "reason", reason)
 	}
 	return true, nil
+}
+
+// recoveryGuard hands recovery's full scans a termGuard for a raft log's
+// segments after an unclean shutdown, starting from the checkpoint's term
+// at the recovery point (or at the raft start) and carried from one
+// scanned segment to the next.
+type recoveryGuard struct {
+	ckpt    Checkpoint
+	on      bool
+	started bool
+	g       termGuard
+}
+
+// at returns the guard for the segment at base (nil when none applies);
+// a segment that must be whole is followed but never cut (its scan reports
+// damage instead).
+func (r *recoveryGuard) at(base int64, mustBeWhole bool) *termGuard {
+	if !r.on || base < r.ckpt.RaftStartOffset {
+		return nil
+	}
+	if !r.started {
+		r.started = true
+		r.g = termGuard{on: true, last: r.ckpt.RaftRPTerm}
+		if base == r.ckpt.RaftStartOffset {
+			r.g.last = r.ckpt.RaftPrevTerm
+		}
+	}
+	if mustBeWhole {
+		r.g.on = false // synced data: trusted (the guard resumes after it)
+		return &r.g
+	}
+	r.g.on = true
+	return &r.g
 }
 
 // recoverRaft gives every segment its raft positions and first index once
@@ -457,7 +492,8 @@ func (l *Log) loadTrusted(s *segment, bases []int64, i int) (bool, error) {
 // without a trusted checkpoint); each later segment's follows the one
 // before. A .raftindex that does not fit is rebuilt from the .log and
 // written again (synced at once for closed segments).
-func (l *Log) recoverRaft(ckpt Checkpoint, haveCkpt bool) error {
+func (l *Log) recoverRaft(ckpt Checkpoint, haveCkpt bool, swapped map[int64]bool) error {
+	l.raftLog = haveCkpt && ckpt.RaftLog
 	start := 0
 	if haveCkpt && ckpt.HasRaft {
 		for start < len(l.segs)-1 && l.segs[start].base < ckpt.RaftStartOffset {
@@ -470,15 +506,15 @@ func (l *Log) recoverRaft(ckpt Checkpoint, haveCkpt bool) error {
 		if err != nil {
 			return err
 		}
+		if swapped[s.base] {
+			// A clean's replacement swapped in by recovery: the
+			// .raftindex is the old segment's, whatever it looks like.
+			ok = false
+		}
 		if !ok {
-			if rpos, err = s.walkPositions(); err != nil {
-				if l.damage != nil {
-					// A damaged log: serve what can be read, raft included.
-					rpos = nil
-				} else {
-					return err
-				}
-			}
+			if rpos, err = s.walkPositions(); err != nil && l.damage == nil {
+				return err
+			} // a damaged log serves what can be read, raft included
 		}
 		s.setPositions(rpos)
 		if i < start {

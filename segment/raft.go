@@ -246,8 +246,12 @@ func (s *segment) entryAt(i uint64, pos int64) (Entry, error) {
 // taking no offset. When index <= LastIndex, the entries from index on are
 // first removed (TruncateIndex) and AppendResult.TruncatedTo says where the
 // log end offset went. index must be in [FirstIndex, LastIndex+1]
-// (ErrRaftIndex otherwise) and term at most 2^31-1. It never syncs (see
-// AppendWith and Sync).
+// (ErrRaftIndex otherwise) and term at most 2^31-1, never below the term
+// of entry index-1, and for a data entry equal to it: as in etcd raft's
+// log, a term starts with its leader's empty entry (ErrRaftIndex
+// otherwise; recovery checks terms the same way, see termGuard). It never
+// syncs (see AppendWith and Sync). A raft log is written with AppendEntry
+// only.
 func (l *Log) AppendEntry(index, term uint64, kind EntryKind, data []byte, opts AppendOptions) (AppendResult, error) {
 	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1, TruncatedTo: -1}
 	if term > math.MaxInt32 {
@@ -268,9 +272,23 @@ func (l *Log) AppendEntry(index, term uint64, kind EntryKind, data []byte, opts 
 	default:
 		return res, fmt.Errorf("%w: entry kind %d", ErrRaftIndex, kind)
 	}
+	if err := l.markRaftLog(); err != nil {
+		return res, err
+	}
 	first, last := l.FirstIndex(), l.LastIndex()
 	if index < first || index > last+1 {
 		return res, fmt.Errorf("%w: append of entry %d outside [%d, %d]", ErrRaftIndex, index, first, last+1)
+	}
+	prev, err := l.Term(index - 1)
+	if err != nil {
+		return res, err
+	}
+	if term < prev || (kind == EntryData && term != prev) {
+		// Raft's log: terms never decrease, and a new term starts with
+		// its leader's (internal) empty entry. Recovery relies on it
+		// (termGuard). Checked before any truncation: a refused append
+		// changes nothing.
+		return res, fmt.Errorf("%w: %s entry %d of term %d after an entry of term %d", ErrRaftIndex, kind, index, term, prev)
 	}
 	truncated := int64(-1)
 	if index <= last {
@@ -280,6 +298,10 @@ func (l *Log) AppendEntry(index, term uint64, kind EntryKind, data []byte, opts 
 	}
 	opts.SetLeaderEpoch, opts.LeaderEpoch = true, int32(term)
 	l.mu.Lock()
+	if l.lastTerm != prev {
+		l.mu.Unlock() // a concurrent writer: raft has one
+		return res, fmt.Errorf("%w: the log changed under the append of entry %d", ErrRaftIndex, index)
+	}
 	res, err = l.appendLocked(b, &h, opts, index)
 	l.mu.Unlock()
 	res.TruncatedTo = truncated
@@ -365,6 +387,7 @@ func (l *Log) truncateSegmentLocked(s *segment, pos int64) (leo int64, lsoLowere
 		}
 	}
 	s.closeRaftFile()
+	removeStaleRaftIndex(l, s)
 	l.afterTruncateLocked(s)
 	if s.next < l.logStartOffset {
 		l.logStartOffset = s.next
@@ -401,6 +424,15 @@ func (l *Log) afterTruncateLocked(s *segment) {
 	}
 }
 
+// removeStaleRaftIndex removes the .raftindex of s, which a truncation made
+// the active segment again (it is rewritten when s is sealed; recovery
+// would rebuild a stale one anyway).
+func removeStaleRaftIndex(l *Log, s *segment) {
+	if err := l.fs.Remove(s.path(KindRaftIndex)); err != nil && !isNotExist(err) {
+		l.opts.Logger.Warn("segment: remove a stale raft index", "file", s.path(KindRaftIndex), "err", err)
+	}
+}
+
 func removeSeg(list []*segment, s *segment) []*segment {
 	out := list[:0]
 	for _, u := range list {
@@ -431,8 +463,12 @@ func (l *Log) ResetAt(index, term uint64, nextOffset int64) error {
 	if err != nil {
 		return err
 	}
+	l.mu.Lock()
+	l.raftLog = true
+	l.mu.Unlock()
 	c := Checkpoint{LogStartOffset: nextOffset, RecoveryPoint: nextOffset, CleanerOffset: nextOffset,
-		HasRaft: true, RaftStartOffset: nextOffset, RaftPrevIndex: index, RaftPrevTerm: term, RaftReset: true}
+		HasRaft: true, RaftStartOffset: nextOffset, RaftPrevIndex: index, RaftPrevTerm: term, RaftReset: true,
+		RaftLog: true, RaftRPTerm: term}
 	if err := writeCheckpoint(l.fs, l.dir, c); err != nil {
 		return l.fail("checkpoint", err)
 	}
@@ -502,7 +538,61 @@ func (l *Log) checkpointLocked(rp int64, clean bool) Checkpoint {
 	if len(l.segs) > 0 {
 		c.RaftStartOffset = l.segs[l.firstRaftSegLocked()].base
 	}
+	c.RaftLog = l.raftLog
+	c.RaftRPTerm = l.lastTerm
+	for _, s := range l.segs {
+		if s.base >= rp {
+			c.RaftRPTerm = s.rprev // the term of the entry before s
+			break
+		}
+	}
 	return c
+}
+
+// termGuard checks, in recovery's scan of a raft log's segments, that no
+// torn write changed a batch's term (partitionLeaderEpoch, which the CRC
+// does not cover): terms never decrease along a raft log, a term only
+// rises at an internal batch (a new leader's empty entry comes first in
+// its term; internal batches carry their term where the CRC covers it,
+// see batch.ParseInternal), so a data batch must carry the term of the
+// entry before it. A batch that breaks this is corrupt: the scan cuts the
+// log there, as at a bad CRC. Logs not written as raft logs (AppendWith
+// with Kafka leader epochs) are not checked.
+type termGuard struct {
+	on   bool   // checking (a raft log, in raft segments)
+	last uint64 // the term of the entry before the next batch
+}
+
+func (g *termGuard) check(h *batch.Header) error {
+	if g == nil || !g.on {
+		return nil
+	}
+	t := epochTerm(h.PartitionLeaderEpoch)
+	switch {
+	case h.Internal() && t < g.last:
+		return fmt.Errorf("%w: internal batch of term %d after term %d", ErrCorrupt, t, g.last)
+	case !h.Internal() && t != g.last:
+		return fmt.Errorf("%w: data batch of term %d after term %d (a term starts with an internal batch)", ErrCorrupt, t, g.last)
+	}
+	g.last = t
+	return nil
+}
+
+// markRaftLog records durably, once, that the log is a raft log (see
+// termGuard); AppendEntry and ResetAt call it.
+func (l *Log) markRaftLog() error {
+	l.mu.RLock()
+	done := l.raftLog
+	l.mu.RUnlock()
+	if done {
+		return nil
+	}
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	l.mu.Lock()
+	l.raftLog = true
+	l.mu.Unlock()
+	return l.writeCheckpointLocked(l.recoveryPoint, false)
 }
 
 // panicf reports a broken invariant.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"path/filepath"
 	"sort"
@@ -23,18 +24,22 @@ import (
 //	     8    8 first     uint64: the raft index of the segment's first batch
 //	                      (0: the segment is outside the raft log, see Clean)
 //	    16    8 prevTerm  uint64: the term of entry first-1
-//	    24  4*n positions one uint32 per batch of the .log, in file order
+//	    24    4 count     uint32: n, the number of positions
+//	    28    4 crc       uint32: CRC-32C (Castagnoli) of bytes [0, 28) and [32, end)
+//	    32  4*n positions one uint32 per batch of the .log, in file order
 //	                      (dense: entry k is raft index first+k): bits 0-30
 //	                      the batch's byte position in the .log (segments
 //	                      stay below 2 GiB), bit 31 set for an internal batch
 //
-// There is no checksum: the file is derived data, written whole (header
-// and every position) when the segment is sealed by a roll and for the
-// active segment at Close, and synced with the sealed segment. At Open it
-// is checked against the .log: the length is 24 + 4n, the magic and
-// version match, positions start at 0 and strictly increase below the
-// .log's size, and the last one names a batch (its header read) that ends
-// exactly at the end of the .log with the same internal bit. A missing,
+// The file is derived data, written whole (header and every position)
+// when the segment is sealed by a roll and for the active segment at
+// Close, and synced with the sealed segment; the active segment's is
+// rebuilt at Open after an unclean shutdown (the .log is scanned then
+// anyway). At Open it is checked: the length is 32 + 4n, magic, version
+// and crc match (a torn or damaged file fails here), positions start at 0
+// and strictly increase below the .log's size, and the last one names a
+// batch (its header read) that ends exactly at the end of the .log with
+// the same internal bit (a file from before the .log changed fails here). A missing,
 // torn, short or inconsistent file is rebuilt by walking the .log's batch
 // headers. first and prevTerm are advisory too: recovery derives each
 // segment's first index from the one before (first + batch count) and the
@@ -45,7 +50,7 @@ import (
 const (
 	raftIndexMagic      = 0x53524958
 	raftIndexVersion    = 1
-	raftIndexHeaderSize = 24
+	raftIndexHeaderSize = 32
 	raftInternalFlag    = 1 << 31
 	raftPosMask         = raftInternalFlag - 1
 )
@@ -63,17 +68,26 @@ func encodeRaftIndex(hdr raftIndexHeader, rpos []uint32) []byte {
 	b[4] = raftIndexVersion
 	be.PutUint64(b[8:], hdr.first)
 	be.PutUint64(b[16:], hdr.prevTerm)
+	be.PutUint32(b[24:], uint32(len(rpos)))
 	for i, p := range rpos {
 		be.PutUint32(b[raftIndexHeaderSize+4*i:], p)
 	}
+	be.PutUint32(b[28:], raftIndexCRC(b))
 	return b
+}
+
+// raftIndexCRC is the crc field's value for the file b.
+func raftIndexCRC(b []byte) uint32 {
+	c := crc32.Update(0, crcTable, b[:28])
+	return crc32.Update(c, crcTable, b[raftIndexHeaderSize:])
 }
 
 // decodeRaftIndex parses a .raftindex file's bytes; ok is false when the
 // header is bad or the length torn.
 func decodeRaftIndex(b []byte) (hdr raftIndexHeader, rpos []uint32, ok bool) {
 	be := binary.BigEndian
-	if len(b) < raftIndexHeaderSize || be.Uint32(b) != raftIndexMagic || b[4] != raftIndexVersion || (len(b)-raftIndexHeaderSize)%4 != 0 {
+	if len(b) < raftIndexHeaderSize || be.Uint32(b) != raftIndexMagic || b[4] != raftIndexVersion ||
+		int64(len(b)) != raftIndexHeaderSize+4*int64(be.Uint32(b[24:])) || be.Uint32(b[28:]) != raftIndexCRC(b) {
 		return hdr, nil, false
 	}
 	hdr = raftIndexHeader{first: be.Uint64(b[8:]), prevTerm: be.Uint64(b[16:])}
@@ -131,14 +145,14 @@ func (s *segment) readRaftIndexFile(fs vfs.FS) (hdr raftIndexHeader, rpos []uint
 }
 
 // walkPositions builds the position list of s by reading every batch
-// header of its .log.
+// header of its .log. On an error it returns the positions before it too.
 func (s *segment) walkPositions() ([]uint32, error) {
 	var buf [batch.HeaderSize]byte
 	var rpos []uint32
 	for pos := int64(0); pos < s.size; {
 		h, err := s.headerAt(pos, &buf)
 		if err != nil {
-			return nil, fmt.Errorf("segment: raft index of %s: %w", s.path(KindLog), err)
+			return rpos, fmt.Errorf("segment: raft index of %s: %w", s.path(KindLog), err)
 		}
 		rpos = append(rpos, raftPosEntry(pos, h.Internal()))
 		pos += int64(h.Size())
@@ -189,6 +203,18 @@ func (s *segment) nextInternal(pos int64) int64 {
 		return s.internals[j]
 	}
 	return s.size
+}
+
+// endsInternal reports whether the segment's last batch is internal. The
+// log never rolls then (short of the 2 GiB position limit): a closed
+// segment ends with a data batch, so that recovery, which checks that each
+// segment's batches end at the next segment's base offset, also notices a
+// lost tail of internal batches (they take no offset: losing them alone
+// would leave the offsets whole and shift the raft indexes of every later
+// segment). A segment of internal batches only never closes either, so no
+// two segments share a base offset.
+func (s *segment) endsInternal() bool {
+	return len(s.rpos) > 0 && s.rpos[len(s.rpos)-1]&raftInternalFlag != 0
 }
 
 // count returns the number of batches (raft entries) in the segment.
@@ -271,3 +297,26 @@ func (s *segment) replacePrefix(pos int64) error {
 
 // errNoRaftIndex is a segment without raft indexes where one is needed.
 var errNoRaftIndex = errors.New("segment: segment outside the raft log")
+
+// RaftIndexFile is a decoded .raftindex file (format above), for tools.
+type RaftIndexFile struct {
+	First    uint64  // raft index of the segment's first batch (0: outside the raft log)
+	PrevTerm uint64  // term of entry First-1
+	Pos      []int64 // each batch's position in the .log
+	Internal []bool  // whether that batch is internal
+}
+
+// DecodeRaftIndexFile decodes a .raftindex file's bytes; ok is false when
+// the header, length or crc do not check out.
+func DecodeRaftIndexFile(b []byte) (f RaftIndexFile, ok bool) {
+	hdr, rpos, ok := decodeRaftIndex(b)
+	if !ok {
+		return f, false
+	}
+	f.First, f.PrevTerm = hdr.first, hdr.prevTerm
+	for _, p := range rpos {
+		f.Pos = append(f.Pos, int64(p&raftPosMask))
+		f.Internal = append(f.Internal, p&raftInternalFlag != 0)
+	}
+	return f, true
+}

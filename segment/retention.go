@@ -102,11 +102,15 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 // FirstIndex, which is persisted in the checkpoint before it returns. The log start offset moves up to the first remaining
 // segment. It returns the number of segments deleted.
 func (l *Log) DeleteOldSegments() (int, error) {
+	// syncMu keeps Sync from syncing the folder between the deletions and
+	// the checkpoint: the checkpoint's own folder sync makes both durable
+	// together, so recovery never finds the raft log's first segment gone
+	// with the checkpoint still naming it.
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	n, raftMoved, err := l.deleteOldSegments()
 	if err == nil && raftMoved {
-		// FirstIndex moved: record it (the segment's .raftindex header
-		// says the same, should a crash come first).
-		err = l.writeCheckpoint()
+		err = l.writeCheckpoint() // FirstIndex moved
 	}
 	return n, err
 }
@@ -159,6 +163,8 @@ func (l *Log) deleteOldSegments() (deleted int, raftMoved bool, err error) {
 // nothing; one above the log end offset returns an *OutOfRangeError. It
 // returns the log start offset.
 func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
+	l.syncMu.Lock() // see DeleteOldSegments
+	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	if err := l.writableLocked(); err != nil {
 		l.mu.Unlock()

@@ -374,7 +374,7 @@ func (s *segment) find(offset int64, buf *[batch.HeaderSize]byte) (pos int64, h 
 //
 // With cutOK false the file is left as it is: the summary ends before the
 // first bad batch and cut reports the bytes after it.
-func (s *segment) scan(pos int64, cfg *Config, gapLimit int64, cutOK bool) (cut int64, reason error, err error) {
+func (s *segment) scan(pos int64, cfg *Config, gapLimit int64, cutOK bool, g *termGuard) (cut int64, reason error, err error) {
 	fileSize, err := s.log.Size()
 	if err != nil {
 		return 0, nil, err
@@ -402,6 +402,15 @@ func (s *segment) scan(pos int64, cfg *Config, gapLimit int64, cutOK bool) (cut 
 			}
 			h, err := batch.ValidateHeader(buf)
 			if err != nil {
+				return err
+			}
+			if h.Internal() {
+				// Its term is checked too (the CRC covers a copy).
+				if _, _, _, err := batch.ParseInternal(buf); err != nil {
+					return err
+				}
+			}
+			if err := g.check(&h); err != nil {
 				return err
 			}
 			// The CRC does not cover baseOffset: offsets are a function of
@@ -482,7 +491,7 @@ func (s *segment) truncateAt(pos int64, cfg *Config) error {
 		s.timeIdx.Reset()
 		s.resetSummary()
 	}
-	_, reason, err := s.scan(from, cfg, math.MaxInt64, true) // checked batches: a cleaned segment may have gaps
+	_, reason, err := s.scan(from, cfg, math.MaxInt64, true, nil) // checked batches: a cleaned segment may have gaps
 	if err != nil {
 		return err
 	}

@@ -85,6 +85,7 @@ func (l *Log) truncateLocked(offset int64) (leo int64, lsoLowered bool, err erro
 		}
 	}
 	s.closeRaftFile()
+	removeStaleRaftIndex(l, s)
 	l.afterTruncateLocked(s)
 	if s.next < l.logStartOffset {
 		l.logStartOffset = s.next

@@ -63,7 +63,8 @@
 // Kafka control record:
 //
 //	attributes 0, timestampDelta 0, offsetDelta 0
-//	key   4 bytes: version int16 (InternalKeyVersion, 0), entry kind int16 (0-255)
+//	key   12 bytes: version int16 (InternalKeyVersion, 0), entry kind int16 (0-255),
+//	      term int64 (equal to partitionLeaderEpoch: the CRC covers this copy)
 //	value the raft entry's data (empty for an empty entry)
 //	headerCount 0
 //

@@ -15,8 +15,10 @@ const (
 	InternalBit = 0x80
 	// InternalKeyVersion is the version in an internal record's key.
 	InternalKeyVersion = 0
-	// internalKeySize is the internal record's key: version int16, kind int16.
-	internalKeySize = 4
+	// internalKeySize is the internal record's key: version int16, kind
+	// int16, term int64 (the partitionLeaderEpoch again, where the CRC
+	// covers it).
+	internalKeySize = 12
 )
 
 // Internal reports whether the batch is one of Sluice's internal batches
@@ -28,13 +30,16 @@ func (h Header) Internal() bool {
 
 // BuildInternal returns an internal batch holding one raft entry of the
 // given kind (a small number the caller defines: segment.EntryKind) and
-// data (may be empty): base offset baseOffset, partitionLeaderEpoch term,
+// data (may be empty): base offset baseOffset, partitionLeaderEpoch term
+// (also in the record key, so the CRC covers it; it must not be changed
+// with SetPartitionLeaderEpoch),
 // lastOffsetDelta -1 (so NextOffset() == baseOffset: zero offsets taken),
 // timestamps -1, no producer, one uncompressed record, CRC set.
 func BuildInternal(baseOffset int64, term int32, kind uint8, data []byte) []byte {
 	key := make([]byte, internalKeySize)
 	binary.BigEndian.PutUint16(key[0:], InternalKeyVersion)
 	binary.BigEndian.PutUint16(key[2:], uint16(kind))
+	binary.BigEndian.PutUint64(key[4:], uint64(int64(term)))
 	if data == nil {
 		data = []byte{}
 	}
@@ -51,7 +56,9 @@ func BuildInternal(baseOffset int64, term int32, kind uint8, data []byte) []byte
 }
 
 // ParseInternal checks b, exactly one whole internal batch, and returns the
-// entry kind and data it holds (data aliases b). Errors wrap ErrCorrupt.
+// entry kind and data it holds (data aliases b). The term in the record key
+// must equal partitionLeaderEpoch (which the CRC does not cover): an
+// internal batch's term is checked. Errors wrap ErrCorrupt.
 func ParseInternal(b []byte) (h Header, kind uint8, data []byte, err error) {
 	if h, err = ValidateHeader(b); err != nil {
 		return h, 0, nil, err
@@ -73,6 +80,9 @@ func ParseInternal(b []byte) (h Header, kind uint8, data []byte, err error) {
 	k := binary.BigEndian.Uint16(r.key[2:])
 	if k > 0xff {
 		return h, 0, nil, corruptf("internal batch: entry kind %d", k)
+	}
+	if term := int64(binary.BigEndian.Uint64(r.key[4:])); term != int64(h.PartitionLeaderEpoch) {
+		return h, 0, nil, corruptf("internal batch: partitionLeaderEpoch %d, its record says term %d", h.PartitionLeaderEpoch, term)
 	}
 	return h, uint8(k), r.value, nil
 }

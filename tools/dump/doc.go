@@ -64,6 +64,22 @@
 //	| offset: 3 CreateTime: 1700000001000 keySize: -1 valueSize: 6 sequence: -1 headerKeys: [] key: null payload: "no key"
 //	| offset: 14 CreateTime: 1700000009000 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] endTxnMarker: COMMIT coordinatorEpoch: 0
 //
+// Raft's own entries (Sluice's internal batches: a new leader's empty
+// entry, configuration changes; see package batch) take no offset and are
+// never served to clients; the dump shows them as raft entries, with their
+// kind, term (partitionLeaderEpoch) and the offset they sit at, and with
+// --records their data. When the segment has a .raftindex, its header is
+// printed after "Dumping", and every batch line and raft entry ends with
+// its raft index (a .raftindex that does not match the .log is a warning:
+// the broker rebuilds it):
+//
+//	Raft index /data/t-0/00000000000000000000.raftindex: first index 1 (the entry before it has term 0), 4 entries
+//	raftEntry: empty term: 1 offset: 0 (takes no offset) dataSize: 0 position: 0 size: 80 crc: 1422471925 isvalid: true raftIndex: 1
+//	baseOffset: 0 lastOffset: 1 count: 2 ... isvalid: true raftIndex: 2
+//
+// A .raftindex given as PATH prints its header and one line per entry
+// (raft index, position, internal).
+//
 // # JSON output
 //
 // One JSON object per line, each with a "type":
@@ -86,8 +102,16 @@
 //     (or, in a header, keyEncoding / valueEncoding) set to "base64". A
 //     field cut at --max-value-bytes has keyTruncated / valueTruncated set
 //     to true; keySize and valueSize are always the full sizes.
+//   - "raftEntry": an internal batch: file, position, offset, kind
+//     ("empty", "confchange", "confchangev2"), term, raftIndex (when
+//     known), dataSize, size, crc, and with --records data (and
+//     dataEncoding "base64" when not UTF-8). "batch" lines carry raftIndex
+//     too when known; "checkpoint" lines raftStartOffset, raftPrevIndex
+//     and raftPrevTerm.
 //   - "offsetIndexEntry" / "timeIndexEntry": file, entry, offset and
-//     position or timestamp (when PATH is an index file).
+//     position or timestamp (when PATH is an index file);
+//     "raftIndexEntry": file, entry, raftIndex, position, internal (when
+//     PATH is a .raftindex).
 //   - "verified" (with --verify): batches, records, segments; or, for an
 //     index or checkpoint given as PATH, file, kind ("offsetIndex",
 //     "timeIndex" or "checkpoint"), and for an index entries and
@@ -99,7 +123,8 @@
 // # Verify
 //
 // --verify prints nothing but problems, warnings and last lines:
-// "verified: N batches, M records, K segments" when it read segments, and
+// "verified: N batches, M records, K segments" when it read segments
+// (with "(R raft entries)" after the batches when there are any), and
 // one line per index or checkpoint given as PATH ("verified: offset index
 // FILE: N entries, in order and checked against its .log", or "in order
 // only" with a warning when the .log is missing; "verified: checkpoint

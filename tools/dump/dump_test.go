@@ -25,7 +25,7 @@ func TestDumpBatches(t *testing.T) {
 	}
 	want := "baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 " +
 		"partitionLeaderEpoch: -1 isTransactional: false isControl: false position: 0 CreateTime: 1700000000002 size: "
-	if !strings.HasPrefix(bl[0], want) || !strings.HasSuffix(bl[0], " magic: 2 compresscodec: none crc: "+crcOf(bl[0])+" isvalid: true") {
+	if !strings.HasPrefix(bl[0], want) || !strings.HasSuffix(bl[0], " magic: 2 compresscodec: none crc: "+crcOf(bl[0])+" isvalid: true raftIndex: 1") {
 		t.Errorf("first batch line:\n%s\nwant prefix:\n%s", bl[0], want)
 	}
 	if !strings.Contains(bl[1], "baseOffset: 3 lastOffset: 5 count: 3 ") || !strings.Contains(bl[1], "compresscodec: gzip") {

@@ -35,6 +35,8 @@ func (d *dumper) path(p string) {
 		d.indexFile(p, n.Base, false)
 	case ok && n.Kind == segment.KindTimeIndex:
 		d.indexFile(p, n.Base, true)
+	case ok && n.Kind == segment.KindRaftIndex:
+		d.raftIndexFile(p)
 	case ok:
 		d.logFile(p, n.Base, prevSegment{})
 	default:
@@ -126,11 +128,19 @@ func (d *dumper) checkpoint(path string) *segment.Checkpoint {
 	switch {
 	case d.cfg.verify:
 	case d.cfg.json:
-		d.emit(&jsonCheckpoint{Type: "checkpoint", File: path, LogStartOffset: c.LogStartOffset,
-			RecoveryPoint: c.RecoveryPoint, CleanShutdown: c.CleanShutdown})
+		jc := jsonCheckpoint{Type: "checkpoint", File: path, LogStartOffset: c.LogStartOffset,
+			RecoveryPoint: c.RecoveryPoint, CleanShutdown: c.CleanShutdown}
+		if c.HasRaft {
+			jc.RaftStartOffset, jc.RaftPrevIndex, jc.RaftPrevTerm = &c.RaftStartOffset, &c.RaftPrevIndex, &c.RaftPrevTerm
+		}
+		d.emit(&jc)
 	default:
-		fmt.Fprintf(d.out, "Checkpoint %s\nlogStartOffset: %d recoveryPoint: %d cleanShutdown: %t\n",
+		fmt.Fprintf(d.out, "Checkpoint %s\nlogStartOffset: %d recoveryPoint: %d cleanShutdown: %t",
 			path, c.LogStartOffset, c.RecoveryPoint, c.CleanShutdown)
+		if c.HasRaft {
+			fmt.Fprintf(d.out, " raftStartOffset: %d raftPrevIndex: %d raftPrevTerm: %d raftLog: %t", c.RaftStartOffset, c.RaftPrevIndex, c.RaftPrevTerm, c.RaftLog)
+		}
+		fmt.Fprintln(d.out)
 	}
 	return &c
 }

@@ -44,6 +44,10 @@ type (
 		LogStartOffset int64  `json:"logStartOffset"`
 		RecoveryPoint  int64  `json:"recoveryPoint"`
 		CleanShutdown  bool   `json:"cleanShutdown"`
+		// The raft fields (checkpoint version 3).
+		RaftStartOffset *int64  `json:"raftStartOffset,omitempty"`
+		RaftPrevIndex   *uint64 `json:"raftPrevIndex,omitempty"`
+		RaftPrevTerm    *uint64 `json:"raftPrevTerm,omitempty"`
 	}
 	jsonSegment struct {
 		Type       string `json:"type"`
@@ -106,11 +110,12 @@ type jsonBatch struct {
 	CompressCodec        string `json:"compresscodec"`
 	CRC                  uint32 `json:"crc"`
 	IsValid              bool   `json:"isvalid"`
+	RaftIndex            uint64 `json:"raftIndex,omitempty"` // from the segment's .raftindex
 }
 
 // printBatch prints one batch line; valid is whether the header and CRC
 // checked out.
-func (d *dumper) printBatch(path string, pos int64, h *batch.Header, valid bool) {
+func (d *dumper) printBatch(path string, pos int64, h *batch.Header, valid bool, raftIndex uint64) {
 	lastSeq := addSequence(h.BaseSequence, h.LastOffsetDelta)
 	if d.cfg.json {
 		jb := jsonBatch{
@@ -120,7 +125,7 @@ func (d *dumper) printBatch(path string, pos int64, h *batch.Header, valid bool)
 			ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, PartitionLeaderEpoch: h.PartitionLeaderEpoch,
 			IsTransactional: h.Transactional(), IsControl: h.Control(),
 			TimestampType: timestampType(h), BaseTimestamp: h.BaseTimestamp, MaxTimestamp: h.MaxTimestamp,
-			Size: h.Size(), Magic: h.Magic, CompressCodec: h.Codec().String(), CRC: h.CRC, IsValid: valid,
+			Size: h.Size(), Magic: h.Magic, CompressCodec: h.Codec().String(), CRC: h.CRC, IsValid: valid, RaftIndex: raftIndex,
 		}
 		if dh, ok := deleteHorizon(h); ok {
 			jb.DeleteHorizonMs = &dh
@@ -135,8 +140,12 @@ func (d *dumper) printBatch(path string, pos int64, h *batch.Header, valid bool)
 	if dh, ok := deleteHorizon(h); ok {
 		fmt.Fprintf(w, " deleteHorizonMs: %d", dh)
 	}
-	fmt.Fprintf(w, " position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t\n",
+	fmt.Fprintf(w, " position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t",
 		pos, timestampType(h), h.MaxTimestamp, h.Size(), h.Magic, h.Codec(), h.CRC, valid)
+	if raftIndex > 0 {
+		fmt.Fprintf(w, " raftIndex: %d", raftIndex)
+	}
+	fmt.Fprintln(w)
 }
 
 // cut returns b cut to at most limit bytes (limit < 0: no limit), backing

@@ -106,10 +106,12 @@ func (d *dumper) logFile(path string, base int64, prev prevSegment) (next int64)
 	}
 	next = base
 	var ic *indexChecker
+	d.raft = nil
 	if base >= 0 {
 		if ic = d.openIndexes(path, base); d.stop {
 			return -1
 		}
+		d.openRaftIndex(path, base)
 	}
 	lr := newLogReader(f, size)
 	for !d.stop {
@@ -126,6 +128,10 @@ func (d *dumper) logFile(path string, base int64, prev prevSegment) (next int64)
 	if ic != nil && !d.stop {
 		ic.finish(lr.pos, next)
 	}
+	if r := d.raft; r != nil && !d.stop && (r.bad || r.n != len(r.f.Pos)) {
+		d.warnf(r.path, -1, "the raft index does not match the .log's %d batches (an active segment's is written at roll and close; the broker rebuilds it)", r.n)
+	}
+	d.raft = nil
 	return next
 }
 
@@ -161,10 +167,15 @@ func checkHeader(b []byte, h *batch.Header) error {
 func (d *dumper) batch(path string, base, pos int64, b []byte, h *batch.Header, next *int64, ic *indexChecker) {
 	herr := checkHeader(b, h)
 	d.batches++
+	raftIndex := d.raft.index(path, pos)
+	if h.Internal() {
+		d.internalBatch(path, pos, b, h, herr, next, raftIndex)
+		return
+	}
 	d.records += int64(h.NumRecords)
 	lost := func() { *next = -1; ic.disable() }
 	if !d.cfg.verify {
-		d.printBatch(path, pos, h, herr == nil)
+		d.printBatch(path, pos, h, herr == nil, raftIndex)
 	}
 	if herr != nil {
 		d.problemf(path, pos, "%v", herr)

@@ -131,7 +131,11 @@ func (d *dumper) printVerified() {
 	if d.cfg.json {
 		d.emit(&jsonVerified{Type: "verified", Batches: d.batches, Records: d.records, Segments: d.segments})
 	} else {
-		fmt.Fprintf(d.out, "verified: %s, %s, %s\n", plural(d.batches, "batch", "batches"),
+		raft := ""
+		if d.raftEntries > 0 {
+			raft = " (" + plural(d.raftEntries, "raft entry", "raft entries") + ")"
+		}
+		fmt.Fprintf(d.out, "verified: %s%s, %s, %s\n", plural(d.batches, "batch", "batches"), raft,
 			plural(d.records, "record", "records"), plural(d.segments, "segment", "segments"))
 	}
 }
@@ -209,7 +213,9 @@ type dumper struct {
 	stop     bool // --verify found a problem: do nothing more
 
 	batches, records, segments int64
+	raftEntries                int64          // internal batches (raft's own entries)
 	verified                   []verifiedItem // --verify's lines for index and checkpoint PATHs
+	raft                       *raftIndex     // the current segment's .raftindex, or nil
 }
 
 // verifiedItem is one "verified" line, as text (after "verified: ") and

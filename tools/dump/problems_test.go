@@ -134,7 +134,7 @@ func checkpointBytes(body string) []byte {
 func TestCheckpointDamaged(t *testing.T) {
 	for _, tc := range []struct{ name, content, reason string }{
 		{"crc", "version 1\nlog-start-offset 0\nrecovery-point 3\nclean-shutdown 1\ncrc 12345\n", "checksum mismatch"},
-		{"version", string(checkpointBytes("version 3\nlog-start-offset 0\nrecovery-point 0\nclean-shutdown 1\n")), "version 3"},
+		{"version", string(checkpointBytes("version 4\nlog-start-offset 0\nrecovery-point 0\nclean-shutdown 1\n")), "version 4"},
 		{"unparsable", string(checkpointBytes("version 1\nlog-start-offset zero\n")), `line "log-start-offset zero"`},
 		{"no crc", "version 1\n", "no crc line"},
 	} {
