@@ -19,6 +19,11 @@ import (
 // (package batch) that take no Kafka offset, so a log into which N records
 // were produced has log end offset N whatever raft did.
 //
+// Sizes count every byte on disk, internal batches included
+// (retention.bytes is the log's size), while timestamps ignore them (their
+// timestamps are -1: a segment holding only internal batches ages from its
+// last modification, as a Kafka segment without timestamps does).
+//
 // Retention (DeleteOldSegments, DeleteRecordsBefore) removing whole
 // segments is raft log compaction: FirstIndex moves to the first remaining
 // segment's first index and Term(FirstIndex-1) answers from that
@@ -169,6 +174,38 @@ func (l *Log) OffsetAfter(i uint64) (int64, error) {
 		return 0, fmt.Errorf("segment: offset after entry %d: %w", i, err)
 	}
 	return h.NextOffset(), nil
+}
+
+// IndexAtOffset returns the raft index of the data entry holding offset
+// (base offset <= offset < next offset). An offset at or past the log end
+// offset is ErrUnavailable; one below the log start offset, or in a
+// segment outside the raft log (cleaned), ErrCompacted.
+func (l *Log) IndexAtOffset(offset int64) (uint64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if offset >= l.active().next {
+		return 0, fmt.Errorf("%w: offset %d, log end offset %d", ErrUnavailable, offset, l.active().next)
+	}
+	if offset < l.logStartOffset {
+		return 0, fmt.Errorf("%w: offset %d, log start offset %d", ErrCompacted, offset, l.logStartOffset)
+	}
+	s := l.segs[l.segmentIndex(offset)]
+	if s.rfirst == 0 {
+		return 0, fmt.Errorf("%w: offset %d is in a segment outside the raft log", ErrCompacted, offset)
+	}
+	var buf [batch.HeaderSize]byte
+	pos, _, ok, err := s.find(offset, &buf)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("%w: offset %d", ErrUnavailable, offset)
+	}
+	k := sort.Search(len(s.rpos), func(i int) bool { return int64(s.rpos[i]&raftPosMask) >= pos })
+	if k == len(s.rpos) || int64(s.rpos[k]&raftPosMask) != pos {
+		panicf("segment: the batch at position %d of %s is not in its raft index", pos, s.path(KindLog))
+	}
+	return s.rfirst + uint64(k), nil
 }
 
 // firstRaftSegLocked returns the index in l.segs of the first segment

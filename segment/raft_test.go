@@ -49,6 +49,14 @@ func TestInternalEntriesTakeNoOffset(t *testing.T) {
 		t.Fatalf("data entry: %+v", r)
 	}
 	mustEntry(t, l, 4, 2, EntryEmpty, nil)
+	for off := int64(0); off < 3; off++ {
+		if i, err := l.IndexAtOffset(off); err != nil || i != 3 {
+			t.Fatalf("IndexAtOffset(%d) = %d, %v", off, i, err)
+		}
+	}
+	if _, err := l.IndexAtOffset(3); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("IndexAtOffset(log end offset): %v", err)
+	}
 	if hs := readAll(t, l, 0); len(hs) != 1 || hs[0].BaseOffset != 0 || hs[0].Internal() {
 		t.Fatalf("read: %+v", hs)
 	}
