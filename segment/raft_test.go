@@ -251,7 +251,7 @@ func TestEntriesMaxBytes(t *testing.T) {
 	}
 	one, _ := l.Entries(1, 6, 0)
 	all, _ := l.Entries(1, 6, math.MaxUint64)
-	two, _ := l.Entries(1, 6, 2*entrySize(&all[0]))
+	two, _ := l.Entries(1, 6, 2*(uint64(len(all[0].Data))+entryOverhead))
 	if len(one) != 1 || len(two) != 2 || len(all) != 5 {
 		t.Fatalf("entries: %d %d %d", len(one), len(two), len(all))
 	}
