@@ -66,8 +66,20 @@ func TestHostProgress(t *testing.T) {
 	n.cut[[2]uint64{lead, lag}] = true
 	n.cut[[2]uint64{lag, lead}] = true
 	n.mu.Unlock()
-	n.clock.advance(10 * time.Second)
+	// The cut-off follower falls behind before the clock moves (it was
+	// caught up until then).
 	propose(2)
+	n.drive("the kept follower holding the new entries", func() bool {
+		pr, err := n.nodes[lead].host.Progress(id)
+		if err != nil {
+			return false
+		}
+		_, match := caughtUp(pr, keep)
+		_, leadMatch := caughtUp(pr, lead)
+		return match == leadMatch
+	})
+	n.clock.advance(10 * time.Second)
+	propose(1)
 	n.drive("the kept follower catching up after the clock moved", func() bool {
 		pr, err := n.nodes[lead].host.Progress(id)
 		if err != nil {
