@@ -168,3 +168,27 @@ func TestHostLeaderObserver(t *testing.T) {
 	}
 	t.Log(fmt.Sprintf("leaders by term %v (second %d)", leaderOf, second))
 }
+
+// Tracking a leader's progress allocates nothing once its replicas are
+// known.
+func TestTrackProgressAllocs(t *testing.T) {
+	n, ids := newTestCluster(t, 3, 1)
+	id := ids[0]
+	n.drive("a leader", func() bool { return n.leader(id) != 0 })
+	h := n.nodes[n.leader(id)].host
+	if _, err := h.Progress(id); err != nil {
+		t.Fatal(err)
+	}
+	g := h.group(id)
+	// Run it in the group's worker, as the host does.
+	var allocs float64
+	if err := h.call(id, false, func(g *group) error {
+		allocs = testing.AllocsPerRun(100, func() { h.trackProgress(g) })
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if allocs != 0 {
+		t.Fatalf("trackProgress allocated %.1f times per call (group %s)", allocs, g.id)
+	}
+}
