@@ -399,6 +399,11 @@ func (g *group) fail(err error) {
 // AddGroup starts a replica of a group on the host, from gc.State and
 // the log its storage holds.
 func (h *Host) AddGroup(gc GroupConfig) error {
+	if cs := gc.State.ConfState; len(cs.Voters) == 0 && len(cs.Learners) == 0 {
+		if snap, err := gc.Storage.Snapshot(); err != nil || len(snap.Metadata.ConfState.Voters) == 0 {
+			return fmt.Errorf("replica: raft group %s: its state names no replicas (a new replica starts from the group's initial ConfState)", gc.ID)
+		}
+	}
 	gc.State.ConfState = cloneConfState(gc.State.ConfState)
 	gc.Storage.SetState(gc.State)
 	rn, err := raft.NewRawNode(&raft.Config{

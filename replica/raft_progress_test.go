@@ -66,8 +66,20 @@ func TestHostProgress(t *testing.T) {
 	n.cut[[2]uint64{lead, lag}] = true
 	n.cut[[2]uint64{lag, lead}] = true
 	n.mu.Unlock()
-	n.clock.advance(10 * time.Second)
+	// The cut-off follower falls behind before the clock moves (it was
+	// caught up until then).
 	propose(2)
+	n.drive("the kept follower holding the new entries", func() bool {
+		pr, err := n.nodes[lead].host.Progress(id)
+		if err != nil {
+			return false
+		}
+		_, match := caughtUp(pr, keep)
+		_, leadMatch := caughtUp(pr, lead)
+		return match == leadMatch
+	})
+	n.clock.advance(10 * time.Second)
+	propose(1)
 	n.drive("the kept follower catching up after the clock moved", func() bool {
 		pr, err := n.nodes[lead].host.Progress(id)
 		if err != nil {
@@ -155,4 +167,28 @@ func TestHostLeaderObserver(t *testing.T) {
 		}
 	}
 	t.Log(fmt.Sprintf("leaders by term %v (second %d)", leaderOf, second))
+}
+
+// Tracking a leader's progress allocates nothing once its replicas are
+// known.
+func TestTrackProgressAllocs(t *testing.T) {
+	n, ids := newTestCluster(t, 3, 1)
+	id := ids[0]
+	n.drive("a leader", func() bool { return n.leader(id) != 0 })
+	h := n.nodes[n.leader(id)].host
+	if _, err := h.Progress(id); err != nil {
+		t.Fatal(err)
+	}
+	g := h.group(id)
+	// Run it in the group's worker, as the host does.
+	var allocs float64
+	if err := h.call(id, false, func(g *group) error {
+		allocs = testing.AllocsPerRun(100, func() { h.trackProgress(g) })
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if allocs != 0 {
+		t.Fatalf("trackProgress allocated %.1f times per call (group %s)", allocs, g.id)
+	}
 }

@@ -206,3 +206,84 @@ func TestHostRestartFromSavedState(t *testing.T) {
 		return true
 	})
 }
+
+// A synced Save survives a crash (everything not synced is lost).
+func TestStateStoreCrash(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	s, err := OpenStateStore("state", fs, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := GroupID{Partition: 3}
+	want := GroupState{HardState: raftpb.HardState{Term: 2, Vote: 1, Commit: 4}, Applied: 3, ConfState: raftpb.ConfState{Voters: []uint64{1}}}
+	if err := s.Save(map[GroupID]GroupState{id: want}); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	s.Close()
+	s, err = OpenStateStore("state", crashed, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, ok, err := s.Load(id); err != nil || !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the crash: %+v %v %v", got, ok, err)
+	}
+}
+
+// A host on the Pebble store: a single-replica group commits, the host
+// and the store close, and the group restarts from the reopened store
+// with its term and commit.
+func TestHostRestartOnStateStore(t *testing.T) {
+	fs := vfs.NewMem()
+	store, err := OpenStateStore("state", fs, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := &memNet{t: t, nodes: map[uint64]*testNode{}, cut: map[[2]uint64]bool{}}
+	id := GroupID{Partition: 1}
+	st := newMemGroupStorage()
+	h := mustHost(t, HostConfig{NodeID: 1, Transport: net.sender(1), HardState: store, Logger: quiet()})
+	if err := h.AddGroup(GroupConfig{ID: id, Storage: st, Machine: &recorder{}}); err == nil {
+		t.Fatal("a group with no replicas joined")
+	}
+	if err := h.AddGroup(GroupConfig{ID: id, Storage: st, Machine: &recorder{}, State: initial(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Campaign(id); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		for h.Propose(id, []byte("x")) != nil {
+			h.Tick()
+		}
+	}
+	var before raft.BasicStatus
+	for {
+		before, _ = h.Status(id)
+		if saved, _, _ := store.Load(id); before.Applied == before.Commit && saved.Applied == before.Commit && before.Commit >= 4 {
+			break
+		}
+		h.Tick()
+	}
+	h.Close()
+	store.Close()
+	if store, err = OpenStateStore("state", fs, quiet()); err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	saved, ok, err := store.Load(id)
+	if err != nil || !ok {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	h = mustHost(t, HostConfig{NodeID: 1, Transport: net.sender(1), HardState: store, Logger: quiet()})
+	defer h.Close()
+	rec := &recorder{}
+	if err := h.AddGroup(GroupConfig{ID: id, Storage: st, Machine: rec, State: saved}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := h.Status(id)
+	if after.HardState != before.HardState || after.Applied != saved.Applied {
+		t.Fatalf("restarted with %+v applied %d, had %+v applied %d", after.HardState, after.Applied, before.HardState, before.Applied)
+	}
+}

@@ -121,6 +121,10 @@ func (t *TCPTransport) liveness(every, timeout time.Duration) {
 		now := time.Now()
 		downs, ups = downs[:0], ups[:0]
 		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return
+		}
 		h := t.host
 		for id := range t.addrs {
 			if p := t.peerLocked(id); p != nil {
@@ -192,6 +196,9 @@ func (t *TCPTransport) Send(msgs []GroupMessage) {
 func (t *TCPTransport) peerLocked(id uint64) *tcpPeer {
 	if p := t.peers[id]; p != nil {
 		return p
+	}
+	if t.closed {
+		return nil // Close stopped the senders
 	}
 	addr, ok := t.addrs[id]
 	if !ok {

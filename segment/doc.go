@@ -202,8 +202,12 @@
 // so appends and reads continue during an fsync; a clean reads, writes,
 // syncs and commits its files outside it too (the commit under syncMu and
 // ckptMu), and checkpoint writes run under ckptMu. Under it run an
-// append's write, a roll's file creation and index trims, renames
-// (".deleted", a clean's swap) and a truncation's file cuts. Lock order:
+// append's write, a roll's file creation, index trims and .raftindex
+// write, renames (".deleted", a clean's swap) and a truncation's file cuts
+// (or, with readers on the cut segment, its prefix copy). Retention,
+// DeleteRecordsBefore, TruncateIndex and ResetAt hold syncMu throughout,
+// so no Sync's folder sync falls between their file changes and their
+// checkpoint. Lock order:
 // cleanMu, then syncMu, then ckptMu, then mu; groupMu (Sync's leader
 // election and the synced position) is a leaf, and so is the FileCache's
 // mutex (taken under mu and from readers holding no lock; no other lock

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 
@@ -18,6 +19,11 @@ import (
 // leader's empty entry, configuration changes) are internal batches
 // (package batch) that take no Kafka offset, so a log into which N records
 // were produced has log end offset N whatever raft did.
+//
+// Sizes count every byte on disk, internal batches included
+// (retention.bytes is the log's size), while timestamps ignore them (their
+// timestamps are -1: a segment holding only internal batches ages from its
+// last modification, as a Kafka segment without timestamps does).
 //
 // Retention (DeleteOldSegments, DeleteRecordsBefore) removing whole
 // segments is raft log compaction: FirstIndex moves to the first remaining
@@ -171,66 +177,130 @@ func (l *Log) OffsetAfter(i uint64) (int64, error) {
 	return h.NextOffset(), nil
 }
 
+// IndexAtOffset returns the raft index of the data entry holding offset
+// (base offset <= offset < next offset). An offset at or past the log end
+// offset is ErrUnavailable; one below the log start offset, or in a
+// segment outside the raft log (cleaned), ErrCompacted.
+func (l *Log) IndexAtOffset(offset int64) (uint64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if offset >= l.active().next {
+		return 0, fmt.Errorf("%w: offset %d, log end offset %d", ErrUnavailable, offset, l.active().next)
+	}
+	if offset < l.logStartOffset {
+		return 0, fmt.Errorf("%w: offset %d, log start offset %d", ErrCompacted, offset, l.logStartOffset)
+	}
+	s := l.segs[l.segmentIndex(offset)]
+	if s.rfirst == 0 {
+		return 0, fmt.Errorf("%w: offset %d is in a segment outside the raft log", ErrCompacted, offset)
+	}
+	var buf [batch.HeaderSize]byte
+	pos, _, ok, err := s.find(offset, &buf)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("%w: offset %d", ErrUnavailable, offset)
+	}
+	k := sort.Search(len(s.rpos), func(i int) bool { return int64(s.rpos[i]&raftPosMask) >= pos })
+	if k == len(s.rpos) || int64(s.rpos[k]&raftPosMask) != pos {
+		panicf("segment: the batch at position %d of %s is not in its raft index", pos, s.path(KindLog))
+	}
+	return s.rfirst + uint64(k), nil
+}
+
 // firstRaftSegLocked returns the index in l.segs of the first segment
 // with raft indexes (the active one at least).
 func (l *Log) firstRaftSegLocked() int {
 	return sort.Search(len(l.segs), func(k int) bool { return l.segs[k].rfirst != 0 })
 }
 
-// entrySize is what an entry counts against Entries' maxBytes: its data
-// plus a bound on raftpb.Entry's other fields, so the total never falls
-// below raft's own measure.
-func entrySize(e *Entry) uint64 { return uint64(len(e.Data)) + 32 }
+// entryOverhead bounds what raftpb.Entry's fields other than Data take
+// in raft's size measure.
+const entryOverhead = 32
 
 // Entries returns the entries [lo, hi), in order, stopping before the one
-// that would take their total size past maxBytes (data bytes plus 32 per
+// that would take their total size past maxBytes (each counted as its
+// stored batch's size plus 32 bytes, at least raft's own measure of the
 // entry), but always at least one when lo < hi (raft's maxSize). lo below
-// FirstIndex is ErrCompacted, hi past LastIndex+1 ErrUnavailable.
+// FirstIndex is ErrCompacted, hi past LastIndex+1 ErrUnavailable. The
+// batches are located under the log's read lock and read after it, from
+// file references held meanwhile (as Read's ranges are).
 func (l *Log) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if lo <= l.raftPrevIndex {
-		return nil, fmt.Errorf("%w: entries from %d, first index %d", ErrCompacted, lo, l.raftPrevIndex+1)
+	type ref struct {
+		fh        *fileHandle
+		path      string
+		pos, size int64
 	}
-	if last := l.lastIndexLocked(); hi > last+1 {
-		return nil, fmt.Errorf("%w: entries to %d, last index %d", ErrUnavailable, hi, last)
+	var refs []ref
+	defer func() {
+		for _, r := range refs {
+			r.fh.release()
+		}
+	}()
+	err := func() error {
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		if lo <= l.raftPrevIndex {
+			return fmt.Errorf("%w: entries from %d, first index %d", ErrCompacted, lo, l.raftPrevIndex+1)
+		}
+		if last := l.lastIndexLocked(); hi > last+1 {
+			return fmt.Errorf("%w: entries to %d, last index %d", ErrUnavailable, hi, last)
+		}
+		var total uint64
+		for i := lo; i < hi; i++ {
+			s, pos, err := l.locateLocked(i)
+			if err != nil {
+				return err
+			}
+			end := s.size
+			if k := i - s.rfirst + 1; k < s.count() {
+				end = int64(s.rpos[k] & raftPosMask)
+			}
+			total += uint64(end-pos) + entryOverhead
+			if len(refs) > 0 && total > maxBytes {
+				break
+			}
+			fh, err := s.log.acquire()
+			if err != nil {
+				return fmt.Errorf("segment: entry %d: %w", i, err)
+			}
+			refs = append(refs, ref{fh: fh, path: s.path(KindLog), pos: pos, size: end - pos})
+		}
+		return nil
+	}()
+	if err != nil {
+		return nil, err
 	}
-	var out []Entry
-	var total uint64
-	for i := lo; i < hi; i++ {
-		s, pos, err := l.locateLocked(i)
+	out := make([]Entry, 0, len(refs))
+	for k, r := range refs {
+		e, err := readEntry(lo+uint64(k), r.fh, r.path, r.pos, r.size)
 		if err != nil {
 			return nil, err
-		}
-		e, err := s.entryAt(i, pos)
-		if err != nil {
-			return nil, err
-		}
-		total += entrySize(&e)
-		if len(out) > 0 && total > maxBytes {
-			break
 		}
 		out = append(out, e)
 	}
 	return out, nil
 }
 
-// entryAt reads entry i, the batch at pos.
-func (s *segment) entryAt(i uint64, pos int64) (Entry, error) {
-	var buf [batch.HeaderSize]byte
-	h, err := s.headerAt(pos, &buf)
-	if err != nil {
-		return Entry{}, fmt.Errorf("segment: entry %d: %w", i, err)
+// readEntry reads entry i, the batch of size bytes at pos of the file fh.
+func readEntry(i uint64, fh *fileHandle, path string, pos, size int64) (Entry, error) {
+	b := make([]byte, size)
+	if n, err := fh.f.ReadAt(b, pos); err != nil && (err != io.EOF || int64(n) != size) {
+		return Entry{}, fmt.Errorf("segment: entry %d: read %s at %d: %w", i, path, pos, err)
 	}
-	b, err := s.readBatch(pos, &h)
+	h, err := batch.ParseHeader(b)
+	if err == nil && h.Size() != len(b) {
+		err = fmt.Errorf("%w: batch of %d bytes where the raft index has %d", ErrCorrupt, h.Size(), len(b))
+	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("segment: entry %d: %w", i, err)
+		return Entry{}, fmt.Errorf("segment: entry %d at %s position %d: %w", i, path, pos, err)
 	}
 	e := Entry{Index: i, Term: epochTerm(h.PartitionLeaderEpoch), Kind: EntryData, Data: b, BaseOffset: h.BaseOffset, NextOffset: h.NextOffset()}
 	if h.Internal() {
 		_, kind, data, err := batch.ParseInternal(b)
 		if err != nil {
-			return Entry{}, fmt.Errorf("segment: entry %d: %w", i, err)
+			return Entry{}, fmt.Errorf("segment: entry %d at %s position %d: %w", i, path, pos, err)
 		}
 		e.Kind, e.Data = EntryKind(kind), append([]byte{}, data...)
 	}

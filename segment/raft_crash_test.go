@@ -85,10 +85,15 @@ func checkRaftLog(t *testing.T, l *Log) []Entry {
 		if after, err := l.OffsetAfter(e.Index); err != nil || after != e.NextOffset {
 			t.Fatalf("offset after %d: %d %v, entry says %d", e.Index, after, err, e.NextOffset)
 		}
-		next = e.NextOffset
 		if e.Kind == EntryData {
 			data = append(data, e.Data)
+			for _, off := range []int64{e.BaseOffset, e.NextOffset - 1} {
+				if i, err := l.IndexAtOffset(off); err != nil || i != e.Index {
+					t.Fatalf("IndexAtOffset(%d) = %d, %v; entry %d holds it", off, i, err, e.Index)
+				}
+			}
 		}
+		next = e.NextOffset
 	}
 	if leo := l.LogEndOffset(); leo != next {
 		t.Fatalf("log end offset %d, entries end at %d", leo, next)

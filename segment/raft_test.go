@@ -49,6 +49,14 @@ func TestInternalEntriesTakeNoOffset(t *testing.T) {
 		t.Fatalf("data entry: %+v", r)
 	}
 	mustEntry(t, l, 4, 2, EntryEmpty, nil)
+	for off := int64(0); off < 3; off++ {
+		if i, err := l.IndexAtOffset(off); err != nil || i != 3 {
+			t.Fatalf("IndexAtOffset(%d) = %d, %v", off, i, err)
+		}
+	}
+	if _, err := l.IndexAtOffset(3); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("IndexAtOffset(log end offset): %v", err)
+	}
 	if hs := readAll(t, l, 0); len(hs) != 1 || hs[0].BaseOffset != 0 || hs[0].Internal() {
 		t.Fatalf("read: %+v", hs)
 	}
@@ -243,7 +251,7 @@ func TestEntriesMaxBytes(t *testing.T) {
 	}
 	one, _ := l.Entries(1, 6, 0)
 	all, _ := l.Entries(1, 6, math.MaxUint64)
-	two, _ := l.Entries(1, 6, 2*entrySize(&all[0]))
+	two, _ := l.Entries(1, 6, 2*(uint64(len(all[0].Data))+entryOverhead))
 	if len(one) != 1 || len(two) != 2 || len(all) != 5 {
 		t.Fatalf("entries: %d %d %d", len(one), len(two), len(all))
 	}
