@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -58,6 +59,7 @@ type progressVisit struct {
 	last  uint64 // the leader's durable last index
 	self  uint64
 	fresh bool // the leader was just elected: unseen replicas start now
+	down  *[]uint64 // the peers the transport reports down (Host.PeerDown)
 }
 
 // Progress returns the group's replicas as its leader sees them;
@@ -99,7 +101,7 @@ func (h *Host) trackProgress(g *group) {
 	if err != nil {
 		return
 	}
-	g.pv.now, g.pv.last, g.pv.self = h.cfg.Now(), last, h.cfg.NodeID
+	g.pv.now, g.pv.last, g.pv.self, g.pv.down = h.cfg.Now(), last, h.cfg.NodeID, h.down.Load()
 	if g.visitFn == nil {
 		g.visitFn = g.visitProgress
 	}
@@ -113,7 +115,9 @@ func (g *group) visitProgress(id uint64, _ raft.ProgressType, pr tracker.Progres
 	// not caught up (Kafka: a follower that stops fetching leaves the
 	// ISR even when no record arrives): RecentActive (raft resets it
 	// every election timeout under CheckQuorum) must hold too.
-	up := id == g.pv.self || (pr.Match >= g.pv.last && pr.RecentActive)
+	// A quiesced leader does not tick, so RecentActive is not refreshed
+	// then: a peer the transport reports down is not caught up either.
+	up := id == g.pv.self || (pr.Match >= g.pv.last && pr.RecentActive && !g.pv.isDown(id))
 	for i := range g.caught {
 		if g.caught[i].id == id {
 			if up {
@@ -152,4 +156,8 @@ func (h *Host) noteLeadership(g *group, rd *raft.Ready) {
 	if obs, ok := g.machine.(LeaderObserver); ok {
 		obs.LeaderChanged(lead, term)
 	}
+}
+
+func (pv *progressVisit) isDown(id uint64) bool {
+	return pv.down != nil && slices.Contains(*pv.down, id)
 }
