@@ -58,7 +58,7 @@ type progressVisit struct {
 	now   time.Time
 	last  uint64 // the leader's durable last index
 	self  uint64
-	fresh bool // the leader was just elected: unseen replicas start now
+	fresh bool      // the leader was just elected: unseen replicas start now
 	down  *[]uint64 // the peers the transport reports down (Host.PeerDown)
 }
 

@@ -149,4 +149,3 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	}
 	return nil
 }
-
