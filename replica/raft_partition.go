@@ -447,6 +447,7 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 		return
 	}
 	first, last := ents[0].Index, ents[len(ents)-1].Index
+	p.log.SetRaftRetainFrom(last + 1) // retention may remove what is applied
 	hw, err := p.log.OffsetAfter(last)
 	if err != nil {
 		p.logger.Error("replica: the offset after a committed entry is unknown", "group", rs.id.String(), "index", last, "err", err)
@@ -534,6 +535,11 @@ func (p *Partition) whenCommitted(res segment.AppendResult, h *batch.Header) *Pe
 // holds reports whether the committed batch at offset is want's producer
 // batch (producer id, epoch and base sequence).
 func (p *Partition) holds(offset int64, want *batch.Header) bool {
+	if offset < p.LogStartOffset() {
+		// Removed by retention, which removes applied entries only: it
+		// was committed.
+		return true
+	}
 	data, rr, err := p.ReadBytes(nil, offset, batch.HeaderSize)
 	rr.Release()
 	if err != nil || len(data) < batch.HeaderSize {

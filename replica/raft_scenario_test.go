@@ -62,6 +62,12 @@ func TestRaftScenarios(t *testing.T) {
 				if m := num("min-isr", 0); m > 0 {
 					c.cfg.MinInsyncReplicas = m
 				}
+				if b := num("segment-bytes", 0); b > 0 {
+					c.cfg.Log.SegmentBytes = int64(b)
+				}
+				if b := num("retention-bytes", 0); b > 0 {
+					c.cfg.Log.RetentionBytes = int64(b)
+				}
 				c.startAll()
 				return ""
 			case "campaign":
@@ -152,6 +158,30 @@ func TestRaftScenarios(t *testing.T) {
 			case "crash":
 				c.crash(node(), int64(num("seed", 1)))
 				return ""
+			case "retention":
+				var out strings.Builder
+				for _, n := range c.up() {
+					p := n.parts[c.groups[0]]
+					k, err := p.DeleteOldSegments()
+					if err != nil {
+						d.Fatalf(t, "retention on node %d: %v", n.id, err)
+					}
+					fmt.Fprintf(&out, "node %d: %d segments deleted, log start offset %d\n", n.id, k, p.LogStartOffset())
+				}
+				return out.String()
+			case "produce-many":
+				// n batches of one record each, values v0, v1, ...
+				p := c.nodes[node()].parts[c.groups[0]]
+				var last *Pending
+				for i := range num("n", 1) {
+					pd, err := p.ProduceWith(valueBatch(fmt.Sprintf("v%d", i)), ProduceOptions{Acks: AcksAll})
+					if err != nil {
+						return "error: " + errName(err)
+					}
+					last = pd
+				}
+				res, err := c.wait(last)
+				return result(res.BaseOffset, res.LastOffset, err)
 			case "ticks":
 				for range num("n", 1) {
 					c.tick()
@@ -169,7 +199,11 @@ func TestRaftScenarios(t *testing.T) {
 					if ok {
 						l = strconv.FormatUint(lead, 10)
 					}
-					fmt.Fprintf(&out, "node %d: leader=%s leo=%d hw=%d records=%s\n", n.id, l, p.LogEndOffset(), p.HighWatermark(), strings.Join(records(t, p), " "))
+					recs := records(t, p)
+					if len(recs) > 12 {
+						recs = append(append(recs[:3:3], fmt.Sprintf("...(%d)", len(recs)-6)), recs[len(recs)-3:]...)
+					}
+					fmt.Fprintf(&out, "node %d: leader=%s lso=%d leo=%d hw=%d records=%s\n", n.id, l, p.LogStartOffset(), p.LogEndOffset(), p.HighWatermark(), strings.Join(recs, " "))
 				}
 				return out.String()
 			case "epochs":

@@ -96,11 +96,6 @@ func (s *partitionStorage) Sync() error {
 	return nil
 }
 
-// ApplySnapshot is not served yet: raft never sends one while the log is
-// not compacted below a follower's match.
-func (s *partitionStorage) ApplySnapshot(snap raftpb.Snapshot) error {
-	return fmt.Errorf("replica: raft snapshots are not supported yet (index %d)", snap.Metadata.Index)
-}
 
 // startRaft joins the partition's raft group on its host (Open with
 // Options.Raft): the high watermark is the offset after the last entry
@@ -134,6 +129,8 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	if err != nil {
 		return err
 	}
+	// Retention is raft log compaction: never of what is not applied.
+	p.log.SetRaftRetainFrom(applied + 1)
 	p.mu.Lock()
 	p.highWatermark = hw
 	p.mu.Unlock()
