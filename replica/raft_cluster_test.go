@@ -28,18 +28,21 @@ type pnode struct {
 // pcluster is several brokers in one process holding replicas of the
 // same groups, over a chaosNet, driven by logical ticks.
 type pcluster struct {
-	t       *testing.T
-	net     *chaosNet
-	nodes   map[uint64]*pnode
-	voters  []uint64
-	groups  []GroupID
-	cfg     TopicConfig
-	lagTime time.Duration
+	t          *testing.T
+	net        *chaosNet
+	nodes      map[uint64]*pnode
+	voters     []uint64            // the nodes started by startAll
+	ids        []uint64            // every node
+	joining    map[uint64][]uint64 // a node joining as a learner: its initial learners
+	joinVoters map[uint64][]uint64 // and voters
+	groups     []GroupID
+	cfg        TopicConfig
+	lagTime    time.Duration
 }
 
 func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
 	t.Helper()
-	c := &pcluster{t: t, net: newChaosNet(seed), nodes: map[uint64]*pnode{}, cfg: DefaultTopicConfig(), lagTime: DefaultReplicaLagTime}
+	c := &pcluster{t: t, net: newChaosNet(seed), nodes: map[uint64]*pnode{}, joining: map[uint64][]uint64{}, joinVoters: map[uint64][]uint64{}, cfg: DefaultTopicConfig(), lagTime: DefaultReplicaLagTime}
 	for i := 1; i <= nodes; i++ {
 		c.voters = append(c.voters, uint64(i))
 	}
@@ -47,7 +50,7 @@ func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
 		c.groups = append(c.groups, GroupID{TopicID: [16]byte{0xab, byte(g)}, Partition: int32(g)})
 	}
 	for _, id := range c.voters {
-		c.nodes[id] = &pnode{id: id, fs: vfs.NewMem(), states: &crashStore{MemStateStore: NewMemStateStore()}}
+		c.addNode(id)
 	}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
@@ -87,7 +90,7 @@ func (c *pcluster) start(id uint64) {
 		}
 		p, err := Open(n.fs, c.dir(g), c.cfg, Options{
 			Log:  segment.Options{Logger: quiet()},
-			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.voters, ReplicaLagTime: c.lagTime},
+			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime},
 		})
 		if err != nil {
 			c.t.Fatalf("node %d: open %s: %v", id, g, err)
@@ -96,7 +99,7 @@ func (c *pcluster) start(id uint64) {
 	}
 	c.net.setHost(id, n.host)
 	c.net.setDown(id, false)
-	for _, o := range c.voters {
+	for _, o := range c.ids {
 		if o != id && c.nodes[o].host == nil {
 			n.host.PeerDown(o) // what its liveness heartbeat would find
 		}
@@ -148,9 +151,15 @@ func (c *pcluster) crash(id uint64, seed int64) {
 	n.fs, n.host, n.parts = crashed, nil, nil
 }
 
+// addNode adds node id, not started.
+func (c *pcluster) addNode(id uint64) {
+	c.nodes[id] = &pnode{id: id, fs: vfs.NewMem(), states: &crashStore{MemStateStore: NewMemStateStore()}}
+	c.ids = append(c.ids, id)
+}
+
 func (c *pcluster) up() []*pnode {
 	var out []*pnode
-	for _, id := range c.voters {
+	for _, id := range c.ids {
 		if n := c.nodes[id]; n.host != nil {
 			out = append(out, n)
 		}
@@ -310,4 +319,12 @@ func (s *crashStore) Save(states map[GroupID]GroupState) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
 	return s.MemStateStore.Save(states)
+}
+
+// votersOf is the initial voters node id starts with (without state).
+func (c *pcluster) votersOf(id uint64) []uint64 {
+	if v, ok := c.joinVoters[id]; ok {
+		return v
+	}
+	return c.voters
 }

@@ -50,9 +50,12 @@ type RaftConfig struct {
 	// State is the group's durable state as the host's HardStateStore
 	// loaded it: the zero value for a replica that never ran.
 	State GroupState
-	// Voters are the first replicas of a new group (the synthetic initial
-	// ConfState); a State with a ConfState overrides them.
-	Voters []uint64
+	// Voters and Learners are the configuration a replica without State
+	// starts from: for a new group its first replicas (the synthetic
+	// initial ConfState); for a replica joining a group, the group's
+	// voters with itself as a learner (the leader then sends it the log,
+	// or a snapshot). A State with a ConfState overrides them.
+	Voters, Learners []uint64
 	// ReplicaLagTime is Kafka's replica.lag.time.max.ms (default 30 s): a
 	// follower is in the ISR while it caught up with the leader's log end
 	// within it.

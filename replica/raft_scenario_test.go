@@ -3,12 +3,14 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // TestRaftScenarios runs the replication scenarios in testdata/raft
@@ -182,6 +184,67 @@ func TestRaftScenarios(t *testing.T) {
 				}
 				res, err := c.wait(last)
 				return result(res.BaseOffset, res.LastOffset, err)
+			case "join":
+				// A new node joins as a learner of the group whose
+				// voters are listed (before the leader adds it).
+				id := node()
+				if _, ok := c.nodes[id]; !ok {
+					c.addNode(id)
+				}
+				c.joining[id] = []uint64{id}
+				c.joinVoters[id] = ids(args["voters"])
+				c.start(id)
+				return ""
+			case "conf":
+				// One membership change through the leader (ConfChangeV2,
+				// a single change each): add-learner=I, promote=I,
+				// remove=I; waits until the leader applied it.
+				var lead *Partition
+				c.drive("a leader", func() bool { lead = c.newestLeader(); return lead != nil })
+				var cc raftpb.ConfChangeSingle
+				var want func(prog []ReplicaProgress) bool
+				has := func(prog []ReplicaProgress, id uint64) (bool, bool) {
+					for _, pr := range prog {
+						if pr.ID == id {
+							return true, pr.Learner
+						}
+					}
+					return false, false
+				}
+				switch {
+				case args["add-learner"] != "":
+					id := uint64(num("add-learner", 0))
+					cc = raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddLearnerNode, NodeID: id}
+					want = func(prog []ReplicaProgress) bool { in, l := has(prog, id); return in && l }
+				case args["promote"] != "":
+					id := uint64(num("promote", 0))
+					cc = raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddNode, NodeID: id}
+					want = func(prog []ReplicaProgress) bool { in, l := has(prog, id); return in && !l }
+				case args["remove"] != "":
+					id := uint64(num("remove", 0))
+					cc = raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode, NodeID: id}
+					want = func(prog []ReplicaProgress) bool { in, _ := has(prog, id); return !in }
+				default:
+					d.Fatalf(t, "conf add-learner=I | promote=I | remove=I")
+				}
+				if err := lead.rs.host.ProposeConfChange(lead.rs.id, raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{cc}}); err != nil {
+					return "error: " + err.Error()
+				}
+				c.drive("the membership change", func() bool {
+					prog, err := lead.rs.host.Progress(lead.rs.id)
+					return err == nil && want(prog)
+				})
+				prog, _ := lead.rs.host.Progress(lead.rs.id)
+				var out []string
+				for _, pr := range prog {
+					s := strconv.FormatUint(pr.ID, 10)
+					if pr.Learner {
+						s += "(learner)"
+					}
+					out = append(out, s)
+				}
+				slices.Sort(out)
+				return "replicas " + strings.Join(out, " ")
 			case "ticks":
 				for range num("n", 1) {
 					c.tick()
@@ -321,4 +384,20 @@ func (c *pcluster) reachableLeader(id uint64) uint64 {
 		}
 	}
 	return 0
+}
+
+// newestLeader returns the replica that leads in the newest term (a node
+// that joined and knows no leader yet does not count), or nil.
+func (c *pcluster) newestLeader() *Partition {
+	var best *Partition
+	for _, n := range c.up() {
+		p := n.parts[c.groups[0]]
+		if !p.IsLeader() {
+			continue
+		}
+		if best == nil || p.LeaderEpoch() > best.LeaderEpoch() {
+			best = p
+		}
+	}
+	return best
 }

@@ -96,7 +96,6 @@ func (s *partitionStorage) Sync() error {
 	return nil
 }
 
-
 // startRaft joins the partition's raft group on its host (Open with
 // Options.Raft): the high watermark is the offset after the last entry
 // the state machine applied (entries above it are applied again).
@@ -109,7 +108,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	}
 	st := rc.State
 	if len(st.ConfState.Voters) == 0 && len(st.ConfState.Learners) == 0 {
-		st.ConfState = raftpb.ConfState{Voters: append([]uint64(nil), rc.Voters...)}
+		st.ConfState = raftpb.ConfState{Voters: append([]uint64(nil), rc.Voters...), Learners: append([]uint64(nil), rc.Learners...)}
 	}
 	rs := &raftState{
 		host:     rc.Host,
