@@ -142,8 +142,10 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 // partition get segment.ErrClosed.
 func (p *Partition) Close() error {
 	if p.rs != nil {
-		// No worker touches the storage once the group has left.
+		// No worker touches the storage once the group has left; the
+		// proposals it would have completed fail (retriable).
 		p.rs.host.RemoveGroup(p.rs.id)
+		p.rs.failAll(p.notLeader("the partition closed"))
 	}
 	p.closeOnce.Do(func() { close(p.closing) })
 	if p.sweeper != nil {

@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -148,6 +149,11 @@ type raftState struct {
 	// in sequence order (the idempotence check sees them).
 	inflight map[int64][]*proposal
 
+	// pmu (a leaf): every proposal not completed yet, so Close can fail
+	// those a removed group will never complete.
+	pmu     sync.Mutex
+	pending map[*proposal]struct{}
+
 	// mu: the leader as raft last reported it (0: none) and its term.
 	leader uint64
 	term   uint64
@@ -252,6 +258,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		h.Attributes |= batch.TimestampTypeBit
 	}
 	pr := &proposal{data: b, h: *h, acks: acks, pd: &Pending{res: noResult, done: make(chan struct{})}}
+	rs.track(pr)
 	p.appendMu.Lock()
 	orig, dup, err := rs.checkProducer(p.producers, h)
 	if err != nil {
@@ -363,7 +370,7 @@ func (p *Partition) failProposal(pr *proposal, err error) {
 	p.appendMu.Lock()
 	p.rs.dropInflightLocked(pr)
 	p.appendMu.Unlock()
-	pr.pd.finish(noResult, err)
+	p.rs.complete(pr, noResult, err)
 }
 
 // finish completes a Pending once.
@@ -432,7 +439,7 @@ func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.
 // synced completes the acks=1 proposals written before a successful Sync.
 func (rs *raftState) synced() {
 	for _, pr := range rs.unsynced {
-		pr.pd.finish(pr.res, nil)
+		rs.complete(pr, pr.res, nil)
 	}
 	rs.unsynced = rs.unsynced[:0]
 }
@@ -464,11 +471,11 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 		case pr.index < first:
 			// Committed before this batch of entries: a log that was
 			// reset (snapshot) under it; its fate is unknown.
-			pr.pd.finish(noResult, p.notLeader("the entry was replaced"))
+			rs.complete(pr, noResult, p.notLeader("the entry was replaced"))
 		case ents[pr.index-first].Term == pr.term:
-			pr.pd.finish(pr.res, nil)
+			rs.complete(pr, pr.res, nil)
 		default:
-			pr.pd.finish(noResult, p.notLeader(fmt.Sprintf("the entry at raft index %d was replaced by another leader's", pr.index)))
+			rs.complete(pr, noResult, p.notLeader(fmt.Sprintf("the entry at raft index %d was replaced by another leader's", pr.index)))
 		}
 	}
 }
@@ -495,7 +502,7 @@ func (m raftMachine) LeaderChanged(lead, term uint64) {
 	rs.proposed = nil
 	if was == rs.self && lead != rs.self {
 		for _, pr := range rs.unsynced {
-			pr.pd.finish(noResult, p.notLeader("leadership moved"))
+			rs.complete(pr, noResult, p.notLeader("leadership moved"))
 		}
 		rs.unsynced = rs.unsynced[:0]
 		p.appendMu.Lock()
@@ -551,4 +558,37 @@ func (p *Partition) holds(offset int64, want *batch.Header) bool {
 	got, err := batch.ParseHeader(data)
 	return err == nil && got.BaseOffset == offset && got.ProducerID == want.ProducerID &&
 		got.ProducerEpoch == want.ProducerEpoch && got.BaseSequence == want.BaseSequence
+}
+
+// track registers a new proposal as pending.
+func (rs *raftState) track(pr *proposal) {
+	rs.pmu.Lock()
+	if rs.pending == nil {
+		rs.pending = map[*proposal]struct{}{}
+	}
+	rs.pending[pr] = struct{}{}
+	rs.pmu.Unlock()
+}
+
+// complete finishes a proposal's Pending (once) and forgets it.
+func (rs *raftState) complete(pr *proposal, res segment.AppendResult, err error) {
+	rs.pmu.Lock()
+	delete(rs.pending, pr)
+	rs.pmu.Unlock()
+	pr.pd.finish(res, err)
+}
+
+// failAll fails every pending proposal (the partition closes: its group
+// left the host, so no worker will complete them).
+func (rs *raftState) failAll(err error) {
+	rs.pmu.Lock()
+	prs := make([]*proposal, 0, len(rs.pending))
+	for pr := range rs.pending {
+		prs = append(prs, pr)
+	}
+	clear(rs.pending)
+	rs.pmu.Unlock()
+	for _, pr := range prs {
+		pr.pd.finish(noResult, err)
+	}
 }
