@@ -31,14 +31,20 @@
 //   - An internal topic's partition (Options.Internal) refuses client
 //     Produce and DeleteRecords with ErrInternalTopic.
 //
-// Today a Partition has a single replica, so a batch is committed once it
-// is durable by the log's flush policy: with flush.messages=1 (Sluice's
-// default, log.flush.interval.messages=1) the high watermark only ever
-// covers fsynced data; with Kafka's page-cache policy it covers written
-// data. A flush.messages change applies from the next append.
+// A Partition opened without Options.Raft is a single replica: a batch is
+// committed once it is durable by the log's flush policy (with
+// flush.messages=1, Sluice's default, the high watermark only ever covers
+// fsynced data; with Kafka's page-cache policy it covers written data).
 //
-// The interface is the one the raft-replicated partition will fill (see
-// DESIGN.md): one etcd raft group per partition whose raft log is the
-// segment log, where a Pending completes when its entry commits and the
-// high watermark is the last offset of the last committed entry plus one.
+// Opened with Options.Raft it is one replica of an etcd raft group whose
+// raft log is the segment log (raft_partition.go; DESIGN.md,
+// "Replication"): the multi-raft Host (raft_host.go) drives every group of
+// a broker with a fixed pool of workers, the TCPTransport (raft_tcp.go)
+// carries all groups' messages between two brokers on one connection, and
+// the StateStore (raft_state.go) keeps each group's HardState, ConfState
+// and applied index. Produce goes to the leader only; a Pending completes
+// when its entry commits (acks=all) or after the leader's durable append
+// (acks=1); the high watermark is the Kafka offset after the last
+// committed entry; raft's own entries are internal batches that take no
+// offset and are never served.
 package replica
