@@ -433,6 +433,13 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 	if p.internal {
 		return -1, fmt.Errorf("%w: records of an internal topic cannot be deleted", ErrInternalTopic)
 	}
+	if p.rs != nil && !p.IsLeader() {
+		// DeleteRecords goes to the leader (Kafka's
+		// Partition.deleteRecordsOnLeader). Under raft it moves the
+		// leader's log start offset only, for now; the followers'
+		// follows with retention (the next issue replicates it).
+		return -1, p.notLeader("DeleteRecords goes to the partition leader")
+	}
 	if cfg := p.Config().Log; !cfg.Deletes() {
 		return -1, fmt.Errorf("%w: Records of partitions of a topic with cleanup.policy=%s cannot be deleted", ErrPolicyViolation, cfg.CleanupPolicy)
 	}
