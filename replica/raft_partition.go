@@ -411,6 +411,11 @@ func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.
 			break
 		}
 	}
+	if h != nil && h.LogAppendTime() {
+		// The leader set it before proposing (the batch's max
+		// timestamp, Kafka's LogAppendTime).
+		res.LogAppendTime = h.MaxTimestamp
+	}
 	if h != nil {
 		p.appendMu.Lock()
 		if record {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
 )
 
 // A produce waiting for a commit that cannot come (no quorum) fails with a
@@ -59,5 +61,39 @@ func TestFollowerProduceNamesLeader(t *testing.T) {
 	}
 	if nl.Leader != 1 || nl.Epoch != c.nodes[1].parts[g].LeaderEpoch() || nl.Epoch <= 0 {
 		t.Fatalf("hint: leader %d epoch %d, want leader 1 epoch %d", nl.Leader, nl.Epoch, c.nodes[1].parts[g].LeaderEpoch())
+	}
+}
+
+// message.timestamp.type=LogAppendTime: the leader stamps its clock once
+// before proposing, every replica stores the same bytes, and the produce
+// answer carries the time.
+func TestRaftLogAppendTime(t *testing.T) {
+	c := newPCluster(t, 3, 1, 1)
+	c.cfg.LogAppendTime = true
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	before := time.Now().UnixMilli()
+	res, err := c.produceWait(c.nodes[1].parts[g], valueBatch("x"), AcksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.LogAppendTime < before || res.LogAppendTime > time.Now().UnixMilli() {
+		t.Fatalf("LogAppendTime %d, want the leader's clock (from %d)", res.LogAppendTime, before)
+	}
+	c.settle()
+	for _, n := range c.up() {
+		data, rr, err := n.parts[g].ReadBytes(nil, 0, 1<<20)
+		rr.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := batch.ParseHeader(data)
+		if err != nil || !h.LogAppendTime() || h.MaxTimestamp != res.LogAppendTime {
+			t.Fatalf("node %d stores max timestamp %d (log append time %v), want %d: %v", n.id, h.MaxTimestamp, h.LogAppendTime(), res.LogAppendTime, err)
+		}
 	}
 }
