@@ -46,6 +46,7 @@ type Partition struct {
 	leaderEpoch   int32
 	changed       chan struct{} // closed and replaced when the high watermark moves
 	epochs        epochCache
+	epochsDirty   bool // the cache changed since the file was written (single replica)
 
 	rs        *raftState    // nil for a single replica
 	closing   chan struct{} // closed by Close
@@ -119,9 +120,13 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 	}
 	if opts.Raft == nil {
 		// A single replica leads from Open on, in its epoch (Kafka's
-		// makeLeader assigns the epoch at the log end offset): the
-		// append path never writes the epoch file.
-		p.noteEpoch(p.leaderEpoch, l.LogEndOffset())
+		// makeLeader assigns the epoch at the log end offset). The
+		// file is written at Close, not here (creating a topic of many
+		// partitions costs no extra fsyncs) nor on the append path; a
+		// crash before then rebuilds it from the batch headers.
+		p.mu.Lock()
+		p.epochsDirty = p.epochs.assign(p.leaderEpoch, l.LogEndOffset())
+		p.mu.Unlock()
 	} else {
 		if err := p.startRaft(*opts.Raft); err != nil {
 			l.Close()
@@ -148,6 +153,12 @@ func (p *Partition) Close() error {
 		p.rs.failAll(p.notLeader("the partition closed"))
 	}
 	p.closeOnce.Do(func() { close(p.closing) })
+	p.mu.Lock()
+	if p.epochsDirty && p.log.Damage() == nil {
+		p.saveEpochsLocked()
+		p.epochsDirty = false
+	}
+	p.mu.Unlock()
 	if p.sweeper != nil {
 		p.sweeper.Remove(p.log)
 	}
