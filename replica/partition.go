@@ -124,7 +124,11 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 		// file is written at Close, not here (creating a topic of many
 		// partitions costs no extra fsyncs) nor on the append path; a
 		// crash before then rebuilds it from the batch headers.
+		// A log written by raft replicas has newer epochs: a single
+		// replica continues from its latest, never stamping an older
+		// epoch after a newer one.
 		p.mu.Lock()
+		p.leaderEpoch = max(p.leaderEpoch, p.epochs.latest())
 		p.epochsDirty = p.epochs.assign(p.leaderEpoch, l.LogEndOffset())
 		p.mu.Unlock()
 	} else {
