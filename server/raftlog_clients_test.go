@@ -1,0 +1,263 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Raft's own entries never reach a Kafka client: a log written by three
+// raft replicas across several leader changes (internal batches between
+// the data of five leader epochs), served by a broker, reads as exactly
+// offsets 0..N-1 with the produced values to franz-go, kcat and
+// kafka-python, its latest offset is N, and OffsetForLeaderEpoch answers
+// each epoch's end where leadership moved.
+func TestRaftLogServedToClients(t *testing.T) {
+	const topic = "raftlog"
+	const rounds, batches, perBatch = 5, 3, 4
+	const n = rounds * batches * perBatch
+	src := filepath.Join(t.TempDir(), "raft")
+	written, internal := raftLog(t, src, rounds, batches, perBatch)
+	if internal < rounds {
+		t.Fatalf("the raft log holds %d entries of raft's own, want at least one per leader epoch (%d)", internal, rounds)
+	}
+	t.Logf("rounds %+v, %d internal entries", written, internal)
+
+	logDir := t.TempDir()
+	b, _ := startBroker(t, logDir)
+	if _, err := b.createTopic(topic, 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	installRaftLog(t, logDir, topic, src)
+	b, addr := startBroker(t, logDir)
+	part, ok := b.partition(topic, 0)
+	if !ok {
+		t.Fatal("the partition did not open")
+	}
+	if leo, hw := part.LogEndOffset(), part.HighWatermark(); leo != n || hw != n {
+		t.Fatalf("log end offset %d, high watermark %d; want %d", leo, hw, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("%d %s", i, raftLogValue(i))
+	}
+
+	t.Run("fetch", func(t *testing.T) {
+		// What the broker sends, batch by batch: data batches only, in
+		// offset order without a gap, whatever offset a fetch starts at.
+		cl := newClient(t, addr)
+		tm, _ := b.meta.Topic(topic)
+		topicID := tm.ID
+		for start := int64(0); start < n; start += 7 {
+			next := start
+			for next < n {
+				req := kmsg.NewPtrFetchRequest()
+				req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = -1, 100, 1<<20
+				req.SessionEpoch = -1
+				rt := kmsg.NewFetchRequestTopic()
+				rt.Topic, rt.TopicID = topic, topicID
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = next, 1<<20, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sp := resp.Topics[0].Partitions[0]
+				if sp.ErrorCode != 0 || sp.HighWatermark != n {
+					t.Fatalf("fetch at %d: error %d, high watermark %d", next, sp.ErrorCode, sp.HighWatermark)
+				}
+				data := sp.RecordBatches
+				if len(data) == 0 {
+					t.Fatalf("fetch at %d below the high watermark returned nothing", next)
+				}
+				for len(data) > 0 {
+					h, err := batch.ParseHeader(data)
+					if err != nil {
+						t.Fatalf("fetch at %d: %v", next, err)
+					}
+					if h.Control() || h.Attributes&batch.InternalBit != 0 || h.LastOffsetDelta < 0 {
+						t.Fatalf("fetch at %d served a control or internal batch at offset %d (attributes %#x)", next, h.BaseOffset, h.Attributes)
+					}
+					first := h.BaseOffset
+					if next > first && next <= h.BaseOffset+int64(h.LastOffsetDelta) {
+						first = next // the batch holding the fetch offset
+					}
+					if first != next {
+						t.Fatalf("fetch at %d: batch at %d, want %d (a gap)", start, h.BaseOffset, next)
+					}
+					next = h.BaseOffset + int64(h.LastOffsetDelta) + 1
+					data = data[h.Size():]
+				}
+			}
+		}
+	})
+
+	t.Run("franz-go", func(t *testing.T) {
+		cl := newClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+		var got []string
+		for len(got) < n {
+			fs := cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				t.Fatalf("consumed %d of %d records: %v", len(got), n, err)
+			}
+			if errs := fs.Errors(); len(errs) > 0 {
+				t.Fatalf("fetch errors: %v", errs)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				got = append(got, fmt.Sprintf("%d %s", r.Offset, r.Value))
+			})
+		}
+		// Nothing after them: a short poll finds no record.
+		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		pcancel()
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, fmt.Sprintf("%d %s", r.Offset, r.Value)) })
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("franz-go consumed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+
+	t.Run("ListOffsets", func(t *testing.T) {
+		adm := kadm.NewClient(newClient(t, addr))
+		end, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := written[len(written)-1]
+		if o, ok := end.Lookup(topic, 0); !ok || o.Err != nil || o.Offset != n || o.LeaderEpoch != last.epoch {
+			t.Fatalf("latest offset %+v, want %d in epoch %d", o, n, last.epoch)
+		}
+		start, err := adm.ListStartOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := start.Lookup(topic, 0); !ok || o.Err != nil || o.Offset != 0 || o.LeaderEpoch != written[0].epoch {
+			t.Fatalf("earliest offset %+v, want 0 in epoch %d", o, written[0].epoch)
+		}
+	})
+
+	t.Run("OffsetForLeaderEpoch", func(t *testing.T) {
+		cl := newClient(t, addr)
+		ask := func(epoch int32) (int32, int64) {
+			t.Helper()
+			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			req.ReplicaID = -1
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			rp.LeaderEpoch, rp.CurrentLeaderEpoch = epoch, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp := resp.Topics[0].Partitions[0]
+			if sp.ErrorCode != 0 {
+				t.Fatalf("epoch %d: error %d", epoch, sp.ErrorCode)
+			}
+			return sp.LeaderEpoch, sp.EndOffset
+		}
+		for i, r := range written {
+			// Every epoch from this round's to the next round's (those
+			// between held no record) ends where the next round began.
+			to := r.epoch + 1
+			if i+1 < len(written) {
+				to = written[i+1].epoch
+			}
+			for e := r.epoch; e < to; e++ {
+				if ge, off := ask(e); ge != r.epoch || off != r.end {
+					t.Errorf("epoch %d: epoch %d end offset %d, want epoch %d end offset %d", e, ge, off, r.epoch, r.end)
+				}
+			}
+		}
+		if ge, off := ask(written[len(written)-1].epoch + 1); ge != -1 || off != -1 {
+			t.Errorf("an epoch newer than the log's: epoch %d end offset %d, want -1 -1", ge, off)
+		}
+	})
+
+	t.Run("DescribeLogDirs", func(t *testing.T) {
+		// The size is the segment files' bytes, raft's entries included
+		// (Kafka's log size: what the disk holds).
+		var files int64
+		ents, err := os.ReadDir(filepath.Join(logDir, topic+"-0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".log") {
+				fi, err := e.Info()
+				if err != nil {
+					t.Fatal(err)
+				}
+				files += fi.Size()
+			}
+		}
+		adm := kadm.NewClient(newClient(t, addr))
+		dirs, err := adm.DescribeAllLogDirs(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var size int64 = -1
+		dirs.Each(func(d kadm.DescribedLogDir) {
+			if p, ok := d.Topics.Lookup(topic, 0); ok {
+				size = p.Size
+			}
+		})
+		if size != files {
+			t.Fatalf("DescribeLogDirs size %d, the segment files hold %d bytes", size, files)
+		}
+	})
+
+	t.Run("kcat", func(t *testing.T) {
+		kcat := needTool(t, "kcat")
+		out := runTool(t, "", kcat, "-C", "-b", addr, "-t", topic, "-e", "-o", "beginning", "-f", "%o %s\n")
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if !strings.HasPrefix(l, "%") { // kcat's own messages (stderr)
+				lines = append(lines, l)
+			}
+		}
+		if got := strings.Join(lines, "\n"); got != strings.Join(want, "\n") {
+			t.Fatalf("kcat consumed\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+		}
+	})
+
+	t.Run("kafka-python", func(t *testing.T) {
+		py := pythonWith(t, "kafka")
+		out := runTool(t, "", py, "-c", raftLogPythonScript, addr, topic, fmt.Sprint(n))
+		if !strings.Contains(out, "ok") {
+			t.Fatalf("kafka-python: %s", out)
+		}
+	})
+}
+
+const raftLogPythonScript = `
+import sys
+from kafka import KafkaConsumer, TopicPartition
+addr, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = KafkaConsumer(bootstrap_servers=addr, consumer_timeout_ms=3000, enable_auto_commit=False, group_id=None)
+tp = TopicPartition(topic, 0)
+c.assign([tp])
+c.seek_to_beginning(tp)
+got = [(m.offset, m.value.decode()) for m in c]
+want = [(i, 'value-%03d' % i) for i in range(n)]
+assert got == want, got
+end = c.end_offsets([tp])[tp]
+assert end == n, end
+print('ok')
+`

@@ -1,0 +1,286 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/replica"
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// A partition log written the raft way, for the client tests: three
+// replicas of one raft group on three hosts over an in-memory network,
+// records produced (acks=all) through whichever replica leads, leadership
+// moved between produce rounds, so the log holds raft's own entries
+// (internal batches: no offsets, control bit and Sluice's bit 7) between
+// the data batches of several leader epochs.
+
+// raftNet carries raft messages between hosts in one process, delivering
+// deep copies (a receiver may keep or modify what it is given).
+type raftNet struct {
+	mu    sync.Mutex
+	hosts map[uint64]*replica.Host
+}
+
+type raftNetSender struct{ n *raftNet }
+
+func (s raftNetSender) Send(msgs []replica.GroupMessage) {
+	by := map[uint64][]replica.GroupMessage{}
+	for _, gm := range msgs {
+		m := &gm.Msg
+		if len(m.Entries) > 0 {
+			ents := append(m.Entries[:0:0], m.Entries...)
+			for i := range ents {
+				ents[i].Data = bytes.Clone(ents[i].Data)
+			}
+			m.Entries = ents
+		}
+		if m.Snapshot != nil {
+			snap := *m.Snapshot
+			snap.Data = bytes.Clone(snap.Data)
+			m.Snapshot = &snap
+		}
+		by[m.To] = append(by[m.To], gm)
+	}
+	s.n.mu.Lock()
+	hosts := map[uint64]*replica.Host{}
+	for to := range by {
+		hosts[to] = s.n.hosts[to]
+	}
+	s.n.mu.Unlock()
+	for to, ms := range by {
+		if h := hosts[to]; h != nil {
+			h.Deliver(ms)
+		}
+	}
+}
+
+// raftRound is one produce round of raftLog: the leader epoch its
+// records were written in and their offsets [start, end).
+type raftRound struct {
+	epoch      int32
+	start, end int64
+}
+
+// raftLogValue is the value of the record at offset i of a raftLog.
+func raftLogValue(i int) string { return fmt.Sprintf("value-%03d", i) }
+
+// raftLog writes a partition log the raft way into dir: rounds produce
+// rounds of batches of perBatch records (values raftLogValue(offset)),
+// leadership moving to the next replica before every round after the
+// first (twice before the last, so one leader epoch holds no record). It
+// returns the rounds and the raft indexes the log holds beyond its
+// records (raft's own entries). dir is one replica's partition folder,
+// closed.
+func raftLog(t *testing.T, dir string, rounds, batches, perBatch int) ([]raftRound, int) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ids := []uint64{1, 2, 3}
+	group := replica.GroupID{TopicID: [16]byte{0x5a, 0x1c}, Partition: 0}
+	net := &raftNet{hosts: map[uint64]*replica.Host{}}
+	hosts := map[uint64]*replica.Host{}
+	parts := map[uint64]*replica.Partition{}
+	root := t.TempDir()
+	closed := false
+	closeAll := func() {
+		if closed {
+			return
+		}
+		closed = true
+		for _, id := range ids {
+			if p := parts[id]; p != nil {
+				p.Close()
+			}
+		}
+		for _, id := range ids {
+			if h := hosts[id]; h != nil {
+				h.Close()
+			}
+		}
+	}
+	defer closeAll()
+	for _, id := range ids {
+		h, err := replica.NewHost(replica.HostConfig{
+			NodeID: id, Transport: raftNetSender{net}, HardState: replica.NewMemStateStore(),
+			Logger: quiet, TickInterval: 10 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts[id] = h
+		net.mu.Lock()
+		net.hosts[id] = h
+		net.mu.Unlock()
+	}
+	for _, id := range ids {
+		p, err := replica.Open(vfs.Default, filepath.Join(root, fmt.Sprint(id), "raft-0"), replica.DefaultTopicConfig(), replica.Options{
+			Log:  segment.Options{Logger: quiet},
+			Raft: &replica.RaftConfig{Host: hosts[id], Group: group, Voters: ids},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[id] = p
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	// leaderIs reports whether every replica knows id as the leader, in
+	// one epoch.
+	leaderIs := func(id uint64) bool {
+		var epoch int32 = -1
+		for _, p := range parts {
+			lead, e, ok := p.Leader()
+			if !ok || lead != id || (epoch >= 0 && e != epoch) {
+				return false
+			}
+			epoch = e
+		}
+		return parts[id].IsLeader()
+	}
+	if err := hosts[1].Campaign(group); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("replica 1 to lead", func() bool { return leaderIs(1) })
+	lead := uint64(1)
+	move := func(to uint64) {
+		t.Helper()
+		for !leaderIs(to) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out moving leadership from %d to %d", lead, to)
+			}
+			if err := hosts[lead].TransferLeadership(group, to); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 100 && !leaderIs(to); i++ {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		lead = to
+	}
+	var out []raftRound
+	next := 0
+	for r := 0; r < rounds; r++ {
+		if r > 0 {
+			move(lead%3 + 1)
+			if r == rounds-1 {
+				move(lead%3 + 1) // an epoch without records
+			}
+		}
+		p := parts[lead]
+		round := raftRound{epoch: p.LeaderEpoch(), start: int64(next)}
+		for b := 0; b < batches; b++ {
+			recs := make([]batch.Record, perBatch)
+			for i := range recs {
+				recs[i] = batch.Record{Timestamp: time.Now().UnixMilli(), Key: []byte("k"), Value: []byte(raftLogValue(next + i))}
+			}
+			opts := batch.NewBuildOptions()
+			pd, err := p.ProduceWith(batch.Build(opts, recs), replica.ProduceOptions{Acks: replica.AcksAll})
+			if err != nil {
+				t.Fatalf("round %d: produce to replica %d: %v", r, lead, err)
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			res, err := pd.Wait(ctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("round %d: produce to replica %d: %v", r, lead, err)
+			}
+			if res.BaseOffset != int64(next) {
+				t.Fatalf("round %d: batch at offset %d, want %d", r, res.BaseOffset, next)
+			}
+			next += perBatch
+		}
+		round.end = int64(next)
+		out = append(out, round)
+	}
+	// Every replica has applied everything (the high watermark is the
+	// same function of the log on each).
+	waitFor("every replica's high watermark", func() bool {
+		for _, p := range parts {
+			if p.HighWatermark() != int64(next) {
+				return false
+			}
+		}
+		return true
+	})
+	// Copy a follower's folder: its log is the leader's, batch for batch.
+	from := lead%3 + 1
+	closeAll()
+	l, err := segment.Open(vfs.Default, filepath.Join(root, fmt.Sprint(from), "raft-0"), replica.DefaultTopicConfig().Log, segment.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal := int(l.LastIndex()-l.FirstIndex()+1) - rounds*batches
+	if l.LogEndOffset() != int64(next) {
+		t.Fatalf("replica %d's log ends at offset %d, want %d", from, l.LogEndOffset(), next)
+	}
+	l.Close()
+	if err := copyDir(filepath.Join(root, fmt.Sprint(from), "raft-0"), dir); err != nil {
+		t.Fatal(err)
+	}
+	return out, internal
+}
+
+// copyDir copies the regular files of src into dst (created if needed).
+func copyDir(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installRaftLog makes dir's topic-0 folder (a broker's, stopped) hold
+// the raft-written log in src: every file but partition.metadata is
+// replaced.
+func installRaftLog(t *testing.T, logDir, topic, src string) {
+	t.Helper()
+	dst := filepath.Join(logDir, topic+"-0")
+	ents, err := os.ReadDir(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() == partitionMetadataName {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dst, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := copyDir(src, dst); err != nil {
+		t.Fatal(err)
+	}
+}
