@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,7 +28,7 @@ func TestRaftLogServedToClients(t *testing.T) {
 	const rounds, batches, perBatch = 5, 3, 4
 	const n = rounds * batches * perBatch
 	src := filepath.Join(t.TempDir(), "raft")
-	written, internal := raftLog(t, src, rounds, batches, perBatch)
+	written, internal := raftLog(t, src, valueBatches(rounds, batches, perBatch))
 	if internal < rounds {
 		t.Fatalf("the raft log holds %d entries of raft's own, want at least one per leader epoch (%d)", internal, rounds)
 	}
@@ -261,3 +263,101 @@ end = c.end_offsets([tp])[tp]
 assert end == n, end
 print('ok')
 `
+
+// The group coordinator reads a raft-written __consumer_offsets partition
+// (raft's entries between the commits of several leader epochs) back into
+// the committed offsets, and commits after them.
+func TestRaftLogConsumerOffsets(t *testing.T) {
+	const group, topic = "raft-group", "co"
+	const set = "offsets.topic.num.partitions=1"
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	commit := func(adm *kadm.Client, p int32, at int64, meta string) {
+		t.Helper()
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1, Metadata: meta})
+		resp, err := adm.CommitOffsets(ctx, group, os)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The coordinator's own batches, from a broker that committed them.
+	a, addrA := startBroker(t, "", set)
+	if _, err := a.createTopic(topic, 2, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	admA := kadm.NewClient(newClient(t, addrA))
+	for i := 1; i <= 9; i++ {
+		commit(admA, int32(i%2), int64(i*10), fmt.Sprintf("m%d", i))
+	}
+	offsets, ok := a.partition(offsetsTopic, 0)
+	if !ok {
+		t.Fatal("no __consumer_offsets partition")
+	}
+	var batches [][]byte
+	for off := int64(0); off < offsets.HighWatermark(); {
+		data, rr, err := offsets.ReadBytes(nil, off, 1<<20)
+		rr.Release()
+		if err != nil || len(data) == 0 {
+			t.Fatalf("read __consumer_offsets at %d: %d bytes, %v", off, len(data), err)
+		}
+		for len(data) > 0 {
+			h, err := batch.ParseHeader(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// As a client sends it: base offset 0 (the CRC does not
+			// cover it).
+			c := bytes.Clone(data[:h.Size()])
+			binary.BigEndian.PutUint64(c, 0)
+			batches = append(batches, c)
+			data = data[h.Size():]
+			off = h.BaseOffset + int64(h.LastOffsetDelta) + 1
+		}
+	}
+	a.Close()
+	if len(batches) < 3 {
+		t.Fatalf("__consumer_offsets holds %d batches, want at least 3", len(batches))
+	}
+	third := len(batches) / 3
+	src := filepath.Join(t.TempDir(), "raft")
+	_, internal := raftLog(t, src, [][][]byte{batches[:third], batches[third : 2*third], batches[2*third:]})
+	if internal < 3 {
+		t.Fatalf("%d entries of raft's own, want at least 3", internal)
+	}
+
+	dir := t.TempDir()
+	b, _ := startBroker(t, dir, set)
+	if _, err := b.createTopic(topic, 2, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ensureOffsetsTopic(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	installRaftLog(t, dir, offsetsTopic, src)
+	_, addr := startBroker(t, dir, set)
+	adm := kadm.NewClient(newClient(t, addr))
+	check := func(want map[int32]kadm.Offset) {
+		t.Helper()
+		resp, err := adm.FetchOffsets(ctx, group)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, w := range want {
+			got, ok := resp.Lookup(topic, p)
+			if !ok || got.At != w.At || got.Metadata != w.Metadata {
+				t.Errorf("partition %d: committed %+v, want offset %d metadata %q", p, got.Offset, w.At, w.Metadata)
+			}
+		}
+	}
+	check(map[int32]kadm.Offset{0: {At: 80, Metadata: "m8"}, 1: {At: 90, Metadata: "m9"}})
+	commit(adm, 0, 100, "m10")
+	check(map[int32]kadm.Offset{0: {At: 100, Metadata: "m10"}, 1: {At: 90, Metadata: "m9"}})
+}

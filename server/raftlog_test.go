@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,17 +74,36 @@ type raftRound struct {
 	start, end int64
 }
 
-// raftLogValue is the value of the record at offset i of a raftLog.
+// raftLogValue is the value of the record at offset i of a log written
+// from valueBatches.
 func raftLogValue(i int) string { return fmt.Sprintf("value-%03d", i) }
 
-// raftLog writes a partition log the raft way into dir: rounds produce
-// rounds of batches of perBatch records (values raftLogValue(offset)),
+// valueBatches returns rounds of batches of perBatch records each, the
+// record at offset i (counted across all) holding raftLogValue(i).
+func valueBatches(rounds, batches, perBatch int) [][][]byte {
+	out := make([][][]byte, rounds)
+	next := 0
+	for r := range out {
+		for b := 0; b < batches; b++ {
+			recs := make([]batch.Record, perBatch)
+			for i := range recs {
+				recs[i] = batch.Record{Timestamp: time.Now().UnixMilli(), Key: []byte("k"), Value: []byte(raftLogValue(next + i))}
+			}
+			out[r] = append(out[r], batch.Build(batch.NewBuildOptions(), recs))
+			next += perBatch
+		}
+	}
+	return out
+}
+
+// raftLog writes a partition log the raft way into dir: each round's
+// batches produced (acks=all) through the replica leading then,
 // leadership moving to the next replica before every round after the
 // first (twice before the last, so one leader epoch holds no record). It
 // returns the rounds and the raft indexes the log holds beyond its
-// records (raft's own entries). dir is one replica's partition folder,
-// closed.
-func raftLog(t *testing.T, dir string, rounds, batches, perBatch int) ([]raftRound, int) {
+// batches (raft's own entries). dir is a copy of a follower's partition
+// folder, every replica closed.
+func raftLog(t *testing.T, dir string, rounds [][][]byte) ([]raftRound, int) {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ids := []uint64{1, 2, 3}
@@ -112,7 +133,7 @@ func raftLog(t *testing.T, dir string, rounds, batches, perBatch int) ([]raftRou
 	for _, id := range ids {
 		h, err := replica.NewHost(replica.HostConfig{
 			NodeID: id, Transport: raftNetSender{net}, HardState: replica.NewMemStateStore(),
-			Logger: quiet, TickInterval: 10 * time.Millisecond,
+			Logger: quiet, TickInterval: 20 * time.Millisecond,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -177,22 +198,22 @@ func raftLog(t *testing.T, dir string, rounds, batches, perBatch int) ([]raftRou
 	}
 	var out []raftRound
 	next := 0
-	for r := 0; r < rounds; r++ {
+	nbatches := 0
+	for r, bs := range rounds {
 		if r > 0 {
 			move(lead%3 + 1)
-			if r == rounds-1 {
+			if r == len(rounds)-1 {
 				move(lead%3 + 1) // an epoch without records
 			}
 		}
 		p := parts[lead]
 		round := raftRound{epoch: p.LeaderEpoch(), start: int64(next)}
-		for b := 0; b < batches; b++ {
-			recs := make([]batch.Record, perBatch)
-			for i := range recs {
-				recs[i] = batch.Record{Timestamp: time.Now().UnixMilli(), Key: []byte("k"), Value: []byte(raftLogValue(next + i))}
+		for _, data := range bs {
+			h, err := batch.ParseHeader(data)
+			if err != nil {
+				t.Fatal(err)
 			}
-			opts := batch.NewBuildOptions()
-			pd, err := p.ProduceWith(batch.Build(opts, recs), replica.ProduceOptions{Acks: replica.AcksAll})
+			pd, err := p.ProduceWith(bytes.Clone(data), replica.ProduceOptions{Acks: replica.AcksAll})
 			if err != nil {
 				t.Fatalf("round %d: produce to replica %d: %v", r, lead, err)
 			}
@@ -205,7 +226,8 @@ func raftLog(t *testing.T, dir string, rounds, batches, perBatch int) ([]raftRou
 			if res.BaseOffset != int64(next) {
 				t.Fatalf("round %d: batch at offset %d, want %d", r, res.BaseOffset, next)
 			}
-			next += perBatch
+			next += int(h.LastOffsetDelta) + 1
+			nbatches++
 		}
 		round.end = int64(next)
 		out = append(out, round)
@@ -227,7 +249,7 @@ func raftLog(t *testing.T, dir string, rounds, batches, perBatch int) ([]raftRou
 	if err != nil {
 		t.Fatal(err)
 	}
-	internal := int(l.LastIndex()-l.FirstIndex()+1) - rounds*batches
+	internal := int(l.LastIndex()-l.FirstIndex()+1) - nbatches
 	if l.LogEndOffset() != int64(next) {
 		t.Fatalf("replica %d's log ends at offset %d, want %d", from, l.LogEndOffset(), next)
 	}
@@ -235,7 +257,47 @@ func raftLog(t *testing.T, dir string, rounds, batches, perBatch int) ([]raftRou
 	if err := copyDir(filepath.Join(root, fmt.Sprint(from), "raft-0"), dir); err != nil {
 		t.Fatal(err)
 	}
+	// The files hold raft's entries as internal batches, between data
+	// batches, as the client tests need.
+	kinds := rawBatchKinds(t, dir)
+	if got := strings.Count(kinds, "i"); got != internal {
+		t.Fatalf("the segment files hold %d internal batches, the raft log %d entries of raft's own (%s)", got, internal, kinds)
+	}
+	if !strings.Contains(strings.Trim(kinds, "i"), "i") {
+		t.Fatalf("no internal batch between data batches: %s", kinds)
+	}
 	return out, internal
+}
+
+// rawBatchKinds walks dir's segment files and returns one letter per
+// batch, in log order: "d" for data, "i" for internal (raft's own).
+func rawBatchKinds(t *testing.T, dir string) string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names) // zero-padded base offsets
+	var kinds strings.Builder
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(data) > 0 {
+			h, err := batch.ParseHeader(data)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if h.Attributes&batch.InternalBit != 0 {
+				kinds.WriteByte('i')
+			} else {
+				kinds.WriteByte('d')
+			}
+			data = data[h.Size():]
+		}
+	}
+	return kinds.String()
 }
 
 // copyDir copies the regular files of src into dst (created if needed).
