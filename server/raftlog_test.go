@@ -96,6 +96,146 @@ func valueBatches(rounds, batches, perBatch int) [][][]byte {
 	return out
 }
 
+// raftGroup is three replicas of one partition on raft, each on its own
+// host, over a raftNet, with real (fast) ticks. Every wait is bounded by
+// one deadline.
+type raftGroup struct {
+	t        *testing.T
+	ids      []uint64
+	id       replica.GroupID
+	hosts    map[uint64]*replica.Host
+	parts    map[uint64]*replica.Partition
+	root     string
+	lead     uint64
+	deadline time.Time
+	closed   bool
+}
+
+// newRaftGroup starts the replicas and makes replica 1 the leader.
+func newRaftGroup(t *testing.T) *raftGroup {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := &raftGroup{
+		t: t, ids: []uint64{1, 2, 3}, id: replica.GroupID{TopicID: [16]byte{0x5a, 0x1c}, Partition: 0},
+		hosts: map[uint64]*replica.Host{}, parts: map[uint64]*replica.Partition{},
+		root: t.TempDir(), deadline: time.Now().Add(60 * time.Second),
+	}
+	t.Cleanup(g.close)
+	net := &raftNet{hosts: map[uint64]*replica.Host{}}
+	for _, id := range g.ids {
+		h, err := replica.NewHost(replica.HostConfig{
+			NodeID: id, Transport: raftNetSender{net}, HardState: replica.NewMemStateStore(),
+			Logger: quiet, TickInterval: 20 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.hosts[id] = h
+		net.mu.Lock()
+		net.hosts[id] = h
+		net.mu.Unlock()
+	}
+	for _, id := range g.ids {
+		p, err := replica.Open(vfs.Default, g.dir(id), replica.DefaultTopicConfig(), replica.Options{
+			Log: segment.Options{Logger: quiet},
+			// A follower out of touch leaves the ISR after a second
+			// (replica.lag.time.max.ms).
+			Raft: &replica.RaftConfig{Host: g.hosts[id], Group: g.id, Voters: g.ids, ReplicaLagTime: time.Second},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.parts[id] = p
+	}
+	if err := g.hosts[1].Campaign(g.id); err != nil {
+		t.Fatal(err)
+	}
+	g.waitFor("replica 1 to lead", func() bool { return g.leaderIs(1) })
+	g.lead = 1
+	return g
+}
+
+// dir is replica id's partition folder.
+func (g *raftGroup) dir(id uint64) string { return filepath.Join(g.root, fmt.Sprint(id), "raft-0") }
+
+// follower returns a replica that does not lead.
+func (g *raftGroup) follower() uint64 { return g.lead%3 + 1 }
+
+func (g *raftGroup) waitFor(what string, cond func() bool) {
+	g.t.Helper()
+	for !cond() {
+		if time.Now().After(g.deadline) {
+			g.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// leaderIs reports whether every replica knows id as the leader, in one
+// epoch.
+func (g *raftGroup) leaderIs(id uint64) bool {
+	var epoch int32 = -1
+	for _, p := range g.parts {
+		lead, e, ok := p.Leader()
+		if !ok || lead != id || (epoch >= 0 && e != epoch) {
+			return false
+		}
+		epoch = e
+	}
+	return g.parts[id].IsLeader()
+}
+
+// move hands leadership to replica to.
+func (g *raftGroup) move(to uint64) {
+	g.t.Helper()
+	for !g.leaderIs(to) {
+		if time.Now().After(g.deadline) {
+			g.t.Fatalf("timed out moving leadership from %d to %d", g.lead, to)
+		}
+		if err := g.hosts[g.lead].TransferLeadership(g.id, to); err != nil {
+			g.t.Fatal(err)
+		}
+		for i := 0; i < 100 && !g.leaderIs(to); i++ {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	g.lead = to
+}
+
+// produce produces a copy of data (acks=all) through the leader and
+// returns its base offset once committed.
+func (g *raftGroup) produce(data []byte) int64 {
+	g.t.Helper()
+	pd, err := g.parts[g.lead].ProduceWith(bytes.Clone(data), replica.ProduceOptions{Acks: replica.AcksAll})
+	if err != nil {
+		g.t.Fatalf("produce to replica %d: %v", g.lead, err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), g.deadline)
+	defer cancel()
+	res, err := pd.Wait(ctx)
+	if err != nil {
+		g.t.Fatalf("produce to replica %d: %v", g.lead, err)
+	}
+	return res.BaseOffset
+}
+
+func (g *raftGroup) close() {
+	if g.closed {
+		return
+	}
+	g.closed = true
+	for _, id := range g.ids {
+		if p := g.parts[id]; p != nil {
+			p.Close()
+		}
+	}
+	for _, id := range g.ids {
+		if h := g.hosts[id]; h != nil {
+			h.Close()
+		}
+	}
+}
+
 // raftLog writes a partition log the raft way into dir: each round's
 // batches produced (acks=all) through the replica leading then,
 // leadership moving to the next replica before every round after the
@@ -105,156 +245,54 @@ func valueBatches(rounds, batches, perBatch int) [][][]byte {
 // folder, every replica closed.
 func raftLog(t *testing.T, dir string, rounds [][][]byte) ([]raftRound, int) {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ids := []uint64{1, 2, 3}
-	group := replica.GroupID{TopicID: [16]byte{0x5a, 0x1c}, Partition: 0}
-	net := &raftNet{hosts: map[uint64]*replica.Host{}}
-	hosts := map[uint64]*replica.Host{}
-	parts := map[uint64]*replica.Partition{}
-	root := t.TempDir()
-	closed := false
-	closeAll := func() {
-		if closed {
-			return
-		}
-		closed = true
-		for _, id := range ids {
-			if p := parts[id]; p != nil {
-				p.Close()
-			}
-		}
-		for _, id := range ids {
-			if h := hosts[id]; h != nil {
-				h.Close()
-			}
-		}
-	}
-	defer closeAll()
-	for _, id := range ids {
-		h, err := replica.NewHost(replica.HostConfig{
-			NodeID: id, Transport: raftNetSender{net}, HardState: replica.NewMemStateStore(),
-			Logger: quiet, TickInterval: 20 * time.Millisecond,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hosts[id] = h
-		net.mu.Lock()
-		net.hosts[id] = h
-		net.mu.Unlock()
-	}
-	for _, id := range ids {
-		p, err := replica.Open(vfs.Default, filepath.Join(root, fmt.Sprint(id), "raft-0"), replica.DefaultTopicConfig(), replica.Options{
-			Log:  segment.Options{Logger: quiet},
-			Raft: &replica.RaftConfig{Host: hosts[id], Group: group, Voters: ids},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts[id] = p
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-	// leaderIs reports whether every replica knows id as the leader, in
-	// one epoch.
-	leaderIs := func(id uint64) bool {
-		var epoch int32 = -1
-		for _, p := range parts {
-			lead, e, ok := p.Leader()
-			if !ok || lead != id || (epoch >= 0 && e != epoch) {
-				return false
-			}
-			epoch = e
-		}
-		return parts[id].IsLeader()
-	}
-	if err := hosts[1].Campaign(group); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("replica 1 to lead", func() bool { return leaderIs(1) })
-	lead := uint64(1)
-	move := func(to uint64) {
-		t.Helper()
-		for !leaderIs(to) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out moving leadership from %d to %d", lead, to)
-			}
-			if err := hosts[lead].TransferLeadership(group, to); err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < 100 && !leaderIs(to); i++ {
-				time.Sleep(2 * time.Millisecond)
-			}
-		}
-		lead = to
-	}
+	g := newRaftGroup(t)
 	var out []raftRound
-	next := 0
-	nbatches := 0
+	next, nbatches := int64(0), 0
 	for r, bs := range rounds {
 		if r > 0 {
-			move(lead%3 + 1)
+			g.move(g.follower())
 			if r == len(rounds)-1 {
-				move(lead%3 + 1) // an epoch without records
+				g.move(g.follower()) // an epoch without records
 			}
 		}
-		p := parts[lead]
-		round := raftRound{epoch: p.LeaderEpoch(), start: int64(next)}
+		round := raftRound{epoch: g.parts[g.lead].LeaderEpoch(), start: next}
 		for _, data := range bs {
 			h, err := batch.ParseHeader(data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			pd, err := p.ProduceWith(bytes.Clone(data), replica.ProduceOptions{Acks: replica.AcksAll})
-			if err != nil {
-				t.Fatalf("round %d: produce to replica %d: %v", r, lead, err)
+			if off := g.produce(data); off != next {
+				t.Fatalf("round %d: batch at offset %d, want %d", r, off, next)
 			}
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			res, err := pd.Wait(ctx)
-			cancel()
-			if err != nil {
-				t.Fatalf("round %d: produce to replica %d: %v", r, lead, err)
-			}
-			if res.BaseOffset != int64(next) {
-				t.Fatalf("round %d: batch at offset %d, want %d", r, res.BaseOffset, next)
-			}
-			next += int(h.LastOffsetDelta) + 1
+			next += int64(h.LastOffsetDelta) + 1
 			nbatches++
 		}
-		round.end = int64(next)
+		round.end = next
 		out = append(out, round)
 	}
 	// Every replica has applied everything (the high watermark is the
 	// same function of the log on each).
-	waitFor("every replica's high watermark", func() bool {
-		for _, p := range parts {
-			if p.HighWatermark() != int64(next) {
+	g.waitFor("every replica's high watermark", func() bool {
+		for _, p := range g.parts {
+			if p.HighWatermark() != next {
 				return false
 			}
 		}
 		return true
 	})
 	// Copy a follower's folder: its log is the leader's, batch for batch.
-	from := lead%3 + 1
-	closeAll()
-	l, err := segment.Open(vfs.Default, filepath.Join(root, fmt.Sprint(from), "raft-0"), replica.DefaultTopicConfig().Log, segment.Options{Logger: quiet})
+	from := g.follower()
+	g.close()
+	l, err := segment.Open(vfs.Default, g.dir(from), replica.DefaultTopicConfig().Log, segment.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	internal := int(l.LastIndex()-l.FirstIndex()+1) - nbatches
-	if l.LogEndOffset() != int64(next) {
+	if l.LogEndOffset() != next {
 		t.Fatalf("replica %d's log ends at offset %d, want %d", from, l.LogEndOffset(), next)
 	}
 	l.Close()
-	if err := copyDir(filepath.Join(root, fmt.Sprint(from), "raft-0"), dir); err != nil {
+	if err := copyDir(g.dir(from), dir); err != nil {
 		t.Fatal(err)
 	}
 	// The files hold raft's entries as internal batches, between data
