@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,7 +29,8 @@ func TestRaftLogServedToClients(t *testing.T) {
 	const rounds, batches, perBatch = 5, 3, 4
 	const n = rounds * batches * perBatch
 	src := filepath.Join(t.TempDir(), "raft")
-	written, internal := raftLog(t, src, valueBatches(rounds, batches, perBatch))
+	data, base := valueBatches(rounds, batches, perBatch)
+	written, internal := raftLog(t, src, data)
 	if internal < rounds {
 		t.Fatalf("the raft log holds %d entries of raft's own, want at least one per leader epoch (%d)", internal, rounds)
 	}
@@ -152,6 +154,35 @@ func TestRaftLogServedToClients(t *testing.T) {
 		}
 	})
 
+	t.Run("ListOffsets by time", func(t *testing.T) {
+		// The time index and the max timestamp know the records only:
+		// raft's entries, written later, are in neither.
+		adm := kadm.NewClient(newClient(t, addr))
+		for _, i := range []int{0, 5, 13, 37, n - 1} {
+			lo, err := adm.ListOffsetsAfterMilli(ctx, raftLogTime(base, i), topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, ok := lo.Lookup(topic, 0); !ok || o.Err != nil || o.Offset != int64(i) || o.Timestamp != raftLogTime(base, i) {
+				t.Errorf("offset for the time of record %d: %+v", i, o)
+			}
+		}
+		lo, err := adm.ListOffsetsAfterMilli(ctx, raftLogTime(base, n), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := lo.Lookup(topic, 0); !ok || o.Err != nil || o.Offset != n {
+			t.Errorf("offset for a time after every record: %+v, want %d", o, n)
+		}
+		lo, err = adm.ListMaxTimestampOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := lo.Lookup(topic, 0); !ok || o.Err != nil || o.Offset != n-1 || o.Timestamp != raftLogTime(base, n-1) {
+			t.Errorf("max timestamp: %+v, want offset %d", o, n-1)
+		}
+	})
+
 	t.Run("OffsetForLeaderEpoch", func(t *testing.T) {
 		cl := newClient(t, addr)
 		ask := func(epoch int32) (int32, int64) {
@@ -228,13 +259,7 @@ func TestRaftLogServedToClients(t *testing.T) {
 	t.Run("kcat", func(t *testing.T) {
 		kcat := needTool(t, "kcat")
 		out := runTool(t, "", kcat, "-C", "-b", addr, "-t", topic, "-e", "-o", "beginning", "-f", "%o %s\n")
-		var lines []string
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			if !strings.HasPrefix(l, "%") { // kcat's own messages (stderr)
-				lines = append(lines, l)
-			}
-		}
-		if got := strings.Join(lines, "\n"); got != strings.Join(want, "\n") {
+		if got := kcatLines(out); got != strings.Join(want, "\n") {
 			t.Fatalf("kcat consumed\n%s\nwant\n%s", got, strings.Join(want, "\n"))
 		}
 	})
@@ -246,6 +271,50 @@ func TestRaftLogServedToClients(t *testing.T) {
 			t.Fatalf("kafka-python: %s", out)
 		}
 	})
+
+	t.Run("produce after", func(t *testing.T) {
+		// The broker appends after raft's entries; every client reads on.
+		cl := newClient(t, addr, kgo.DefaultProduceTopic(topic))
+		for i := n; i < n+3; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte(raftLogValue(i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, fmt.Sprintf("%d %s", i, raftLogValue(i)))
+		}
+		if kcat, err := exec.LookPath("kcat"); err == nil {
+			out := runTool(t, "", kcat, "-C", "-b", addr, "-t", topic, "-e", "-o", "beginning", "-f", "%o %s\n")
+			if got := kcatLines(out); got != strings.Join(want, "\n") {
+				t.Fatalf("kcat consumed\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+			}
+		}
+		cc := newClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+		var got []string
+		for len(got) < len(want) {
+			fs := cc.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				t.Fatalf("consumed %d of %d records: %v", len(got), len(want), err)
+			}
+			if errs := fs.Errors(); len(errs) > 0 {
+				t.Fatalf("fetch errors: %v", errs)
+			}
+			fs.EachRecord(func(r *kgo.Record) { got = append(got, fmt.Sprintf("%d %s", r.Offset, r.Value)) })
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("franz-go consumed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
+
+// kcatLines returns kcat's output without its own messages (stderr lines
+// starting with %).
+func kcatLines(out string) string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, "%") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 const raftLogPythonScript = `

@@ -23,7 +23,7 @@ func TestRaftPartitionErrorsToClients(t *testing.T) {
 	const topic = "nl"
 	g := newRaftGroup(t)
 	g.move(2) // a leader epoch past the first
-	g.produce(valueBatches(1, 1, 1)[0][0])
+	g.produce(oneBatch())
 	b, addr := startBroker(t, "")
 	tm, err := b.createTopic(topic, 1, 1, nil, false)
 	if err != nil {
@@ -49,7 +49,7 @@ func TestRaftPartitionErrorsToClients(t *testing.T) {
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic, rt.TopicID = topic, tm.ID
 		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = valueBatches(1, 1, 1)[0][0]
+		rp.Records = oneBatch()
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, cl)
@@ -113,4 +113,10 @@ func TestRaftPartitionErrorsToClients(t *testing.T) {
 	if sp := produce(newest); sp.ErrorCode != kerr.NotEnoughReplicas.Code {
 		t.Errorf("produce with 2 in sync, min.insync.replicas=3: error %d, want %d", sp.ErrorCode, kerr.NotEnoughReplicas.Code)
 	}
+}
+
+// oneBatch is a batch of one record.
+func oneBatch() []byte {
+	data, _ := valueBatches(1, 1, 1)
+	return data[0][0]
 }

@@ -78,22 +78,29 @@ type raftRound struct {
 // from valueBatches.
 func raftLogValue(i int) string { return fmt.Sprintf("value-%03d", i) }
 
+// raftLogTime is the timestamp of the record at offset i of a log
+// written from valueBatches: an hour ago plus i ms, older than any
+// internal batch raft writes.
+func raftLogTime(base time.Time, i int) int64 { return base.UnixMilli() + int64(i) }
+
 // valueBatches returns rounds of batches of perBatch records each, the
-// record at offset i (counted across all) holding raftLogValue(i).
-func valueBatches(rounds, batches, perBatch int) [][][]byte {
-	out := make([][][]byte, rounds)
+// record at offset i (counted across all) holding raftLogValue(i) at
+// raftLogTime(base, i), base an hour before now.
+func valueBatches(rounds, batches, perBatch int) (out [][][]byte, base time.Time) {
+	out = make([][][]byte, rounds)
+	base = time.Now().Add(-time.Hour)
 	next := 0
 	for r := range out {
 		for b := 0; b < batches; b++ {
 			recs := make([]batch.Record, perBatch)
 			for i := range recs {
-				recs[i] = batch.Record{Timestamp: time.Now().UnixMilli(), Key: []byte("k"), Value: []byte(raftLogValue(next + i))}
+				recs[i] = batch.Record{Timestamp: raftLogTime(base, next+i), Key: []byte("k"), Value: []byte(raftLogValue(next + i))}
 			}
 			out[r] = append(out[r], batch.Build(batch.NewBuildOptions(), recs))
 			next += perBatch
 		}
 	}
-	return out
+	return out, base
 }
 
 // raftGroup is three replicas of one partition on raft, each on its own
