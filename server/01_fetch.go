@@ -14,7 +14,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -160,11 +159,8 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 		if ok {
 			epochErr = part.CheckLeaderEpoch(fp.leaderEpoch)
 		}
-		if ok && epochErr == nil && !part.IsLeader() {
-			// Consumers fetch from the leader (no follower fetching,
-			// KIP-392, yet).
-			lead, epoch, _ := part.Leader()
-			epochErr = &replica.NotLeaderError{Leader: lead, Epoch: epoch, Reason: "fetch goes to the partition leader"}
+		if ok && epochErr == nil {
+			epochErr = notLeader(part, "fetch")
 		}
 		if epochErr != nil {
 			sp.ErrorCode = kafkaCode(epochErr)

@@ -100,3 +100,15 @@ func currentLeader(err error) (id, epoch int32, ok bool) {
 	}
 	return int32(nl.Leader), nl.Epoch, true
 }
+
+// notLeader returns the NotLeaderError a replica that does not lead part
+// answers a client's Produce (the partition's own), Fetch, ListOffsets or
+// OffsetForLeaderEpoch with, nil on the leader (always, for a single
+// replica). Follower fetching (KIP-392) is not served.
+func notLeader(part *replica.Partition, what string) error {
+	if part.IsLeader() {
+		return nil
+	}
+	lead, epoch, _ := part.Leader()
+	return &replica.NotLeaderError{Leader: lead, Epoch: epoch, Reason: what + " goes to the partition leader"}
+}

@@ -96,7 +96,62 @@ func TestRaftPartitionErrorsToClients(t *testing.T) {
 		t.Errorf("fetch v11 from a follower: error %d, %d bytes; want %d", sp.ErrorCode, len(sp.RecordBatches), kerr.NotLeaderForPartition.Code)
 	}
 
+	// ListOffsets and OffsetForLeaderEpoch go to the leader too (Kafka's
+	// fetchOnlyFromLeader for clients). Sent to the broker directly: the
+	// client would retry NOT_LEADER_OR_FOLLOWER on its own.
+	lreq := func() *kmsg.ListOffsetsRequest {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	ereq := func() *kmsg.OffsetForLeaderEpochRequest {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.LeaderEpoch, rp.CurrentLeaderEpoch = wantEpoch, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	direct := newest.SeedBrokers()[0]
+	listOffsets := func() kmsg.ListOffsetsResponseTopicPartition {
+		t.Helper()
+		resp, err := direct.Request(ctx, lreq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	}
+	endOffset := func() kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		t.Helper()
+		resp, err := direct.Request(ctx, ereq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+	}
+	if sp := listOffsets(); sp.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Errorf("ListOffsets at a follower: error %d, offset %d; want %d", sp.ErrorCode, sp.Offset, kerr.NotLeaderForPartition.Code)
+	}
+	if sp := endOffset(); sp.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Errorf("OffsetForLeaderEpoch at a follower: error %d, end offset %d; want %d", sp.ErrorCode, sp.EndOffset, kerr.NotLeaderForPartition.Code)
+	}
+
 	serve(leader)
+	if sp := listOffsets(); sp.ErrorCode != 0 || sp.Offset != 1 || sp.LeaderEpoch != wantEpoch {
+		t.Errorf("ListOffsets at the leader: error %d, offset %d epoch %d; want 1 in epoch %d", sp.ErrorCode, sp.Offset, sp.LeaderEpoch, wantEpoch)
+	}
+	if sp := endOffset(); sp.ErrorCode != 0 || sp.EndOffset != 1 || sp.LeaderEpoch != wantEpoch {
+		t.Errorf("OffsetForLeaderEpoch at the leader: error %d, epoch %d end offset %d; want epoch %d end 1", sp.ErrorCode, sp.LeaderEpoch, sp.EndOffset, wantEpoch)
+	}
 	if sp := produce(newest); sp.ErrorCode != 0 || sp.BaseOffset != 1 {
 		t.Fatalf("produce to the leader: error %d, base offset %d", sp.ErrorCode, sp.BaseOffset)
 	}
