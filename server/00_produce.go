@@ -5,8 +5,9 @@ package server
 // librdkafka 2.x disables compression against a broker that does not list
 // Produce v0). v3 is the first with record batches (magic 2) and
 // transactional ids; v5 returns the log start offset; v8 returns
-// per-record errors; v9 is flexible; v13 names topics by ID. acks=0 gets
-// no response.
+// per-record errors; v9 is flexible; v10 adds the current-leader hint of a
+// NOT_LEADER_OR_FOLLOWER answer (KIP-951); v13 names topics by ID. acks=0
+// gets no response.
 //
 // Kafka's LogValidator rules (one batch per partition, no control or
 // delete-horizon bits from clients, max.message.bytes, keys on compacted
@@ -37,6 +38,7 @@ type produced struct {
 	part    *replica.Partition
 	pending *replica.Pending
 	sp      *kmsg.ProduceResponseTopicPartition
+	version int16
 }
 
 // stageProduce appends every partition of req (phase one: validation and
@@ -116,7 +118,7 @@ func stageProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 				}
 				continue
 			}
-			out := &produced{topic: name, part: part, sp: sp}
+			out := &produced{topic: name, part: part, sp: sp, version: req.Version}
 			outs = append(outs, out)
 			wg.Add(1)
 			go func(records []byte) {
@@ -170,6 +172,14 @@ func (b *Broker) produceFailed(out *produced, err error) {
 	out.sp.ErrorCode = kafkaCode(err)
 	out.sp.ErrorMessage = errMessage(err)
 	out.sp.LogStartOffset = out.part.LogStartOffset()
+	if out.sp.ErrorCode == kerr.NotLeaderForPartition.Code && out.version >= 10 {
+		// KIP-951: the leader this replica knows, so the client need not
+		// wait for a metadata refresh. Its endpoint (the response's
+		// NodeEndpoints) is left for when brokers know each other.
+		if id, epoch, ok := currentLeader(err); ok {
+			out.sp.CurrentLeader.LeaderID, out.sp.CurrentLeader.LeaderEpoch = id, epoch
+		}
+	}
 	if out.sp.ErrorCode == kerr.KafkaStorageError.Code {
 		// Clients retry these every ~100 ms: one line per interval.
 		b.produceErrs.note("topic", out.topic, "partition", out.sp.Partition, "err", err)

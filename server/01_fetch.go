@@ -2,11 +2,12 @@ package server
 
 // Fetch, versions 4-16. v4 is the first with record batches and the
 // isolation level; v5 returns the log start offset; v7 adds fetch sessions
-// (KIP-227); v11 the rack (preferred read replica); v12 is flexible; v13
-// names topics by ID. Sessions: epoch -1 fetches without a session, epoch
-// 0 creates one (closing the one named), later epochs are incremental and
-// answer only partitions with records or a changed high watermark or log
-// start offset (see fetch_session.go).
+// (KIP-227); v11 the rack (preferred read replica); v12 is flexible and
+// tags a NOT_LEADER_OR_FOLLOWER partition with its current leader
+// (KIP-951); v13 names topics by ID. Sessions: epoch -1 fetches without a
+// session, epoch 0 creates one (closing the one named), later epochs are
+// incremental and answer only partitions with records or a changed high
+// watermark or log start offset (see fetch_session.go).
 
 import (
 	"context"
@@ -158,8 +159,16 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 		if ok {
 			epochErr = part.CheckLeaderEpoch(fp.leaderEpoch)
 		}
+		if ok && epochErr == nil {
+			epochErr = notLeader(part, "fetch")
+		}
 		if epochErr != nil {
 			sp.ErrorCode = kafkaCode(epochErr)
+			if id, epoch, ok := currentLeader(epochErr); ok && version >= 12 && sp.ErrorCode == kerr.NotLeaderForPartition.Code {
+				// KIP-951's hint; its endpoint (NodeEndpoints) waits for
+				// brokers that know each other.
+				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = id, epoch
+			}
 		} else if !ok {
 			sp.ErrorCode = b.missingPartitionCode(fp.topic, fp.partition)
 			if version >= 13 && fp.topic == "" {

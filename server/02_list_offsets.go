@@ -45,6 +45,11 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 					continue
 				}
 			}
+			if err := notLeader(part, "ListOffsets"); err != nil {
+				sp.ErrorCode = kafkaCode(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			if minVersion, special := specialTimestampVersion[rp.Timestamp]; special && req.Version < minVersion {
 				// ReplicaManager.isListOffsetsTimestampUnsupported.
 				sp.ErrorCode = kerr.UnsupportedVersion.Code

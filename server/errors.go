@@ -61,6 +61,12 @@ func kafkaCode(err error) int16 {
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, replica.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, replica.ErrNotLeader):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, replica.ErrLeaderNotAvailable):
+		return kerr.LeaderNotAvailable.Code
+	case errors.Is(err, replica.ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas.Code
 	case errors.Is(err, meta.ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, meta.ErrUnknownTopic):
@@ -77,4 +83,32 @@ func errMessage(err error) *string {
 	}
 	s := err.Error()
 	return &s
+}
+
+// currentLeader returns the leader hint of a NOT_LEADER_OR_FOLLOWER (or
+// LEADER_NOT_AVAILABLE) error for KIP-951's CurrentLeader fields of
+// Produce v10+ and Fetch v12+: the leader's node id (the raft replica id
+// is the broker's node id; -1 when there is none) and its leader epoch;
+// ok is false for any other error.
+func currentLeader(err error) (id, epoch int32, ok bool) {
+	var nl *replica.NotLeaderError
+	if !errors.As(err, &nl) {
+		return -1, -1, false
+	}
+	if nl.Leader == 0 {
+		return -1, nl.Epoch, true
+	}
+	return int32(nl.Leader), nl.Epoch, true
+}
+
+// notLeader returns the NotLeaderError a replica that does not lead part
+// answers a client's Produce (the partition's own), Fetch, ListOffsets or
+// OffsetForLeaderEpoch with, nil on the leader (always, for a single
+// replica). Follower fetching (KIP-392) is not served.
+func notLeader(part *replica.Partition, what string) error {
+	if part.IsLeader() {
+		return nil
+	}
+	lead, epoch, _ := part.Leader()
+	return &replica.NotLeaderError{Leader: lead, Epoch: epoch, Reason: what + " goes to the partition leader"}
 }
