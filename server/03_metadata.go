@@ -137,7 +137,11 @@ func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {
 		mp.LeaderEpoch = 0
 		mp.Replicas = []int32{b.cfg.NodeID}
 		mp.ISR = []int32{b.cfg.NodeID}
-		if _, ok := b.partition(t.Name, p); !ok {
+		if part, ok := b.partition(t.Name, p); ok {
+			// The partition's epoch (KIP-320): clients send it back as
+			// their current leader epoch.
+			mp.LeaderEpoch = part.LeaderEpoch()
+		} else {
 			// Not open (being opened, or its open failed and is retried):
 			// no leader, and this broker's replica is offline.
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
