@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/vfs"
@@ -402,18 +403,26 @@ func (c *tcluster) quiescedFailover(lead uint64, bound time.Duration) {
 	c.mu.RLock()
 	h := c.nodes[lead].host
 	c.mu.RUnlock()
-	for _, g := range c.groups {
-		if err := h.Campaign(g); err != nil {
-			c.t.Fatal(err)
-		}
-	}
+	// Leadership moves to node lead (its host forwards the request to
+	// each leader), asked again each second until it holds.
+	var asked time.Time
 	c.waitFor(fmt.Sprintf("node %d leading every partition", lead), 10*time.Second, func() bool {
+		again := time.Since(asked) > time.Second
+		all := true
 		for _, g := range c.groups {
-			if c.leader(g) != lead {
-				return false
+			if l := c.leader(g); l != lead {
+				all = false
+				if again {
+					if err := h.TransferLeadership(g, lead); err != nil {
+						c.t.Fatal(err)
+					}
+				}
 			}
 		}
-		return true
+		if again {
+			asked = time.Now()
+		}
+		return all
 	})
 	c.waitFor("every partition quiesced on every host", 10*time.Second, c.quiesced)
 	start := time.Now()
@@ -879,6 +888,7 @@ func (r *tcpRun) round(i int, rng *rand.Rand) {
 	fol := c.others(lead)[rng.IntN(2)]
 	c.crash(fol, rng.Uint64())
 	r.actions["crash follower"]++
+	t.Logf("round %d: node %d (following partition %d) crashed", i, fol, g.Partition)
 	workload()
 	c.start(fol)
 	r.actions["restart"]++
@@ -923,7 +933,14 @@ func (r *tcpRun) transfer(g GroupID, rng *rand.Rand, wait bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	r.t.Logf("partition %d: leadership did not move from node %d to node %d within 3 s (raft aborts a transfer that takes an election timeout)", g.Partition, p.rs.self, to)
+	st, _ := p.rs.host.Status(p.rs.id)
+	prog, _ := p.rs.host.Progress(p.rs.id)
+	var tst string
+	if tp := c.part(to, g); tp != nil {
+		s, _ := tp.rs.host.Status(tp.rs.id)
+		tst = fmt.Sprintf("%+v", s)
+	}
+	r.t.Logf("partition %d: leadership did not move from node %d to node %d within 3 s (raft aborts a transfer that takes an election timeout); leader status %+v progress %+v; target %s; now leader %d", g.Partition, p.rs.self, to, st, prog, tst, c.leader(g))
 }
 
 // nemesis takes one random fault action (or undoes one): at most one
@@ -955,5 +972,73 @@ func (r *tcpRun) nemesis(rng *rand.Rand) {
 		r.actions["crash"]++
 	default:
 		r.transfer(c.groups[rng.IntN(len(c.groups))], rng, false)
+	}
+}
+
+// TestTCPRedialsAPeerThatReturns: a transport whose dials to a stopped
+// peer backed off (up to 1 s) dials again as soon as the peer, running
+// again, connects to it, rather than when its backoff ends: the messages
+// a leader sends to catch up a returning follower (Host.PeerUp wakes its
+// groups for that) are not dropped meanwhile.
+func TestTCPRedialsAPeerThatReturns(t *testing.T) {
+	a, err := ListenTCP(1, "127.0.0.1:0", quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// Peer 2's address, free while it is down.
+	b, err := ListenTCP(2, "127.0.0.1:0", quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrB := b.Addr().String()
+	b.Close()
+	a.SetPeer(2, addrB)
+	msg := func(to uint64) []GroupMessage {
+		return []GroupMessage{{Msg: raftpb.Message{Type: raftpb.MsgHeartbeat, From: 1, To: to, Term: 1}}}
+	}
+	// Node 1 keeps sending to node 2 (raft's heartbeats, the liveness
+	// heartbeats), its dials failing, long enough for the backoff to
+	// reach its 1 s cap.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				a.Send(msg(2))
+			}
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	deadline := time.Now().Add(2 * time.Second)
+	for b, err = ListenTCP(2, addrB, quiet()); err != nil; b, err = ListenTCP(2, addrB, quiet()) {
+		if time.Now().After(deadline) {
+			t.Skipf("cannot listen on %s again: %v", addrB, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer b.Close()
+	start := time.Now()
+	b.SetPeer(1, a.Addr().String())
+	b.Send(msg(1)) // node 2 speaks first, as a restarted broker does
+	heard := func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		_, ok := b.heard[1]
+		return ok
+	}
+	for !heard() {
+		if time.Since(start) > 3*time.Second {
+			t.Fatal("node 1 never reached node 2 again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	took := time.Since(start)
+	t.Logf("node 1 reached node 2 %v after node 2 came back", took.Round(time.Millisecond))
+	if took > 200*time.Millisecond {
+		t.Errorf("node 1 reached node 2 only %v after node 2 came back and connected to it (its dial backoff ran out first)", took)
 	}
 }
