@@ -582,7 +582,7 @@ func (r *tcpRun) reader(client int, done <-chan struct{}) {
 		select {
 		case <-done:
 			return
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond): // each read reads a whole partition
 		}
 		g := r.c.groups[rng.IntN(len(r.c.groups))]
 		p := r.c.part(r.c.voters[rng.IntN(len(r.c.voters))], g)
@@ -865,16 +865,19 @@ func (r *tcpRun) round(i int, rng *rand.Rand) {
 	g := c.groups[i%len(c.groups)]
 	var lead uint64
 	c.waitFor("a leader of "+g.String(), 5*time.Second, func() bool { lead = c.leader(g); return lead != 0 })
+	start := time.Now() // the times are from the start of the stop
 	c.stop(lead)
 	r.actions["stop leader"]++
 	others := c.others(lead)
-	elected := c.waitLeaders(5*time.Second, lead)
-	down := c.waitFor(fmt.Sprintf("nodes %v reporting node %d down", others, lead), 5*time.Second, func() bool {
+	c.waitLeaders(5*time.Second, lead)
+	elected := time.Since(start)
+	c.waitFor(fmt.Sprintf("nodes %v reporting node %d down", others, lead), 5*time.Second, func() bool {
 		return c.sees(others[0], lead, true) && c.sees(others[1], lead, true)
-	}) + elected
+	})
+	down := time.Since(start)
 	t.Logf("round %d: node %d (leading partition %d) stopped under load: new leaders after %v, reported down after %v", i, lead, g.Partition, elected.Round(time.Millisecond), down.Round(time.Millisecond))
 	workload()
-	start := time.Now()
+	start = time.Now()
 	c.start(lead)
 	c.waitFor(fmt.Sprintf("nodes %v reporting node %d up", others, lead), 5*time.Second, func() bool {
 		return c.sees(others[0], lead, false) && c.sees(others[1], lead, false)
@@ -886,12 +889,23 @@ func (r *tcpRun) round(i int, rng *rand.Rand) {
 	g = c.groups[(i+1)%len(c.groups)]
 	c.waitFor("a leader of "+g.String(), 5*time.Second, func() bool { lead = c.leader(g); return lead != 0 })
 	fol := c.others(lead)[rng.IntN(2)]
+	start = time.Now()
 	c.crash(fol, rng.Uint64())
+	crashed := time.Since(start)
 	r.actions["crash follower"]++
-	t.Logf("round %d: node %d (following partition %d) crashed", i, fol, g.Partition)
+	others = c.others(fol)
+	c.waitFor(fmt.Sprintf("nodes %v reporting node %d down", others, fol), 5*time.Second, func() bool {
+		return c.sees(others[0], fol, true) && c.sees(others[1], fol, true)
+	})
+	t.Logf("round %d: node %d (following partition %d) crashed (taking %v): reported down after %v", i, fol, g.Partition, crashed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	workload()
+	start = time.Now()
 	c.start(fol)
+	c.waitFor(fmt.Sprintf("nodes %v reporting node %d up", others, fol), 5*time.Second, func() bool {
+		return c.sees(others[0], fol, false) && c.sees(others[1], fol, false)
+	})
 	r.actions["restart"]++
+	t.Logf("round %d: node %d restarted: reported up %v after its restart began", i, fol, time.Since(start).Round(time.Millisecond))
 	workload()
 	// Move partition i+2's leadership.
 	r.transfer(c.groups[(i+2)%len(c.groups)], rng, true)
