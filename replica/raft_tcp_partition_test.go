@@ -396,7 +396,8 @@ func (c *tcluster) settle(timeout time.Duration) {
 // group quiesces, stops node lead and measures how long the others take
 // to report it down and to elect new leaders of every group; then it
 // restarts node lead and measures how long the others take to report it
-// up again.
+// up again, and for it to catch up and every group to quiesce again;
+// last a follower crashes and restarts, and catches up as well.
 func (c *tcluster) quiescedFailover(lead uint64, bound time.Duration) {
 	c.t.Helper()
 	c.waitLeaders(10 * time.Second)
@@ -461,6 +462,33 @@ func (c *tcluster) quiescedFailover(lead uint64, bound time.Duration) {
 		return c.sees(others[0], lead, false) && c.sees(others[1], lead, false)
 	})
 	c.t.Logf("node %d restarted: reported up %v after its restart began", lead, time.Since(start).Round(time.Millisecond))
+	c.settle(10 * time.Second)
+	c.waitFor("every partition quiesced again", 10*time.Second, c.quiesced)
+	c.t.Logf("node %d caught up and every partition quiesced again %v after its restart began", lead, time.Since(start).Round(time.Millisecond))
+	// A follower of quiesced partitions crashes and restarts: it
+	// catches up and the partitions quiesce again, with no produce to
+	// wake them.
+	var fol uint64
+	for _, id := range c.voters {
+		if id != c.leader(c.groups[0]) {
+			fol = id
+			break
+		}
+	}
+	c.crash(fol, 1)
+	c.waitFor(fmt.Sprintf("node %d reported down", fol), 10*time.Second, func() bool {
+		for _, o := range c.others(fol) {
+			if !c.sees(o, fol, true) {
+				return false
+			}
+		}
+		return true
+	})
+	start = time.Now()
+	c.start(fol)
+	c.settle(10 * time.Second)
+	c.waitFor("every partition quiesced again", 10*time.Second, c.quiesced)
+	c.t.Logf("node %d (a follower) crashed while quiesced: caught up and every partition quiesced again %v after its restart began", fol, time.Since(start).Round(time.Millisecond))
 }
 
 // TestTCPQuiescedFailoverDefaultTiming: with HostConfig's default
