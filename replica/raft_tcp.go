@@ -67,6 +67,10 @@ type tcpPeer struct {
 	addr  string
 	queue chan []GroupMessage
 	stop  chan struct{}
+	// redial ends a dial backoff: the peer connected to us, so it runs
+	// again (a restarted broker) and its messages need not wait for the
+	// backoff (up to 1 s) to run out.
+	redial chan struct{}
 }
 
 // ListenTCP starts a transport for node id on addr (host:port; port 0
@@ -204,7 +208,7 @@ func (t *TCPTransport) peerLocked(id uint64) *tcpPeer {
 	if !ok {
 		return nil
 	}
-	p := &tcpPeer{addr: addr, queue: make(chan []GroupMessage, peerQueue), stop: make(chan struct{})}
+	p := &tcpPeer{addr: addr, queue: make(chan []GroupMessage, peerQueue), stop: make(chan struct{}), redial: make(chan struct{}, 1)}
 	t.peers[id] = p
 	t.wg.Add(1)
 	go t.send(id, p)
@@ -232,7 +236,7 @@ func (t *TCPTransport) Close() error {
 }
 
 // send writes p's queue to its connection, dialling (with a backoff up to
-// 1 s) whenever there is none.
+// 1 s, cut short when the peer connects to us) whenever there is none.
 func (t *TCPTransport) send(id uint64, p *tcpPeer) {
 	defer t.wg.Done()
 	var conn net.Conn
@@ -244,6 +248,7 @@ func (t *TCPTransport) send(id uint64, p *tcpPeer) {
 	}()
 	backoff := 10 * time.Millisecond
 	var frame []byte
+next:
 	for {
 		var batch []GroupMessage
 		select {
@@ -260,17 +265,20 @@ func (t *TCPTransport) send(id uint64, p *tcpPeer) {
 				break more
 			}
 		}
-		if conn == nil {
+		for conn == nil {
 			c, err := net.DialTimeout("tcp", p.addr, time.Second)
 			if err != nil {
 				t.logger.Debug("replica: raft transport: dial", "peer", id, "addr", p.addr, "err", err)
 				select {
 				case <-p.stop:
 					return
+				case <-p.redial: // the peer is back: dial again at once, for this batch
+					backoff = 10 * time.Millisecond
+					continue
 				case <-time.After(backoff):
 				}
 				backoff = min(2*backoff, time.Second)
-				continue // the batch is dropped
+				continue next // the batch is dropped
 			}
 			backoff = 10 * time.Millisecond
 			conn, w = c, bufio.NewWriterSize(c, 64<<10)
@@ -407,6 +415,7 @@ func (t *TCPTransport) receive(c net.Conn) {
 	}
 	from := binary.BigEndian.Uint64(hello[5:])
 	t.heardFrom(from)
+	t.peerConnected(from)
 	var buf []byte
 	for {
 		var lenb [4]byte
@@ -433,6 +442,19 @@ func (t *TCPTransport) receive(c net.Conn) {
 		// Unmarshal copies entry data out of buf, so buf is reused.
 		if h := t.heardFrom(from); h != nil && len(msgs) > 0 {
 			h.Deliver(msgs)
+		}
+	}
+}
+
+// peerConnected ends the dial backoff of the sender to peer id, which
+// just connected to us.
+func (t *TCPTransport) peerConnected(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.peers[id]; p != nil {
+		select {
+		case p.redial <- struct{}{}:
+		default:
 		}
 	}
 }
