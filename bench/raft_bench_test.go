@@ -1,0 +1,528 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pvfs "github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluicemq/sluice/replica"
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// Replicated partitions (replica.Partition with Options.Raft) on three
+// replica.Hosts in one process over loopback TCP: produce throughput at
+// RF=3 next to RF=1 on the same code path, the bytes each replica writes
+// per byte produced, idle partitions, and failover to a new leader that
+// accepts writes.
+
+const (
+	raftPartitions   = 16 // partitions of the produce benchmark
+	raftProducers    = 2  // producers per partition, one batch in flight each
+	raftRoundBatches = 512
+)
+
+// countFS is a vfs.FS that counts the bytes written through WriteAt to
+// every file it opens (log, indexes, .raftindex, checkpoints, snapshots).
+type countFS struct {
+	vfs.FS
+	n *atomic.Int64
+}
+
+type countFile struct {
+	vfs.File
+	n *atomic.Int64
+}
+
+func (f countFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func (c countFS) wrap(f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return countFile{f, c.n}, nil
+}
+
+func (c countFS) Create(name string) (vfs.File, error) { return c.wrap(c.FS.Create(name)) }
+func (c countFS) OpenReadWrite(name string) (vfs.File, error) {
+	return c.wrap(c.FS.OpenReadWrite(name))
+}
+
+// countPebbleFS is the same for the Pebble state store's files (WAL,
+// sstables, manifest), through Pebble's own vfs.
+type countPebbleFS struct {
+	pvfs.FS
+	n *atomic.Int64
+}
+
+type countPebbleFile struct {
+	pvfs.File
+	n *atomic.Int64
+}
+
+func (f countPebbleFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func (f countPebbleFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func (c countPebbleFS) wrap(f pvfs.File, err error) (pvfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return countPebbleFile{f, c.n}, nil
+}
+
+func (c countPebbleFS) Create(name string, cat pvfs.DiskWriteCategory) (pvfs.File, error) {
+	return c.wrap(c.FS.Create(name, cat))
+}
+
+func (c countPebbleFS) OpenReadWrite(name string, cat pvfs.DiskWriteCategory, opts ...pvfs.OpenOption) (pvfs.File, error) {
+	return c.wrap(c.FS.OpenReadWrite(name, cat, opts...))
+}
+
+func (c countPebbleFS) ReuseForWrite(oldname, newname string, cat pvfs.DiskWriteCategory) (pvfs.File, error) {
+	return c.wrap(c.FS.ReuseForWrite(oldname, newname, cat))
+}
+
+func (c countPebbleFS) Unwrap() pvfs.FS { return c.FS }
+
+// partClusterConfig describes a partCluster.
+type partClusterConfig struct {
+	replicas int    // 1 (a one-voter group, or no raft with noRaft) or 3
+	noRaft   bool   // plain single replicas (Options.Raft nil)
+	groups   int    // partitions
+	dir      string // "": every replica on its own vfs.NewMem, with MemStateStores
+	host     replica.HostConfig
+}
+
+// partCluster is replicas hosts (one process, loopback TCP) with the same
+// partitions, each replica a replica.Partition on a counting FS.
+type partCluster struct {
+	cfg    partClusterConfig
+	ids    []uint64
+	tps    map[uint64]*replica.TCPTransport
+	hosts  map[uint64]*replica.Host
+	stores map[uint64]*replica.StateStore
+	parts  map[uint64][]*replica.Partition
+	groups []replica.GroupID
+	closed map[uint64]bool
+
+	partBytes  atomic.Int64 // written to the partitions' files, all replicas
+	storeBytes atomic.Int64 // written by the Pebble state stores
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
+	b.Helper()
+	c := &partCluster{
+		cfg: cfg, tps: map[uint64]*replica.TCPTransport{}, hosts: map[uint64]*replica.Host{},
+		stores: map[uint64]*replica.StateStore{}, parts: map[uint64][]*replica.Partition{},
+		closed: map[uint64]bool{},
+	}
+	logger := quietLogger()
+	for i := range cfg.replicas {
+		c.ids = append(c.ids, uint64(i+1))
+	}
+	for g := range cfg.groups {
+		c.groups = append(c.groups, replica.GroupID{TopicID: [16]byte{0xbe, byte(g >> 8), byte(g)}, Partition: int32(g)})
+	}
+	if !cfg.noRaft {
+		for _, id := range c.ids {
+			tp, err := replica.ListenTCP(id, "127.0.0.1:0", logger)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.tps[id] = tp
+		}
+	}
+	tc := replica.DefaultTopicConfig() // flush.messages=1: fsync before the ack
+	for _, id := range c.ids {
+		var fs vfs.FS = vfs.NewMem()
+		root := "/data"
+		if cfg.dir != "" {
+			fs, root = vfs.Default, filepath.Join(cfg.dir, fmt.Sprint(id))
+		}
+		fs = countFS{fs, &c.partBytes}
+		var host *replica.Host
+		var hs replica.HardStateStore
+		if !cfg.noRaft {
+			for _, peer := range c.ids {
+				if peer != id {
+					c.tps[id].SetPeer(peer, c.tps[peer].Addr().String())
+				}
+			}
+			if cfg.dir != "" {
+				st, err := replica.OpenStateStore(filepath.Join(root, "raft-state"), countPebbleFS{pvfs.Default, &c.storeBytes}, logger)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.stores[id], hs = st, st
+			} else {
+				hs = replica.NewMemStateStore()
+			}
+			hc := cfg.host
+			hc.NodeID, hc.Transport, hc.HardState, hc.Logger = id, c.tps[id], hs, logger
+			h, err := replica.NewHost(hc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.hosts[id], host = h, h
+			c.tps[id].SetHost(h)
+		}
+		for _, g := range c.groups {
+			opts := replica.Options{Log: segment.Options{Logger: logger}}
+			if host != nil {
+				st, _, err := hs.Load(g)
+				if err != nil {
+					b.Fatal(err)
+				}
+				opts.Raft = &replica.RaftConfig{Host: host, Group: g, State: st, Voters: c.ids}
+			}
+			p, err := replica.Open(fs, filepath.Join(root, fmt.Sprintf("p-%d", g.Partition)), tc, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.parts[id] = append(c.parts[id], p)
+		}
+	}
+	return c
+}
+
+// elect makes node lead(i) stand for partition i and waits until every
+// partition has that leader.
+func (c *partCluster) elect(b *testing.B, lead func(i int) uint64) {
+	b.Helper()
+	if c.cfg.noRaft {
+		return
+	}
+	for i, g := range c.groups {
+		if err := c.hosts[lead(i)].Campaign(g); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitFor(b, "every partition led", 60*time.Second, func() bool {
+		for i := range c.groups {
+			if !c.parts[lead(i)][i].IsLeader() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// leaders returns each partition's leader replica (nil while it has none
+// among the running nodes).
+func (c *partCluster) leaders() []*replica.Partition {
+	out := make([]*replica.Partition, len(c.groups))
+	for i := range c.groups {
+		for _, id := range c.ids {
+			if !c.closed[id] && c.parts[id][i].IsLeader() {
+				out[i] = c.parts[id][i]
+			}
+		}
+	}
+	return out
+}
+
+func (c *partCluster) quiesced() bool {
+	for id, h := range c.hosts {
+		if c.closed[id] {
+			continue
+		}
+		if st := h.Stats(); st.Quiesced != st.Groups {
+			return false
+		}
+	}
+	return true
+}
+
+// stop closes node id's transport and host as a crash would stop them
+// talking (its partitions stay open until close).
+func (c *partCluster) stop(id uint64) {
+	c.closed[id] = true
+	c.tps[id].Close()
+	c.hosts[id].Close()
+}
+
+func (c *partCluster) close(b *testing.B) {
+	for _, id := range c.ids {
+		for _, p := range c.parts[id] {
+			if err := p.Close(); err != nil && !c.closed[id] {
+				b.Error(err)
+			}
+		}
+	}
+	for _, id := range c.ids {
+		if !c.cfg.noRaft && !c.closed[id] {
+			c.tps[id].Close()
+			c.hosts[id].Close()
+		}
+		if st := c.stores[id]; st != nil {
+			if err := st.Close(); err != nil {
+				b.Error(err)
+			}
+		}
+	}
+}
+
+func waitFor(b *testing.B, what string, limit time.Duration, cond func() bool) {
+	b.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// produceRound produces n copies of appendBatch with acks=all from
+// raftProducers goroutines per partition, each with one batch in flight
+// (a fresh copy per produce: raft keeps the proposed slice, and the TCP
+// transport encodes it for a slow follower after the commit may have
+// been answered).
+func produceRound(ctx context.Context, leaders []*replica.Partition, n int) error {
+	tmpl := appendBatch()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, len(leaders)*raftProducers)
+	for w := range errs {
+		p := leaders[w%len(leaders)]
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				pd, err := p.ProduceWith(bytes.Clone(tmpl), replica.ProduceOptions{Acks: replica.AcksAll})
+				if err == nil {
+					_, err = pd.Wait(ctx)
+				}
+				if err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// BenchmarkRaftProduce: raftPartitions partitions, 16 x 1 KiB records per
+// batch (appendBatch: what a loaded Kafka producer sends per partition
+// with the default 16 KiB batch.size), acks=all, raftProducers producers
+// per partition each with one batch in flight (32 in flight), on real
+// files in b.TempDir() with the Pebble state store (fsyncs are real). One
+// op is one acknowledged batch; MB/s counts its bytes.
+//
+//   - rf=3: three replicas per partition on three hosts, leaders spread
+//     over them (as Kafka spreads preferred leaders). It alternates rounds
+//     of raftRoundBatches batches with an rf=1 peer built beside it (the
+//     peer outside the timer): rf1-MB/s and ratio = MB/s / rf1-MB/s (goal
+//     >= 0.7). wa/replica is the bytes written to the partitions' files
+//     (log, indexes, .raftindex, checkpoints, snapshots, through a
+//     counting vfs.FS) per byte produced per replica, over the timed
+//     rounds and the close; wa+state/replica adds the Pebble state
+//     store's writes (WAL, flushes, compactions). Goal: <= 1.1.
+//   - rf=1: the same on a one-voter raft group per partition (one host).
+//   - single: plain single replicas (no raft), the same producers.
+func BenchmarkRaftProduce(b *testing.B) {
+	size := int64(len(appendBatch()))
+	ctx := context.Background()
+	run := func(b *testing.B, main partClusterConfig, peer *partClusterConfig) {
+		main.groups, main.dir = raftPartitions, filepath.Join(b.TempDir(), "main")
+		c := newPartCluster(b, main)
+		defer c.close(b)
+		c.elect(b, func(i int) uint64 { return c.ids[i%len(c.ids)] })
+		leaders := c.leaders()
+		var pc *partCluster
+		var peerLeaders []*replica.Partition
+		if peer != nil {
+			peer.groups, peer.dir = raftPartitions, filepath.Join(b.TempDir(), "peer")
+			pc = newPartCluster(b, *peer)
+			defer pc.close(b)
+			pc.elect(b, func(int) uint64 { return 1 })
+			peerLeaders = pc.leaders()
+		}
+		b.SetBytes(size)
+		part0, store0 := c.partBytes.Load(), c.storeBytes.Load()
+		var peerTime time.Duration
+		b.ResetTimer()
+		b.StopTimer()
+		for round, done := 0, 0; done < b.N; round++ {
+			n := min(raftRoundBatches, b.N-done)
+			timed := func() error {
+				b.StartTimer()
+				defer b.StopTimer()
+				return produceRound(ctx, leaders, n)
+			}
+			untimed := func() error {
+				if pc == nil {
+					return nil
+				}
+				d, err := timeIt(func() error { return produceRound(ctx, peerLeaders, n) })
+				peerTime += d
+				return err
+			}
+			first, second := timed, untimed
+			if round%2 == 1 {
+				first, second = untimed, timed
+			}
+			if err := first(); err != nil {
+				b.Fatal(err)
+			}
+			if err := second(); err != nil {
+				b.Fatal(err)
+			}
+			done += n
+		}
+		total := size * int64(b.N)
+		if pc != nil {
+			peerMBps := mbps(total, peerTime)
+			b.ReportMetric(peerMBps, "rf1-MB/s")
+			if peerMBps > 0 {
+				b.ReportMetric(mbps(total, b.Elapsed())/peerMBps, "ratio")
+			}
+		}
+		// Let the followers write what they were sent, then close: the
+		// closing checkpoints and snapshots count too.
+		waitFor(b, "every replica at the leaders' log end", 30*time.Second, func() bool {
+			for i, l := range leaders {
+				for _, id := range c.ids {
+					if c.parts[id][i].LogEndOffset() != l.LogEndOffset() {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		c.close(b)
+		c.stores = nil // closed
+		c.parts = map[uint64][]*replica.Partition{}
+		c.cfg.noRaft = true // nothing left to close
+		perReplica := float64(total) * float64(main.replicas)
+		part := float64(c.partBytes.Load() - part0)
+		b.ReportMetric(part/perReplica, "wa/replica")
+		if !main.noRaft {
+			b.ReportMetric((part+float64(c.storeBytes.Load()-store0))/perReplica, "wa+state/replica")
+		}
+	}
+	b.Run("rf=3", func(b *testing.B) {
+		run(b, partClusterConfig{replicas: 3}, &partClusterConfig{replicas: 1})
+	})
+	b.Run("rf=1", func(b *testing.B) { run(b, partClusterConfig{replicas: 1}, nil) })
+	b.Run("single", func(b *testing.B) { run(b, partClusterConfig{replicas: 1, noRaft: true}, nil) })
+}
+
+// BenchmarkRaftIdlePartitions: 1,000 idle RF=3 partitions (3,000
+// replica.Partition replicas, each a segment log) on three hosts with the
+// host's defaults, leaders spread over the hosts, every replica on an
+// in-memory vfs (3,000 logs of three open files each would pass many
+// descriptor limits) with MemStateStores. Once every group quiesced it
+// measures the process's CPU over idleWindow as a percentage of one core
+// (cpu-%, goal < 5) and the heap per partition replica after a GC
+// (B/replica, the in-memory files included). The measurement runs once
+// whatever b.N.
+func BenchmarkRaftIdlePartitions(b *testing.B) {
+	const groups, idleWindow = 1000, 3 * time.Second
+	before := heapAlloc()
+	start := time.Now()
+	c := newPartCluster(b, partClusterConfig{replicas: 3, groups: groups})
+	defer c.close(b)
+	c.elect(b, func(i int) uint64 { return uint64(i%3) + 1 })
+	waitFor(b, "every group quiesced", 60*time.Second, c.quiesced)
+	setup := time.Since(start)
+	time.Sleep(500 * time.Millisecond) // let the last messages settle
+	heap := heapAlloc()
+	cpu0, wall0 := cpuTime(b), time.Now()
+	time.Sleep(idleWindow)
+	cpu := float64(cpuTime(b)-cpu0) / float64(time.Since(wall0)) * 100
+	for range b.N {
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(cpu, "cpu-%")
+	b.ReportMetric(float64(heap-min(heap, before))/float64(3*groups), "B/replica")
+	b.ReportMetric(setup.Seconds(), "setup-s")
+}
+
+// BenchmarkRaftFailoverProduce: 16 RF=3 partitions on real files, all led
+// by host 1, with the host's defaults; each gets one batch and quiesces.
+// Host 1 stops (its transport and host close); ms-to-writes is the time
+// until a new leader on host 2 or 3 has acknowledged an acks=all produce
+// for every partition (goal < 2 s; the 1 s liveness timeout is part of
+// it), ms-to-first until the first partition did. One failover per op.
+func BenchmarkRaftFailoverProduce(b *testing.B) {
+	const groups = 16
+	ctx := context.Background()
+	var total, first time.Duration
+	for range b.N {
+		b.StopTimer()
+		c := newPartCluster(b, partClusterConfig{replicas: 3, groups: groups, dir: b.TempDir()})
+		c.elect(b, func(int) uint64 { return 1 })
+		if err := produceRound(ctx, c.leaders(), groups*raftProducers); err != nil {
+			b.Fatal(err)
+		}
+		waitFor(b, "every group quiesced", 60*time.Second, c.quiesced)
+		b.StartTimer()
+		start := time.Now()
+		c.stop(1)
+		var wg sync.WaitGroup
+		errs := make([]error, groups)
+		took := make([]time.Duration, groups)
+		for i := range groups {
+			wg.Go(func() {
+				deadline := start.Add(30 * time.Second)
+				for time.Now().Before(deadline) {
+					for _, id := range []uint64{2, 3} {
+						p := c.parts[id][i]
+						if !p.IsLeader() {
+							continue
+						}
+						pd, err := p.ProduceWith(bytes.Clone(appendBatch()), replica.ProduceOptions{Acks: replica.AcksAll})
+						if err == nil {
+							wctx, cancel := context.WithTimeout(ctx, time.Second)
+							_, err = pd.Wait(wctx)
+							cancel()
+						}
+						if err == nil {
+							took[i] = time.Since(start)
+							return
+						}
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				errs[i] = fmt.Errorf("partition %d: no write accepted within 30 s", i)
+			})
+		}
+		wg.Wait()
+		total += time.Since(start)
+		b.StopTimer()
+		if err := errors.Join(errs...); err != nil {
+			b.Fatal(err)
+		}
+		first += slices.Min(took)
+		c.close(b)
+	}
+	b.ReportMetric(float64(first.Milliseconds())/float64(b.N), "ms-to-first")
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms-to-writes")
+}
