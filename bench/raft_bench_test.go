@@ -29,7 +29,7 @@ import (
 
 const (
 	raftPartitions   = 16 // partitions of the produce benchmark
-	raftProducers    = 2  // producers per partition, one batch in flight each
+	raftProducers    = 4  // producers per partition, one batch in flight each
 	raftRoundBatches = 512
 )
 
@@ -37,12 +37,22 @@ const (
 // every file it opens (log, indexes, .raftindex, checkpoints, snapshots).
 type countFS struct {
 	vfs.FS
-	n *atomic.Int64
+	n, syncs *atomic.Int64
 }
 
 type countFile struct {
 	vfs.File
-	n *atomic.Int64
+	n, syncs *atomic.Int64
+}
+
+func (f countFile) Sync() error {
+	f.syncs.Add(1)
+	return f.File.Sync()
+}
+
+func (c countFS) SyncDir(dir string) error {
+	c.syncs.Add(1)
+	return c.FS.SyncDir(dir)
 }
 
 func (f countFile) WriteAt(p []byte, off int64) (int, error) {
@@ -55,7 +65,7 @@ func (c countFS) wrap(f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return countFile{f, c.n}, nil
+	return countFile{f, c.n, c.syncs}, nil
 }
 
 func (c countFS) Create(name string) (vfs.File, error) { return c.wrap(c.FS.Create(name)) }
@@ -67,12 +77,27 @@ func (c countFS) OpenReadWrite(name string) (vfs.File, error) {
 // sstables, manifest), through Pebble's own vfs.
 type countPebbleFS struct {
 	pvfs.FS
-	n *atomic.Int64
+	n, syncs *atomic.Int64
 }
 
 type countPebbleFile struct {
 	pvfs.File
-	n *atomic.Int64
+	n, syncs *atomic.Int64
+}
+
+func (f countPebbleFile) Sync() error {
+	f.syncs.Add(1)
+	return f.File.Sync()
+}
+
+func (f countPebbleFile) SyncData() error {
+	f.syncs.Add(1)
+	return f.File.SyncData()
+}
+
+func (f countPebbleFile) SyncTo(length int64) (bool, error) {
+	f.syncs.Add(1)
+	return f.File.SyncTo(length)
 }
 
 func (f countPebbleFile) Write(p []byte) (int, error) {
@@ -91,7 +116,7 @@ func (c countPebbleFS) wrap(f pvfs.File, err error) (pvfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return countPebbleFile{f, c.n}, nil
+	return countPebbleFile{f, c.n, c.syncs}, nil
 }
 
 func (c countPebbleFS) Create(name string, cat pvfs.DiskWriteCategory) (pvfs.File, error) {
@@ -131,6 +156,8 @@ type partCluster struct {
 
 	partBytes  atomic.Int64 // written to the partitions' files, all replicas
 	storeBytes atomic.Int64 // written by the Pebble state stores
+	partSyncs  atomic.Int64 // file and directory syncs of the partitions
+	storeSyncs atomic.Int64 // the state stores' syncs
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -158,14 +185,15 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 			c.tps[id] = tp
 		}
 	}
-	tc := replica.DefaultTopicConfig() // flush.messages=1: fsync before the ack
+	tc := replica.DefaultTopicConfig()
+	tc.Log.FlushMessages = 1 // a single replica fsyncs before the ack, as raft does
 	for _, id := range c.ids {
 		var fs vfs.FS = vfs.NewMem()
 		root := "/data"
 		if cfg.dir != "" {
 			fs, root = vfs.Default, filepath.Join(cfg.dir, fmt.Sprint(id))
 		}
-		fs = countFS{fs, &c.partBytes}
+		fs = countFS{fs, &c.partBytes, &c.partSyncs}
 		var host *replica.Host
 		var hs replica.HardStateStore
 		if !cfg.noRaft {
@@ -175,7 +203,7 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 				}
 			}
 			if cfg.dir != "" {
-				st, err := replica.OpenStateStore(filepath.Join(root, "raft-state"), countPebbleFS{pvfs.Default, &c.storeBytes}, logger)
+				st, err := replica.OpenStateStore(filepath.Join(root, "raft-state"), countPebbleFS{pvfs.Default, &c.storeBytes, &c.storeSyncs}, logger)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -366,15 +394,20 @@ func BenchmarkRaftProduce(b *testing.B) {
 		}
 		b.SetBytes(size)
 		part0, store0 := c.partBytes.Load(), c.storeBytes.Load()
+		var partSyncs, storeSyncs int64
 		var peerTime time.Duration
 		b.ResetTimer()
 		b.StopTimer()
 		for round, done := 0, 0; done < b.N; round++ {
 			n := min(raftRoundBatches, b.N-done)
 			timed := func() error {
+				ps, ss := c.partSyncs.Load(), c.storeSyncs.Load()
 				b.StartTimer()
-				defer b.StopTimer()
-				return produceRound(ctx, leaders, n)
+				err := produceRound(ctx, leaders, n)
+				b.StopTimer()
+				partSyncs += c.partSyncs.Load() - ps
+				storeSyncs += c.storeSyncs.Load() - ss
+				return err
 			}
 			untimed := func() error {
 				if pc == nil {
@@ -397,6 +430,10 @@ func BenchmarkRaftProduce(b *testing.B) {
 			done += n
 		}
 		total := size * int64(b.N)
+		b.ReportMetric(float64(partSyncs)/float64(b.N), "log-fsyncs/op")
+		if !main.noRaft {
+			b.ReportMetric(float64(storeSyncs)/float64(b.N), "state-fsyncs/op")
+		}
 		if pc != nil {
 			peerMBps := mbps(total, peerTime)
 			b.ReportMetric(peerMBps, "rf1-MB/s")
