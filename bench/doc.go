@@ -41,6 +41,22 @@
 //   - BenchmarkRaftFailover: the time from stopping the host that leads 100
 //     quiesced groups to new leaders for all of them, with the host's
 //     defaults (ms-to-leaders).
+//   - BenchmarkRaftProduce: replicated partitions (replica.Partition on a
+//     raft group) on three replica.Hosts in the process over loopback TCP,
+//     16 partitions, 16 x 1 KiB records per batch, acks=all, four
+//     producers per partition with a batch in flight each, on real files
+//     with the Pebble state store: rf=3 next to an rf=1 peer (one-voter
+//     groups, the same code path) in alternating rounds (ratio,
+//     stored-ratio), and the bytes written to disk per byte produced per
+//     replica counted at the file systems (wa/replica, wa+state/replica);
+//     rf=1 and plain single replicas (no raft) on their own.
+//   - BenchmarkRaftIdlePartitions: 1,000 idle RF=3 replicated partitions
+//     (3,000 segment logs, in memory) on three hosts: once quiesced, the
+//     process's CPU (cpu-%) and the heap per partition replica
+//     (B/replica).
+//   - BenchmarkRaftFailoverProduce: the time from stopping the host that
+//     leads 16 replicated partitions to a new leader acknowledging an
+//     acks=all produce for each of them (ms-to-writes, ms-to-first).
 //
 // The lookups that read from the file are measured next to one plain pread
 // of a batch header: pread-ns is its time and preads/op the lookup's time in

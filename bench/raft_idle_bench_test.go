@@ -100,7 +100,10 @@ func (c *raftCluster) close() {
 }
 
 // campaign makes host lead(i) stand in group i and waits until every
-// group has that leader.
+// group has that leader. A group whose election timeout ran out while the
+// hosts were still adding groups may have elected another host first
+// (whose followers then refuse lead(i)'s pre-votes): that leader hands
+// over, retried until it holds.
 func (c *raftCluster) campaign(b *testing.B, lead func(i int) uint64) {
 	b.Helper()
 	for i, id := range c.ids {
@@ -108,14 +111,29 @@ func (c *raftCluster) campaign(b *testing.B, lead func(i int) uint64) {
 			b.Fatal(err)
 		}
 	}
+	nudged := time.Now()
 	c.wait(b, "every group led", 60*time.Second, func() bool {
+		ok, nudge := true, time.Since(nudged) > 500*time.Millisecond
 		for i, id := range c.ids {
-			st, err := c.hosts[lead(i)].Status(id)
-			if err != nil || st.RaftState != raft.StateLeader {
-				return false
+			want := lead(i)
+			st, err := c.hosts[want].Status(id)
+			if err == nil && st.RaftState == raft.StateLeader {
+				continue
+			}
+			ok = false
+			if !nudge || err != nil {
+				continue
+			}
+			if h := c.hosts[st.Lead]; st.Lead != 0 && h != nil {
+				_ = h.TransferLeadership(id, want)
+			} else {
+				_ = c.hosts[want].Campaign(id)
 			}
 		}
-		return true
+		if nudge {
+			nudged = time.Now()
+		}
+		return ok
 	})
 }
 
