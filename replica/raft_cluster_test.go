@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -69,7 +70,11 @@ func (c *pcluster) dir(g GroupID) string {
 func (c *pcluster) start(id uint64) {
 	c.t.Helper()
 	n := c.nodes[id]
-	h, err := NewHost(HostConfig{NodeID: id, Transport: c.net.sender(id), HardState: n.states, Logger: quiet(), TickInterval: -1})
+	h, err := NewHost(HostConfig{NodeID: id, Transport: c.net.sender(id), HardState: n.states, Logger: quiet(), TickInterval: -1,
+		// Ticks come from the test, one per millisecond or so: a long
+		// election timeout keeps a starved worker (the race detector,
+		// a loaded machine) from looking dead.
+		ElectionTicks: 40})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -140,10 +145,9 @@ func (c *pcluster) crash(id uint64, seed int64) {
 	// Save runs while the FS is cloned.
 	n.states.gate.Lock()
 	crashed := n.fs.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(seed), 7))})
-	saved := n.states.snapshot()
+	saved := n.states.crashed()
 	n.states.gate.Unlock()
-	n.states = &crashStore{MemStateStore: NewMemStateStore()}
-	n.states.Save(saved)
+	n.states = newCrashStore(saved)
 	n.host.Close()
 	for _, p := range n.parts {
 		p.Close()
@@ -153,7 +157,7 @@ func (c *pcluster) crash(id uint64, seed int64) {
 
 // addNode adds node id, not started.
 func (c *pcluster) addNode(id uint64) {
-	c.nodes[id] = &pnode{id: id, fs: vfs.NewMem(), states: &crashStore{MemStateStore: NewMemStateStore()}}
+	c.nodes[id] = &pnode{id: id, fs: vfs.NewMem(), states: newCrashStore(nil)}
 	c.ids = append(c.ids, id)
 }
 
@@ -309,17 +313,38 @@ func listFiles(fs *vfs.MemFS, dir string) []string {
 }
 
 // crashStore is a MemStateStore that a crash can snapshot atomically with
-// the FS (gate).
+// the FS (gate), keeping only what was synced: an unsynced Save is lost
+// in a crash unless a later synced one made it durable (Pebble's WAL).
 type crashStore struct {
 	*MemStateStore
-	gate sync.Mutex
+	gate    sync.Mutex
+	durable map[GroupID]GroupState
 }
 
-func (s *crashStore) Save(states map[GroupID]GroupState) error {
+// newCrashStore returns a store holding states, durable.
+func newCrashStore(states map[GroupID]GroupState) *crashStore {
+	s := &crashStore{MemStateStore: NewMemStateStore(), durable: map[GroupID]GroupState{}}
+	if len(states) > 0 {
+		s.MemStateStore.Save(states, true)
+		s.durable = s.MemStateStore.snapshot()
+	}
+	return s
+}
+
+func (s *crashStore) Save(states map[GroupID]GroupState, sync bool) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
-	return s.MemStateStore.Save(states)
+	if err := s.MemStateStore.Save(states, sync); err != nil {
+		return err
+	}
+	if sync {
+		s.durable = s.MemStateStore.snapshot()
+	}
+	return nil
 }
+
+// crashed returns what a crash now keeps; the caller holds gate.
+func (s *crashStore) crashed() map[GroupID]GroupState { return maps.Clone(s.durable) }
 
 // votersOf is the initial voters node id starts with (without state).
 func (c *pcluster) votersOf(id uint64) []uint64 {

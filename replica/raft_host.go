@@ -72,8 +72,12 @@ type GroupStorage interface {
 // HardStateStore persists the GroupStates of a broker's groups beside
 // their logs (StateStore on Pebble; MemStateStore in memory).
 type HardStateStore interface {
-	// Save writes every state given in one synced write.
-	Save(states map[GroupID]GroupState) error
+	// Save writes every state given in one atomic write, durable before
+	// it returns when sync is set (a term or vote changed). An unsynced
+	// write may be lost in a crash, with every later unsynced one, but
+	// never reordered: a later synced write makes it durable too (a
+	// write-ahead log's order, as Pebble's).
+	Save(states map[GroupID]GroupState, sync bool) error
 	// Load returns a group's saved state; ok is false when there is none
 	// (a replica new to the broker).
 	Load(id GroupID) (st GroupState, ok bool, err error)
@@ -698,6 +702,7 @@ func (h *Host) handle(w *worker, batch []*group) {
 	// HardState last saved), so the three saved together are consistent.
 	states := w.states
 	clear(states)
+	mustSync := false
 	for i := range rds {
 		r := &rds[i]
 		if r.failed != nil {
@@ -709,10 +714,18 @@ func (h *Host) handle(w *worker, batch []*group) {
 		}
 		if hs != r.g.saved.HardState || r.g.state.Applied != r.g.saved.Applied || r.g.confGen != r.g.savedConfGen {
 			states[r.g.id] = GroupState{HardState: hs, ConfState: r.g.state.ConfState, Applied: r.g.state.Applied}
+			// Raft's contract: a new term or vote is durable before a
+			// message of its Ready leaves; a commit index, ConfState or
+			// applied index alone may be lost in a crash (raft and the
+			// state machine recover them from the log), as etcd's WAL
+			// does it.
+			if hs.Term != r.g.saved.HardState.Term || hs.Vote != r.g.saved.HardState.Vote {
+				mustSync = true
+			}
 		}
 	}
 	if len(states) > 0 {
-		err := h.cfg.HardState.Save(states)
+		err := h.cfg.HardState.Save(states, mustSync)
 		for i := range rds {
 			r := &rds[i]
 			st, ok := states[r.g.id]

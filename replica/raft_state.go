@@ -171,7 +171,7 @@ func OpenStateStore(dir string, fs vfs.FS, logger *slog.Logger) (*StateStore, er
 }
 
 // Save writes states in one synced batch (HardStateStore).
-func (s *StateStore) Save(states map[GroupID]GroupState) error {
+func (s *StateStore) Save(states map[GroupID]GroupState, sync bool) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	var buf []byte
@@ -181,7 +181,11 @@ func (s *StateStore) Save(states map[GroupID]GroupState) error {
 			return err
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
 		return fmt.Errorf("replica: save raft group states: %w", err)
 	}
 	return nil
@@ -244,7 +248,7 @@ func NewMemStateStore() *MemStateStore {
 }
 
 // Save records states (HardStateStore). The ConfState's lists are copied.
-func (m *MemStateStore) Save(states map[GroupID]GroupState) error {
+func (m *MemStateStore) Save(states map[GroupID]GroupState, _ bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, st := range states {

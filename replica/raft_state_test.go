@@ -51,7 +51,7 @@ func TestStateStore(t *testing.T) {
 	a, b := GroupID{TopicID: [16]byte{1}, Partition: 0}, GroupID{TopicID: [16]byte{1}, Partition: 1}
 	sa := GroupState{HardState: raftpb.HardState{Term: 3, Vote: 1, Commit: 10}, Applied: 9, ConfState: raftpb.ConfState{Voters: []uint64{1, 2, 3}}}
 	sb := GroupState{HardState: raftpb.HardState{Term: 1, Commit: 1}, Applied: 1, ConfState: raftpb.ConfState{Voters: []uint64{2}}}
-	if err := s.Save(map[GroupID]GroupState{a: sa, b: sb}); err != nil {
+	if err := s.Save(map[GroupID]GroupState{a: sa, b: sb}, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(b); err != nil {
@@ -216,7 +216,7 @@ func TestStateStoreCrash(t *testing.T) {
 	}
 	id := GroupID{Partition: 3}
 	want := GroupState{HardState: raftpb.HardState{Term: 2, Vote: 1, Commit: 4}, Applied: 3, ConfState: raftpb.ConfState{Voters: []uint64{1}}}
-	if err := s.Save(map[GroupID]GroupState{id: want}); err != nil {
+	if err := s.Save(map[GroupID]GroupState{id: want}, true); err != nil {
 		t.Fatal(err)
 	}
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})

@@ -73,7 +73,7 @@ func newTCluster(t *testing.T, groups int, timing tcpTiming) *tcluster {
 		c.groups = append(c.groups, GroupID{TopicID: [16]byte{0x7c, byte(g)}, Partition: int32(g)})
 	}
 	for _, id := range c.voters {
-		c.nodes[id] = &tnode{id: id, fs: vfs.NewMem(), states: &crashStore{MemStateStore: NewMemStateStore()}}
+		c.nodes[id] = &tnode{id: id, fs: vfs.NewMem(), states: newCrashStore(nil)}
 	}
 	// Every transport listens before any host starts, so each knows
 	// where the others are.
@@ -217,9 +217,7 @@ func (c *tcluster) stopLocked(id uint64) {
 		p.Close()
 	}
 	n.host.Close()
-	saved := n.states.snapshot()
-	n.states = &crashStore{MemStateStore: NewMemStateStore()}
-	n.states.Save(saved)
+	n.states = newCrashStore(n.states.snapshot()) // a clean stop keeps every write
 	n.tp, n.host, n.parts = nil, nil, nil
 }
 
@@ -240,14 +238,13 @@ func (c *tcluster) crash(id uint64, seed uint64) {
 	n.tp.Close()
 	n.states.gate.Lock()
 	crashed := n.fs.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, 7))})
-	saved := n.states.snapshot()
+	saved := n.states.crashed()
 	n.states.gate.Unlock()
 	n.host.Close()
 	for _, p := range n.parts {
 		p.Close()
 	}
-	n.states = &crashStore{MemStateStore: NewMemStateStore()}
-	n.states.Save(saved)
+	n.states = newCrashStore(saved)
 	n.fs, n.tp, n.host, n.parts = crashed, nil, nil, nil
 }
 
