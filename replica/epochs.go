@@ -228,27 +228,7 @@ func readEpochFile(fs vfs.FS, dir string) (entries []epochEntry, ok bool, err er
 
 // writeEpochFile replaces dir's leader-epoch-checkpoint with c's entries.
 func writeEpochFile(fs vfs.FS, dir string, c *epochCache) error {
-	name := filepath.Join(dir, epochFileName)
-	tmp := name + ".tmp"
-	f, err := fs.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(c.encode(), 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, name); err != nil {
-		return err
-	}
-	return fs.SyncDir(dir)
+	return vfs.WriteFileAtomic(fs, filepath.Join(dir, epochFileName), c.encode())
 }
 
 // loadEpochs reads the leader epoch cache at Open: the

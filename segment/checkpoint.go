@@ -174,26 +174,5 @@ func ReadCheckpoint(fs vfs.FS, dir string) (c Checkpoint, ok bool, err error) {
 
 // writeCheckpoint replaces the checkpoint file atomically and durably.
 func writeCheckpoint(fs vfs.FS, dir string, c Checkpoint) error {
-	path := filepath.Join(dir, CheckpointName)
-	tmp := path + ".tmp"
-	f, err := fs.Create(tmp)
-	if err != nil {
-		return err
-	}
-	data := c.encode()
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, path); err != nil {
-		return err
-	}
-	return fs.SyncDir(dir)
+	return vfs.WriteFileAtomic(fs, filepath.Join(dir, CheckpointName), c.encode())
 }
