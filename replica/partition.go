@@ -144,6 +144,7 @@ func (p *Partition) Close() error {
 	if p.rs != nil {
 		// No worker touches the storage once the group has left.
 		p.rs.host.RemoveGroup(p.rs.id)
+		p.stopSnapshots() // raft_snapfiles.go
 	}
 	p.closeOnce.Do(func() { close(p.closing) })
 	if p.sweeper != nil {

@@ -486,6 +486,13 @@ func (h *Host) Deliver(msgs []GroupMessage) {
 		if g == nil {
 			continue
 		}
+		if msgs[i].Msg.Type == raftpb.MsgSnap {
+			// A compacted topic's snapshot fetches its files first
+			// (raft_snapfiles.go).
+			if si, ok := g.storage.(snapshotInterceptor); ok && si.interceptSnapshot(h, msgs[i]) {
+				continue
+			}
+		}
 		g.mu.Lock()
 		g.inbox = append(g.inbox, msgs[i])
 		g.mu.Unlock()

@@ -117,6 +117,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		lagTime:  rc.ReplicaLagTime,
 		inflight: map[int64][]*proposal{},
 	}
+	rs.snap.fetcher = rc.Snapshots
 	rs.storage = NewLogStorage(p.log, st.HardState, st.ConfState)
 	p.rs = rs
 	applied := st.Applied
