@@ -25,6 +25,8 @@ type chaosNet struct {
 	dup     float64            // probability a message is delivered twice
 	delay   float64            // probability a message is held back
 	sent    int
+	// snapFetches counts the snapshot-file requests of chaosFetcher.
+	snapFetches int
 }
 
 type chaosMsg struct {

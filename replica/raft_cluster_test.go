@@ -90,7 +90,8 @@ func (c *pcluster) start(id uint64) {
 		}
 		p, err := Open(n.fs, c.dir(g), c.cfg, Options{
 			Log:  segment.Options{Logger: quiet()},
-			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime},
+			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime,
+				Snapshots: c.net.fetcher(id)},
 		})
 		if err != nil {
 			c.t.Fatalf("node %d: open %s: %v", id, g, err)
