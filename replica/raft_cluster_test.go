@@ -89,7 +89,7 @@ func (c *pcluster) start(id uint64) {
 			l.Close()
 		}
 		p, err := Open(n.fs, c.dir(g), c.cfg, Options{
-			Log:  segment.Options{Logger: quiet()},
+			Log: segment.Options{Logger: quiet()},
 			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime,
 				Snapshots: c.net.fetcher(id)},
 		})
