@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,6 +101,23 @@ func keyedBatch(kvs ...string) []byte {
 		recs[i] = batch.Record{Key: []byte(k), Value: []byte(v), Timestamp: 1000}
 	}
 	return batch.Build(batch.NewBuildOptions(), recs)
+}
+
+// latestByKey returns the last value of each key among recs
+// (key=value@offset), as key=value sorted by key.
+func latestByKey(recs []string) []string {
+	last := map[string]string{}
+	for _, r := range recs {
+		kv, _, _ := strings.Cut(r, "@")
+		k, v, _ := strings.Cut(kv, "=")
+		last[k] = v
+	}
+	var out []string
+	for k, v := range last {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // compactedRecords returns the records p serves below its high watermark
