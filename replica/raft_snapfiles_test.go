@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 	"strings"
@@ -160,3 +161,78 @@ func compactedRecords(t *testing.T, p *Partition) []string {
 	}
 	return out
 }
+
+// TestSnapshotStreamTCP fetches a compacted partition's snapshot files
+// from its host over the TCP transport's snapshot stream, and reports a
+// failed snapshot through it.
+func TestSnapshotStreamTCP(t *testing.T) {
+	c := newPCluster(t, 1, 1, 1)
+	c.cfg.Log.SegmentBytes = 1024
+	c.cfg.Log.CleanupPolicy = segment.PolicyCompact
+	c.cfg.Log.MinCleanableDirtyRatio = 0
+	c.startAll()
+	g := c.groups[0]
+	c.drive("a leader", func() bool {
+		c.nodes[1].host.Campaign(g)
+		return c.nodes[1].parts[g].IsLeader()
+	})
+	p := c.nodes[1].parts[g]
+	var last *Pending
+	for i := range 80 {
+		pd, err := p.ProduceWith(keyedBatch(fmt.Sprintf("k%d=v%d", i%3, i)), ProduceOptions{Acks: AcksAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = pd
+	}
+	if _, err := c.wait(last); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.log.Clean(p.HighWatermark()); err != nil {
+		t.Fatal(err)
+	}
+	files, err := p.log.SnapshotFiles()
+	if err != nil || len(files) == 0 {
+		t.Fatalf("files %v, %v", files, err)
+	}
+	server, err := ListenTCP(1, "127.0.0.1:0", quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	server.SetHost(c.nodes[1].host)
+	client, err := ListenTCP(2, "127.0.0.1:0", quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	client.SetPeer(1, server.Addr().String())
+	f := client.SnapshotFetcher()
+	ctx := context.Background()
+	for _, sf := range files {
+		var buf bytes.Buffer
+		if err := f.FetchSnapshotFile(ctx, 1, g, p.log.FirstIndex()-1, sf, &buf); err != nil {
+			t.Fatal(err)
+		}
+		if int64(buf.Len()) != sf.Size || crc32c(buf.Bytes()) != sf.CRC {
+			t.Fatalf("file %d: %d bytes, want %d (crc ok %v)", sf.Base, buf.Len(), sf.Size, crc32c(buf.Bytes()) == sf.CRC)
+		}
+	}
+	// A file the leader no longer has (another size) is refused.
+	bad := files[0]
+	bad.Size++
+	if err := f.FetchSnapshotFile(ctx, 1, g, 0, bad, io.Discard); !errors.Is(err, errSnapRemote) {
+		t.Fatalf("a wrong size: %v", err)
+	}
+	if err := f.FetchSnapshotFile(ctx, 1, GroupID{Partition: 77}, 0, files[0], io.Discard); !errors.Is(err, errSnapRemote) {
+		t.Fatalf("an unknown group: %v", err)
+	}
+	if err := f.SnapshotFailed(ctx, 1, g, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.FetchSnapshotFile(ctx, 3, g, 0, files[0], io.Discard); err == nil {
+		t.Fatal("a node without an address answered")
+	}
+}
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
