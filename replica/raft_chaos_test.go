@@ -27,6 +27,8 @@ type chaosNet struct {
 	sent    int
 	// snapFetches counts the snapshot-file requests of chaosFetcher.
 	snapFetches int
+	// snapFail is how many more snapshot-file requests fail.
+	snapFail int
 }
 
 type chaosMsg struct {

@@ -41,6 +41,7 @@ import (
 //	                            N batches of one record each, key k<i%K>, value v<F+i>
 //	clean                       runs the cleaner once on every live node, below its high watermark
 //	log node=I                  whether the node has segments below the raft start, and the leader's
+//	snapfail n=N                the next N snapshot-file requests fail mid-transfer
 //	fetches                     whether snapshot files were requested since the last fetches
 func TestRaftScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/raft", func(t *testing.T, path string) {
@@ -236,12 +237,18 @@ func TestRaftScenarios(t *testing.T) {
 					same = fmt.Sprint(slices.Equal(mine, theirs))
 				}
 				return fmt.Sprintf("segments below the raft start: %v, log start offset %d, the leader's files: %s\n", len(mine) > 0, p.LogStartOffset(), same)
+			case "snapfail":
+				c.net.mu.Lock()
+				c.net.snapFail = num("n", 1)
+				c.net.mu.Unlock()
+				return ""
 			case "fetches":
 				c.net.mu.Lock()
 				k := c.net.snapFetches
+				left := c.net.snapFail
 				c.net.snapFetches = 0
 				c.net.mu.Unlock()
-				return fmt.Sprintf("snapshot files requested: %v\n", k > 0)
+				return fmt.Sprintf("snapshot files requested: %v, failures left to inject: %d\n", k > 0, left)
 			case "join":
 				// A new node joins as a learner of the group whose
 				// voters are listed (before the leader adds it).

@@ -45,6 +45,17 @@ func (f chaosFetcher) FetchSnapshotFile(ctx context.Context, from uint64, group 
 	if err != nil {
 		return err
 	}
+	f.n.mu.Lock()
+	fail := f.n.snapFail > 0
+	if fail {
+		f.n.snapFail--
+	}
+	f.n.mu.Unlock()
+	if fail {
+		// Half a file, then the connection drops.
+		w.Write([]byte("torn"))
+		return fmt.Errorf("%w: the transfer broke", errUnreachable)
+	}
 	return h.ServeSnapshotFile(group, index, sf, w)
 }
 
