@@ -314,11 +314,19 @@ func listFiles(fs *vfs.MemFS, dir string) []string {
 type crashStore struct {
 	*MemStateStore
 	gate sync.Mutex
+	// refuse, when set (before the node starts), fails the saves it
+	// returns true for.
+	refuse func(GroupState) bool
 }
 
 func (s *crashStore) Save(states map[GroupID]GroupState) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
+	for _, st := range states {
+		if s.refuse != nil && s.refuse(st) {
+			return errors.New("test: group state save refused")
+		}
+	}
 	return s.MemStateStore.Save(states)
 }
 

@@ -486,10 +486,11 @@ func (h *Host) Deliver(msgs []GroupMessage) {
 		if g == nil {
 			continue
 		}
-		if msgs[i].Msg.Type == raftpb.MsgSnap {
-			// A compacted topic's snapshot fetches its files first
-			// (raft_snapfiles.go).
-			if si, ok := g.storage.(snapshotInterceptor); ok && si.interceptSnapshot(h, msgs[i]) {
+		if t := msgs[i].Msg.Type; t == raftpb.MsgSnap || t == raftpb.MsgHeartbeat {
+			// A compacted topic's snapshot fetches its files first; a
+			// heartbeat may show the leader missed that a snapshot was
+			// applied (raft_snapfiles.go).
+			if si, ok := g.storage.(snapshotInterceptor); ok && si.intercept(h, msgs[i]) {
 				continue
 			}
 		}

@@ -177,11 +177,43 @@ func (p *Partition) stopSnapshots() {
 	}
 }
 
-// snapshotInterceptor is a GroupStorage that sees a MsgSnap before raft
-// does (Host.Deliver): true means it keeps the message back (delivering
-// it again later itself).
+// snapshotInterceptor is a GroupStorage that sees a MsgSnap or a
+// MsgHeartbeat before raft does (Host.Deliver): true means it keeps the
+// message back (delivering it again later itself).
 type snapshotInterceptor interface {
-	interceptSnapshot(h *Host, gm GroupMessage) bool
+	intercept(h *Host, gm GroupMessage) bool
+}
+
+func (s *partitionStorage) intercept(h *Host, gm GroupMessage) bool {
+	switch gm.Msg.Type {
+	case raftpb.MsgSnap:
+		return s.interceptSnapshot(h, gm)
+	case raftpb.MsgHeartbeat:
+		if !gm.Quiesce {
+			s.nudge(h, gm)
+		}
+	}
+	return false
+}
+
+// nudge answers a leader's heartbeat whose commit index (raft sends
+// min(the follower's match, its commit)) is below the follower's
+// FirstIndex-1 with a MsgAppResp at FirstIndex-1: the leader lost the
+// answer to a snapshot the follower applied (a crash between the
+// install and the next saved state, a message lost), and would otherwise
+// wait for it forever in StateSnapshot (etcd raft leaves a snapshot's
+// fate to the application). It is safe whenever sent: the entries up to
+// FirstIndex-1 are committed (applied, then compacted), so every leader's
+// log matches the follower's there; the leader takes it as a match
+// (probing, or leaving StateSnapshot) or ignores it as stale.
+func (s *partitionStorage) nudge(h *Host, gm GroupMessage) {
+	prev := s.p.log.FirstIndex() - 1
+	if prev == 0 || gm.Msg.Commit >= prev {
+		return
+	}
+	h.cfg.Transport.Send([]GroupMessage{{Group: gm.Group, Msg: raftpb.Message{
+		Type: raftpb.MsgAppResp, To: gm.Msg.From, From: gm.Msg.To, Term: gm.Msg.Term, Index: prev,
+	}}})
 }
 
 // interceptSnapshot keeps back a compacted topic's snapshot whose files

@@ -247,3 +247,64 @@ func TestSnapshotStreamTCP(t *testing.T) {
 }
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// TestCompactedSnapshotCrashBeforeStateSaved: a follower installs a
+// compacted topic's snapshot (durably, in step 2 of the host's loop) and
+// crashes before the group state covering it is saved (step 4). It
+// restarts from its installed log with the older saved state, whose
+// commit index is below the log's first index - 1, and catches up.
+func TestCompactedSnapshotCrashBeforeStateSaved(t *testing.T) {
+	c := newPCluster(t, 3, 1, 1)
+	c.cfg.Log.SegmentBytes = 1024
+	c.cfg.Log.CleanupPolicy = segment.PolicyCompact
+	c.cfg.Log.MinCleanableDirtyRatio = 0
+	c.startAll()
+	g := c.groups[0]
+	ticks := 0
+	c.drive("node 1 to lead", func() bool {
+		if ticks%20 == 0 {
+			c.nodes[1].host.Campaign(g)
+		}
+		ticks++
+		return c.leads(1)
+	})
+	produce := func(n, keys, from int) {
+		t.Helper()
+		var last *Pending
+		for i := range n {
+			pd, err := c.nodes[1].parts[g].ProduceWith(keyedBatch(fmt.Sprintf("k%d=v%d", i%keys, from+i)), ProduceOptions{Acks: AcksAll})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = pd
+		}
+		if _, err := c.wait(last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(20, 10, 0)
+	c.settle()
+	c.stop(3)
+	produce(100, 4, 20)
+	c.settle()
+	for _, n := range c.up() {
+		p := n.parts[g]
+		if _, err := p.log.Clean(p.HighWatermark()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapIndex := c.nodes[1].parts[g].log.FirstIndex() - 1
+	if snapIndex == 0 {
+		t.Fatal("nothing cleaned out of the raft log")
+	}
+	c.nodes[3].states.refuse = func(st GroupState) bool { return st.HardState.Commit >= snapIndex }
+	c.start(3)
+	c.drive("node 3 to install the snapshot", func() bool { return c.nodes[3].parts[g].log.FirstIndex() > snapIndex })
+	c.crash(3, 1)
+	c.start(3)
+	c.settle()
+	want := compactedRecords(t, c.nodes[1].parts[g])
+	if got := compactedRecords(t, c.nodes[3].parts[g]); !slices.Equal(got, want) {
+		t.Fatalf("node 3 serves %v\nnode 1 %v", got, want)
+	}
+}
