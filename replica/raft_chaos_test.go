@@ -29,6 +29,10 @@ type chaosNet struct {
 	snapFetches int
 	// snapFail is how many more snapshot-file requests fail.
 	snapFail int
+	// snapGate, when set, holds every snapshot-file request until it is
+	// closed (a slow transfer); snapHeld counts those waiting.
+	snapGate chan struct{}
+	snapHeld int
 }
 
 type chaosMsg struct {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/batch"
@@ -50,7 +51,18 @@ func (f chaosFetcher) FetchSnapshotFile(ctx context.Context, from uint64, group 
 	if fail {
 		f.n.snapFail--
 	}
+	gate := f.n.snapGate
+	if gate != nil {
+		f.n.snapHeld++
+	}
 	f.n.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if fail {
 		// Half a file, then the connection drops.
 		w.Write([]byte("torn"))
@@ -254,6 +266,25 @@ func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 // restarts from its installed log with the older saved state, whose
 // commit index is below the log's first index - 1, and catches up.
 func TestCompactedSnapshotCrashBeforeStateSaved(t *testing.T) {
+	c, snapIndex := compactedBehind(t)
+	g := c.groups[0]
+	c.nodes[3].states.refuse = func(st GroupState) bool { return st.HardState.Commit >= snapIndex }
+	c.start(3)
+	c.drive("node 3 to install the snapshot", func() bool { return c.nodes[3].parts[g].log.FirstIndex() > snapIndex })
+	c.crash(3, 1)
+	c.start(3)
+	c.settle()
+	want := compactedRecords(t, c.nodes[1].parts[g])
+	if got := compactedRecords(t, c.nodes[3].parts[g]); !slices.Equal(got, want) {
+		t.Fatalf("node 3 serves %v\nnode 1 %v", got, want)
+	}
+}
+
+// compactedBehind builds a 3-node compacted cluster led by node 1 in
+// which node 3 was down while the others produced and cleaned: it needs
+// the segment transfer. It returns the snapshot index.
+func compactedBehind(t *testing.T) (*pcluster, uint64) {
+	t.Helper()
 	c := newPCluster(t, 3, 1, 1)
 	c.cfg.Log.SegmentBytes = 1024
 	c.cfg.Log.CleanupPolicy = segment.PolicyCompact
@@ -268,24 +299,10 @@ func TestCompactedSnapshotCrashBeforeStateSaved(t *testing.T) {
 		ticks++
 		return c.leads(1)
 	})
-	produce := func(n, keys, from int) {
-		t.Helper()
-		var last *Pending
-		for i := range n {
-			pd, err := c.nodes[1].parts[g].ProduceWith(keyedBatch(fmt.Sprintf("k%d=v%d", i%keys, from+i)), ProduceOptions{Acks: AcksAll})
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = pd
-		}
-		if _, err := c.wait(last); err != nil {
-			t.Fatal(err)
-		}
-	}
-	produce(20, 10, 0)
+	produceKeyed(t, c, 20, 10, 0)
 	c.settle()
 	c.stop(3)
-	produce(100, 4, 20)
+	produceKeyed(t, c, 100, 4, 20)
 	c.settle()
 	for _, n := range c.up() {
 		p := n.parts[g]
@@ -297,11 +314,79 @@ func TestCompactedSnapshotCrashBeforeStateSaved(t *testing.T) {
 	if snapIndex == 0 {
 		t.Fatal("nothing cleaned out of the raft log")
 	}
-	c.nodes[3].states.refuse = func(st GroupState) bool { return st.HardState.Commit >= snapIndex }
+	return c, snapIndex
+}
+
+// produceKeyed writes n keyed batches through the leader, again after a
+// leadership change (elections are timing's under the race detector),
+// and waits for each.
+func produceKeyed(t *testing.T, c *pcluster, n, keys, from int) {
+	t.Helper()
+	for i := range n {
+		for try := 0; ; try++ {
+			lead := c.waitLeader(c.groups[0])
+			pd, err := lead.ProduceWith(keyedBatch(fmt.Sprintf("k%d=v%d", i%keys, from+i)), ProduceOptions{Acks: AcksAll})
+			if err == nil {
+				_, err = c.wait(pd)
+			}
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeaderNotAvailable) || try > 50 {
+				t.Fatal(err)
+			}
+			c.tick()
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// TestCompactedSnapshotTransferDoesNotBlock holds a follower's segment
+// transfer: meanwhile its host keeps handling the group (it follows the
+// leader's heartbeats, stands for no election, answers calls), and the
+// group keeps committing. Released, the follower catches up.
+func TestCompactedSnapshotTransferDoesNotBlock(t *testing.T) {
+	c, _ := compactedBehind(t)
+	g := c.groups[0]
+	gate := make(chan struct{})
+	c.net.mu.Lock()
+	c.net.snapGate = gate
+	c.net.mu.Unlock()
 	c.start(3)
-	c.drive("node 3 to install the snapshot", func() bool { return c.nodes[3].parts[g].log.FirstIndex() > snapIndex })
-	c.crash(3, 1)
-	c.start(3)
+	c.drive("a held transfer", func() bool {
+		c.net.mu.Lock()
+		defer c.net.mu.Unlock()
+		return c.net.snapHeld > 0
+	})
+	// The group commits without node 3 meanwhile, and node 3's host
+	// keeps handling it: it answers calls and follows the leader.
+	produceKeyed(t, c, 10, 4, 500)
+	for range 60 { // several election timeouts, paced as drive paces them
+		c.tick()
+		time.Sleep(time.Millisecond)
+	}
+	c.drive("node 3 to follow the leader while its transfer is held", func() bool {
+		st, err := c.nodes[3].host.Status(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead := c.leader(g)
+		if lead == nil {
+			return false
+		}
+		id, _, _ := lead.Leader()
+		return st.Lead == id && id != 3
+	})
+	c.net.mu.Lock()
+	held := c.net.snapHeld
+	c.net.mu.Unlock()
+	if held == 0 || c.nodes[3].parts[g].log.FirstIndex() != 1 {
+		t.Fatalf("the transfer was not held: %d requests, first index %d", held, c.nodes[3].parts[g].log.FirstIndex())
+	}
+	c.net.mu.Lock()
+	c.net.snapGate = nil
+	c.net.mu.Unlock()
+	close(gate)
 	c.settle()
 	want := compactedRecords(t, c.nodes[1].parts[g])
 	if got := compactedRecords(t, c.nodes[3].parts[g]); !slices.Equal(got, want) {
