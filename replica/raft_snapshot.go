@@ -54,6 +54,17 @@ import (
 // leader (SnapshotFetcher.SnapshotFailed), whose raft then marks the
 // snapshot failed (ReportSnapshot) and sends a new one.
 //
+// A snapshot applied whose answer the leader never got (a crash after
+// ApplySnapshot, step 2 of the host's loop, before the group state was
+// saved in step 4; a lost message) would leave the leader waiting in
+// StateSnapshot for good, and the restarted follower's saved commit index
+// below its log's FirstIndex-1 (raft panics on that). So startRaft raises
+// the commit index to FirstIndex-1 (a snapshot holds committed entries
+// only), and a follower answers a heartbeat whose commit index is below
+// its FirstIndex-1 with a MsgAppResp there (raft_snapfiles.go, nudge):
+// safe whenever sent, since every leader's log matches the committed
+// prefix. Both serve delete topics' snapshots too.
+//
 // Format of raftpb.Snapshot.Data, integers big-endian:
 //
 //	magic           uint32  0x534c5253 ("SLRS")
