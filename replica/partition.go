@@ -155,6 +155,7 @@ func (p *Partition) Close() error {
 		// proposals it would have completed fail (retriable).
 		p.rs.host.RemoveGroup(p.rs.id)
 		p.rs.failAll(p.notLeader("the partition closed"))
+		p.stopSnapshots() // raft_snapfiles.go
 	}
 	p.closeOnce.Do(func() { close(p.closing) })
 	p.mu.Lock()

@@ -25,6 +25,14 @@ type chaosNet struct {
 	dup     float64            // probability a message is delivered twice
 	delay   float64            // probability a message is held back
 	sent    int
+	// snapFetches counts the snapshot-file requests of chaosFetcher.
+	snapFetches int
+	// snapFail is how many more snapshot-file requests fail.
+	snapFail int
+	// snapGate, when set, holds every snapshot-file request until it is
+	// closed (a slow transfer); snapHeld counts those waiting.
+	snapGate chan struct{}
+	snapHeld int
 }
 
 type chaosMsg struct {

@@ -94,8 +94,9 @@ func (c *pcluster) start(id uint64) {
 			l.Close()
 		}
 		p, err := Open(n.fs, c.dir(g), c.cfg, Options{
-			Log:  segment.Options{Logger: quiet()},
-			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime},
+			Log: segment.Options{Logger: quiet()},
+			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime,
+				Snapshots: c.net.fetcher(id)},
 		})
 		if err != nil {
 			c.t.Fatalf("node %d: open %s: %v", id, g, err)
@@ -319,6 +320,9 @@ type crashStore struct {
 	*MemStateStore
 	gate    sync.Mutex
 	durable map[GroupID]GroupState
+	// refuse, when set (before the node starts), fails the saves it
+	// returns true for.
+	refuse func(GroupState) bool
 }
 
 // newCrashStore returns a store holding states, durable.
@@ -334,6 +338,11 @@ func newCrashStore(states map[GroupID]GroupState) *crashStore {
 func (s *crashStore) Save(states map[GroupID]GroupState, sync bool) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
+	for _, st := range states {
+		if s.refuse != nil && s.refuse(st) {
+			return errors.New("test: group state save refused")
+		}
+	}
 	if err := s.MemStateStore.Save(states, sync); err != nil {
 		return err
 	}

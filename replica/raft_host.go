@@ -490,6 +490,14 @@ func (h *Host) Deliver(msgs []GroupMessage) {
 		if g == nil {
 			continue
 		}
+		if t := msgs[i].Msg.Type; t == raftpb.MsgSnap || t == raftpb.MsgHeartbeat {
+			// A compacted topic's snapshot fetches its files first; a
+			// heartbeat may show the leader missed that a snapshot was
+			// applied (raft_snapfiles.go).
+			if si, ok := g.storage.(snapshotInterceptor); ok && si.intercept(h, msgs[i]) {
+				continue
+			}
+		}
 		g.mu.Lock()
 		g.inbox = append(g.inbox, msgs[i])
 		g.mu.Unlock()

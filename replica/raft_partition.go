@@ -61,6 +61,10 @@ type RaftConfig struct {
 	// follower is in the ISR while it caught up with the leader's log end
 	// within it.
 	ReplicaLagTime time.Duration
+	// Snapshots fetches a compacted topic's snapshot files from the
+	// leader (raft_snapfiles.go); nil: such a snapshot is dropped, so a
+	// follower behind the leader's cleaned segments cannot catch up.
+	Snapshots SnapshotFetcher
 }
 
 // DefaultReplicaLagTime is Kafka's replica.lag.time.max.ms default.
@@ -160,6 +164,8 @@ type raftState struct {
 	// mu: the ISR last computed and when.
 	isr   []uint64
 	isrAt time.Time
+
+	snap snapState // raft_snapfiles.go
 }
 
 // Leader returns the partition's leader as this replica knows it (0 and

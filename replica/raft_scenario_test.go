@@ -11,6 +11,8 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluicemq/sluice/segment"
 )
 
 // TestRaftScenarios runs the replication scenarios in testdata/raft
@@ -34,6 +36,13 @@ import (
 //	state                       every live node: leader, log end offset, high watermark, records served
 //	epochs node=I               OffsetForLeaderEpoch of the node's every epoch
 //	ticks n=N                   N ticks
+//	cluster ... compact=1       cleanup.policy=compact (min.cleanable.dirty.ratio 0)
+//	produce-keyed-many node=I n=N keys=K [from=F]
+//	                            N batches of one record each, key k<i%K>, value v<F+i>
+//	clean                       runs the cleaner once on every live node, below its high watermark
+//	log node=I                  whether the node has segments below the raft start, and the leader's
+//	snapfail n=N                the next N snapshot-file requests fail mid-transfer
+//	fetches                     whether snapshot files were requested since the last fetches
 func TestRaftScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/raft", func(t *testing.T, path string) {
 		var c *pcluster
@@ -69,6 +78,10 @@ func TestRaftScenarios(t *testing.T) {
 				}
 				if b := num("retention-bytes", 0); b > 0 {
 					c.cfg.Log.RetentionBytes = int64(b)
+				}
+				if num("compact", 0) == 1 {
+					c.cfg.Log.CleanupPolicy = segment.PolicyCompact
+					c.cfg.Log.MinCleanableDirtyRatio = 0
 				}
 				c.startAll()
 				return ""
@@ -184,6 +197,58 @@ func TestRaftScenarios(t *testing.T) {
 				}
 				res, err := c.wait(last)
 				return result(res.BaseOffset, res.LastOffset, err)
+			case "produce-keyed-many":
+				p := c.nodes[node()].parts[c.groups[0]]
+				keys, from := num("keys", 1), num("from", 0)
+				var last *Pending
+				for i := range num("n", 1) {
+					pd, err := p.ProduceWith(keyedBatch(fmt.Sprintf("k%d=v%d", i%keys, from+i)), ProduceOptions{Acks: AcksAll})
+					if err != nil {
+						return "error: " + errName(err)
+					}
+					last = pd
+				}
+				res, err := c.wait(last)
+				return result(res.BaseOffset, res.LastOffset, err)
+			case "clean":
+				var out strings.Builder
+				for _, n := range c.up() {
+					p := n.parts[c.groups[0]]
+					if _, err := p.log.Clean(p.HighWatermark()); err != nil {
+						d.Fatalf(t, "clean on node %d: %v", n.id, err)
+					}
+					fmt.Fprintf(&out, "node %d: segments below the raft start: %v\n", n.id, len(p.log.SnapshotSegments()) > 0)
+				}
+				return out.String()
+			case "log":
+				// Also whether its segments below the raft start are
+				// byte for byte the leader's.
+				p := c.nodes[node()].parts[c.groups[0]]
+				mine, err := p.log.SnapshotFiles()
+				if err != nil {
+					d.Fatalf(t, "%v", err)
+				}
+				same := "no leader"
+				if lead := c.leader(c.groups[0]); lead != nil {
+					theirs, err := lead.log.SnapshotFiles()
+					if err != nil {
+						d.Fatalf(t, "%v", err)
+					}
+					same = fmt.Sprint(slices.Equal(mine, theirs))
+				}
+				return fmt.Sprintf("segments below the raft start: %v, log start offset %d, the leader's files: %s\n", len(mine) > 0, p.LogStartOffset(), same)
+			case "snapfail":
+				c.net.mu.Lock()
+				c.net.snapFail = num("n", 1)
+				c.net.mu.Unlock()
+				return ""
+			case "fetches":
+				c.net.mu.Lock()
+				k := c.net.snapFetches
+				left := c.net.snapFail
+				c.net.snapFetches = 0
+				c.net.mu.Unlock()
+				return fmt.Sprintf("snapshot files requested: %v, failures left to inject: %d\n", k > 0, left)
 			case "join":
 				// A new node joins as a learner of the group whose
 				// voters are listed (before the leader adds it).
@@ -255,12 +320,28 @@ func TestRaftScenarios(t *testing.T) {
 				return ""
 			case "state":
 				var out strings.Builder
+				var first []string
+				var firstID uint64
 				for _, n := range c.up() {
 					p := n.parts[c.groups[0]]
 					lead, _, ok := p.Leader()
 					l := "none"
 					if ok {
 						l = strconv.FormatUint(lead, 10)
+					}
+					if c.cfg.Log.Compacts() {
+						// Which records survived cleaning depends on
+						// where segments were cut, which depends on
+						// how many elections added entries: print the
+						// compacted view (the last value of each key)
+						// and whether every record is the first node's.
+						recs := compactedRecords(t, p)
+						if first == nil {
+							first, firstID = recs, n.id
+						}
+						fmt.Fprintf(&out, "node %d: leader=%s lso=%d leo=%d hw=%d latest=%s same records as node %d: %v\n", n.id, l, p.LogStartOffset(), p.LogEndOffset(), p.HighWatermark(),
+							strings.Join(latestByKey(recs), " "), firstID, slices.Equal(recs, first))
+						continue
 					}
 					recs := records(t, p)
 					if len(recs) > 12 {

@@ -9,28 +9,76 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluicemq/sluice/segment"
 )
 
-// Raft snapshots of a delete topic's partition. Retention is raft log
-// compaction: it removes whole segments below the raft retain bound (the
-// last applied index + 1, set at every apply), so FirstIndex moves to the
-// first segment still on disk. A follower that needs an entry below
-// FirstIndex gets a snapshot at FirstIndex-1 instead: metadata only, no
-// records (a delete topic's records below it are gone on the leader too).
-// The follower empties its log at the snapshot's next offset
-// (segment.Log.ResetAt), takes the producer state and leader epochs from
-// it, and receives everything after it as ordinary entries, so it holds
-// exactly what the leader holds, from the same log start offset.
+// Raft snapshots. Retention is raft log compaction: it removes whole
+// segments below the raft retain bound (the last applied index + 1, set
+// at every apply), so FirstIndex moves to the first segment still on
+// disk; the cleaner rewrites only segments wholly below the same bound,
+// and those leave the raft log (FirstIndex moves past them too). A
+// follower that needs an entry below FirstIndex gets a snapshot at
+// FirstIndex-1 instead.
+//
+// Delete topics: metadata only, no records (the records below it are gone
+// on the leader too). The follower empties its log at the snapshot's next
+// offset (segment.Log.ResetAt), takes the producer state and leader
+// epochs from it, and receives everything after it as ordinary entries,
+// so it holds exactly what the leader holds, from the same log start
+// offset.
+//
+// Compacted topics (cleanup.policy contains compact): the records below
+// FirstIndex are the cleaned segments, so the snapshot is a segment
+// transfer, out of band. Its Data is a small manifest, the same metadata
+// plus the log start offset and the list of segment files below the raft
+// start (base offset, size, CRC-32C of each .log); the bytes never travel
+// in a raft message. Leader: Snapshot computes the manifest in the
+// background (reading every listed file for its checksum must not hold
+// the worker) and answers raft.ErrSnapshotTemporarilyUnavailable until it
+// is ready (raft asks again at the next heartbeat response); the manifest
+// is kept while FirstIndex and the listed segments (bases and sizes) stay
+// the same. Follower (raft_snapfiles.go): the host hands every MsgSnap to
+// the partition before raft sees it (Host.Deliver); for a manifest with
+// files the partition keeps it back, fetches each file from the leader
+// through RaftConfig.Snapshots (a SnapshotFetcher: its own TCP stream in
+// production, in-process in tests) into a staged file of the partition
+// folder, synced and its checksum verified, and only then delivers the
+// MsgSnap. Raft's heartbeats and the host's worker are never held up by
+// the transfer. ApplySnapshot then installs the staged files
+// (segment.Log.InstallSnapshot: atomic and crash-safe behind an install
+// marker) as the log below the raft start, with the raft log restarting
+// empty at index+1, and carries on as for a delete topic. A transfer that
+// fails (the leader cleaned or deleted a listed segment meanwhile, a
+// checksum does not match, the leader is unreachable) is reported to the
+// leader (SnapshotFetcher.SnapshotFailed), whose raft then marks the
+// snapshot failed (ReportSnapshot) and sends a new one.
+//
+// A snapshot applied whose answer the leader never got (a crash after
+// ApplySnapshot, step 2 of the host's loop, before the group state was
+// saved in step 4; a lost message) would leave the leader waiting in
+// StateSnapshot for good, and the restarted follower's saved commit index
+// below its log's FirstIndex-1 (raft panics on that). So startRaft raises
+// the commit index to FirstIndex-1 (a snapshot holds committed entries
+// only), and a follower answers a heartbeat whose commit index is below
+// its FirstIndex-1 with a MsgAppResp there (raft_snapfiles.go, nudge):
+// safe whenever sent, since every leader's log matches the committed
+// prefix. Both serve delete topics' snapshots too.
 //
 // Format of raftpb.Snapshot.Data, integers big-endian:
 //
 //	magic           uint32  0x534c5253 ("SLRS")
-//	version         uint8   1
+//	version         uint8   1: a delete topic's; 2: a compacted topic's
 //	nextOffset      int64   the Kafka offset after the snapshot's entry
+//	logStartOffset  int64   version 2 only: the leader's log start offset
 //	epochs          uint32  count, then per epoch: epoch int32, startOffset int64
 //	producers       uint32  length, then a producer snapshot file's bytes
 //	                        (snapshot.go's format) of the state below
 //	                        nextOffset; 0 when none was kept
+//	files           uint32  version 2 only: count, then per segment file
+//	                        below the raft start, in offset order:
+//	                        base int64, size int64, crc uint32 (CRC-32C
+//	                        of the .log's bytes)
 //	crc             uint32  CRC-32C of every byte before it
 //
 // The snapshot's ConfState is the group's current one. It is the
@@ -38,16 +86,11 @@ import (
 // entry is still in the log above it; the follower then applies that
 // change again, which is a no-op for the single changes (add a learner,
 // promote, remove) Sluice makes one at a time.
-//
-// Compacted topics are not served yet: the cleaner rewrites only segments
-// below the retain bound and those leave the raft log, so a follower
-// behind them would need the cleaned segments themselves (a segment
-// transfer); until then Snapshot answers
-// raft.ErrSnapshotTemporarilyUnavailable for them and raft retries.
 
 const (
-	raftSnapMagic   = 0x534c5253
-	raftSnapVersion = 1
+	raftSnapMagic     = 0x534c5253
+	raftSnapVersion   = 1
+	raftSnapCompacted = 2
 )
 
 var errBadRaftSnapshot = errors.New("replica: bad raft snapshot")
@@ -57,12 +100,24 @@ type raftSnapData struct {
 	nextOffset int64
 	epochs     []epochEntry
 	producers  []byte
+	// A compacted topic's (version 2): its log start offset and the
+	// segment files below the raft start.
+	compacted      bool
+	logStartOffset int64
+	files          []segment.SnapshotFile
 }
 
 func encodeRaftSnap(d raftSnapData) []byte {
 	b := binary.BigEndian.AppendUint32(nil, raftSnapMagic)
-	b = append(b, raftSnapVersion)
+	if d.compacted {
+		b = append(b, raftSnapCompacted)
+	} else {
+		b = append(b, raftSnapVersion)
+	}
 	b = binary.BigEndian.AppendUint64(b, uint64(d.nextOffset))
+	if d.compacted {
+		b = binary.BigEndian.AppendUint64(b, uint64(d.logStartOffset))
+	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(d.epochs)))
 	for _, e := range d.epochs {
 		b = binary.BigEndian.AppendUint32(b, uint32(e.epoch))
@@ -70,6 +125,14 @@ func encodeRaftSnap(d raftSnapData) []byte {
 	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(d.producers)))
 	b = append(b, d.producers...)
+	if d.compacted {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(d.files)))
+		for _, f := range d.files {
+			b = binary.BigEndian.AppendUint64(b, uint64(f.Base))
+			b = binary.BigEndian.AppendUint64(b, uint64(f.Size))
+			b = binary.BigEndian.AppendUint32(b, f.CRC)
+		}
+	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -82,13 +145,31 @@ func decodeRaftSnap(b []byte) (raftSnapData, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return d, fmt.Errorf("%w: checksum mismatch", errBadRaftSnapshot)
 	}
-	if binary.BigEndian.Uint32(body) != raftSnapMagic || body[4] != raftSnapVersion {
+	if binary.BigEndian.Uint32(body) != raftSnapMagic || (body[4] != raftSnapVersion && body[4] != raftSnapCompacted) {
 		return d, fmt.Errorf("%w: magic or version", errBadRaftSnapshot)
 	}
+	d.compacted = body[4] == raftSnapCompacted
 	r := body[5:]
+	short := func(need int) error {
+		if len(r) < need {
+			return fmt.Errorf("%w: %d bytes where %d are needed", errBadRaftSnapshot, len(r), need)
+		}
+		return nil
+	}
 	d.nextOffset = int64(binary.BigEndian.Uint64(r))
-	n := binary.BigEndian.Uint32(r[8:])
-	r = r[12:]
+	r = r[8:]
+	if d.compacted {
+		if err := short(8); err != nil {
+			return d, err
+		}
+		d.logStartOffset = int64(binary.BigEndian.Uint64(r))
+		r = r[8:]
+	}
+	if err := short(4); err != nil {
+		return d, err
+	}
+	n := binary.BigEndian.Uint32(r)
+	r = r[4:]
 	if uint64(len(r)) < uint64(n)*12+4 {
 		return d, fmt.Errorf("%w: %d epochs in %d bytes", errBadRaftSnapshot, n, len(r))
 	}
@@ -98,11 +179,39 @@ func decodeRaftSnap(b []byte) (raftSnapData, error) {
 	}
 	plen := binary.BigEndian.Uint32(r)
 	r = r[4:]
-	if uint64(len(r)) != uint64(plen) || d.nextOffset < 0 {
+	if uint64(len(r)) < uint64(plen) || d.nextOffset < 0 {
 		return d, fmt.Errorf("%w: producer state of %d bytes in %d", errBadRaftSnapshot, plen, len(r))
 	}
 	if plen > 0 {
-		d.producers = r
+		d.producers = r[:plen]
+	}
+	r = r[plen:]
+	if d.compacted {
+		if err := short(4); err != nil {
+			return d, err
+		}
+		n := binary.BigEndian.Uint32(r)
+		r = r[4:]
+		if uint64(len(r)) != uint64(n)*20 {
+			return d, fmt.Errorf("%w: %d files in %d bytes", errBadRaftSnapshot, n, len(r))
+		}
+		prev := int64(-1)
+		for range n {
+			f := segment.SnapshotFile{Base: int64(binary.BigEndian.Uint64(r)), Size: int64(binary.BigEndian.Uint64(r[8:])), CRC: binary.BigEndian.Uint32(r[16:])}
+			if f.Base <= prev || f.Base >= d.nextOffset || f.Size < 0 {
+				return d, fmt.Errorf("%w: file %d after %d (next offset %d)", errBadRaftSnapshot, f.Base, prev, d.nextOffset)
+			}
+			prev = f.Base
+			d.files = append(d.files, f)
+			r = r[20:]
+		}
+		if d.logStartOffset > d.nextOffset || (len(d.files) > 0 && d.logStartOffset < d.files[0].Base) {
+			return d, fmt.Errorf("%w: log start offset %d", errBadRaftSnapshot, d.logStartOffset)
+		}
+		r = nil
+	}
+	if len(r) != 0 {
+		return d, fmt.Errorf("%w: %d bytes after the producer state", errBadRaftSnapshot, len(r))
 	}
 	return d, nil
 }
@@ -111,7 +220,8 @@ func decodeRaftSnap(b []byte) (raftSnapData, error) {
 // for a follower that needs compacted entries (see the top of the file).
 func (s *partitionStorage) Snapshot() (raftpb.Snapshot, error) {
 	p := s.p
-	if !p.Config().Log.Deletes() || p.Config().Log.Compacts() {
+	cfg := p.Config().Log
+	if !cfg.Deletes() && !cfg.Compacts() {
 		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
 	}
 	first := p.log.FirstIndex()
@@ -120,9 +230,29 @@ func (s *partitionStorage) Snapshot() (raftpb.Snapshot, error) {
 	if err != nil {
 		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
 	}
+	var d raftSnapData
+	if cfg.Compacts() {
+		var ok bool
+		if d, ok = p.rs.snap.manifest(p, first); !ok {
+			return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+		}
+	} else if d, err = snapMetadata(p, index); err != nil {
+		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	_, cs, _ := s.InitialState()
+	return raftpb.Snapshot{
+		Data:     encodeRaftSnap(d),
+		Metadata: raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: cs},
+	}, nil
+}
+
+// snapMetadata returns a snapshot's metadata at index (FirstIndex-1): the
+// next offset, the leader epochs up to it, and the producer state below
+// it.
+func snapMetadata(p *Partition, index uint64) (raftSnapData, error) {
 	next, err := p.log.OffsetAfter(index)
 	if err != nil {
-		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+		return raftSnapData{}, err
 	}
 	d := raftSnapData{nextOffset: next}
 	p.mu.Lock()
@@ -137,11 +267,7 @@ func (s *partitionStorage) Snapshot() (raftpb.Snapshot, error) {
 	if b, err := readFile(p, filepath.Join(p.log.Dir(), snapshotName(next))); err == nil {
 		d.producers = b
 	}
-	_, cs, _ := s.InitialState()
-	return raftpb.Snapshot{
-		Data:     encodeRaftSnap(d),
-		Metadata: raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: cs},
-	}, nil
+	return d, nil
 }
 
 func readFile(p *Partition, name string) ([]byte, error) {
@@ -162,7 +288,8 @@ func readFile(p *Partition, name string) ([]byte, error) {
 }
 
 // ApplySnapshot replaces the log by a snapshot from the leader: the log
-// restarts empty at its next offset (durably), the producer state and
+// restarts empty at its next offset (durably; for a compacted topic above
+// the installed segment files), the producer state and
 // leader epochs are the snapshot's, and the high watermark is its next
 // offset (a snapshot's index is committed).
 func (s *partitionStorage) ApplySnapshot(snap raftpb.Snapshot) error {
@@ -172,7 +299,20 @@ func (s *partitionStorage) ApplySnapshot(snap raftpb.Snapshot) error {
 		return err
 	}
 	p.snapWG.Wait()
-	if err := p.log.ResetAt(snap.Metadata.Index, snap.Metadata.Term, d.nextOffset); err != nil {
+	start := d.nextOffset
+	if d.compacted {
+		// The files were staged before raft saw the snapshot
+		// (raft_snapfiles.go); InstallSnapshot checks them again.
+		if len(d.files) > 0 && !p.rs.snap.isStaged(snap.Metadata, d.files) {
+			return fmt.Errorf("%w: a compacted topic's snapshot at %d whose files were not staged", errBadRaftSnapshot, snap.Metadata.Index)
+		}
+		err := p.log.InstallSnapshot(d.files, snap.Metadata.Index, snap.Metadata.Term, d.nextOffset, d.logStartOffset)
+		p.rs.snap.unstage()
+		if err != nil {
+			return err
+		}
+		start = p.log.LogStartOffset()
+	} else if err := p.log.ResetAt(snap.Metadata.Index, snap.Metadata.Term, d.nextOffset); err != nil {
 		return err
 	}
 	if err := removeSnapshotsAbove(p.fs, p.log.Dir(), -1); err != nil {
@@ -194,7 +334,7 @@ func (s *partitionStorage) ApplySnapshot(snap raftpb.Snapshot) error {
 	}
 	p.mu.Lock()
 	p.epochs.entries = d.epochs
-	p.epochs.truncateFromStart(d.nextOffset)
+	p.epochs.truncateFromStart(start)
 	p.saveEpochsLocked()
 	p.mu.Unlock()
 	s.SetConfState(snap.Metadata.ConfState)

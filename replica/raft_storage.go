@@ -117,6 +117,15 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		lagTime:  rc.ReplicaLagTime,
 		inflight: map[int64][]*proposal{},
 	}
+	rs.snap.fetcher = rc.Snapshots
+	// A snapshot applied (durably, in step 2 of the host's loop) before
+	// a crash that came before the group state covering it was saved
+	// (step 4): the log starts past the saved commit index. A snapshot
+	// holds only committed entries, and raft refuses a commit index below
+	// FirstIndex-1 at start.
+	if first := p.log.FirstIndex(); st.HardState.Commit+1 < first {
+		st.HardState.Commit = first - 1
+	}
 	rs.storage = NewLogStorage(p.log, st.HardState, st.ConfState)
 	p.rs = rs
 	applied := st.Applied

@@ -31,7 +31,8 @@ import (
 // byte (bit 0: GroupMessage.Quiesce; the others zero), a uint32 length and
 // the raft message (raftpb.Message's protobuf encoding). Integers are
 // big-endian. A frame over maxRaftFrame bytes, or one that does not
-// decode, closes the connection.
+// decode, closes the connection. A connection that starts with "SLRF"
+// instead is a snapshot stream (raft_snapfiles_tcp.go).
 type TCPTransport struct {
 	id     uint64
 	ln     net.Listener
@@ -409,7 +410,12 @@ func (t *TCPTransport) receive(c net.Conn) {
 	}()
 	r := bufio.NewReaderSize(c, 64<<10)
 	var hello [len(raftMagic) + 1 + 8]byte
-	if _, err := io.ReadFull(r, hello[:]); err != nil || string(hello[:4]) != raftMagic || hello[4] != raftVersion {
+	_, err := io.ReadFull(r, hello[:])
+	if err == nil && string(hello[:4]) == snapFileMagic {
+		t.serveSnapshotStream(c, r, hello[4]) // raft_snapfiles_tcp.go
+		return
+	}
+	if err != nil || string(hello[:4]) != raftMagic || hello[4] != raftVersion {
 		t.logger.Debug("replica: raft transport: bad hello", "remote", c.RemoteAddr().String())
 		return
 	}

@@ -24,6 +24,11 @@
 // and then ".swap" (complete, synced, committed); files being deleted carry
 // the suffix ".deleted". These suffixes are part of the format.
 //
+// A follower receiving a compacted log's raft snapshot stages the
+// leader's segment files as <base>.log.install, and InstallSnapshot
+// commits them with snapshot.install (format in install.go), which
+// recovery completes; staged files without it are removed at open.
+//
 // A .log file is nothing but whole record batches (magic 2; see package
 // batch for the byte layout). The log writes a batch's bytes as received;
 // it only sets the baseOffset field (not covered by the CRC), and when asked

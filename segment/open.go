@@ -78,6 +78,9 @@ func Open(fs vfs.FS, dir string, cfg Config, opts Options) (*Log, error) {
 }
 
 func (l *Log) recover() error {
+	if err := l.recoverInstall(); err != nil { // install.go
+		return err
+	}
 	swapped, err := l.completeSwaps()
 	if err != nil {
 		return err

@@ -33,7 +33,10 @@ import (
 // cleaner, which rewrites only segments wholly below it; segments it
 // cleans leave the raft log (their batch counts change): FirstIndex moves
 // past them, they keep serving Kafka reads but carry no raft indexes.
-// ResetAt empties the log for a raft snapshot.
+// ResetAt empties the log for a raft snapshot (a delete topic's);
+// InstallSnapshot (install.go) puts a compacted log's snapshot in place:
+// the cleaned segments the leader holds below its raft start, then an
+// empty raft log.
 
 // EntryKind is the kind of a raft entry as stored: a record batch, or one
 // of raft's own entries (mirroring raftpb.EntryType without importing
