@@ -105,6 +105,18 @@ func (c *epochCache) truncateFromEnd(endOffset int64) bool {
 	return changed
 }
 
+// truncateAbove removes the epochs newer than epoch (the newest term left
+// in a truncated log) and reports whether the cache changed.
+func (c *epochCache) truncateAbove(epoch int32) bool {
+	n := len(c.entries)
+	for n > 0 && c.entries[n-1].epoch > epoch {
+		n--
+	}
+	changed := n != len(c.entries)
+	c.entries = c.entries[:n]
+	return changed
+}
+
 // truncateFromStart drops the epochs wholly below startOffset (the log
 // start offset moved up) and moves the first remaining epoch's start up
 // to it (Kafka's truncateFromStart); it reports whether the cache changed.
@@ -243,6 +255,12 @@ func (p *Partition) loadEpochs() error {
 	if ok {
 		p.epochs.entries = entries
 		p.epochs.truncateFromEnd(p.log.LogEndOffset() + 1)
+		if l := p.log.LastIndex(); l >= p.log.FirstIndex() {
+			// A crash lost the tail of a newer epoch: drop it.
+			if t, err := p.log.Term(l); err == nil && t > 0 {
+				p.epochs.truncateAbove(int32(t))
+			}
+		}
 	} else {
 		if err != nil {
 			p.logger.Warn("replica: the leader-epoch-checkpoint is unreadable; rebuilding it from the log", "dir", p.log.Dir(), "err", err)

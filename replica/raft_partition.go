@@ -150,8 +150,11 @@ type raftState struct {
 	unsynced   []*proposal
 
 	// appendMu: the leader's proposals not yet written, per producer id,
-	// in sequence order (the idempotence check sees them).
+	// in sequence order (the idempotence check sees them); the producers
+	// one of whose proposals raft dropped (their later ones fail too,
+	// until the producer starts again from what is written).
 	inflight map[int64][]*proposal
+	broken   map[int64]bool
 
 	// pmu (a leaf): every proposal not completed yet, so Close can fail
 	// those a removed group will never complete.
@@ -264,7 +267,6 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		h.Attributes |= batch.TimestampTypeBit
 	}
 	pr := &proposal{data: b, h: *h, acks: acks, pd: &Pending{res: noResult, done: make(chan struct{})}}
-	rs.track(pr)
 	p.appendMu.Lock()
 	orig, dup, err := rs.checkProducer(p.producers, h)
 	if err != nil {
@@ -282,11 +284,32 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		return p.whenCommitted(segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}, h), nil
 	}
 	if h.ProducerID >= 0 {
+		if len(rs.inflight[h.ProducerID]) == 0 {
+			delete(rs.broken, h.ProducerID) // the producer starts again from what is written
+		}
 		rs.inflight[h.ProducerID] = append(rs.inflight[h.ProducerID], pr)
 	}
 	p.appendMu.Unlock()
+	rs.track(pr)
 	err = rs.host.post(rs.id, func(rn *raft.RawNode) error {
+		if pid := pr.h.ProducerID; pid >= 0 {
+			// A producer one of whose proposals raft dropped must not
+			// have a later one taken (a sequence gap in the log).
+			p.appendMu.Lock()
+			broken := rs.broken[pid]
+			p.appendMu.Unlock()
+			if broken {
+				err := errors.New("an earlier batch of the producer was dropped")
+				p.failProposal(pr, p.notLeader(err.Error()))
+				return err
+			}
+		}
 		if err := rn.Propose(b); err != nil {
+			if pid := pr.h.ProducerID; pid >= 0 {
+				p.appendMu.Lock()
+				rs.broken[pid] = true
+				p.appendMu.Unlock()
+			}
 			p.failProposal(pr, p.notLeader(err.Error()))
 			return err
 		}
@@ -475,10 +498,11 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 	} else {
 		p.advance(hw)
 	}
-	for len(rs.committing) > 0 && rs.committing[0].index <= last {
-		pr := rs.committing[0]
-		rs.committing = rs.committing[1:]
+	keep := rs.committing[:0]
+	for _, pr := range rs.committing {
 		switch {
+		case pr.index > last:
+			keep = append(keep, pr)
 		case pr.index < first:
 			// Committed before this batch of entries: a log that was
 			// reset (snapshot) under it; its fate is unknown.
@@ -489,6 +513,7 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 			rs.complete(pr, noResult, p.notLeader(fmt.Sprintf("the entry at raft index %d was replaced by another leader's", pr.index)))
 		}
 	}
+	rs.committing = keep
 }
 
 // LeaderChanged records the group's leader (0: none) and its term, the
@@ -534,6 +559,11 @@ func (p *Partition) whenCommitted(res segment.AppendResult, h *batch.Header) *Pe
 		defer close(pd.done)
 		for {
 			ch := p.Changed()
+			if p.LogEndOffset() <= res.LastOffset {
+				// The batch was an uncommitted tail a truncation removed.
+				pd.err = p.notLeader("the batch was replaced by another leader's")
+				return
+			}
 			if p.HighWatermark() > res.LastOffset {
 				if p.holds(res.BaseOffset, &want) {
 					pd.res = res
@@ -584,9 +614,36 @@ func (rs *raftState) track(pr *proposal) {
 // complete finishes a proposal's Pending (once) and forgets it.
 func (rs *raftState) complete(pr *proposal, res segment.AppendResult, err error) {
 	rs.pmu.Lock()
+	_, ok := rs.pending[pr]
 	delete(rs.pending, pr)
 	rs.pmu.Unlock()
-	pr.pd.finish(res, err)
+	if ok {
+		// Only the goroutine that took it out of pending finishes it.
+		pr.pd.finish(res, err)
+	}
+}
+
+// failFrom fails the written proposals at raft index index or above (a
+// truncation removed their entries). Called by the worker.
+func (rs *raftState) failFrom(p *Partition, index uint64) {
+	keep := rs.committing[:0]
+	for _, pr := range rs.committing {
+		if pr.index >= index {
+			rs.complete(pr, noResult, p.notLeader(fmt.Sprintf("the entry at raft index %d was replaced by another leader's", pr.index)))
+		} else {
+			keep = append(keep, pr)
+		}
+	}
+	rs.committing = keep
+	keepU := rs.unsynced[:0]
+	for _, pr := range rs.unsynced {
+		if pr.index >= index {
+			rs.complete(pr, noResult, p.notLeader("the entry was replaced by another leader's"))
+		} else {
+			keepU = append(keepU, pr)
+		}
+	}
+	rs.unsynced = keepU
 }
 
 // failAll fails every pending proposal (the partition closes: its group

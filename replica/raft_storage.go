@@ -27,15 +27,23 @@ type partitionStorage struct {
 // producer state and leader epochs from what remains.
 func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 	p := s.p
+	if len(ents) > 0 && ents[0].Index <= p.log.LastIndex() {
+		// A divergent tail goes first, and what is derived from the log
+		// is rebuilt from what remains, before any new entry is written
+		// (so each is recorded once, and a roll's producer snapshot holds
+		// only the batches below it).
+		leo, err := p.log.TruncateIndex(ents[0].Index)
+		if err != nil {
+			return err
+		}
+		if err := p.afterTruncate(ents[0].Index, leo); err != nil {
+			return err
+		}
+	}
 	written, err := s.AppendEntries(ents)
 	for i, w := range written {
 		e := &ents[i]
 		res := w.Result
-		if res.TruncatedTo >= 0 {
-			if err := p.afterTruncate(res.TruncatedTo); err != nil {
-				return err
-			}
-		}
 		var h *batch.Header
 		if w.Kind == segment.EntryData {
 			hh, err := batch.ParseHeader(e.Data)
@@ -55,16 +63,18 @@ func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 			}()
 		}
 		p.noteEpoch(int32(e.Term), res.BaseOffset)
-		// After a truncation the producer state was rebuilt from the
-		// log, this entry included.
-		p.written(e, res, h, res.TruncatedTo < 0)
+		p.written(e, res, h, true)
 	}
 	return err
 }
 
 // afterTruncate resets what is derived from the log after a truncation to
 // leo: producer state rebuilt from the log, leader epochs cut.
-func (p *Partition) afterTruncate(leo int64) error {
+func (p *Partition) afterTruncate(index uint64, leo int64) error {
+	// The proposals whose entries were removed will not commit with their
+	// term: they fail now (an index committing out of order would
+	// otherwise hold the ones behind it).
+	p.rs.failFrom(p, index)
 	// Snapshots above the truncation point describe the removed tail
 	// (Kafka's truncateAndReload drops them too); one still being written
 	// is waited for first.
@@ -79,9 +89,17 @@ func (p *Partition) afterTruncate(leo int64) error {
 		return fmt.Errorf("replica: producer state after truncating to %d: %w", leo, err)
 	}
 	p.mu.Lock()
-	if p.epochs.truncateFromEnd(leo + 1) {
+	changed := p.epochs.truncateFromEnd(leo + 1)
+	if t, err := p.log.Term(p.log.LastIndex()); err == nil && p.epochs.truncateAbove(int32(t)) {
+		changed = true // an epoch all of whose entries went
+	}
+	if changed {
 		p.saveEpochsLocked()
 	}
+	// Wake whoever waits on the log (a retry of a written batch that was
+	// just removed).
+	close(p.changed)
+	p.changed = make(chan struct{})
 	p.mu.Unlock()
 	return nil
 }
@@ -116,6 +134,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		self:     rc.Host.cfg.NodeID,
 		lagTime:  rc.ReplicaLagTime,
 		inflight: map[int64][]*proposal{},
+		broken:   map[int64]bool{},
 	}
 	rs.snap.fetcher = rc.Snapshots
 	// A snapshot applied (durably, in step 2 of the host's loop) before
