@@ -24,6 +24,7 @@ type pnode struct {
 	states *crashStore
 	host   *Host
 	parts  map[GroupID]*Partition
+	inject vfs.Injector // when set (before start), faults of the node's FS
 }
 
 // pcluster is several brokers in one process holding replicas of the
@@ -93,7 +94,11 @@ func (c *pcluster) start(id uint64) {
 			}
 			l.Close()
 		}
-		p, err := Open(n.fs, c.dir(g), c.cfg, Options{
+		var fs vfs.FS = n.fs
+		if n.inject != nil {
+			fs = vfs.NewErrorFS(n.fs, n.inject)
+		}
+		p, err := Open(fs, c.dir(g), c.cfg, Options{
 			Log: segment.Options{Logger: quiet()},
 			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime,
 				Snapshots: c.net.fetcher(id)},

@@ -474,6 +474,16 @@ func (h *Host) failGroup(g *group, err error) {
 	h.mu.Unlock()
 	h.setTicking(g, false)
 	g.fail(fmt.Errorf("%w: %w", ErrNoGroup, err))
+	if f, ok := g.machine.(GroupFailer); ok {
+		f.GroupFailed(err)
+	}
+}
+
+// GroupFailer is implemented by a StateMachine that wants to hear that
+// its group left the host because its storage failed (failGroup): it
+// runs once, in the worker that handled the group, after the group left.
+type GroupFailer interface {
+	GroupFailed(err error)
 }
 
 func (h *Host) group(id GroupID) *group {

@@ -660,3 +660,12 @@ func (rs *raftState) failAll(err error) {
 		pr.pd.finish(noResult, err)
 	}
 }
+
+// GroupFailed is told that the group left the host because the storage
+// failed: the replica no longer claims leadership (LEADER_NOT_AVAILABLE
+// until its owner reopens it) and the proposals waiting on it fail
+// (retriable).
+func (m raftMachine) GroupFailed(err error) {
+	m.LeaderChanged(0, m.p.rs.term)
+	m.p.rs.failAll(m.p.notLeader("the partition's storage failed: " + err.Error()))
+}

@@ -3,10 +3,13 @@ package replica
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
 )
 
 // A produce waiting for a commit that cannot come (no quorum) fails with a
@@ -95,5 +98,39 @@ func TestRaftLogAppendTime(t *testing.T) {
 		if err != nil || !h.LogAppendTime() || h.MaxTimestamp != res.LogAppendTime {
 			t.Fatalf("node %d stores max timestamp %d (log append time %v), want %d: %v", n.id, h.MaxTimestamp, h.LogAppendTime(), res.LogAppendTime, err)
 		}
+	}
+}
+
+// A leader whose log fails to sync leaves the host: it stops claiming
+// leadership and its waiting produces fail (retriable) instead of
+// hanging.
+func TestStorageFailureFailsProduces(t *testing.T) {
+	c := newPCluster(t, 3, 1, 1)
+	var armed atomic.Bool
+	c.nodes[1].inject = vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if armed.Load() && op == vfs.OpSync && strings.HasSuffix(path, ".log") {
+			return errors.New("injected sync failure")
+		}
+		return nil
+	})
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	p := c.nodes[1].parts[g]
+	armed.Store(true)
+	pd, err := p.ProduceWith(valueBatch("x"), ProduceOptions{Acks: AcksAll})
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = pd.Wait(ctx)
+	}
+	if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeaderNotAvailable) {
+		t.Fatalf("produce on a leader whose log fails: %v", err)
+	}
+	if _, _, ok := p.Leader(); ok && p.IsLeader() {
+		t.Fatal("the failed replica still claims leadership")
 	}
 }
