@@ -470,8 +470,16 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 	if err != nil {
 		return lso, err
 	}
+	keep := lso
+	if p.rs != nil {
+		// A raft snapshot carries the producer snapshot at the raft
+		// log's start (raft_snapshot.go): keep that one too.
+		if start, err := p.log.OffsetAfter(p.log.FirstIndex() - 1); err == nil {
+			keep = min(keep, start)
+		}
+	}
 	p.snapMu.Lock()
-	if err := pruneSnapshots(p.fs, p.log.Dir(), lso); err != nil {
+	if err := pruneSnapshots(p.fs, p.log.Dir(), keep); err != nil {
 		p.logger.Warn("replica: removing old producer snapshots failed", "dir", p.log.Dir(), "err", err)
 	}
 	p.snapMu.Unlock()
