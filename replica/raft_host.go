@@ -640,6 +640,23 @@ type ready struct {
 	rd     raft.Ready
 	has    bool  // rd is a Ready raft handed out
 	failed error // the group's storage failed: nothing more of it runs
+	// sentEarly: a leader's messages, sent before its write (step 1b).
+	sentEarly bool
+}
+
+// leaderReady reports whether rd is a leader's whose messages may leave
+// before it is persisted: the replica leads after it, and it changes
+// neither the term nor the vote last saved.
+func leaderReady(g *group, rd *raft.Ready) bool {
+	role := g.role
+	if rd.SoftState != nil {
+		role = rd.SoftState.RaftState
+	}
+	if role != raft.StateLeader {
+		return false
+	}
+	hs := rd.HardState
+	return raft.IsEmptyHardState(hs) || (hs.Term == g.saved.HardState.Term && hs.Vote == g.saved.HardState.Vote)
 }
 
 // handle runs one batch of groups through raft's order (see the top of
@@ -663,6 +680,28 @@ func (h *Host) handle(w *worker, batch []*group) {
 		}
 		rds = append(rds, r)
 	}
+	// 1b. A leader's messages go before its own write (the raft
+	// thesis, 10.2.1, as etcd's server does it): they carry no state of
+	// this Ready that must be durable first (a leader's term was made
+	// durable when it stood; its own entries count toward a commit only
+	// once written, through Advance), so followers write in parallel with
+	// it. A Ready that changes the term or vote sends after step 4.
+	early := w.out[:0]
+	for i := range rds {
+		r := &rds[i]
+		if !r.has || len(r.rd.Messages) == 0 || !leaderReady(r.g, &r.rd) {
+			continue
+		}
+		for _, m := range r.rd.Messages {
+			early = append(early, GroupMessage{Group: r.g.id, Msg: m})
+		}
+		r.sentEarly = true
+	}
+	if len(early) > 0 {
+		h.cfg.Transport.Send(early)
+	}
+	clear(early)
+	w.out = early[:0]
 	// 2. Snapshots and entries.
 	synced := w.synced[:0]
 	for i := range rds {
@@ -768,7 +807,7 @@ func (h *Host) handle(w *worker, batch []*group) {
 	out := w.out[:0]
 	for i := range rds {
 		r := &rds[i]
-		if !r.has || r.failed != nil {
+		if !r.has || r.failed != nil || r.sentEarly {
 			continue
 		}
 		for _, m := range r.rd.Messages {
