@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -133,7 +134,10 @@ func (s *store) load(size int64, valid func(prev, cur []byte) bool) error {
 				prev = s.buf[p-es : p]
 			}
 			if !valid(prev, s.buf[p:p+es]) {
-				s.buf = s.buf[:p]
+				// The rest is preallocated space: keep only what is
+				// used (an empty index of an idle partition holds no
+				// read chunk).
+				s.buf = slices.Clip(bytes.Clone(s.buf[:p]))
 				return nil
 			}
 		}
