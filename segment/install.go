@@ -282,27 +282,7 @@ func (m *installMarker) validate() error {
 }
 
 func writeFileAtomic(fs vfs.FS, dir, name string, data []byte) error {
-	path := filepath.Join(dir, name)
-	tmp := path + ".tmp"
-	f, err := fs.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, path); err != nil {
-		return err
-	}
-	return fs.SyncDir(dir)
+	return vfs.WriteFileAtomic(fs, filepath.Join(dir, name), data)
 }
 
 // InstallSnapshot replaces the log by a compacted log's raft snapshot
