@@ -134,3 +134,39 @@ func TestStorageFailureFailsProduces(t *testing.T) {
 		t.Fatal("the failed replica still claims leadership")
 	}
 }
+
+// A leader sends its entries before its own write is durable (the raft
+// thesis, 10.2.1): followers append while the leader's fsync is still
+// running.
+func TestLeaderSendsBeforeItsWrite(t *testing.T) {
+	c := newPCluster(t, 3, 1, 1)
+	var armed atomic.Bool
+	release := make(chan struct{})
+	c.nodes[1].inject = vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if armed.Load() && op == vfs.OpSync && strings.HasSuffix(path, ".log") {
+			<-release
+		}
+		return nil
+	})
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	c.settle()
+	armed.Store(true)
+	if _, err := c.nodes[1].parts[g].ProduceWith(valueBatch("x"), ProduceOptions{Acks: AcksLeader}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.nodes[2].parts[g].LogEndOffset() != 1 || c.nodes[3].parts[g].LogEndOffset() != 1 {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("the followers did not append while the leader's fsync was held (log end offsets %d, %d)", c.nodes[2].parts[g].LogEndOffset(), c.nodes[3].parts[g].LogEndOffset())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	armed.Store(false)
+	close(release)
+}
