@@ -248,44 +248,16 @@ func (c *pcluster) wait(pd *Pending) (segment.AppendResult, error) {
 	return res, err
 }
 
-// records returns the values of every record p serves from offset 0
-// (below its high watermark), checking offsets are contiguous and no
-// internal batch is served.
+// records returns the values of every record p serves from its log start
+// offset below its high watermark, failing on a gap in the offsets or an
+// internal batch served (readAll, decodeValues).
 func records(t *testing.T, p *Partition) []string {
 	t.Helper()
-	var out []string
-	next := p.LogStartOffset()
-	for next < p.HighWatermark() {
-		data, res, err := p.ReadBytes(nil, next, 1<<20)
-		res.Release()
-		if err != nil {
-			t.Fatalf("read at %d: %v", next, err)
-		}
-		if len(data) == 0 {
-			t.Fatalf("read at %d below the high watermark %d returned nothing", next, p.HighWatermark())
-		}
-		for len(data) > 0 {
-			h, err := batch.ParseHeader(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h.Control() {
-				t.Fatalf("a control or internal batch was served at offset %d", h.BaseOffset)
-			}
-			if h.BaseOffset != next {
-				t.Fatalf("batch at offset %d, want %d (offsets must be contiguous)", h.BaseOffset, next)
-			}
-			if _, err := batch.Iterate(data[:h.Size()], func(r *batch.Record) error {
-				out = append(out, string(r.Value))
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			next = h.NextOffset()
-			data = data[h.Size():]
-		}
+	vals, err := readAll(p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return vals
 }
 
 func valueBatch(vals ...string) []byte {

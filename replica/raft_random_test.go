@@ -51,11 +51,8 @@ type randRun struct {
 	mu  sync.RWMutex // c's nodes: Lock to crash or start, RLock to use
 
 	start time.Time
-	hmu   sync.Mutex
-	ops   []porcupine.Operation
-	acked map[string]int64 // value: acknowledged offset
-	// unknown appends: resolved against the final log
-	unknown []porcupine.Operation
+	hist  *history
+	hmu   sync.Mutex // pick
 
 	actions map[string]int // nemesis actions taken
 	pick    *rand.Rand     // hmu: which claimed leader a producer tries
@@ -105,7 +102,7 @@ func runRandomized(t *testing.T, seed uint64) {
 	}
 	c := newPCluster(t, nodes, 1, seed)
 	c.startAll()
-	r := &randRun{t: t, c: c, actions: map[string]int{}, pick: rand.New(rand.NewPCG(seed, 3)), rng: rand.New(rand.NewPCG(seed, 99)), start: time.Now(), acked: map[string]int64{}, hw: map[*Partition]int64{}}
+	r := &randRun{t: t, c: c, actions: map[string]int{}, pick: rand.New(rand.NewPCG(seed, 3)), rng: rand.New(rand.NewPCG(seed, 99)), start: time.Now(), hist: newHistory(), hw: map[*Partition]int64{}}
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	// Time: every live host ticks every millisecond.
@@ -275,16 +272,7 @@ func (r *randRun) producer(client int, until <-chan struct{}) {
 			}
 		}
 		time.Sleep(time.Millisecond) // pace: a few hundred values per run
-		r.hmu.Lock()
-		op := porcupine.Operation{ClientId: client, Input: appendIn{v}, Call: call, Return: r.now()}
-		if off >= 0 {
-			op.Output = off
-			r.acked[v] = off
-			r.ops = append(r.ops, op)
-		} else {
-			r.unknown = append(r.unknown, op)
-		}
-		r.hmu.Unlock()
+		r.hist.appended(client, v, call, r.now(), off)
 		if off < 0 {
 			// Given up: the next sequence would be out of order.
 			return
@@ -310,9 +298,7 @@ func (r *randRun) reader(client int, done <-chan struct{}) {
 		if err != nil {
 			continue // closed by a crash meanwhile
 		}
-		r.hmu.Lock()
-		r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: nil, Call: call, Output: readOut{strings.Join(vals, ",") + sep(vals)}, Return: r.now()})
-		r.hmu.Unlock()
+		r.hist.read(client, call, r.now(), vals)
 	}
 }
 
@@ -382,39 +368,85 @@ func (r *randRun) forgetHW(n *pnode) {
 // check runs the invariants on the healed cluster (see TestRaftRandomized).
 func (r *randRun) check() {
 	t, c := r.t, r.c
-	var final []string
-	for i, n := range c.up() {
-		got := records(t, n.parts[c.groups[0]])
-		if i == 0 {
-			final = got
-		} else if !slices.Equal(got, final) {
-			t.Fatalf("node %d holds %v, node %d %v", n.id, got, c.up()[0].id, final)
-		}
-	}
-	at := map[string]int64{}
-	for i, v := range final {
-		if _, dup := at[v]; dup {
-			t.Errorf("value %s is in the log twice (offsets %d and %d)", v, at[v], i)
-		}
-		at[v] = int64(i)
-	}
-	for v, off := range r.acked {
-		if got, ok := at[v]; !ok {
-			t.Errorf("acknowledged value %s (offset %d) was lost", v, off)
-		} else if got != off {
-			t.Errorf("acknowledged value %s at offset %d is at %d", v, off, got)
-		}
+	var replicas [][]string
+	for _, n := range c.up() {
+		replicas = append(replicas, records(t, n.parts[c.groups[0]]))
 	}
 	r.hwMu.Lock()
 	for _, b := range r.hwBad {
 		t.Error(b)
 	}
 	r.hwMu.Unlock()
-	// Appends whose outcome the producer never learned happened iff
-	// their value is in the final log (at some time before its end).
-	ops := slices.Clone(r.ops)
-	end := r.now()
-	for _, op := range r.unknown {
+	final, acked, unknown, ops := r.hist.check(t, "", replicas, r.now())
+	t.Logf("%d records, %d acknowledged, %d outcomes unknown, %d operations checked, %d messages sent; nemesis %v", len(final), acked, unknown, ops, c.net.sentCount(), r.actions)
+}
+
+// history is one partition's appends and reads, for the checks.
+type history struct {
+	mu      sync.Mutex
+	ops     []porcupine.Operation
+	acked   map[string]int64      // value: acknowledged offset
+	unknown []porcupine.Operation // appends whose outcome the producer never learned
+}
+
+func newHistory() *history { return &history{acked: map[string]int64{}} }
+
+// appended records an append of v called at call that returned at ret
+// with offset off, or off < 0: its outcome unknown.
+func (h *history) appended(client int, v string, call, ret, off int64) {
+	op := porcupine.Operation{ClientId: client, Input: appendIn{v}, Call: call, Return: ret}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if off < 0 {
+		h.unknown = append(h.unknown, op)
+		return
+	}
+	op.Output = off
+	h.acked[v] = off
+	h.ops = append(h.ops, op)
+}
+
+// read records a read of the whole log that returned vals.
+func (h *history) read(client int, call, ret int64, vals []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Call: call, Output: readOut{strings.Join(vals, ",") + sep(vals)}, Return: ret})
+}
+
+// check runs the invariants of TestRaftRandomized on the replicas' final
+// records (what prefixes its errors): every replica holds the same
+// records, no value twice, every acknowledged value at its offset, no
+// read that is not a prefix of the final log, a linearizable history.
+// Appends whose outcome was unknown happened iff their value is in the
+// final log (at some time before end). It returns the final log and the
+// counts of acknowledged and unknown appends and of operations checked.
+func (h *history) check(t *testing.T, what string, replicas [][]string, end int64) (final []string, acked, unknown, checked int) {
+	t.Helper()
+	for i, got := range replicas {
+		if i == 0 {
+			final = got
+		} else if !slices.Equal(got, final) {
+			t.Fatalf("%sreplica %d holds %v, replica 0 %v", what, i, got, final)
+		}
+	}
+	at := map[string]int64{}
+	for i, v := range final {
+		if _, dup := at[v]; dup {
+			t.Errorf("%svalue %s is in the log twice (offsets %d and %d)", what, v, at[v], i)
+		}
+		at[v] = int64(i)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for v, off := range h.acked {
+		if got, ok := at[v]; !ok {
+			t.Errorf("%sacknowledged value %s (offset %d) was lost", what, v, off)
+		} else if got != off {
+			t.Errorf("%sacknowledged value %s at offset %d is at %d", what, v, off, got)
+		}
+	}
+	ops := slices.Clone(h.ops)
+	for _, op := range h.unknown {
 		if off, ok := at[op.Input.(appendIn).value]; ok {
 			op.Output, op.Return = off, end
 			ops = append(ops, op)
@@ -424,18 +456,16 @@ func (r *randRun) check() {
 	// record served above the high watermark that a new leader then
 	// replaced).
 	whole := strings.Join(final, ",") + sep(final)
-	for _, op := range r.ops {
+	for _, op := range ops {
 		if out, ok := op.Output.(readOut); ok && !strings.HasPrefix(whole, out.log) {
-			t.Errorf("a read returned %q, which is not a prefix of the final log", shorten(out.log))
+			t.Errorf("%sa read returned %q, which is not a prefix of the final log", what, shorten(out.log))
 			break
 		}
 	}
-	res, info := porcupine.CheckOperationsVerbose(logModel, ops, 30*time.Second)
-	if res != porcupine.Ok {
-		t.Errorf("the history of %d operations is not linearizable (%s)", len(ops), res)
-		_ = info
+	if res, _ := porcupine.CheckOperationsVerbose(logModel, ops, 30*time.Second); res != porcupine.Ok {
+		t.Errorf("%sthe history of %d operations is not linearizable (%s)", what, len(ops), res)
 	}
-	t.Logf("%d records, %d acknowledged, %d outcomes unknown, %d operations checked, %d messages sent; nemesis %v", len(final), len(r.acked), len(r.unknown), len(ops), c.net.sentCount(), r.actions)
+	return final, len(h.acked), len(h.unknown), len(ops)
 }
 
 // logModel is an append-only log: an append of a value returns its

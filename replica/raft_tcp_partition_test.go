@@ -7,12 +7,10 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/sluicemq/sluice/segment"
@@ -501,20 +499,12 @@ func TestTCPQuiescedFailoverDefaultTiming(t *testing.T) {
 	c.quiescedFailover(1, 2*time.Second)
 }
 
-// tpHistory is one partition's operations for the checks.
-type tpHistory struct {
-	mu      sync.Mutex
-	ops     []porcupine.Operation
-	acked   map[string]int64 // value: acknowledged offset
-	unknown []porcupine.Operation
-}
-
 // tcpRun is a workload over a tcluster.
 type tcpRun struct {
 	t     *testing.T
 	c     *tcluster
 	start time.Time
-	hist  map[GroupID]*tpHistory
+	hist  map[GroupID]*history
 
 	pickMu sync.Mutex
 	pick   *rand.Rand
@@ -584,16 +574,7 @@ func (r *tcpRun) producer(g GroupID, client int, until, abort <-chan struct{}) {
 			}
 		}
 		time.Sleep(time.Millisecond)
-		op := porcupine.Operation{ClientId: client, Input: appendIn{v}, Call: call, Return: r.now()}
-		h.mu.Lock()
-		if off >= 0 {
-			op.Output = off
-			h.acked[v] = off
-			h.ops = append(h.ops, op)
-		} else {
-			h.unknown = append(h.unknown, op)
-		}
-		h.mu.Unlock()
+		h.appended(client, v, call, r.now(), off)
 		if off < 0 {
 			return
 		}
@@ -619,10 +600,7 @@ func (r *tcpRun) reader(client int, done <-chan struct{}) {
 		if err != nil {
 			continue // closed by a stop or crash meanwhile
 		}
-		h := r.hist[g]
-		h.mu.Lock()
-		h.ops = append(h.ops, porcupine.Operation{ClientId: client, Call: call, Output: readOut{strings.Join(vals, ",") + sep(vals)}, Return: r.now()})
-		h.mu.Unlock()
+		r.hist[g].read(client, call, r.now(), vals)
 	}
 }
 
@@ -663,50 +641,11 @@ func (r *tcpRun) check() {
 	end := r.now()
 	total, acked := 0, 0
 	for _, g := range c.groups {
-		var final []string
-		for i, n := range c.upLocked() {
-			got := records(t, n.parts[g])
-			if i == 0 {
-				final = got
-			} else if !slices.Equal(got, final) {
-				t.Fatalf("partition %d: node %d holds %v, node %d %v", g.Partition, n.id, got, c.upLocked()[0].id, final)
-			}
+		var replicas [][]string
+		for _, n := range c.upLocked() {
+			replicas = append(replicas, records(t, n.parts[g]))
 		}
-		at := map[string]int64{}
-		for i, v := range final {
-			if _, dup := at[v]; dup {
-				t.Errorf("partition %d: value %s is in the log twice (offsets %d and %d)", g.Partition, v, at[v], i)
-			}
-			at[v] = int64(i)
-		}
-		h := r.hist[g]
-		h.mu.Lock()
-		for v, off := range h.acked {
-			if got, ok := at[v]; !ok {
-				t.Errorf("partition %d: acknowledged value %s (offset %d) was lost", g.Partition, v, off)
-			} else if got != off {
-				t.Errorf("partition %d: acknowledged value %s at offset %d is at %d", g.Partition, v, off, got)
-			}
-		}
-		ops := slices.Clone(h.ops)
-		for _, op := range h.unknown {
-			if off, ok := at[op.Input.(appendIn).value]; ok {
-				op.Output, op.Return = off, end
-				ops = append(ops, op)
-			}
-		}
-		nacked := len(h.acked)
-		h.mu.Unlock()
-		whole := strings.Join(final, ",") + sep(final)
-		for _, op := range ops {
-			if out, ok := op.Output.(readOut); ok && !strings.HasPrefix(whole, out.log) {
-				t.Errorf("partition %d: a read returned %q, which is not a prefix of the final log", g.Partition, shorten(out.log))
-				break
-			}
-		}
-		if res, _ := porcupine.CheckOperationsVerbose(logModel, ops, 30*time.Second); res != porcupine.Ok {
-			t.Errorf("partition %d: the history of %d operations is not linearizable (%s)", g.Partition, len(ops), res)
-		}
+		final, nacked, _, _ := r.hist[g].check(t, fmt.Sprintf("partition %d: ", g.Partition), replicas, end)
 		if nacked == 0 {
 			t.Errorf("partition %d: no value was acknowledged", g.Partition)
 		}
@@ -766,10 +705,10 @@ func runTCPPartitions(t *testing.T, seed uint64, rounds int, liveness bool) {
 	if liveness {
 		c.quiescedFailover(1, 2*time.Second)
 	}
-	r := &tcpRun{t: t, c: c, start: time.Now(), hist: map[GroupID]*tpHistory{}, pick: rand.New(rand.NewPCG(seed, 3)),
+	r := &tcpRun{t: t, c: c, start: time.Now(), hist: map[GroupID]*history{}, pick: rand.New(rand.NewPCG(seed, 3)),
 		hw: map[*Partition]int64{}, actions: map[string]int{}}
 	for _, g := range c.groups {
-		r.hist[g] = &tpHistory{acked: map[string]int64{}}
+		r.hist[g] = newHistory()
 	}
 	c.mu.Lock()
 	c.closing = r.forgetHW
