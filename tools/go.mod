@@ -5,6 +5,9 @@ go 1.26.0
 require (
 	github.com/sluicemq/sluice/index v0.0.0
 	github.com/sluicemq/sluice/segment v0.0.0
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kadm v1.20.0
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 )
 
 require (

@@ -1,0 +1,705 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/tools/faultproxy"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Timings of the cluster under test: Kafka's heartbeat and session
+// shortened (2,000 and 9,000 ms in Kafka) so faults are seen quickly.
+const (
+	heartbeatMs = 500
+	sessionMs   = 3000
+)
+
+// Bounds of the harness's own waits.
+const (
+	startTimeout = 20 * time.Second // a started process listens
+	stopTimeout  = 30 * time.Second // a SIGTERMed process exits (controlled shutdown included)
+	killTimeout  = 10 * time.Second // a SIGKILLed process is reaped
+	logTailLines = 40
+)
+
+// clusterOpts configures newCluster.
+type clusterOpts struct {
+	nodes int // 3 when 0
+	// standalone starts each node as today's single-node broker (no
+	// cluster keys) with the proxies forwarding to the nodes' client
+	// listeners: the harness's self-tests use it against a binary whose
+	// cluster mode does not exist yet.
+	standalone bool
+	sets       []string        // more --set key=value for every node
+	cut        faultproxy.Mode // Isolate's mode; Blackhole when 0
+}
+
+type link struct{ from, to int }
+
+// node is one broker's fixed configuration and its current process.
+type node struct {
+	id       int // node.id, 1-based as in the voters list
+	port     int // PLAINTEXT, for clients
+	ctrlPort int // CONTROLLER: raft, controller and inter-broker traffic
+	dir      string
+	logPath  string
+	args     []string
+	starts   int
+	proc     *proc // nil when not started; may have exited
+	paused   bool
+}
+
+func (n *node) addr() string { return fmt.Sprintf("127.0.0.1:%d", n.port) }
+
+// cluster is a local multi-process Sluice cluster. Its methods are called
+// from the test goroutine only.
+type cluster struct {
+	t       *testing.T
+	ctx     context.Context // the test's overall bound
+	opts    clusterOpts
+	bin     string
+	nodes   []*node // nodes[i] has id i+1
+	proxies map[link]*faultproxy.Proxy
+	cl      *kgo.Client
+	adm     *kadm.Client
+}
+
+// newCluster starts a cluster whose every wait ends by ctx's deadline;
+// t.Cleanup kills every process and closes every proxy, and prints each
+// node's log tail when the test failed.
+func newCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster {
+	t.Helper()
+	if opts.nodes == 0 {
+		opts.nodes = 3
+	}
+	if opts.cut == 0 {
+		opts.cut = faultproxy.Blackhole
+	}
+	c := &cluster{t: t, ctx: ctx, opts: opts, bin: sluiceBinary(t), proxies: map[link]*faultproxy.Proxy{}}
+	t.Cleanup(c.cleanup)
+	root := t.TempDir()
+	for i := 0; i < opts.nodes; i++ {
+		n := &node{id: i + 1, dir: filepath.Join(root, fmt.Sprintf("node%d", i+1)), logPath: filepath.Join(root, fmt.Sprintf("node%d.log", i+1))}
+		c.nodes = append(c.nodes, n)
+	}
+	ports := freePorts(t, 2*opts.nodes)
+	for i, n := range c.nodes {
+		n.port, n.ctrlPort = ports[2*i], ports[2*i+1]
+	}
+	// The proxy i->j is where node i reaches node j.
+	for _, from := range c.nodes {
+		for _, to := range c.nodes {
+			if from == to {
+				continue
+			}
+			target := fmt.Sprintf("127.0.0.1:%d", to.ctrlPort)
+			if opts.standalone {
+				target = to.addr()
+			}
+			p, err := faultproxy.New("127.0.0.1:0", target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.proxies[link{from.id, to.id}] = p
+		}
+	}
+	for _, n := range c.nodes {
+		n.args = c.args(n)
+	}
+	for _, n := range c.nodes {
+		if err := c.start(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.nodes {
+		if err := c.waitListening(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cl, c.adm = cl, kadm.NewClient(cl)
+	return c
+}
+
+// args is node n's command line: its own voters list names itself at
+// its real controller address and every other node j at the proxy n->j.
+func (c *cluster) args(n *node) []string {
+	sets := []string{
+		"node.id=" + fmt.Sprint(n.id),
+		"log.dirs=" + n.dir,
+	}
+	if c.opts.standalone {
+		sets = append(sets, fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", n.port))
+	} else {
+		var voters []string
+		for _, o := range c.nodes {
+			addr := fmt.Sprintf("127.0.0.1:%d", o.ctrlPort)
+			if o != n {
+				addr = c.proxies[link{n.id, o.id}].Addr()
+			}
+			voters = append(voters, fmt.Sprintf("%d@%s", o.id, addr))
+		}
+		sets = append(sets,
+			"process.roles=broker,controller",
+			fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.port, n.ctrlPort),
+			"controller.quorum.voters="+strings.Join(voters, ","),
+			fmt.Sprintf("broker.heartbeat.interval.ms=%d", heartbeatMs),
+			fmt.Sprintf("broker.session.timeout.ms=%d", sessionMs),
+			"default.replication.factor=3",
+			"min.insync.replicas=2",
+			"offsets.topic.replication.factor=3",
+		)
+	}
+	sets = append(sets, c.opts.sets...)
+	args := []string{"serve"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+// freePorts picks n distinct free loopback ports (each was free when
+// picked; the listeners close together at the end so none repeats).
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// seeds are the client listeners clients bootstrap from: every node's,
+// or node 1's alone in standalone mode (each node is its own cluster).
+func (c *cluster) seeds() []string {
+	if c.opts.standalone {
+		return []string{c.nodes[0].addr()}
+	}
+	var s []string
+	for _, n := range c.nodes {
+		s = append(s, n.addr())
+	}
+	return s
+}
+
+func (c *cluster) node(id int) *node {
+	c.t.Helper()
+	if id < 1 || id > len(c.nodes) {
+		c.t.Fatalf("no node %d", id)
+	}
+	return c.nodes[id-1]
+}
+
+// start starts n's process with its fixed configuration, its output
+// appended to its log file.
+func (c *cluster) start(n *node) error {
+	if n.proc != nil && !n.proc.exited() {
+		return fmt.Errorf("node %d: already running (pid %d)", n.id, n.proc.cmd.Process.Pid)
+	}
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	n.starts++
+	fmt.Fprintf(log, "=== clustertest: start %d of node %d at %s: %s %s\n", n.starts, n.id,
+		time.Now().Format(time.RFC3339Nano), c.bin, strings.Join(n.args, " "))
+	p, err := startProc(exec.Command(c.bin, n.args...), log)
+	if err != nil {
+		log.Close()
+		return fmt.Errorf("node %d: %w", n.id, err)
+	}
+	n.proc, n.paused = p, false
+	return nil
+}
+
+// waitListening waits until n's client listener accepts a connection;
+// a process that exits first is reported at once, with its log tail.
+func (c *cluster) waitListening(n *node) error {
+	ctx, cancel := context.WithTimeout(c.ctx, startTimeout)
+	defer cancel()
+	for {
+		conn, err := net.DialTimeout("tcp", n.addr(), time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-n.proc.done:
+			return fmt.Errorf("node %d exited at start-up (%v); its log ends:\n%s", n.id, n.proc.err, c.tail(n))
+		case <-ctx.Done():
+			return fmt.Errorf("node %d not listening on %s after %v (%v); its log ends:\n%s", n.id, n.addr(), startTimeout, err, c.tail(n))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Start restarts node id with the same configuration and data dir and
+// waits until it listens.
+func (c *cluster) Start(id int) {
+	c.t.Helper()
+	n := c.node(id)
+	if err := c.start(n); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.waitListening(n); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Logf("node %d started (pid %d)", id, n.proc.cmd.Process.Pid)
+}
+
+// Kill sends SIGKILL to node id and waits until it is reaped.
+func (c *cluster) Kill(id int) {
+	c.t.Helper()
+	n := c.running(id)
+	if err := n.proc.kill(killTimeout); err != nil {
+		c.t.Fatalf("node %d: %v", id, err)
+	}
+	c.t.Logf("node %d killed (SIGKILL)", id)
+}
+
+// Stop sends SIGTERM to node id and waits, bounded, until it exits; it
+// returns how long the exit took. A node that does not exit in time is
+// killed and the test fails.
+func (c *cluster) Stop(id int) time.Duration {
+	c.t.Helper()
+	n := c.running(id)
+	start := time.Now()
+	n.proc.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.proc.done:
+	case <-time.After(stopTimeout):
+		n.proc.kill(killTimeout)
+		c.t.Fatalf("node %d did not exit within %v of SIGTERM; its log ends:\n%s", id, stopTimeout, c.tail(n))
+	}
+	d := time.Since(start)
+	c.t.Logf("node %d stopped (SIGTERM) in %v: %v", id, d.Round(time.Millisecond), n.proc.err)
+	return d
+}
+
+// Pause stops node id with SIGSTOP; Resume continues it with SIGCONT.
+func (c *cluster) Pause(id int) {
+	c.t.Helper()
+	n := c.running(id)
+	if err := n.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		c.t.Fatal(err)
+	}
+	n.paused = true
+	c.t.Logf("node %d paused (SIGSTOP)", id)
+}
+
+func (c *cluster) Resume(id int) {
+	c.t.Helper()
+	n := c.running(id)
+	if err := n.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		c.t.Fatal(err)
+	}
+	n.paused = false
+	c.t.Logf("node %d resumed (SIGCONT)", id)
+}
+
+// running returns node id, failing the test when its process has exited.
+func (c *cluster) running(id int) *node {
+	c.t.Helper()
+	n := c.node(id)
+	if n.proc == nil || n.proc.exited() {
+		var why error
+		if n.proc != nil {
+			why = n.proc.err
+		}
+		c.t.Fatalf("node %d is not running (%v); its log ends:\n%s", id, why, c.tail(n))
+	}
+	return n
+}
+
+// Isolate cuts node id off from every other node: the proxies id->j and
+// j->id stop forwarding, in the cluster's cut mode.
+func (c *cluster) Isolate(id int) {
+	c.t.Helper()
+	for l, p := range c.proxies {
+		if l.from == id || l.to == id {
+			if err := p.Cut(c.opts.cut); err != nil {
+				c.t.Fatal(err)
+			}
+		}
+	}
+	c.t.Logf("node %d isolated (%v)", id, c.opts.cut)
+}
+
+// Heal makes every proxy forward again.
+func (c *cluster) Heal() {
+	c.t.Helper()
+	for _, p := range c.proxies {
+		if err := p.Heal(); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	c.t.Log("network healed")
+}
+
+// tail is the last lines of n's log file.
+func (c *cluster) tail(n *node) string {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	return "\t" + string(bytes.Join(lines, []byte("\n\t")))
+}
+
+func (c *cluster) cleanup() {
+	if c.cl != nil {
+		c.cl.Close()
+	}
+	for _, n := range c.nodes {
+		if n.proc == nil {
+			continue
+		}
+		if !n.proc.exited() {
+			if err := n.proc.kill(killTimeout); err != nil {
+				c.t.Errorf("cleanup: node %d: %v", n.id, err)
+			}
+		}
+		n.proc.log.Close()
+	}
+	for _, p := range c.proxies {
+		p.Close()
+	}
+	if c.t.Failed() {
+		for _, n := range c.nodes {
+			c.t.Logf("node %d (%s) log tail:\n%s", n.id, n.logPath, c.tail(n))
+		}
+	}
+}
+
+// bounded returns a context ending after d or at the test's bound.
+func (c *cluster) bounded(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, d)
+}
+
+// poll calls f until it returns nil, every interval, until d passes or
+// the test's bound; then the test fails with what and f's last error.
+func (c *cluster) poll(what string, d time.Duration, f func(ctx context.Context) error) {
+	c.t.Helper()
+	if err := pollErr(c.ctx, d, f); err != nil {
+		c.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// pollErr is poll returning the error instead of failing.
+func pollErr(parent context.Context, d time.Duration, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, d)
+	defer cancel()
+	start := time.Now()
+	for {
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		err := f(actx)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not after %v: %w", time.Since(start).Round(time.Millisecond), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// ---- queries
+
+// partitions returns topic's partition details from one Metadata answer.
+func (c *cluster) partitions(ctx context.Context, topic string) (kadm.PartitionDetails, error) {
+	md, err := c.adm.Metadata(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	td, ok := md.Topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("metadata has no topic %q", topic)
+	}
+	if td.Err != nil {
+		return nil, fmt.Errorf("topic %q: %w", topic, td.Err)
+	}
+	return td.Partitions, nil
+}
+
+// Leader is the leader of topic's partition p in Metadata, polled until
+// there is one.
+func (c *cluster) Leader(topic string, p int32) int32 {
+	c.t.Helper()
+	var leader int32 = -1
+	c.poll(fmt.Sprintf("a leader of %s/%d", topic, p), 30*time.Second, func(ctx context.Context) error {
+		ps, err := c.partitions(ctx, topic)
+		if err != nil {
+			return err
+		}
+		d, ok := ps[p]
+		if !ok || d.Err != nil || d.Leader < 0 {
+			return fmt.Errorf("partition %d: %+v", p, d)
+		}
+		leader = d.Leader
+		return nil
+	})
+	return leader
+}
+
+// Controller is the active controller: DescribeCluster's ControllerID.
+func (c *cluster) Controller() int32 {
+	c.t.Helper()
+	var id int32 = -1
+	c.poll("the active controller", 30*time.Second, func(ctx context.Context) error {
+		var err error
+		id, err = c.controllerOnce(ctx)
+		return err
+	})
+	return id
+}
+
+func (c *cluster) controllerOnce(ctx context.Context) (int32, error) {
+	req := kmsg.NewPtrDescribeClusterRequest()
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return -1, err
+	}
+	if err := errorCode(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return -1, err
+	}
+	if resp.ControllerID < 0 {
+		return -1, errors.New("no active controller")
+	}
+	return resp.ControllerID, nil
+}
+
+func errorCode(code int16, msg *string) error {
+	if code == 0 {
+		return nil
+	}
+	m := ""
+	if msg != nil {
+		m = ": " + *msg
+	}
+	return fmt.Errorf("error code %d%s", code, m)
+}
+
+// CreateTopic creates topic with partitions, replication factor rf and
+// configs, and waits until it is writable.
+func (c *cluster) CreateTopic(topic string, partitions int32, rf int16, configs map[string]string) {
+	c.t.Helper()
+	cfg := map[string]*string{}
+	for k, v := range configs {
+		cfg[k] = &v
+	}
+	c.poll("create topic "+topic, 30*time.Second, func(ctx context.Context) error {
+		resp, err := c.adm.CreateTopic(ctx, partitions, rf, cfg, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+			return nil // an earlier try got through
+		}
+		return err
+	})
+	c.WaitWritable(topic, 60*time.Second)
+}
+
+// WaitWritable waits until every partition of topic has a leader that
+// accepts an acks=all produce. The probe records' values start with
+// "probe-", outside the workload's values.
+func (c *cluster) WaitWritable(topic string, d time.Duration) {
+	c.t.Helper()
+	start := time.Now()
+	probe, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProduceRequestTimeout(3*time.Second), kgo.RecordDeliveryTimeout(4*time.Second), kgo.RetryTimeout(4*time.Second))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer probe.Close()
+	done := map[int32]bool{}
+	c.poll(fmt.Sprintf("every partition of %s has a leader that accepts a produce", topic), d, func(ctx context.Context) error {
+		ps, err := c.partitions(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if len(ps) == 0 {
+			return errors.New("no partitions")
+		}
+		var errs []error
+		for _, p := range ps.Numbers() {
+			if done[p] {
+				continue
+			}
+			if pd := ps[p]; pd.Err != nil || pd.Leader < 0 {
+				errs = append(errs, fmt.Errorf("partition %d: leader %d, %v", p, pd.Leader, pd.Err))
+				continue
+			}
+			r := &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "probe-%d", time.Now().UnixNano())}
+			if err := probe.ProduceSync(ctx, r).FirstErr(); err != nil {
+				errs = append(errs, fmt.Errorf("partition %d: produce: %w", p, err))
+				continue
+			}
+			done[p] = true
+		}
+		return errors.Join(errs...)
+	})
+	c.t.Logf("%s writable after %v", topic, time.Since(start).Round(time.Millisecond))
+}
+
+// WaitISR waits until every partition of topic lists node id in its ISR.
+func (c *cluster) WaitISR(topic string, id int, d time.Duration) {
+	c.t.Helper()
+	start := time.Now()
+	c.poll(fmt.Sprintf("node %d in the ISR of every partition of %s", id, topic), d, func(ctx context.Context) error {
+		ps, err := c.partitions(ctx, topic)
+		if err != nil {
+			return err
+		}
+		var missing []string
+		for _, pd := range ps.Sorted() {
+			if !slices.Contains(pd.ISR, int32(id)) {
+				missing = append(missing, fmt.Sprintf("partition %d: ISR %v", pd.Partition, pd.ISR))
+			}
+		}
+		if len(missing) > 0 {
+			return errors.New(strings.Join(missing, "; "))
+		}
+		return nil
+	})
+	c.t.Logf("node %d in the ISR of every partition of %s after %v", id, topic, time.Since(start).Round(time.Millisecond))
+}
+
+// WaitNotLeader waits until Metadata names no partition of topic led by
+// node id, and returns when that was first seen.
+func (c *cluster) WaitNotLeader(topic string, id int, d time.Duration) time.Time {
+	c.t.Helper()
+	var at time.Time
+	c.poll(fmt.Sprintf("no partition of %s led by node %d", topic, id), d, func(ctx context.Context) error {
+		ps, err := c.partitions(ctx, topic)
+		if err != nil {
+			return err
+		}
+		for _, pd := range ps.Sorted() {
+			if pd.Leader == int32(id) || pd.Leader < 0 {
+				return fmt.Errorf("partition %d: leader %d", pd.Partition, pd.Leader)
+			}
+		}
+		at = time.Now()
+		return nil
+	})
+	return at
+}
+
+// LedBy returns the partitions of topic whose leader is node id.
+func (c *cluster) LedBy(topic string, id int) []int32 {
+	c.t.Helper()
+	var led []int32
+	c.poll("metadata of "+topic, 30*time.Second, func(ctx context.Context) error {
+		ps, err := c.partitions(ctx, topic)
+		if err != nil {
+			return err
+		}
+		led = nil
+		for _, pd := range ps.Sorted() {
+			if pd.Leader == int32(id) {
+				led = append(led, pd.Partition)
+			}
+		}
+		return nil
+	})
+	return led
+}
+
+// EndOffsets returns the log end offset (high watermark) of every
+// partition of topic, from their leaders.
+func (c *cluster) EndOffsets(topic string) map[int32]int64 {
+	c.t.Helper()
+	return c.listOffsets(topic, c.adm.ListEndOffsets)
+}
+
+// StartOffsets returns the log start offset of every partition of topic.
+func (c *cluster) StartOffsets(topic string) map[int32]int64 {
+	c.t.Helper()
+	return c.listOffsets(topic, c.adm.ListStartOffsets)
+}
+
+func (c *cluster) listOffsets(topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) map[int32]int64 {
+	c.t.Helper()
+	out := map[int32]int64{}
+	c.poll("list offsets of "+topic, 30*time.Second, func(ctx context.Context) error {
+		lo, err := list(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if err := lo.Error(); err != nil {
+			return err
+		}
+		for p, o := range lo[topic] {
+			out[p] = o.Offset
+		}
+		return nil
+	})
+	return out
+}
+
+// ReplicaEndOffset asks node id itself for its log end offset of
+// topic/p: a ListOffsets with ReplicaID -2, Kafka's debugging replica id,
+// which Kafka lets a follower answer from its own log.
+func (c *cluster) ReplicaEndOffset(ctx context.Context, id int, topic string, p int32) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -2
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition = p
+	rp.Timestamp = -1 // latest
+	rp.CurrentLeaderEpoch = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl.Broker(id))
+	if err != nil {
+		return -1, err
+	}
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			if err := errorCode(rp.ErrorCode, nil); err != nil {
+				return -1, fmt.Errorf("node %d, %s/%d: %w", id, topic, p, err)
+			}
+			return rp.Offset, nil
+		}
+	}
+	return -1, fmt.Errorf("node %d answered no partition", id)
+}
