@@ -106,7 +106,7 @@ func TestCheckOffsetMismatch(t *testing.T) {
 func TestCheckConsumed(t *testing.T) {
 	h := cleanHistory()
 	h.Consumed = append(h.Consumed, Record{1, 9, "ghost"}, Record{1, 2, "not-this"}, h.Consumed[0]) // a redelivery is fine
-	expect(t, h, ConsumedMismatch, ConsumedNotInLog) // in position order
+	expect(t, h, ConsumedMismatch, ConsumedNotInLog)                                                // in position order
 }
 
 func TestCheckCommitBackwards(t *testing.T) {
