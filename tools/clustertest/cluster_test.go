@@ -89,9 +89,9 @@ func newCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster {
 	if opts.cut == 0 {
 		opts.cut = faultproxy.Blackhole
 	}
+	root := t.TempDir() // before the cleanup below, which reads the logs in it, so removed after it
 	c := &cluster{t: t, ctx: ctx, opts: opts, bin: sluiceBinary(t), proxies: map[link]*faultproxy.Proxy{}}
 	t.Cleanup(c.cleanup)
-	root := t.TempDir()
 	for i := 0; i < opts.nodes; i++ {
 		n := &node{id: i + 1, dir: filepath.Join(root, fmt.Sprintf("node%d", i+1)), logPath: filepath.Join(root, fmt.Sprintf("node%d.log", i+1))}
 		c.nodes = append(c.nodes, n)
@@ -293,12 +293,28 @@ func (c *cluster) Kill(id int) {
 // killed and the test fails.
 func (c *cluster) Stop(id int) time.Duration {
 	c.t.Helper()
+	start := c.Terminate(id)
+	return c.WaitExit(id, start)
+}
+
+// Terminate sends SIGTERM to node id and returns when.
+func (c *cluster) Terminate(id int) time.Time {
+	c.t.Helper()
 	n := c.running(id)
-	start := time.Now()
-	n.proc.cmd.Process.Signal(syscall.SIGTERM)
+	if err := n.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		c.t.Fatal(err)
+	}
+	return time.Now()
+}
+
+// WaitExit waits, bounded, until node id exits after a SIGTERM sent at
+// start, and returns how long it took.
+func (c *cluster) WaitExit(id int, start time.Time) time.Duration {
+	c.t.Helper()
+	n := c.node(id)
 	select {
 	case <-n.proc.done:
-	case <-time.After(stopTimeout):
+	case <-time.After(time.Until(start.Add(stopTimeout))):
 		n.proc.kill(killTimeout)
 		c.t.Fatalf("node %d did not exit within %v of SIGTERM; its log ends:\n%s", id, stopTimeout, c.tail(n))
 	}
@@ -443,7 +459,23 @@ func pollErr(parent context.Context, d time.Duration, f func(ctx context.Context
 
 // partitions returns topic's partition details from one Metadata answer.
 func (c *cluster) partitions(ctx context.Context, topic string) (kadm.PartitionDetails, error) {
-	md, err := c.adm.Metadata(ctx, topic)
+	return c.partitionsFrom(ctx, 0, topic)
+}
+
+// partitionsFrom is partitions answered by node id (any node when 0): a
+// test asks the nodes on the majority's side, since an isolated, paused
+// or stopping node may answer from a stale view.
+func (c *cluster) partitionsFrom(ctx context.Context, id int, topic string) (kadm.PartitionDetails, error) {
+	adm := c.adm
+	if id != 0 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.node(id).addr()), kgo.RequestRetries(0))
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		adm = kadm.NewClient(cl)
+	}
+	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -461,17 +493,25 @@ func (c *cluster) partitions(ctx context.Context, topic string) (kadm.PartitionD
 // there is one.
 func (c *cluster) Leader(topic string, p int32) int32 {
 	c.t.Helper()
+	return c.LeaderFrom(0, topic, p, -1, 30*time.Second)
+}
+
+// LeaderFrom is the leader of topic's partition p in node asking's
+// Metadata (any node when 0), polled for up to d until there is one and
+// it is not node not.
+func (c *cluster) LeaderFrom(asking int, topic string, p int32, not int32, d time.Duration) int32 {
+	c.t.Helper()
 	var leader int32 = -1
-	c.poll(fmt.Sprintf("a leader of %s/%d", topic, p), 30*time.Second, func(ctx context.Context) error {
-		ps, err := c.partitions(ctx, topic)
+	c.poll(fmt.Sprintf("a leader of %s/%d other than %d (asking node %d)", topic, p, not, asking), d, func(ctx context.Context) error {
+		ps, err := c.partitionsFrom(ctx, asking, topic)
 		if err != nil {
 			return err
 		}
-		d, ok := ps[p]
-		if !ok || d.Err != nil || d.Leader < 0 {
-			return fmt.Errorf("partition %d: %+v", p, d)
+		pd, ok := ps[p]
+		if !ok || pd.Err != nil || pd.Leader < 0 || pd.Leader == not {
+			return fmt.Errorf("partition %d: %+v", p, pd)
 		}
-		leader = d.Leader
+		leader = pd.Leader
 		return nil
 	})
 	return leader
@@ -602,13 +642,14 @@ func (c *cluster) WaitISR(topic string, id int, d time.Duration) {
 	c.t.Logf("node %d in the ISR of every partition of %s after %v", id, topic, time.Since(start).Round(time.Millisecond))
 }
 
-// WaitNotLeader waits until Metadata names no partition of topic led by
-// node id, and returns when that was first seen.
-func (c *cluster) WaitNotLeader(topic string, id int, d time.Duration) time.Time {
+// WaitNotLeader waits until the Metadata of node asking (any when 0)
+// names a leader for every partition of topic and none is node id, and
+// returns when that was first seen.
+func (c *cluster) WaitNotLeader(topic string, id, asking int, d time.Duration) time.Time {
 	c.t.Helper()
 	var at time.Time
-	c.poll(fmt.Sprintf("no partition of %s led by node %d", topic, id), d, func(ctx context.Context) error {
-		ps, err := c.partitions(ctx, topic)
+	c.poll(fmt.Sprintf("no partition of %s led by node %d (asking node %d)", topic, id, asking), d, func(ctx context.Context) error {
+		ps, err := c.partitionsFrom(ctx, asking, topic)
 		if err != nil {
 			return err
 		}
