@@ -1,17 +1,6 @@
-// Package clustertest runs a local multi-process Sluice cluster under
-// faults and checks what its clients saw. The tests (cluster_test.go and
-// the scenario files) build the sluice binary once, start three nodes on
-// loopback ports whose inter-broker links each go through a
-// tools/faultproxy proxy, drive an idempotent acks=all producer and a
-// consumer group through a fault, and hand the history to Check.
-//
-// The scenario tests run only with SLUICE_CLUSTER_TESTS=1 until the
-// cluster mode (DESIGN.md, issue 12) works:
-//
-//	cd tools && SLUICE_CLUSTER_TESTS=1 go test -count=1 -v -run Scenario ./clustertest
-//
 // This file is the checker, kept free of any client library so that a
 // Jepsen-style runner (issue 14) can feed it its own histories.
+
 package clustertest
 
 import (
