@@ -118,9 +118,12 @@ func (w *workload) produce(ctx context.Context) {
 		w.mu.Lock()
 		w.produced++
 		w.mu.Unlock()
-		// A context outliving stopProducing: records buffered when the
-		// producer stops still finish (Flush waits for them).
-		w.prod.Produce(context.WithoutCancel(ctx), r, func(r *kgo.Record, err error) {
+		// TryProduce never blocks: with the buffer full (a long outage)
+		// the record fails at once with ErrMaxBuffered, never sent. Its
+		// context is not ctx: records buffered when the producer stops
+		// still finish (Flush waits for them, RecordDeliveryTimeout bounds
+		// them).
+		w.prod.TryProduce(context.Background(), r, func(r *kgo.Record, err error) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if err != nil {
