@@ -19,33 +19,43 @@ type PlacementBroker struct {
 	Rack string // "" when the broker has no broker.rack
 }
 
-// Place returns the replica lists of partitions partitions with rf
-// replicas each (the first replica of each list is the preferred leader).
+// Place returns the replica lists of a new topic's partitions partitions
+// with rf replicas each (the first replica of each list is the preferred
+// leader): PlaceMore(brokers, 0, partitions, rf, start).
 //
 // The brokers are ordered by id or, when any broker has a rack, by
 // Kafka's rack-alternated order (the racks sorted, then one broker of each
 // rack in turn, each rack's brokers in id order; a broker without a rack
-// counts as the rack ""). Partition i is placed as the virtual partition
-// v = start+i: its leader is broker v mod n of that order, and its
-// followers come after it with a shift that grows by one every n virtual
-// partitions, so that leaders, and replicas, spread evenly: over any n
-// consecutive partitions every broker leads once and holds rf replicas.
-// With racks, a follower is skipped while a rack without a replica of the
-// partition remains (and a broker already holding one while a broker
-// without one remains), so each partition's replicas are on min(rf, racks)
-// distinct racks.
-//
-// Callers pass a random start per new topic, and, to add partitions to a
-// topic so that they continue its pattern, the start the topic was created
-// with plus its current partition count (or, not knowing it, the index of
-// partition 0's leader in the order above plus the count).
+// counts as the rack ""). With n brokers, partition p's leader is broker
+// (start+p) mod n of that order and its followers come after it, at
+// distances set by a shift of start + p/n (it grows by one every n
+// partitions), so that leaders and replicas spread evenly: over partitions
+// 0 to k*n-1 every broker leads k times and holds k*rf replicas (with
+// racks: when the racks hold equally many brokers). With racks, a follower
+// is skipped while a rack without a replica of the partition remains (and
+// a broker already holding one while a broker without one remains), so
+// each partition's replicas are on min(rf, racks) distinct racks. Callers
+// pass a random start per topic (Kafka draws it at random).
 //
 // Errors: ErrInvalidPartitions when partitions < 1;
 // ErrInvalidReplicationFactor when rf < 1 or rf > len(brokers);
 // ErrInvalidReplicaAssignment when a broker id repeats.
 func Place(brokers []PlacementBroker, partitions int32, rf int16, start int) ([][]int32, error) {
+	return PlaceMore(brokers, 0, partitions, rf, start)
+}
+
+// PlaceMore returns the replica lists of partitions existing, ...,
+// existing+partitions-1 of a topic placed by Place with this start, so
+// that partitions added to it continue its pattern: with the same brokers,
+// PlaceMore(b, k, p, rf, s) equals Place(b, k+p, rf, s)[k:]. A caller
+// that does not know the topic's start may pass the index of partition
+// 0's leader in the order Place describes. Errors as Place's.
+func PlaceMore(brokers []PlacementBroker, existing, partitions int32, rf int16, start int) ([][]int32, error) {
 	if partitions < 1 {
 		return nil, fmt.Errorf("%w: %d (must be >= 1)", ErrInvalidPartitions, partitions)
+	}
+	if existing < 0 {
+		return nil, fmt.Errorf("%w: %d existing partitions", ErrInvalidPartitions, existing)
 	}
 	if rf < 1 {
 		return nil, fmt.Errorf("%w: %d (must be >= 1)", ErrInvalidReplicationFactor, rf)
@@ -70,8 +80,8 @@ func Place(brokers []PlacementBroker, partitions int32, rf int16, start int) ([]
 	out := make([][]int32, partitions)
 	if !racked {
 		for i := range out {
-			v := start + i
-			first, shift := v%n, v/n
+			p := int(existing) + i
+			first, shift := (p+start)%n, start+p/n
 			l := make([]int32, 0, rf)
 			l = append(l, bs[first].ID)
 			for j := 0; j < int(rf)-1; j++ {
@@ -83,8 +93,8 @@ func Place(brokers []PlacementBroker, partitions int32, rf int16, start int) ([]
 	}
 	order, rackOf, racks := rackAlternated(bs)
 	for i := range out {
-		v := start + i
-		first, shift := v%n, v/n
+		p := int(existing) + i
+		first, shift := (p+start)%n, start+p/n
 		leader := order[first]
 		l := make([]int32, 0, rf)
 		l = append(l, leader)
