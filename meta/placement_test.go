@@ -113,7 +113,9 @@ func TestPlaceProperties(t *testing.T) {
 		if len(got) != int(parts) {
 			t.Fatalf("%s: %d lists", desc, len(got))
 		}
-		known := func(id int32) bool { return slices.ContainsFunc(bs, func(b PlacementBroker) bool { return b.ID == id }) }
+		known := func(id int32) bool {
+			return slices.ContainsFunc(bs, func(b PlacementBroker) bool { return b.ID == id })
+		}
 		if err := ValidateAssignment(got, known); err != nil || len(got[0]) != int(rf) {
 			t.Fatalf("%s: %v: %v", desc, got, err)
 		}
