@@ -116,7 +116,8 @@ type Store struct {
 	// while a proposal waits). Lock order: proposeMu, writeMu, mu.
 	proposeMu chan struct{}
 
-	// writeMu serializes changes (Append, the typed methods, Rebuild,
+	// writeMu serializes changes (Append and the typed methods in local
+	// mode, ApplyReplicated, Rebuild,
 	// Close) and is held across the Pebble commit. Holding it, a writer may
 	// read st without mu: only writers change st.
 	writeMu sync.Mutex
