@@ -117,9 +117,9 @@ type Store struct {
 	proposeMu chan struct{}
 
 	// writeMu serializes changes (Append and the typed methods in local
-	// mode, ApplyReplicated, Rebuild,
-	// Close) and is held across the Pebble commit. Holding it, a writer may
-	// read st without mu: only writers change st.
+	// mode, ApplyReplicated, Rebuild, Close) and is held across the Pebble
+	// commit. Holding it, a writer may read st without mu: only writers
+	// change st.
 	writeMu sync.Mutex
 	// failed is set when a commit fails: Pebble may or may not hold the
 	// batch, so memory can no longer be trusted to match it. The next
