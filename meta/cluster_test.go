@@ -10,7 +10,7 @@ import (
 )
 
 func listeners(port int32) []Endpoint {
-	return []Endpoint{{Name: "PLAINTEXT", Host: "localhost", Port: port}}
+	return []Endpoint{{Name: "PLAINTEXT", Host: "broker.example", Port: port}}
 }
 
 func mustRegister(t *testing.T, s *Store, id int32, rack string) int64 {
