@@ -83,9 +83,10 @@ func (s *Store) reopenLocked() error {
 	if err == nil {
 		var st *state
 		var next uint64
-		if st, next, err = load(db); err == nil {
+		var rep int64
+		if st, next, rep, err = load(db); err == nil {
 			s.mu.Lock()
-			s.db, s.st, s.next = db, st, next
+			s.db, s.st, s.next, s.repNext = db, st, next, rep
 			s.mu.Unlock()
 			s.opts.Logger.Info("meta: metadata store reopened after a failed commit", "next_offset", next)
 			s.failed = nil

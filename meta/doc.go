@@ -1,15 +1,16 @@
 // Package meta holds Sluice's cluster metadata (topics and their IDs,
-// partition counts, topic and broker configs, producer-id blocks) as an
-// ordered log of metadata records applied to a state machine, both kept in
-// one Pebble database (github.com/cockroachdb/pebble/v2).
+// partition counts, replica assignments and leaders, topic and broker
+// configs, registered brokers, producer-id blocks) as an ordered log of
+// metadata records applied to a state machine, both kept in one Pebble
+// database (github.com/cockroachdb/pebble/v2).
 //
-// The log is what a later change replicates with raft: the controller
-// quorum is one raft group over this log, and brokers that are not voters
-// follow it as raft learners, applying each committed record with
-// Store.Append to their own copy. Today a Store is single-node: the typed
-// methods (CreateTopic, DeleteTopic, AddPartitions, AlterTopicConfigs,
-// AllocateProducerIDs, ...) validate a change, build its record and append
-// it locally.
+// A Store runs in one of two modes. In local mode (Options.Replicator nil,
+// single-node) the typed methods (CreateTopics, DeleteTopic,
+// AddPartitions, AlterTopicConfigs, AllocateProducerIDs, RegisterBroker,
+// ...) validate a change, build its records and append them to the local
+// log. In replicated mode the Store is the state machine of the
+// raft-replicated metadata log (the controller quorum): see "Replicated
+// mode" below.
 //
 // # Applying a record
 //
@@ -19,10 +20,46 @@
 // every state key the record changes. So the stored state always equals the
 // result of applying the log prefix, after any crash; Open reads the state
 // keys and needs no replay. Rebuild recomputes the state from the log alone
-// and rewrites the state keys (a check and a repair). The state is also held
-// in memory for reads; memory changes only after the batch carrying the
-// same change has committed. Many records may share one batch
-// (CreateTopics: one commit for many topics).
+// and rewrites the state keys (a check and a repair; it keeps
+// replicated/next, which the local log cannot tell). The state is also
+// held in memory for reads; memory changes only after the batch carrying
+// the same change has committed. Many records may share one batch
+// (CreateTopics: one commit for many topics). A BrokerRegistered's Epoch
+// is stamped, before it is validated, with the record's offset (the local
+// log offset in local mode, the replicated offset in replicated mode); the
+// logged record carries the stamped value, so a replay does not stamp.
+//
+// # Replicated mode
+//
+// With Options.Replicator set, the metadata log is a raft-replicated
+// partition and every node (controller or not) runs an applier that reads
+// each committed entry, in log order, and calls ApplyReplicated(first,
+// recs). It skips the records below ReplicatedOffset() (re-delivered after
+// a restart), decodes the others (a record that does not decode is
+// ErrCorrupt and nothing of the entry applies: the applier stops),
+// stamps, validates and applies each one or skips it if it is refused
+// (every node refuses the same ones, the transition function being
+// deterministic; refusals are logged at debug), and commits the applied
+// records (at the next local offsets: the local log is the applied
+// records, contiguous) and the new replicated/next in ONE synced batch. So
+// after a crash the stored replicated offset and the state agree, and the
+// applier resumes from ReplicatedOffset(). An entry past
+// ReplicatedOffset() is ErrOutOfOrder.
+//
+// On the active controller a typed method takes the proposal lock,
+// validates against the current state exactly as in local mode (the same
+// errors; nothing is proposed if nothing is valid), encodes the valid
+// records and calls Replicator.Propose (one entry), which returns once
+// the entry is committed, with the offset of its first record; it then
+// waits (WaitReplicated) until the applier has applied them and returns
+// the outcome of ITS records at apply: a record valid when proposed but
+// refused at apply (another entry got in first) returns that validation
+// error, and CreateTopics returns the topics as applied. The proposal,
+// the wait and the wait for the proposal lock are bounded by
+// Options.ProposeTimeout (10 s by default); a timeout leaves the outcome
+// unknown. A node that is not the controller gets ErrNotController from
+// Propose, returned unchanged. Random topic IDs and producer-id block
+// starts are chosen by the proposer, so they are in the record.
 //
 // # Failures and a full disk
 //
@@ -42,16 +79,26 @@
 //
 //	format                      1 byte: format version (1); written when the database is created
 //	log/<offset>                encoded record; offset is a big-endian uint64, from 0, contiguous
+//	replicated/next             version (1) | next replicated offset to apply (int64 BE); absent: 0
 //	topic/name/<name>           16 bytes: the topic's ID
 //	topic/id/<16-byte ID>       encoded TopicRecord holding the topic's current state
-//	producer/next               version (1 byte) | next free producer id (int64 BE, 8 bytes)
-//	config/broker               version (1 byte) | map (broker configs)
+//	topic/leader/<ID><part>     version (1) | leader int32 | leaderEpoch int32 | isr (int32 list);
+//	                            part is a big-endian uint32; only for partitions reported
+//	broker/<node id>            version (1) | fenced (1 byte, 0 or 1) | encoded BrokerRegistered
+//	                            (the current registration, Epoch stamped); node id big-endian uint32
+//	producer/next               version (1) | next free producer id (int64 BE, 8 bytes)
+//	config/broker               version (1) | map (broker configs)
 //
 // The next log offset is not stored: it is the offset after the last log/
-// key. The state keys are exactly those under "config/", "producer/" and
-// "topic/". A topic's state value is the TopicRecord that would create the
-// topic as it is now (name, ID, current partition count, replication
-// factor, current configs).
+// key. The state keys are exactly those under "broker/", "config/",
+// "producer/" and "topic/". A topic's state value is the TopicRecord that
+// would create the topic as it is now (name, ID, current partition count,
+// replication factor, current configs, replica assignments); its leaders
+// are under topic/leader/ (absent: Leader -1, LeaderEpoch -1, no ISR) and
+// go with the topic when it is removed. The value versions (1) are
+// separate from the record version. Keys and values added since format 1
+// was first written (replicated/, topic/leader/, broker/) are absent from
+// older databases, which read as empty; the format byte stays 1.
 //
 // # Record encoding
 //
@@ -64,21 +111,34 @@
 //	+---------+------+----------------------------------+
 //
 //	type 1 TopicRecord          id (16) | partitions int32 | replicationFactor int16 | name string | configs map
-//	type 2 PartitionsAdded      topicID (16) | count int32 (the new total)
+//	                            | assignments
+//	type 2 PartitionsAdded      topicID (16) | count int32 (the new total) | assignments (of the new partitions)
 //	type 3 TopicConfigsChanged  topicID (16) | set map | delete list
 //	type 4 TopicRemoved         topicID (16)
 //	type 5 ProducerIDBlock      first int64 | size int64 (allocates [first, first+size))
 //	type 6 BrokerConfigChanged  set map | delete list
+//	type 7 BrokerRegistered     nodeID int32 | incarnationID (16) | epoch int64 | rack string
+//	                            | uvarint count | count × (name string | host string | port int32)
+//	type 8 BrokerFenced         nodeID int32 | epoch int64 | fenced bool
+//	type 9 PartitionChanged     topicID (16) | partition int32 | leader int32 | leaderEpoch int32 | isr int32 list
 //
-//	intN    N/8 bytes, big-endian, two's complement
-//	string  uvarint length | bytes
-//	map     uvarint count | count × (key string | value string), keys strictly ascending
-//	list    uvarint count | count × string, in the caller's order
+//	intN         N/8 bytes, big-endian, two's complement
+//	bool         1 byte, 0 or 1
+//	string       uvarint length | bytes
+//	map          uvarint count | count × (key string | value string), keys strictly ascending
+//	list         uvarint count | count × string, in the caller's order
+//	int32 list   uvarint count | count × int32, in order
+//	assignments  uvarint count | count × int32 list (one replica list per partition; count 0: none)
 //
-// Version is 1. The encoding is canonical (maps sorted), so every node
-// writes the same bytes for the same record. Decoding refuses an unknown
-// version or type, lengths past the end, unsorted or duplicate map keys and
-// trailing bytes, all as ErrCorrupt. Records carry no checksum of their own:
+// Records are written with version 2. Version 1 (what older data
+// directories hold) is the same without the assignments fields and has
+// only types 1 to 6; it is still decoded (as records without assignments),
+// and re-encodes as version 2. The encoding is canonical (maps sorted;
+// empty lists decode as nil), so every node writes the same bytes for the
+// same record. Decoding refuses an unknown version or type, a type its
+// version does not have, lengths past the end, non-minimal uvarints, bool
+// bytes other than 0 and 1, unsorted or duplicate map keys and trailing
+// bytes, all as ErrCorrupt. Records carry no checksum of their own:
 // Pebble checksums its WAL chunks and sstable blocks, and the replication
 // transport will carry its own.
 //
@@ -95,13 +155,33 @@
 // Producer-id blocks are handed out in order from 0, each starting where
 // the last ended, so ids are never reused, across restarts included.
 //
+// Replica assignments, when present, have one list per partition, each of
+// ReplicationFactor distinct registered brokers (Kafka's
+// INVALID_REPLICA_ASSIGNMENT checks, ValidateAssignment); a topic created
+// without them (single-node mode, "this node only") grows without them,
+// and one created with them grows with them. Place and PlaceMore compute
+// Kafka's default placement. A broker registration needs a node id >= 0
+// and distinct, named listeners; it replaces an earlier one of the same
+// node id, with a new epoch, and starts fenced. A BrokerFenced applies
+// only at the broker's current epoch (ErrStaleBrokerEpoch), so a fence of
+// an older incarnation does not. A PartitionChanged needs a known topic
+// and partition and a leader epoch >= 0 and not below the stored one
+// (ErrFencedLeaderEpoch); an equal epoch (an ISR change) applies.
+//
 // # Concurrency
 //
-// A Store is safe for concurrent use. writeMu serializes changes and is
-// held across the synced commit; mu (an RWMutex) guards the in-memory state
-// and the next offset, taken shared by reads and exclusively only to install
-// a committed change, so reads do not wait for an fsync. Lock order:
-// writeMu, then mu.
+// A Store is safe for concurrent use. writeMu serializes changes (local
+// appends, ApplyReplicated, Rebuild, Close) and is held across the synced
+// commit; mu (an RWMutex) guards the in-memory state, the next offsets,
+// the apply notification channel and the outcomes collected for a waiting
+// proposal, taken shared by reads and exclusively only to install a
+// committed change, so reads do not wait for an fsync. In replicated mode
+// proposeMu (a one-slot channel, so that waiting for it honours the
+// proposal's deadline) serializes the typed methods from validation to
+// the apply of their records; it is never held with writeMu, which the
+// applier needs while a proposal waits. Lock order: proposeMu, writeMu,
+// mu. WaitReplicated waits on a channel that each apply closes and
+// replaces (Close closes it too), never polling.
 //
 // Pebble is opened with a small block cache and memtable (1 MiB each by
 // default) and only its errors are logged.

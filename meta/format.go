@@ -28,8 +28,32 @@ var (
 	// ErrInvalidPartitions: a partition count below 1, or not above the
 	// current count when adding partitions.
 	ErrInvalidPartitions = errors.New("meta: invalid partition count")
-	// ErrInvalidReplicationFactor: a replication factor below 1.
+	// ErrInvalidReplicationFactor: a replication factor below 1, or (Place)
+	// above the number of brokers.
 	ErrInvalidReplicationFactor = errors.New("meta: invalid replication factor")
+	// ErrInvalidReplicaAssignment: an explicit replica assignment that
+	// Kafka refuses (INVALID_REPLICA_ASSIGNMENT): an empty replica list, a
+	// broker twice in one list, an unregistered broker, lists of different
+	// lengths, the wrong number of lists, or assignments given for a topic
+	// kept without them (and the reverse).
+	ErrInvalidReplicaAssignment = errors.New("meta: invalid replica assignment")
+	// ErrUnknownBroker: no broker with this node id is registered.
+	ErrUnknownBroker = errors.New("meta: unknown broker")
+	// ErrStaleBrokerEpoch: a fence for a broker epoch that is not the
+	// broker's current one (Kafka's STALE_BROKER_EPOCH).
+	ErrStaleBrokerEpoch = errors.New("meta: stale broker epoch")
+	// ErrUnknownPartition: a partition index outside the topic.
+	ErrUnknownPartition = errors.New("meta: unknown partition")
+	// ErrFencedLeaderEpoch: a partition change with a leader epoch below
+	// the stored one (Kafka's FENCED_LEADER_EPOCH).
+	ErrFencedLeaderEpoch = errors.New("meta: fenced leader epoch")
+	// ErrInvalidBroker: a broker registration Kafka would refuse (a
+	// negative node id, a listener without a name or twice, a port out of
+	// range).
+	ErrInvalidBroker = errors.New("meta: invalid broker registration")
+	// ErrOutOfOrder: ApplyReplicated was given an entry past the next
+	// replicated offset (a gap in the replicated log).
+	ErrOutOfOrder = errors.New("meta: replicated records out of order")
 	// ErrInvalidConfig: an empty config key, or a key both set and deleted
 	// by one change. Config values are not checked here.
 	ErrInvalidConfig = errors.New("meta: invalid config change")
@@ -55,9 +79,16 @@ const (
 	// formatVersion is the value of the format key: the key layout and
 	// value encodings below.
 	formatVersion byte = 1
-	// recordVersion is the first byte of every encoded record and of every
-	// versioned state value.
-	recordVersion byte = 1
+	// recordVersion is the first byte of every record written: version 2
+	// added the replica assignments of TopicRecord and PartitionsAdded and
+	// the types 7 to 9. recordVersion1 records (the layout without
+	// assignments) are still decoded: older data directories hold them.
+	recordVersion  byte = 2
+	recordVersion1 byte = 1
+	// valueVersion is the first byte of every state value that is not an
+	// encoded record (producer/next, config/broker, topic/leader/,
+	// broker/, replicated/next).
+	valueVersion byte = 1
 
 	keyFormat        = "format"
 	keyLogPrefix     = "log/"        // + 8-byte big-endian offset
@@ -65,6 +96,9 @@ const (
 	keyTopicID       = "topic/id/"   // + 16 raw ID bytes
 	keyProducerNext  = "producer/next"
 	keyBrokerConfigs = "config/broker"
+	keyTopicLeader   = "topic/leader/" // + 16 raw ID bytes + 4-byte big-endian partition
+	keyBroker        = "broker/"       // + 4-byte big-endian node id
+	keyReplicated    = "replicated/next"
 
 	// reserveName is the space reserve's file in the store's folder (not
 	// a Pebble file, and not part of the key space).
@@ -85,11 +119,14 @@ const (
 	TypeTopicRemoved        RecordType = 4
 	TypeProducerIDBlock     RecordType = 5
 	TypeBrokerConfigChanged RecordType = 6
+	TypeBrokerRegistered    RecordType = 7
+	TypeBrokerFenced        RecordType = 8
+	TypePartitionChanged    RecordType = 9
 )
 
 // statePrefixes are the key ranges that hold the state (everything but the
-// log and the format key); Rebuild clears exactly these.
-var statePrefixes = []string{"config/", "producer/", "topic/"}
+// log, the format key and replicated/next); Rebuild clears exactly these.
+var statePrefixes = []string{"broker/", "config/", "producer/", "topic/"}
 
 func (t RecordType) String() string {
 	switch t {
@@ -105,6 +142,12 @@ func (t RecordType) String() string {
 		return "ProducerIDBlock"
 	case TypeBrokerConfigChanged:
 		return "BrokerConfigChanged"
+	case TypeBrokerRegistered:
+		return "BrokerRegistered"
+	case TypeBrokerFenced:
+		return "BrokerFenced"
+	case TypePartitionChanged:
+		return "PartitionChanged"
 	}
 	return fmt.Sprintf("RecordType(%d)", byte(t))
 }
@@ -130,6 +173,33 @@ func topicNameKey(name string) []byte { return []byte(keyTopicName + name) }
 
 func topicIDKey(id [16]byte) []byte { return append([]byte(keyTopicID), id[:]...) }
 
+// topicLeaderPrefix is the prefix of every leader key of the topic.
+func topicLeaderPrefix(id [16]byte) string { return keyTopicLeader + string(id[:]) }
+
+func topicLeaderKey(id [16]byte, part int32) []byte {
+	return binary.BigEndian.AppendUint32([]byte(topicLeaderPrefix(id)), uint32(part))
+}
+
+// parseTopicLeaderKey returns the topic and partition a leader key names.
+func parseTopicLeaderKey(k []byte) (id [16]byte, part int32, ok bool) {
+	if len(k) != len(keyTopicLeader)+20 || string(k[:len(keyTopicLeader)]) != keyTopicLeader {
+		return id, 0, false
+	}
+	copy(id[:], k[len(keyTopicLeader):])
+	return id, int32(binary.BigEndian.Uint32(k[len(keyTopicLeader)+16:])), true
+}
+
+// brokerKey is the broker/ key of a node id (never negative, so the keys
+// sort by id).
+func brokerKey(id int32) []byte { return binary.BigEndian.AppendUint32([]byte(keyBroker), uint32(id)) }
+
+func parseBrokerKey(k []byte) (int32, bool) {
+	if len(k) != len(keyBroker)+4 || string(k[:len(keyBroker)]) != keyBroker {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(k[len(keyBroker):])), true
+}
+
 // prefixEnd returns the smallest key greater than every key with prefix p
 // (p is never empty nor all 0xff here).
 func prefixEnd(p string) []byte {
@@ -147,13 +217,13 @@ func prefixEnd(p string) []byte {
 // free producer id as a big-endian int64.
 func encodeProducerNext(next int64) []byte {
 	b := make([]byte, 9)
-	b[0] = recordVersion
+	b[0] = valueVersion
 	binary.BigEndian.PutUint64(b[1:], uint64(next))
 	return b
 }
 
 func decodeProducerNext(b []byte) (int64, error) {
-	if len(b) != 9 || b[0] != recordVersion {
+	if len(b) != 9 || b[0] != valueVersion {
 		return 0, fmt.Errorf("%w: producer/next value % x", ErrCorrupt, b)
 	}
 	return int64(binary.BigEndian.Uint64(b[1:])), nil
@@ -161,13 +231,13 @@ func decodeProducerNext(b []byte) (int64, error) {
 
 // encodeConfigs is the config/broker value: version, then a map.
 func encodeConfigs(m map[string]string) []byte {
-	e := encoder{b: []byte{recordVersion}}
+	e := encoder{b: []byte{valueVersion}}
 	e.strMap(m)
 	return e.b
 }
 
 func decodeConfigs(b []byte) (map[string]string, error) {
-	if len(b) < 1 || b[0] != recordVersion {
+	if len(b) < 1 || b[0] != valueVersion {
 		return nil, fmt.Errorf("%w: config value version", ErrCorrupt)
 	}
 	d := decoder{b: b[1:]}
@@ -176,4 +246,60 @@ func decodeConfigs(b []byte) (map[string]string, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// encodeReplicatedNext is the replicated/next value: version, then the
+// next replicated offset to apply as a big-endian int64.
+func encodeReplicatedNext(next int64) []byte { return encodeProducerNext(next) }
+
+func decodeReplicatedNext(b []byte) (int64, error) {
+	if len(b) != 9 || b[0] != valueVersion || int64(binary.BigEndian.Uint64(b[1:])) < 0 {
+		return 0, fmt.Errorf("%w: replicated/next value % x", ErrCorrupt, b)
+	}
+	return int64(binary.BigEndian.Uint64(b[1:])), nil
+}
+
+// encodeLeader is a topic/leader/ value: version | leader int32 |
+// leaderEpoch int32 | isr (int32 list).
+func encodeLeader(pl PartitionLeader) []byte {
+	e := encoder{b: []byte{valueVersion}}
+	e.i32(pl.Leader)
+	e.i32(pl.LeaderEpoch)
+	e.i32List(pl.ISR)
+	return e.b
+}
+
+func decodeLeader(b []byte) (PartitionLeader, error) {
+	if len(b) < 1 || b[0] != valueVersion {
+		return PartitionLeader{}, fmt.Errorf("%w: leader value version", ErrCorrupt)
+	}
+	d := decoder{b: b[1:]}
+	pl := PartitionLeader{Leader: d.i32(), LeaderEpoch: d.i32(), ISR: d.i32List()}
+	return pl, d.finish()
+}
+
+// encodeBroker is a broker/ value: version | fenced (1 byte, 0 or 1) |
+// the encoded BrokerRegistered record of the current registration (its
+// Epoch stamped).
+func encodeBroker(b Broker) []byte {
+	v := []byte{valueVersion, 0}
+	if b.Fenced {
+		v[1] = 1
+	}
+	return append(v, EncodeRecord(b.registration())...)
+}
+
+func decodeBroker(v []byte) (Broker, error) {
+	if len(v) < 2 || v[0] != valueVersion || v[1] > 1 {
+		return Broker{}, fmt.Errorf("%w: broker value header % x", ErrCorrupt, v[:min(len(v), 2)])
+	}
+	rec, err := DecodeRecord(v[2:])
+	if err != nil {
+		return Broker{}, err
+	}
+	r, ok := rec.(BrokerRegistered)
+	if !ok {
+		return Broker{}, fmt.Errorf("%w: broker value holds %v", ErrCorrupt, rec)
+	}
+	return r.broker(v[1] == 1), nil
 }

@@ -76,7 +76,10 @@ func dumpState(t testing.TB, s *Store) string {
 func memState(s *Store) string {
 	var buf bytes.Buffer
 	for _, tp := range s.Topics() {
-		fmt.Fprintf(&buf, "%s\n", tp.record())
+		fmt.Fprintf(&buf, "%s leaders=%v\n", tp.record(), tp.Leaders)
+	}
+	for _, b := range s.Brokers() {
+		fmt.Fprintf(&buf, "%v fenced=%v\n", b.registration(), b.Fenced)
 	}
 	s.mu.RLock()
 	fmt.Fprintf(&buf, "producer next %d\nbroker %s\n", s.st.producerNext, formatMap(s.st.broker))
@@ -110,7 +113,10 @@ func checkConsistent(t testing.TB, s *Store) {
 func describeState(st *state) string {
 	var lines []string
 	for _, tp := range st.topics {
-		lines = append(lines, tp.record().String())
+		lines = append(lines, fmt.Sprintf("%v leaders=%v", tp.record(), tp.Leaders))
+	}
+	for _, b := range st.brokers {
+		lines = append(lines, fmt.Sprintf("%v fenced=%v", b.registration(), b.Fenced))
 	}
 	for n, id := range st.names {
 		lines = append(lines, fmt.Sprintf("name %s -> %s", n, FormatTopicID(id)))

@@ -9,8 +9,9 @@ import (
 )
 
 // Record is one entry of the metadata log: one of TopicRecord,
-// PartitionsAdded, TopicConfigsChanged, TopicRemoved, ProducerIDBlock or
-// BrokerConfigChanged (values, not pointers). The set is closed.
+// PartitionsAdded, TopicConfigsChanged, TopicRemoved, ProducerIDBlock,
+// BrokerConfigChanged, BrokerRegistered, BrokerFenced or PartitionChanged
+// (values, not pointers). The set is closed.
 type Record interface {
 	// Type is the record's type byte in the encoding.
 	Type() RecordType
@@ -25,12 +26,20 @@ type TopicRecord struct {
 	Partitions        int32
 	ReplicationFactor int16
 	Configs           map[string]string // topic config overrides
+	// Assignments are the replica lists of the partitions (the first
+	// replica is the preferred leader): len(Assignments) == Partitions,
+	// each of ReplicationFactor distinct registered brokers. Nil in
+	// single-node mode, meaning "this node only".
+	Assignments [][]int32
 }
 
 // PartitionsAdded grows a topic to Count partitions (the new total).
 type PartitionsAdded struct {
 	TopicID [16]byte
 	Count   int32
+	// Assignments are the replica lists of the new partitions (one per new
+	// partition, in order), or nil for a topic kept without assignments.
+	Assignments [][]int32
 }
 
 // TopicConfigsChanged sets, then deletes, topic config overrides.
@@ -57,12 +66,54 @@ type BrokerConfigChanged struct {
 	Delete []string
 }
 
+// Endpoint is one listener of a broker; Name is the listener name as in
+// the listeners config (PLAINTEXT, SSL, ...).
+type Endpoint struct {
+	Name string
+	Host string
+	Port int32
+}
+
+// BrokerRegistered registers a broker, replacing an earlier registration
+// of the same NodeID. The broker starts fenced. Epoch is the broker epoch:
+// the proposer leaves it 0 and apply stamps it with the record's offset
+// (the replicated offset in replicated mode, the local log offset in local
+// mode), so the logged record carries the stamped value.
+type BrokerRegistered struct {
+	NodeID        int32
+	IncarnationID [16]byte
+	Rack          string
+	Listeners     []Endpoint
+	Epoch         int64
+}
+
+// BrokerFenced fences (Fenced true) or unfences a broker. It applies only
+// to the registration with exactly this Epoch.
+type BrokerFenced struct {
+	NodeID int32
+	Epoch  int64
+	Fenced bool
+}
+
+// PartitionChanged is a partition leader's report of its leadership and
+// ISR. It applies only if LeaderEpoch is at least the stored one.
+type PartitionChanged struct {
+	TopicID     [16]byte
+	Partition   int32
+	Leader      int32
+	LeaderEpoch int32
+	ISR         []int32
+}
+
 func (TopicRecord) Type() RecordType         { return TypeTopic }
 func (PartitionsAdded) Type() RecordType     { return TypePartitionsAdded }
 func (TopicConfigsChanged) Type() RecordType { return TypeTopicConfigsChanged }
 func (TopicRemoved) Type() RecordType        { return TypeTopicRemoved }
 func (ProducerIDBlock) Type() RecordType     { return TypeProducerIDBlock }
 func (BrokerConfigChanged) Type() RecordType { return TypeBrokerConfigChanged }
+func (BrokerRegistered) Type() RecordType    { return TypeBrokerRegistered }
+func (BrokerFenced) Type() RecordType        { return TypeBrokerFenced }
+func (PartitionChanged) Type() RecordType    { return TypePartitionChanged }
 
 func (TopicRecord) isRecord()         {}
 func (PartitionsAdded) isRecord()     {}
@@ -70,14 +121,48 @@ func (TopicConfigsChanged) isRecord() {}
 func (TopicRemoved) isRecord()        {}
 func (ProducerIDBlock) isRecord()     {}
 func (BrokerConfigChanged) isRecord() {}
+func (BrokerRegistered) isRecord()    {}
+func (BrokerFenced) isRecord()        {}
+func (PartitionChanged) isRecord()    {}
 
+// String prints the assignments only when there are some.
 func (r TopicRecord) String() string {
 	return fmt.Sprintf("TopicRecord name=%s id=%s partitions=%d rf=%d configs=%s",
-		r.Name, FormatTopicID(r.ID), r.Partitions, r.ReplicationFactor, formatMap(r.Configs))
+		r.Name, FormatTopicID(r.ID), r.Partitions, r.ReplicationFactor, formatMap(r.Configs)) +
+		formatAssignments(r.Assignments)
 }
 
 func (r PartitionsAdded) String() string {
-	return fmt.Sprintf("PartitionsAdded id=%s count=%d", FormatTopicID(r.TopicID), r.Count)
+	return fmt.Sprintf("PartitionsAdded id=%s count=%d", FormatTopicID(r.TopicID), r.Count) +
+		formatAssignments(r.Assignments)
+}
+
+func formatAssignments(a [][]int32) string {
+	if a == nil {
+		return ""
+	}
+	return fmt.Sprintf(" assignments=%v", a)
+}
+
+func (r BrokerRegistered) String() string {
+	var sb strings.Builder
+	for i, l := range r.Listeners {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, "%s://%s:%d", l.Name, l.Host, l.Port)
+	}
+	return fmt.Sprintf("BrokerRegistered node=%d incarnation=%s rack=%q listeners=[%s] epoch=%d",
+		r.NodeID, FormatTopicID(r.IncarnationID), r.Rack, sb.String(), r.Epoch)
+}
+
+func (r BrokerFenced) String() string {
+	return fmt.Sprintf("BrokerFenced node=%d epoch=%d fenced=%v", r.NodeID, r.Epoch, r.Fenced)
+}
+
+func (r PartitionChanged) String() string {
+	return fmt.Sprintf("PartitionChanged id=%s partition=%d leader=%d epoch=%d isr=%v",
+		FormatTopicID(r.TopicID), r.Partition, r.Leader, r.LeaderEpoch, r.ISR)
 }
 
 func (r TopicConfigsChanged) String() string {
@@ -141,9 +226,11 @@ func EncodeRecord(r Record) []byte {
 		e.i16(r.ReplicationFactor)
 		e.str(r.Name)
 		e.strMap(r.Configs)
+		e.assignments(r.Assignments)
 	case PartitionsAdded:
 		e.b = append(e.b, r.TopicID[:]...)
 		e.i32(r.Count)
+		e.assignments(r.Assignments)
 	case TopicConfigsChanged:
 		e.b = append(e.b, r.TopicID[:]...)
 		e.strMap(r.Set)
@@ -156,20 +243,46 @@ func EncodeRecord(r Record) []byte {
 	case BrokerConfigChanged:
 		e.strMap(r.Set)
 		e.strList(r.Delete)
+	case BrokerRegistered:
+		e.i32(r.NodeID)
+		e.b = append(e.b, r.IncarnationID[:]...)
+		e.i64(r.Epoch)
+		e.str(r.Rack)
+		e.b = binary.AppendUvarint(e.b, uint64(len(r.Listeners)))
+		for _, l := range r.Listeners {
+			e.str(l.Name)
+			e.str(l.Host)
+			e.i32(l.Port)
+		}
+	case BrokerFenced:
+		e.i32(r.NodeID)
+		e.i64(r.Epoch)
+		e.bool(r.Fenced)
+	case PartitionChanged:
+		e.b = append(e.b, r.TopicID[:]...)
+		e.i32(r.Partition)
+		e.i32(r.Leader)
+		e.i32(r.LeaderEpoch)
+		e.i32List(r.ISR)
 	default:
 		panic(fmt.Sprintf("meta: EncodeRecord of unknown record %T", r))
 	}
 	return e.b
 }
 
-// DecodeRecord decodes one record. Every error wraps ErrCorrupt: an unknown
+// DecodeRecord decodes one record of version 2, or of version 1 (types 1
+// to 6, without assignments). Every error wraps ErrCorrupt: an unknown
 // version or type, a short or over-long input, map keys out of order.
 func DecodeRecord(b []byte) (Record, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, len(b))
 	}
-	if b[0] != recordVersion {
+	v1 := b[0] == recordVersion1
+	if b[0] != recordVersion && !v1 {
 		return nil, fmt.Errorf("%w: record version %d", ErrCorrupt, b[0])
+	}
+	if v1 && RecordType(b[1]) > TypeBrokerConfigChanged {
+		return nil, fmt.Errorf("%w: record type %d in version %d", ErrCorrupt, b[1], b[0])
 	}
 	d := decoder{b: b[2:]}
 	var r Record
@@ -181,9 +294,16 @@ func DecodeRecord(b []byte) (Record, error) {
 		t.ReplicationFactor = d.i16()
 		t.Name = d.str()
 		t.Configs = d.strMap()
+		if !v1 {
+			t.Assignments = d.assignments()
+		}
 		r = t
 	case TypePartitionsAdded:
-		r = PartitionsAdded{TopicID: d.id(), Count: d.i32()}
+		p := PartitionsAdded{TopicID: d.id(), Count: d.i32()}
+		if !v1 {
+			p.Assignments = d.assignments()
+		}
+		r = p
 	case TypeTopicConfigsChanged:
 		var t TopicConfigsChanged
 		t.TopicID = d.id()
@@ -202,6 +322,24 @@ func DecodeRecord(b []byte) (Record, error) {
 		c.Set = d.strMap()
 		c.Delete = d.strList()
 		r = c
+	case TypeBrokerRegistered:
+		var br BrokerRegistered
+		br.NodeID = d.i32()
+		br.IncarnationID = d.id()
+		br.Epoch = d.i64()
+		br.Rack = d.str()
+		if n := d.count(6); n > 0 {
+			br.Listeners = make([]Endpoint, 0, n)
+			for i := 0; i < n && d.err == nil; i++ {
+				br.Listeners = append(br.Listeners, Endpoint{Name: d.str(), Host: d.str(), Port: d.i32()})
+			}
+		}
+		r = br
+	case TypeBrokerFenced:
+		r = BrokerFenced{NodeID: d.i32(), Epoch: d.i64(), Fenced: d.bool()}
+	case TypePartitionChanged:
+		r = PartitionChanged{TopicID: d.id(), Partition: d.i32(), Leader: d.i32(),
+			LeaderEpoch: d.i32(), ISR: d.i32List()}
 	default:
 		return nil, fmt.Errorf("%w: record type %d", ErrCorrupt, b[1])
 	}
@@ -218,6 +356,28 @@ type encoder struct{ b []byte }
 func (e *encoder) i16(v int16) { e.b = binary.BigEndian.AppendUint16(e.b, uint16(v)) }
 func (e *encoder) i32(v int32) { e.b = binary.BigEndian.AppendUint32(e.b, uint32(v)) }
 func (e *encoder) i64(v int64) { e.b = binary.BigEndian.AppendUint64(e.b, uint64(v)) }
+
+func (e *encoder) bool(v bool) {
+	if v {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
+	}
+}
+
+func (e *encoder) i32List(l []int32) {
+	e.b = binary.AppendUvarint(e.b, uint64(len(l)))
+	for _, v := range l {
+		e.i32(v)
+	}
+}
+
+func (e *encoder) assignments(a [][]int32) {
+	e.b = binary.AppendUvarint(e.b, uint64(len(a)))
+	for _, l := range a {
+		e.i32List(l)
+	}
+}
 
 func (e *encoder) str(s string) {
 	e.b = binary.AppendUvarint(e.b, uint64(len(s)))
@@ -320,6 +480,45 @@ func uvarintLen(n uint64) int {
 		w++
 	}
 	return w
+}
+
+// bool reads one byte that must be 0 or 1 (so the encoding stays
+// canonical).
+func (d *decoder) bool() bool {
+	p := d.take(1)
+	if p == nil {
+		return false
+	}
+	if p[0] > 1 {
+		d.fail("bool byte %d", p[0])
+	}
+	return p[0] == 1
+}
+
+// i32List reads a counted list of int32s; an empty list decodes as nil.
+func (d *decoder) i32List() []int32 {
+	n := d.count(4)
+	if n == 0 {
+		return nil
+	}
+	l := make([]int32, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		l = append(l, d.i32())
+	}
+	return l
+}
+
+// assignments reads a counted list of int32 lists; none decodes as nil.
+func (d *decoder) assignments() [][]int32 {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	a := make([][]int32, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		a = append(a, d.i32List())
+	}
+	return a
 }
 
 func (d *decoder) str() string {

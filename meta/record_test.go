@@ -20,6 +20,16 @@ func sampleRecords() []Record {
 		ProducerIDBlock{First: 1 << 40, Size: 1000},
 		BrokerConfigChanged{Set: map[string]string{"log.retention.ms": "1000"}, Delete: []string{"x"}},
 		BrokerConfigChanged{},
+		TopicRecord{Name: "r", ID: id, Partitions: 2, ReplicationFactor: 3,
+			Assignments: [][]int32{{1, 2, 3}, {2, 3, 1}}},
+		PartitionsAdded{TopicID: id, Count: 4, Assignments: [][]int32{{3, 1, 2}, {1, 2, 3}}},
+		BrokerRegistered{NodeID: 7, IncarnationID: [16]byte{9: 9}, Rack: "eu-1a", Epoch: 1 << 33,
+			Listeners: []Endpoint{{Name: "PLAINTEXT", Host: "b7.example", Port: 9092}, {Name: "CONTROLLER", Host: "", Port: 0}}},
+		BrokerRegistered{},
+		BrokerFenced{NodeID: 7, Epoch: 12, Fenced: true},
+		BrokerFenced{NodeID: 0, Epoch: 0},
+		PartitionChanged{TopicID: id, Partition: 3, Leader: 2, LeaderEpoch: 5, ISR: []int32{2, 1}},
+		PartitionChanged{TopicID: id, Partition: 0, Leader: -1, LeaderEpoch: 0},
 	}
 }
 
@@ -45,22 +55,63 @@ func TestRecordRoundTrip(t *testing.T) {
 // TestRecordEncodingBytes pins the format: a change here is a format change.
 func TestRecordEncodingBytes(t *testing.T) {
 	id := [16]byte{15: 7}
+	idb := id[:]
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	for _, tc := range []struct {
 		r    Record
 		want []byte
 	}{
 		{TopicRecord{Name: "ab", ID: id, Partitions: 3, ReplicationFactor: 2, Configs: map[string]string{"k": "v"}},
-			[]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 3, 0, 2, 2, 'a', 'b', 1, 1, 'k', 1, 'v'}},
+			cat([]byte{2, 1}, idb, []byte{0, 0, 0, 3, 0, 2, 2, 'a', 'b', 1, 1, 'k', 1, 'v', 0})},
+		{TopicRecord{Name: "ab", ID: id, Partitions: 1, ReplicationFactor: 2, Assignments: [][]int32{{1, 2}}},
+			cat([]byte{2, 1}, idb, []byte{0, 0, 0, 1, 0, 2, 2, 'a', 'b', 0, 1, 2, 0, 0, 0, 1, 0, 0, 0, 2})},
 		{PartitionsAdded{TopicID: id, Count: 5},
-			[]byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5}},
+			cat([]byte{2, 2}, idb, []byte{0, 0, 0, 5, 0})},
+		{PartitionsAdded{TopicID: id, Count: 5, Assignments: [][]int32{{3}}},
+			cat([]byte{2, 2}, idb, []byte{0, 0, 0, 5, 1, 1, 0, 0, 0, 3})},
 		{ProducerIDBlock{First: 1, Size: 256},
-			[]byte{1, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0}},
+			[]byte{2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0}},
 		{BrokerConfigChanged{Set: map[string]string{"b": "2", "a": "1"}, Delete: []string{"c"}},
-			[]byte{1, 6, 2, 1, 'a', 1, '1', 1, 'b', 1, '2', 1, 1, 'c'}},
+			[]byte{2, 6, 2, 1, 'a', 1, '1', 1, 'b', 1, '2', 1, 1, 'c'}},
+		{BrokerRegistered{NodeID: 3, IncarnationID: id, Rack: "r", Epoch: 9, Listeners: []Endpoint{{Name: "P", Host: "h", Port: 9092}}},
+			cat([]byte{2, 7, 0, 0, 0, 3}, idb, []byte{0, 0, 0, 0, 0, 0, 0, 9, 1, 'r', 1, 1, 'P', 1, 'h', 0, 0, 0x23, 0x84})},
+		{BrokerFenced{NodeID: 3, Epoch: 9, Fenced: true},
+			[]byte{2, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9, 1}},
+		{PartitionChanged{TopicID: id, Partition: 1, Leader: 2, LeaderEpoch: 4, ISR: []int32{2, 3}},
+			cat([]byte{2, 9}, idb, []byte{0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 4, 2, 0, 0, 0, 2, 0, 0, 0, 3})},
 	} {
 		if got := EncodeRecord(tc.r); !bytes.Equal(got, tc.want) {
 			t.Errorf("%v:\n got % x\nwant % x", tc.r, got, tc.want)
 		}
+	}
+}
+
+// TestDecodeVersion1 decodes the version 1 layout that older data
+// directories hold: no assignments, types 1 to 6 only.
+func TestDecodeVersion1(t *testing.T) {
+	id := [16]byte{15: 7}
+	for _, tc := range []struct {
+		b    []byte
+		want Record
+	}{
+		{[]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 3, 0, 2, 2, 'a', 'b', 1, 1, 'k', 1, 'v'},
+			TopicRecord{Name: "ab", ID: id, Partitions: 3, ReplicationFactor: 2, Configs: map[string]string{"k": "v"}}},
+		{[]byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5}, PartitionsAdded{TopicID: id, Count: 5}},
+		{[]byte{1, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0}, ProducerIDBlock{First: 1, Size: 256}},
+		{[]byte{1, 6, 2, 1, 'a', 1, '1', 1, 'b', 1, '2', 1, 1, 'c'},
+			BrokerConfigChanged{Set: map[string]string{"b": "2", "a": "1"}, Delete: []string{"c"}}},
+	} {
+		got, err := DecodeRecord(tc.b)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Fatalf("% x: got %#v, %v; want %#v", tc.b, got, err, tc.want)
+		}
+		if again, err := DecodeRecord(EncodeRecord(got)); err != nil || !reflect.DeepEqual(again, tc.want) {
+			t.Fatalf("% x re-encoded as version 2: %v, %v", tc.b, again, err)
+		}
+	}
+	// A version 1 record with assignments' bytes has trailing bytes.
+	if _, err := DecodeRecord([]byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5, 0}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("version 1 with a trailing byte: %v", err)
 	}
 }
 
@@ -69,7 +120,18 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"empty":          nil,
 		"one byte":       {1},
-		"bad version":    append([]byte{2}, good[1:]...),
+		"bad version":    append([]byte{3}, good[1:]...),
+		"version zero":   append([]byte{0}, good[1:]...),
+		"v1 broker":      {1, 7, 0, 0, 0, 3},
+		"v1 fence":       {1, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9, 1},
+		"v1 partition":   {1, 9},
+		"bad bool":       {2, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9, 2},
+		"short fence":    {2, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9},
+		"huge isr":       append(append([]byte{2, 9}, make([]byte, 28)...), 0xff, 0x0f),
+		"short isr":      append(append([]byte{2, 9}, make([]byte, 28)...), 2, 0, 0, 0, 1),
+		"huge listeners": append(append([]byte{2, 7}, make([]byte, 29)...), 0xff, 0x0f),
+		"huge lists":     {2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5, 0xff, 0x0f},
+		"v2 no lists":    {2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5},
 		"bad type":       {1, 99},
 		"type zero":      {1, 0},
 		"truncated":      good[:len(good)-1],
@@ -93,6 +155,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	for _, r := range sampleRecords() {
 		f.Add(EncodeRecord(r))
 	}
+	f.Add([]byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRecord(b)
 		if err != nil {
@@ -101,7 +164,15 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 			return
 		}
-		if got := EncodeRecord(r); !bytes.Equal(got, b) {
+		got := EncodeRecord(r)
+		if b[0] == recordVersion1 {
+			// Version 1 re-encodes as version 2, which decodes the same.
+			if again, err := DecodeRecord(got); err != nil || !reflect.DeepEqual(again, r) {
+				t.Fatalf("version 1 % x re-encoded as % x decodes as %v, %v", b, got, again, err)
+			}
+			return
+		}
+		if !bytes.Equal(got, b) {
 			t.Fatalf("not canonical: % x re-encodes as % x", b, got)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -17,23 +18,84 @@ type Topic struct {
 	Partitions        int32
 	ReplicationFactor int16
 	Configs           map[string]string // topic config overrides; never nil in results
+	// Assignments are the partitions' replica lists (first replica = the
+	// preferred leader); nil in single-node mode ("this node only").
+	Assignments [][]int32
+	// Leaders has one entry per partition: the latest PartitionChanged for
+	// it, or Leader -1, LeaderEpoch -1 and a nil ISR if none was applied.
+	Leaders []PartitionLeader
 }
 
-// clone returns t with its own Configs map (never nil).
+// PartitionLeader is a partition's leader, leader epoch and ISR as its
+// leader last reported them.
+type PartitionLeader struct {
+	Leader      int32
+	LeaderEpoch int32
+	ISR         []int32
+}
+
+// noLeader is the PartitionLeader of a partition never reported.
+var noLeader = PartitionLeader{Leader: -1, LeaderEpoch: -1}
+
+// clone returns a deep copy of t (Configs never nil), for callers.
 func (t *Topic) clone() Topic {
 	c := *t
 	c.Configs = maps.Clone(t.Configs)
 	if c.Configs == nil {
 		c.Configs = map[string]string{}
 	}
+	c.Assignments = cloneAssignments(t.Assignments)
+	c.Leaders = slices.Clone(t.Leaders)
+	for i := range c.Leaders {
+		c.Leaders[i].ISR = slices.Clone(c.Leaders[i].ISR)
+	}
 	return c
 }
 
-// record returns the TopicRecord that creates t as it is; it is also the
-// encoding of t's state value under topic/id/<id>.
+func cloneAssignments(a [][]int32) [][]int32 {
+	if a == nil {
+		return nil
+	}
+	c := make([][]int32, len(a))
+	for i, l := range a {
+		c[i] = slices.Clone(l)
+	}
+	return c
+}
+
+// record returns the TopicRecord that creates t as it is (its leaders
+// aside); it is also the encoding of t's state value under topic/id/<id>.
 func (t *Topic) record() TopicRecord {
 	return TopicRecord{Name: t.Name, ID: t.ID, Partitions: t.Partitions,
-		ReplicationFactor: t.ReplicationFactor, Configs: t.Configs}
+		ReplicationFactor: t.ReplicationFactor, Configs: t.Configs, Assignments: t.Assignments}
+}
+
+// Broker is a registered broker as of the latest applied record.
+type Broker struct {
+	NodeID        int32
+	Epoch         int64 // the broker epoch: the offset of its registration record
+	IncarnationID [16]byte
+	Rack          string
+	Listeners     []Endpoint
+	Fenced        bool
+}
+
+// registration returns the BrokerRegistered record of b's registration
+// (its Epoch stamped); with the fenced flag it is b's state value.
+func (b *Broker) registration() BrokerRegistered {
+	return BrokerRegistered{NodeID: b.NodeID, IncarnationID: b.IncarnationID, Rack: b.Rack,
+		Listeners: b.Listeners, Epoch: b.Epoch}
+}
+
+func (r BrokerRegistered) broker(fenced bool) Broker {
+	return Broker{NodeID: r.NodeID, Epoch: r.Epoch, IncarnationID: r.IncarnationID, Rack: r.Rack,
+		Listeners: slices.Clone(r.Listeners), Fenced: fenced}
+}
+
+func (b *Broker) clone() Broker {
+	c := *b
+	c.Listeners = slices.Clone(b.Listeners)
+	return c
 }
 
 // state is the metadata state machine, held in memory. Pebble holds the
@@ -47,6 +109,7 @@ type state struct {
 	collide      map[string]string   // collisionKey(name) -> name
 	producerNext int64               // next free producer id
 	broker       map[string]string   // broker configs
+	brokers      map[int32]*Broker   // registered brokers by node id
 }
 
 func newState() *state {
@@ -55,26 +118,34 @@ func newState() *state {
 		names:   map[string][16]byte{},
 		collide: map[string]string{},
 		broker:  map[string]string{},
+		brokers: map[int32]*Broker{},
 	}
 }
 
-// clone returns a copy of st whose maps are its own (the Topic values are
-// shared: they are never modified in place).
+// clone returns a copy of st whose maps are its own (the Topic and Broker
+// values are shared: they are never modified in place).
 func (st *state) clone() *state {
 	return &state{topics: maps.Clone(st.topics), names: maps.Clone(st.names),
-		collide: maps.Clone(st.collide), producerNext: st.producerNext, broker: st.broker}
+		collide: maps.Clone(st.collide), producerNext: st.producerNext, broker: st.broker,
+		brokers: maps.Clone(st.brokers)}
 }
 
 // delta is the effect of one record on the state: at most one topic
-// changed or removed, or the producer id counter, or the broker configs.
+// changed or removed, or one partition's leader, or one broker, or the
+// producer id counter, or the broker configs.
 type delta struct {
-	topic        *Topic // created or changed topic (its new value)
+	topic        *Topic // created or changed topic (its new value); all its keys are written
 	removed      *Topic // removed topic
+	leaderOf     *Topic // the topic's new value after a PartitionChanged (only that leader key is written)
+	leaderPart   int32
+	reg          *Broker // registered or (un)fenced broker (its new value)
 	setProducer  bool
 	producerNext int64
 	setBroker    bool
 	broker       map[string]string
 }
+
+func (st *state) brokerKnown(id int32) bool { _, ok := st.brokers[id]; return ok }
 
 // collisionKey maps names that Kafka considers colliding to one key:
 // '.' and '_' are treated as the same character.
@@ -110,8 +181,18 @@ func (st *state) plan(rec Record) (delta, error) {
 		if err := validateConfigChange(r.Configs, nil); err != nil {
 			return delta{}, err
 		}
+		if r.Assignments != nil {
+			if len(r.Assignments) != int(r.Partitions) {
+				return delta{}, fmt.Errorf("%w: %d replica lists for %d partitions",
+					ErrInvalidReplicaAssignment, len(r.Assignments), r.Partitions)
+			}
+			if err := validateAssigned(r.Assignments, r.ReplicationFactor, st.brokerKnown); err != nil {
+				return delta{}, err
+			}
+		}
 		return delta{topic: &Topic{Name: r.Name, ID: r.ID, Partitions: r.Partitions,
-			ReplicationFactor: r.ReplicationFactor, Configs: maps.Clone(r.Configs)}}, nil
+			ReplicationFactor: r.ReplicationFactor, Configs: maps.Clone(r.Configs),
+			Assignments: cloneAssignments(r.Assignments), Leaders: grow(nil, r.Partitions)}}, nil
 
 	case PartitionsAdded:
 		t, err := st.topicByID(r.TopicID)
@@ -122,8 +203,29 @@ func (st *state) plan(rec Record) (delta, error) {
 			return delta{}, fmt.Errorf("%w: %s has %d partitions; a new total of %d does not grow it",
 				ErrInvalidPartitions, t.Name, t.Partitions, r.Count)
 		}
+		added := r.Count - t.Partitions
+		switch {
+		case t.Assignments == nil && r.Assignments != nil:
+			return delta{}, fmt.Errorf("%w: %s has no replica assignments (single-node), so its new partitions cannot have any",
+				ErrInvalidReplicaAssignment, t.Name)
+		case t.Assignments != nil && r.Assignments == nil:
+			return delta{}, fmt.Errorf("%w: %s has replica assignments, so its new partitions need them too",
+				ErrInvalidReplicaAssignment, t.Name)
+		case r.Assignments != nil && len(r.Assignments) != int(added):
+			return delta{}, fmt.Errorf("%w: Attempted to add %d additional partition(s), but only %d assignment(s) were specified.",
+				ErrInvalidReplicaAssignment, added, len(r.Assignments))
+		}
+		if r.Assignments != nil {
+			if err := validateAssigned(r.Assignments, t.ReplicationFactor, st.brokerKnown); err != nil {
+				return delta{}, err
+			}
+		}
 		n := *t
 		n.Partitions = r.Count
+		if t.Assignments != nil {
+			n.Assignments = append(slices.Clip(t.Assignments), cloneAssignments(r.Assignments)...)
+		}
+		n.Leaders = grow(t.Leaders, r.Count)
 		return delta{topic: &n}, nil
 
 	case TopicConfigsChanged:
@@ -157,8 +259,90 @@ func (st *state) plan(rec Record) (delta, error) {
 			return delta{}, err
 		}
 		return delta{setBroker: true, broker: changeConfigs(st.broker, r.Set, r.Delete)}, nil
+
+	case BrokerRegistered:
+		if err := validateRegistration(r); err != nil {
+			return delta{}, err
+		}
+		b := r.broker(true)
+		return delta{reg: &b}, nil
+
+	case BrokerFenced:
+		b, ok := st.brokers[r.NodeID]
+		if !ok {
+			return delta{}, fmt.Errorf("%w: %d", ErrUnknownBroker, r.NodeID)
+		}
+		if b.Epoch != r.Epoch {
+			return delta{}, fmt.Errorf("%w: broker %d is at epoch %d, not %d", ErrStaleBrokerEpoch, r.NodeID, b.Epoch, r.Epoch)
+		}
+		n := b.clone()
+		n.Fenced = r.Fenced
+		return delta{reg: &n}, nil
+
+	case PartitionChanged:
+		t, err := st.topicByID(r.TopicID)
+		if err != nil {
+			return delta{}, err
+		}
+		if r.Partition < 0 || r.Partition >= t.Partitions {
+			return delta{}, fmt.Errorf("%w: %s has %d partitions, no partition %d", ErrUnknownPartition, t.Name, t.Partitions, r.Partition)
+		}
+		if r.Leader < -1 || r.LeaderEpoch < 0 {
+			return delta{}, fmt.Errorf("%w: leader %d, leader epoch %d", ErrInvalidRecord, r.Leader, r.LeaderEpoch)
+		}
+		if cur := t.Leaders[r.Partition].LeaderEpoch; r.LeaderEpoch < cur {
+			return delta{}, fmt.Errorf("%w: %s-%d is at leader epoch %d, not %d", ErrFencedLeaderEpoch, t.Name, r.Partition, cur, r.LeaderEpoch)
+		}
+		n := *t
+		n.Leaders = slices.Clone(t.Leaders)
+		n.Leaders[r.Partition] = PartitionLeader{Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, ISR: slices.Clone(r.ISR)}
+		return delta{leaderOf: &n, leaderPart: r.Partition}, nil
 	}
 	return delta{}, fmt.Errorf("%w: unknown record %T", ErrInvalidRecord, rec)
+}
+
+// grow returns a new slice of n leaders: ls, then never-reported ones.
+func grow(ls []PartitionLeader, n int32) []PartitionLeader {
+	g := make([]PartitionLeader, n)
+	copy(g, ls)
+	for i := len(ls); i < int(n); i++ {
+		g[i] = noLeader
+	}
+	return g
+}
+
+// validateAssigned checks explicit replica lists as ValidateAssignment does
+// and that each holds rf replicas.
+func validateAssigned(a [][]int32, rf int16, known func(int32) bool) error {
+	if err := ValidateAssignment(a, known); err != nil {
+		return err
+	}
+	if len(a) > 0 && len(a[0]) != int(rf) {
+		return fmt.Errorf("%w: The manual partition assignment includes a partition with %d replica(s), but the replication factor is %d.",
+			ErrInvalidReplicaAssignment, len(a[0]), rf)
+	}
+	return nil
+}
+
+// validateRegistration refuses a negative node id or epoch, and listeners
+// without a name, named twice or with a port outside [0, 65535].
+func validateRegistration(r BrokerRegistered) error {
+	if r.NodeID < 0 || r.Epoch < 0 {
+		return fmt.Errorf("%w: node id %d, epoch %d", ErrInvalidBroker, r.NodeID, r.Epoch)
+	}
+	seen := map[string]bool{}
+	for _, l := range r.Listeners {
+		switch {
+		case l.Name == "":
+			return fmt.Errorf("%w: broker %d: a listener without a name", ErrInvalidBroker, r.NodeID)
+		case seen[l.Name]:
+			return fmt.Errorf("%w: broker %d: listener %s twice", ErrInvalidBroker, r.NodeID, l.Name)
+		case l.Port < 0 || l.Port > 65535:
+			return fmt.Errorf("%w: broker %d: listener %s port %d", ErrInvalidBroker, r.NodeID, l.Name, l.Port)
+		}
+		seen[l.Name] = true
+	}
+	return nil
 }
 
 func (st *state) topicByID(id [16]byte) (*Topic, error) {
@@ -212,6 +396,12 @@ func (st *state) apply(d delta) {
 		st.names[t.Name] = t.ID
 		st.collide[collisionKey(t.Name)] = t.Name
 	}
+	if t := d.leaderOf; t != nil {
+		st.topics[t.ID] = t
+	}
+	if b := d.reg; b != nil {
+		st.brokers[b.NodeID] = b
+	}
 	if d.setProducer {
 		st.producerNext = d.producerNext
 	}
@@ -235,10 +425,20 @@ func (d delta) write(b *pebble.Batch) error {
 		if err = b.Delete(topicNameKey(t.Name), nil); err != nil {
 			return err
 		}
+		p := topicLeaderPrefix(t.ID)
+		if err = b.DeleteRange([]byte(p), prefixEnd(p), nil); err != nil {
+			return err
+		}
 	}
 	if t := d.topic; t != nil {
 		set(topicIDKey(t.ID), EncodeRecord(t.record()))
 		set(topicNameKey(t.Name), t.ID[:])
+	}
+	if t := d.leaderOf; t != nil {
+		set(topicLeaderKey(t.ID, d.leaderPart), encodeLeader(t.Leaders[d.leaderPart]))
+	}
+	if r := d.reg; r != nil {
+		set(brokerKey(r.NodeID), encodeBroker(*r))
 	}
 	if d.setProducer {
 		set([]byte(keyProducerNext), encodeProducerNext(d.producerNext))
@@ -263,6 +463,20 @@ func (st *state) writeAll(b *pebble.Batch) error {
 		if err := (delta{topic: t}).write(b); err != nil {
 			return err
 		}
+		// A leader key exists exactly for the partitions reported (whose
+		// leader epoch is then >= 0).
+		for p, pl := range t.Leaders {
+			if pl.LeaderEpoch >= 0 {
+				if err := (delta{leaderOf: t, leaderPart: int32(p)}).write(b); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, r := range st.brokers {
+		if err := (delta{reg: r}).write(b); err != nil {
+			return err
+		}
 	}
 	// producer/next is absent until the first block (next is then > 0).
 	return delta{setProducer: st.producerNext != 0, producerNext: st.producerNext,
@@ -283,7 +497,11 @@ func loadState(r pebble.Reader) (*state, error) {
 			return fmt.Errorf("%w: topic state under %x is %v", ErrCorrupt, k, rec)
 		}
 		t := &Topic{Name: tr.Name, ID: tr.ID, Partitions: tr.Partitions,
-			ReplicationFactor: tr.ReplicationFactor, Configs: tr.Configs}
+			ReplicationFactor: tr.ReplicationFactor, Configs: tr.Configs, Assignments: tr.Assignments,
+			Leaders: grow(nil, tr.Partitions)}
+		if t.Assignments != nil && len(t.Assignments) != int(t.Partitions) {
+			return fmt.Errorf("%w: topic %s has %d partitions and %d replica lists", ErrCorrupt, t.Name, t.Partitions, len(t.Assignments))
+		}
 		st.topics[t.ID] = t
 		st.collide[collisionKey(t.Name)] = t.Name
 		return nil
@@ -299,6 +517,40 @@ func loadState(r pebble.Reader) (*state, error) {
 			return fmt.Errorf("%w: topic name %q points at %x, not a topic of that name", ErrCorrupt, name, v)
 		}
 		st.names[name] = id
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = scan(r, keyTopicLeader, func(k, v []byte) error {
+		id, part, ok := parseTopicLeaderKey(k)
+		t := st.topics[id]
+		if !ok || t == nil || part < 0 || part >= t.Partitions {
+			return fmt.Errorf("%w: leader key %x names no partition", ErrCorrupt, k)
+		}
+		pl, err := decodeLeader(v)
+		if err != nil {
+			return fmt.Errorf("leader %x: %w", k, err)
+		}
+		if pl.LeaderEpoch < 0 {
+			return fmt.Errorf("%w: leader key %x holds leader epoch %d", ErrCorrupt, k, pl.LeaderEpoch)
+		}
+		t.Leaders[part] = pl // t is not shared yet
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = scan(r, keyBroker, func(k, v []byte) error {
+		id, ok := parseBrokerKey(k)
+		b, err := decodeBroker(v)
+		if err != nil {
+			return fmt.Errorf("broker %x: %w", k, err)
+		}
+		if !ok || b.NodeID != id {
+			return fmt.Errorf("%w: broker key %x holds broker %d", ErrCorrupt, k, b.NodeID)
+		}
+		st.brokers[id] = &b
 		return nil
 	})
 	if err != nil {

@@ -30,8 +30,8 @@ type Options struct {
 	// informational messages are dropped. Default slog.Default().
 	Logger *slog.Logger
 	// Rand is the source of random topic IDs. Default crypto/rand.Reader.
-	// It is read under the write lock, so it need not be safe for
-	// concurrent use.
+	// It is read under the write lock (the proposal lock in replicated
+	// mode), so it need not be safe for concurrent use.
 	Rand io.Reader
 	// ReserveBytes is the size of the space reserve: a file of zeros kept
 	// in the store's folder (reserveName) and removed when the disk fills,
@@ -40,6 +40,15 @@ type Options struct {
 	// sees it) until the reserve can be written again, that is, until space
 	// returns. Bytes; default 8 MiB; negative keeps no reserve.
 	ReserveBytes int64
+	// Replicator, when set, puts the store in replicated mode: the typed
+	// methods validate, then propose their records through it and wait
+	// until ApplyReplicated has applied them (replicated.go). Nil (the
+	// default): local mode, the typed methods append to the local log.
+	Replicator Replicator
+	// ProposeTimeout bounds a typed method in replicated mode: waiting
+	// for the proposal lock, Propose, and the wait for the apply. Default
+	// 10 s.
+	ProposeTimeout time.Duration
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -62,6 +71,9 @@ func (o *Options) EnsureDefaults() {
 	if o.ReserveBytes == 0 {
 		o.ReserveBytes = 8 << 20
 	}
+	if o.ProposeTimeout == 0 {
+		o.ProposeTimeout = 10 * time.Second
+	}
 }
 
 // Validate reports every problem at once.
@@ -72,6 +84,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MemTableSize >= 1<<32 {
 		errs = append(errs, fmt.Errorf("%w: MemTableSize %d must be < 4 GiB", ErrInvalidOptions, o.MemTableSize))
+	}
+	if o.ProposeTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: ProposeTimeout %v must be >= 0", ErrInvalidOptions, o.ProposeTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -94,9 +109,17 @@ type Store struct {
 	reserveRetry time.Duration // how often to try; tests set 0
 	commits      int           // synced Pebble commits (tests count them)
 
-	// writeMu serializes changes (Append, the typed methods, Rebuild,
-	// Close) and is held across the Pebble commit. Holding it, a writer may
-	// read st without mu: only writers change st.
+	// proposeMu (a one-slot semaphore, so that waiting for it honours the
+	// proposal's deadline) serializes the typed methods in replicated
+	// mode: held from validation through Propose to the apply of the
+	// proposed records, and never with writeMu (the applier needs writeMu
+	// while a proposal waits). Lock order: proposeMu, writeMu, mu.
+	proposeMu chan struct{}
+
+	// writeMu serializes changes (Append and the typed methods in local
+	// mode, ApplyReplicated, Rebuild, Close) and is held across the Pebble
+	// commit. Holding it, a writer may read st without mu: only writers
+	// change st.
 	writeMu sync.Mutex
 	// failed is set when a commit fails: Pebble may or may not hold the
 	// batch, so memory can no longer be trusted to match it. The next
@@ -108,10 +131,17 @@ type Store struct {
 	// mu guards the fields below. Lock order: writeMu, then mu. Readers
 	// take it shared; writers take it exclusively only to install a change
 	// that Pebble has already committed.
-	mu     sync.RWMutex
-	st     *state
-	next   uint64 // the next log offset
-	closed bool
+	mu      sync.RWMutex
+	st      *state
+	next    uint64 // the next log offset
+	repNext int64  // the next replicated offset to apply
+	// applied is closed and replaced by every ApplyReplicated that
+	// advances repNext, and closed by Close (WaitReplicated).
+	applied chan struct{}
+	// pending collects the outcomes of every replicated offset applied
+	// while a proposal is in flight (replicated.go); nil otherwise.
+	pending map[int64]outcome
+	closed  bool
 }
 
 // Open opens the store in dir, creating it if missing. The state is read
@@ -122,7 +152,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{opts: opts, dir: dir, reserveRetry: time.Second}
+	s := &Store{opts: opts, dir: dir, reserveRetry: time.Second,
+		proposeMu: make(chan struct{}, 1), applied: make(chan struct{})}
 	s.fdr = newFDReserveFS(opts.FS)
 	s.fs = vfs.OnDiskFull(s.fdr, s.releaseReserve)
 	db, err := s.openDB()
@@ -130,13 +161,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.fdr.Close()
 		return nil, err
 	}
-	st, next, err := load(db)
+	st, next, rep, err := load(db)
 	if err != nil {
 		db.Close()
 		s.fdr.Close()
 		return nil, err
 	}
-	s.db, s.st, s.next = db, st, next
+	s.db, s.st, s.next, s.repNext = db, st, next, rep
 	s.ensureReserve()
 	return s, nil
 }
@@ -164,8 +195,23 @@ func (s *Store) openDB() (db *pebble.DB, err error) {
 }
 
 // load checks the format key (writing it into an empty database), reads the
-// state and finds the next offset.
-func load(db *pebble.DB) (st *state, next uint64, err error) {
+// state and finds the next offset and the next replicated offset.
+func load(db *pebble.DB) (st *state, next uint64, rep int64, err error) {
+	st, next, err = loadLog(db)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if v, ok, err := get(db, keyReplicated); err != nil {
+		return nil, 0, 0, err
+	} else if ok {
+		if rep, err = decodeReplicatedNext(v); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	return st, next, rep, nil
+}
+
+func loadLog(db *pebble.DB) (st *state, next uint64, err error) {
 	v, ok, err := get(db, keyFormat)
 	if err != nil {
 		return nil, 0, err
@@ -220,6 +266,7 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
+	close(s.applied) // wakes WaitReplicated, which then sees closed
 	defer s.fdr.Close()
 	if s.db == nil {
 		return nil
@@ -294,75 +341,119 @@ func scanLog(r pebble.Reader, from, to uint64, fn func(off uint64, rec Record) e
 
 // Append validates rec against the current state, then writes it to the
 // log and applies it, in one synced Pebble batch. It returns the record's
-// offset. The typed methods build records and call it; a node following a
-// replicated log will call it for each committed record.
+// local log offset. The typed methods build records and call it. A
+// BrokerRegistered is stamped with its offset (its Epoch is ignored). In
+// replicated mode Append proposes rec as a typed method does.
 func (s *Store) Append(rec Record) (uint64, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	return s.appendLocked(rec)
-}
-
-// appendLocked is Append with writeMu held.
-func (s *Store) appendLocked(rec Record) (uint64, error) {
-	offs, errs, err := s.appendManyLocked([]Record{rec})
+	outs, err := s.change(func(*state) ([]Record, error) { return []Record{rec}, nil })
 	if err != nil {
 		return 0, err
 	}
-	return offs[0], errs[0]
+	return outs[0].off, outs[0].err
+}
+
+// outcome is what applying one record did: err is its validation error
+// (it was then not applied), otherwise off is its local log offset, rec
+// the record as applied (stamped) and d its delta.
+type outcome struct {
+	off uint64
+	err error
+	rec Record
+	d   delta
+}
+
+// stamp returns rec with a BrokerRegistered's Epoch set to off.
+func stamp(rec Record, off int64) Record {
+	if r, ok := rec.(BrokerRegistered); ok {
+		r.Epoch = off
+		return r
+	}
+	return rec
 }
 
 // appendManyLocked validates each record against the state as the records
 // before it leave it, and writes the valid ones (log entries and state
-// changes) in ONE synced Pebble batch. errs[i] is record i's validation
-// error (it is then not written); err is a failure of the whole batch, in
-// which case nothing was applied.
-func (s *Store) appendManyLocked(recs []Record) (offs []uint64, errs []error, err error) {
+// changes) in ONE synced Pebble batch. outs[i].err is record i's
+// validation error (it is then not written); err is a failure of the whole
+// batch, in which case nothing was applied.
+//
+// With replicated set, recs are the replicated offsets repFirst, ...: a
+// BrokerRegistered is stamped with its replicated offset, replicated/next
+// becomes repFirst+len(recs) in the same batch (committed even if no
+// record applies), and the outcomes go to a waiting proposal. Otherwise a
+// BrokerRegistered is stamped with its local log offset.
+func (s *Store) appendManyLocked(recs []Record, replicated bool, repFirst int64) (outs []outcome, err error) {
 	if err := s.writableLocked(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	work := s.st
 	if len(recs) > 1 {
 		work = s.st.clone()
 	}
-	offs, errs = make([]uint64, len(recs)), make([]error, len(recs))
+	outs = make([]outcome, len(recs))
 	var deltas []delta
 	off := s.next
 	b := s.db.NewBatch()
 	defer b.Close()
 	for i, rec := range recs {
+		if replicated {
+			rec = stamp(rec, repFirst+int64(i))
+		} else {
+			rec = stamp(rec, int64(off))
+		}
 		d, err := work.plan(rec)
 		if err != nil {
-			errs[i] = err
+			outs[i].err = err
+			if replicated {
+				s.opts.Logger.Debug("meta: replicated record refused", "offset", repFirst+int64(i), "record", rec.String(), "err", err)
+			}
 			continue
 		}
 		if err := b.Set(logKey(off), EncodeRecord(rec), nil); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := d.write(b); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if len(recs) > 1 {
 			work.apply(d)
 		}
 		deltas = append(deltas, d)
-		offs[i] = off
+		outs[i] = outcome{off: off, rec: rec, d: d}
 		off++
 	}
-	if len(deltas) == 0 {
-		return offs, errs, nil
+	repNext := repFirst + int64(len(recs))
+	what := fmt.Sprintf("log offsets [%d, %d)", s.next, off)
+	if replicated {
+		if err := b.Set([]byte(keyReplicated), encodeReplicatedNext(repNext), nil); err != nil {
+			return nil, err
+		}
+		what += fmt.Sprintf(", replicated offsets [%d, %d)", repFirst, repNext)
+	} else if len(deltas) == 0 {
+		return outs, nil
 	}
-	if err := s.commitLocked(b, fmt.Sprintf("log offsets [%d, %d)", s.next, off)); err != nil {
-		return nil, nil, err
+	if err := s.commitLocked(b, what); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	if len(recs) > 1 {
 		s.st = work
-	} else {
+	} else if len(deltas) == 1 {
 		s.st.apply(deltas[0])
 	}
 	s.next = off
+	if replicated {
+		s.repNext = repNext
+		if s.pending != nil {
+			for i, o := range outs {
+				s.pending[repFirst+int64(i)] = o
+			}
+		}
+		close(s.applied)
+		s.applied = make(chan struct{})
+	}
 	s.mu.Unlock()
-	return offs, errs, nil
+	return outs, nil
 }
 
 // Rebuild recomputes the state from the log alone and replaces the stored

@@ -38,10 +38,10 @@ func validTopicID(id [16]byte) bool {
 	return id != [16]byte{} && id != [16]byte{15: 1}
 }
 
-// newTopicID draws a random version-4 UUID that is valid, unused, and (as
-// Kafka's Uuid.randomUuid insists) does not print starting with '-'.
-// Called with writeMu held.
-func (s *Store) newTopicID() ([16]byte, error) {
+// newTopicID draws a random version-4 UUID that is valid, unused in st,
+// and (as Kafka's Uuid.randomUuid insists) does not print starting with
+// '-'. Called with writeMu (proposeMu in replicated mode) held.
+func (s *Store) newTopicID(st *state) ([16]byte, error) {
 	for {
 		var id [16]byte
 		if _, err := io.ReadFull(s.opts.Rand, id[:]); err != nil {
@@ -49,7 +49,7 @@ func (s *Store) newTopicID() ([16]byte, error) {
 		}
 		id[6] = id[6]&0x0f | 0x40 // version 4
 		id[8] = id[8]&0x3f | 0x80 // variant RFC 4122
-		if _, used := s.st.topics[id]; !used && validTopicID(id) && !strings.HasPrefix(FormatTopicID(id), "-") {
+		if _, used := st.topics[id]; !used && validTopicID(id) && !strings.HasPrefix(FormatTopicID(id), "-") {
 			return id, nil
 		}
 	}
@@ -74,114 +74,142 @@ type TopicSpec struct {
 	Partitions        int32
 	ReplicationFactor int16
 	Configs           map[string]string // overrides; values are not checked
+	// Assignments are the partitions' replica lists (Place's result, or a
+	// request's explicit assignment), or nil in single-node mode. With
+	// assignments, a Partitions or ReplicationFactor <= 0 (Kafka's -1) is
+	// taken from them.
+	Assignments [][]int32
 }
 
 // CreateTopics creates every valid topic of specs in ONE synced Pebble
-// commit (one log record each, in order). errs[i] is why specs[i] was
-// refused (the errors of CreateTopic; a name earlier in specs counts as
-// existing), and topics[i] the topic created otherwise. err is a failure
-// of the whole commit (ErrStorage, ErrClosed): then nothing was created.
+// commit (one log record each, in order; in replicated mode, one proposed
+// entry). errs[i] is why specs[i] was refused (the errors of CreateTopic,
+// ErrInvalidReplicaAssignment; a name earlier in specs counts as
+// existing), and topics[i] the topic as created otherwise. err is a
+// failure of the whole change (ErrStorage, ErrClosed, ErrNotController, a
+// proposal timeout): then nothing was created, or, for a timeout, the
+// outcome is unknown.
 func (s *Store) CreateTopics(specs []TopicSpec) (topics []Topic, errs []error, err error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.writableLocked(); err != nil {
-		return nil, nil, err
-	}
 	topics, errs = make([]Topic, len(specs)), make([]error, len(specs))
-	recs := make([]Record, 0, len(specs))
-	idx := make([]int, 0, len(specs)) // spec of each record
-	ids := map[[16]byte]bool{}
-	for i, sp := range specs {
-		if err := ValidateTopicName(sp.Name); err != nil {
-			errs[i] = err
-			continue
+	var idx []int // spec of each record
+	outs, err := s.change(func(st *state) ([]Record, error) {
+		recs := make([]Record, 0, len(specs))
+		idx = make([]int, 0, len(specs))
+		ids := map[[16]byte]bool{}
+		for i, sp := range specs {
+			if errs[i] = ValidateTopicName(sp.Name); errs[i] != nil {
+				continue
+			}
+			id, err := s.newTopicID(st)
+			for err == nil && ids[id] {
+				id, err = s.newTopicID(st)
+			}
+			if err != nil {
+				return nil, err
+			}
+			ids[id] = true
+			p, rf := sp.Partitions, sp.ReplicationFactor
+			if sp.Assignments != nil {
+				if p <= 0 {
+					p = int32(len(sp.Assignments))
+				}
+				if rf <= 0 && len(sp.Assignments) > 0 {
+					rf = int16(len(sp.Assignments[0]))
+				}
+			}
+			recs = append(recs, TopicRecord{Name: sp.Name, ID: id, Partitions: p, ReplicationFactor: rf,
+				Configs: maps.Clone(sp.Configs), Assignments: cloneAssignments(sp.Assignments)})
+			idx = append(idx, i)
 		}
-		id, err := s.newTopicID()
-		for err == nil && ids[id] {
-			id, err = s.newTopicID()
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		ids[id] = true
-		recs = append(recs, TopicRecord{Name: sp.Name, ID: id, Partitions: sp.Partitions, ReplicationFactor: sp.ReplicationFactor, Configs: maps.Clone(sp.Configs)})
-		idx = append(idx, i)
-	}
-	if len(recs) == 0 {
-		return topics, errs, nil
-	}
-	_, rerrs, err := s.appendManyLocked(recs)
+		return recs, nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	for j, rec := range recs {
+	for j, o := range outs {
 		i := idx[j]
-		if errs[i] = rerrs[j]; errs[i] == nil {
-			topics[i] = s.st.topics[rec.(TopicRecord).ID].clone()
+		if errs[i] = o.err; errs[i] == nil {
+			topics[i] = o.d.topic.clone()
 		}
 	}
 	return topics, errs, nil
 }
 
+// one runs a change of (at most) one record and returns its outcome.
+func (s *Store) one(build func(st *state) (Record, error)) (outcome, error) {
+	outs, err := s.change(func(st *state) ([]Record, error) {
+		rec, err := build(st)
+		if err != nil {
+			return nil, err
+		}
+		return []Record{rec}, nil
+	})
+	if err != nil {
+		return outcome{}, err
+	}
+	return outs[0], outs[0].err
+}
+
 // DeleteTopic deletes the topic named name and returns it as it was.
 // ErrUnknownTopic if there is none.
 func (s *Store) DeleteTopic(name string) (Topic, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.writableLocked(); err != nil {
-		return Topic{}, err
-	}
-	t, err := s.lookupLocked(name)
+	o, err := s.one(func(st *state) (Record, error) {
+		t, err := st.lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		return TopicRemoved{TopicID: t.ID}, nil
+	})
 	if err != nil {
 		return Topic{}, err
 	}
-	return s.removeLocked(t)
+	return o.d.removed.clone(), nil
 }
 
 // DeleteTopicByID deletes the topic with this ID and returns it as it was.
 // ErrUnknownTopicID if there is none.
 func (s *Store) DeleteTopicByID(id [16]byte) (Topic, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.writableLocked(); err != nil {
-		return Topic{}, err
-	}
-	t, err := s.st.topicByID(id)
+	o, err := s.one(func(st *state) (Record, error) {
+		if _, err := st.topicByID(id); err != nil {
+			return nil, err
+		}
+		return TopicRemoved{TopicID: id}, nil
+	})
 	if err != nil {
 		return Topic{}, err
 	}
-	return s.removeLocked(t)
+	return o.d.removed.clone(), nil
 }
 
-func (s *Store) removeLocked(t *Topic) (Topic, error) {
-	if _, err := s.appendLocked(TopicRemoved{TopicID: t.ID}); err != nil {
-		return Topic{}, err
-	}
-	return t.clone(), nil
-}
-
-// lookupLocked finds a topic by name, with writeMu held.
-func (s *Store) lookupLocked(name string) (*Topic, error) {
-	id, ok := s.st.names[name]
+// lookup finds a topic by name.
+func (st *state) lookup(name string) (*Topic, error) {
+	id, ok := st.names[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
-	return s.st.topics[id], nil
+	return st.topics[id], nil
 }
 
-// AddPartitions grows the topic to newTotal partitions. Partitions only
-// grow: ErrInvalidPartitions if newTotal is not above the current count.
+// AddPartitions grows a topic kept without replica assignments
+// (single-node mode) to newTotal partitions: AddPartitionsAssigned with
+// nil assignments.
 func (s *Store) AddPartitions(name string, newTotal int32) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.writableLocked(); err != nil {
-		return err
-	}
-	t, err := s.lookupLocked(name)
-	if err != nil {
-		return err
-	}
-	_, err = s.appendLocked(PartitionsAdded{TopicID: t.ID, Count: newTotal})
+	return s.AddPartitionsAssigned(name, newTotal, nil)
+}
+
+// AddPartitionsAssigned grows the topic to newTotal partitions, the new
+// ones with these replica lists (one per new partition; nil for a topic
+// kept without assignments). Partitions only grow: ErrInvalidPartitions if
+// newTotal is not above the current count; ErrInvalidReplicaAssignment
+// for assignments Kafka refuses or that do not match the topic's kind.
+func (s *Store) AddPartitionsAssigned(name string, newTotal int32, assignments [][]int32) error {
+	_, err := s.one(func(st *state) (Record, error) {
+		t, err := st.lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		return PartitionsAdded{TopicID: t.ID, Count: newTotal, Assignments: cloneAssignments(assignments)}, nil
+	})
 	return err
 }
 
@@ -190,16 +218,13 @@ func (s *Store) AddPartitions(name string, newTotal int32) error {
 // both set and deleted (ErrInvalidConfig); deleting an absent key is not an
 // error.
 func (s *Store) AlterTopicConfigs(name string, set map[string]string, del []string) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.writableLocked(); err != nil {
-		return err
-	}
-	t, err := s.lookupLocked(name)
-	if err != nil {
-		return err
-	}
-	_, err = s.appendLocked(TopicConfigsChanged{TopicID: t.ID, Set: maps.Clone(set), Delete: slices.Clone(del)})
+	_, err := s.one(func(st *state) (Record, error) {
+		t, err := st.lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		return TopicConfigsChanged{TopicID: t.ID, Set: maps.Clone(set), Delete: slices.Clone(del)}, nil
+	})
 	return err
 }
 
@@ -207,22 +232,19 @@ func (s *Store) AlterTopicConfigs(name string, set map[string]string, del []stri
 // configs (AlterConfigs, non-incremental). It is recorded as one
 // TopicConfigsChanged that sets configs and deletes every other key.
 func (s *Store) SetTopicConfigs(name string, configs map[string]string) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.writableLocked(); err != nil {
-		return err
-	}
-	t, err := s.lookupLocked(name)
-	if err != nil {
-		return err
-	}
-	var del []string
-	for _, k := range sortedKeys(t.Configs) {
-		if _, keep := configs[k]; !keep {
-			del = append(del, k)
+	_, err := s.one(func(st *state) (Record, error) {
+		t, err := st.lookup(name)
+		if err != nil {
+			return nil, err
 		}
-	}
-	_, err = s.appendLocked(TopicConfigsChanged{TopicID: t.ID, Set: maps.Clone(configs), Delete: del})
+		var del []string
+		for _, k := range sortedKeys(t.Configs) {
+			if _, keep := configs[k]; !keep {
+				del = append(del, k)
+			}
+		}
+		return TopicConfigsChanged{TopicID: t.ID, Set: maps.Clone(configs), Delete: del}, nil
+	})
 	return err
 }
 
@@ -277,18 +299,17 @@ func (s *Store) TopicNameCollision(name string) (existing string, ok bool) {
 
 // AllocateProducerIDs reserves n producer ids and returns the first: the
 // caller owns [first, first+n). The block is in the log before this
-// returns, so no id is handed out twice, across restarts included.
+// returns, so no id is handed out twice, across restarts included. In
+// replicated mode it is the block as applied; a block that another entry
+// overtook is refused (ErrInvalidProducerIDs) and may be retried.
 func (s *Store) AllocateProducerIDs(n int64) (first int64, err error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.writableLocked(); err != nil {
+	o, err := s.one(func(st *state) (Record, error) {
+		return ProducerIDBlock{First: st.producerNext, Size: n}, nil
+	})
+	if err != nil {
 		return 0, err
 	}
-	first = s.st.producerNext
-	if _, err := s.appendLocked(ProducerIDBlock{First: first, Size: n}); err != nil {
-		return 0, err
-	}
-	return first, nil
+	return o.rec.(ProducerIDBlock).First, nil
 }
 
 // BrokerConfigs returns the cluster-wide broker configs (a copy).
@@ -305,8 +326,8 @@ func (s *Store) BrokerConfigs() map[string]string {
 // AlterBrokerConfigs sets the keys in set and removes the keys in del from
 // the cluster-wide broker configs, as AlterTopicConfigs does for a topic.
 func (s *Store) AlterBrokerConfigs(set map[string]string, del []string) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	_, err := s.appendLocked(BrokerConfigChanged{Set: maps.Clone(set), Delete: slices.Clone(del)})
+	_, err := s.one(func(*state) (Record, error) {
+		return BrokerConfigChanged{Set: maps.Clone(set), Delete: slices.Clone(del)}, nil
+	})
 	return err
 }
