@@ -23,8 +23,6 @@
 //     one fsync (group commit). Set it to 9223372036854775807 for Kafka's
 //     behaviour: acks once the write is in the page cache, and durability
 //     comes from replication and log.flush.interval.ms.
-//   - offsets.topic.replication.factor = 1 (Kafka: 3), since Sluice runs as a
-//     single node.
 //   - node.id = 1 (Kafka: none, -1 means unset).
 //   - listeners = PLAINTEXT://127.0.0.1:9092 (Kafka: PLAINTEXT://:9092, all
 //     interfaces).
@@ -283,7 +281,9 @@ type Config struct {
 
 	// OffsetsTopicReplicationFactor is the replication factor of
 	// __consumer_offsets. Key offsets.topic.replication.factor; short >= 1.
-	// Default 1 for a single node (Kafka: 3).
+	// Default 3 (Kafka's). Like Kafka, the config does not compare it with
+	// the number of brokers: capping it by the brokers there are when the
+	// topic is created is the server's job.
 	OffsetsTopicReplicationFactor int16
 
 	// GroupInitialRebalanceDelayMs is how long a new group waits for more
@@ -464,7 +464,7 @@ func Default() Config {
 		LogMessageTimestampType:       "CreateTime",
 		CompressionType:               "producer",
 		OffsetsTopicNumPartitions:     50,
-		OffsetsTopicReplicationFactor: 1,
+		OffsetsTopicReplicationFactor: 3,
 		GroupInitialRebalanceDelayMs:  3000,
 		LogIndexIntervalBytes:         4096,
 		LogIndexSizeMaxBytes:          10 << 20,

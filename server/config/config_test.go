@@ -67,6 +67,7 @@ func TestLoadServerProperties(t *testing.T) {
 	want.CompressionType = "zstd"
 	want.AutoCreateTopicsEnable = false
 	want.GroupInitialRebalanceDelayMs = 0
+	want.OffsetsTopicReplicationFactor = 1
 	want.LogMessageTimestampType = "LogAppendTime"
 	c.set, want.set = keyBits{}, keyBits{}
 	if !reflect.DeepEqual(c, want) {
