@@ -198,8 +198,12 @@ type Config struct {
 	MessageMaxBytes int32
 
 	// SocketRequestMaxBytes is the largest request accepted.
-	// Key socket.request.max.bytes; bytes, int >= 1. Default 104857600
-	// (100 MiB, Kafka's).
+	// Key socket.request.max.bytes; bytes, int in [1, 1000000000]. Default
+	// 104857600 (100 MiB, Kafka's). Kafka allows up to 2147483647; Sluice
+	// caps it because raft connections share the inter-broker listener and
+	// are told apart by their first four bytes, "SLRT" or "SLRF", which read
+	// as a request size over 1.3 GB: a limit below that refuses them as
+	// Kafka requests.
 	SocketRequestMaxBytes int32
 
 	// QueuedMaxRequestBytes bounds the memory held by requests read and

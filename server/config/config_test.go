@@ -496,3 +496,20 @@ func TestConnectionKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// socket.request.max.bytes stays below what "SLRT"/"SLRF", the first bytes
+// of a raft connection, read as.
+func TestSocketRequestMaxBytesCap(t *testing.T) {
+	if c, err := Load("", []string{"socket.request.max.bytes=1000000000", "queued.max.request.bytes=-1"}); err != nil || c.SocketRequestMaxBytes != 1e9 {
+		t.Fatalf("1e9: %v", err)
+	}
+	for _, v := range []string{"1000000001", "1397510726", "2147483647"} {
+		_, err := Load("", []string{"socket.request.max.bytes=" + v, "queued.max.request.bytes=-1"})
+		if err == nil || !strings.Contains(err.Error(), `must be in [1, 1000000000]: raft connections share the inter-broker listener`) || !strings.Contains(err.Error(), `"SLRT"`) {
+			t.Errorf("%s: %v", v, err)
+		}
+	}
+	if _, err := Load("", []string{"socket.request.max.bytes=0"}); err == nil || strings.Contains(err.Error(), "raft") {
+		t.Errorf("0: %v", err)
+	}
+}

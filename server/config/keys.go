@@ -107,7 +107,7 @@ var keyTable = []spec{
 	topicSynonym(intKey("log.flush.interval.messages", func(c *Config) *int64 { return &c.LogFlushIntervalMessages }, 1, math.MaxInt64)),
 	topicSynonym(intKey("log.flush.interval.ms", func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0, math.MaxInt64)),
 	topicSynonym(intKey("message.max.bytes", func(c *Config) *int32 { return &c.MessageMaxBytes }, 0, math.MaxInt32)),
-	intKey("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes }, 1, math.MaxInt32),
+	socketRequestMaxBytes(),
 	intKey("queued.max.request.bytes", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, math.MinInt64, math.MaxInt64),
 	intKey("max.connections", func(c *Config) *int32 { return &c.MaxConnections }, 0, math.MaxInt32),
 	intKey("max.connections.per.ip", func(c *Config) *int32 { return &c.MaxConnectionsPerIP }, 0, math.MaxInt32),
@@ -158,6 +158,29 @@ var keyTable = []spec{
 	intKey("group.consumer.heartbeat.interval.ms", func(c *Config) *int32 { return &c.GroupConsumerHeartbeatIntervalMs }, 1, math.MaxInt32),
 	intKey("group.consumer.session.timeout.ms", func(c *Config) *int32 { return &c.GroupConsumerSessionTimeoutMs }, 1, math.MaxInt32),
 	intKey("group.consumer.max.size", func(c *Config) *int32 { return &c.GroupConsumerMaxSize }, 1, math.MaxInt32),
+}
+
+// maxSocketRequestBytes caps socket.request.max.bytes (Sluice's rule):
+// raft connections share the inter-broker listener and are told apart by
+// their first four bytes, "SLRT" or "SLRF", which read as a Kafka request
+// size of 1397510726 or more. Any limit below that refuses such a "size",
+// so a raft frame can never pass for a Kafka request; 1,000,000,000 keeps
+// a round margin (Kafka allows up to 2147483647).
+const maxSocketRequestBytes = 1_000_000_000
+
+func socketRequestMaxBytes() spec {
+	s := intKey("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes }, 1, maxSocketRequestBytes)
+	check := s.check
+	s.check = func(c *Config) error {
+		if err := check(c); err != nil {
+			if c.SocketRequestMaxBytes > maxSocketRequestBytes {
+				return fmt.Errorf("%w: raft connections share the inter-broker listener and are told apart by their first four bytes, \"SLRT\" or \"SLRF\", which read as a request size over 1.3 GB; a limit that high would take a raft connection for a Kafka request", err)
+			}
+			return err
+		}
+		return nil
+	}
+	return s
 }
 
 // spec is one row of keyTable.
