@@ -51,9 +51,26 @@
 //
 // Only the PLAINTEXT security protocol is implemented. A listener is
 // NAME://host:port; NAME must map to PLAINTEXT in
-// listener.security.protocol.map (as PLAINTEXT itself does by default).
-// While advertised.listeners is not set, AdvertisedListeners follows
-// listeners, so the field always holds what clients are told.
+// listener.security.protocol.map (as PLAINTEXT itself does by default,
+// and CONTROLLER too). While advertised.listeners is not set,
+// AdvertisedListeners follows listeners less the controller listeners, so
+// the field always holds what clients are told; likewise the protocol map
+// and inter.broker.listener.name follow the keys they derive from while
+// not set.
+//
+// # Cluster
+//
+// Kafka's KRaft keys (process.roles, controller.listener.names,
+// inter.broker.listener.name, controller.quorum.voters,
+// controller.quorum.bootstrap.servers, broker.heartbeat.interval.ms,
+// broker.session.timeout.ms, broker.rack, replica.lag.time.max.ms) and
+// Sluice's sluice.raft.* keys (RaftHostConfig) describe a cluster. With
+// controller.quorum.voters empty, the default, the node is a single node
+// as Sluice always ran (Clustered is false; process.roles must stay
+// broker,controller); with it set, Kafka's rules apply (cluster.go).
+// controller.quorum.election.timeout.ms and controller.quorum.fetch.timeout.ms
+// are not keys: raft's ticks (sluice.raft.election.ticks times
+// sluice.raft.tick.ms) and the transport's liveness timeout cover them.
 //
 // Config holds slices and a map; Set replaces them and never writes through
 // them, so copies of a Config may share them safely as long as callers do
@@ -80,7 +97,11 @@ type Config struct {
 
 	// AdvertisedListeners are the addresses given to clients in metadata.
 	// Key advertised.listeners; same syntax as listeners. Default (and
-	// Kafka's): the listeners. When derived from listeners, an empty host
+	// Kafka's): the listeners less the controller listeners (those named
+	// in controller.listener.names), which must never be advertised
+	// (Kafka's rule: clients send requests only to brokers); so it is
+	// empty on a controller-only node, where it must not be set. When
+	// derived from listeners, an empty host
 	// becomes 127.0.0.1 (Kafka would advertise the machine's canonical host
 	// name) and a 0.0.0.0 or :: listener is an error that asks for
 	// advertised.listeners (Kafka refuses to advertise the meta-address
@@ -93,9 +114,89 @@ type Config struct {
 	// ListenerSecurityProtocolMap maps listener names to security protocols.
 	// Key listener.security.protocol.map; comma-separated NAME:PROTOCOL.
 	// Default (Kafka's) PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,
-	// SASL_SSL:SASL_SSL,SSL:SSL. Every listener's name must map to PLAINTEXT,
-	// the only protocol Sluice implements.
+	// SASL_SSL:SASL_SSL,SSL:SSL plus NAME:PLAINTEXT for each name in
+	// controller.listener.names (so CONTROLLER:PLAINTEXT by default), as
+	// Kafka's effective map adds them while the key is not set; once it is
+	// set, a clustered node's controller listener names must be in it.
+	// Every listener's name must map to PLAINTEXT, the only protocol Sluice
+	// implements.
 	ListenerSecurityProtocolMap map[string]string
+
+	// ProcessRoles are the roles this node plays. Key process.roles;
+	// broker, controller, or both comma-separated (either order, no
+	// duplicates). Default broker,controller (Kafka: none, and it is
+	// required): with controller.quorum.voters empty that is Sluice's
+	// single node, its own controller. broker alone or controller alone
+	// requires controller.quorum.voters, as Kafka requires a quorum for
+	// process.roles. See IsBroker, IsController.
+	ProcessRoles ProcessRoles
+
+	// ControllerListenerNames name the listeners the controller quorum
+	// uses. Key controller.listener.names; comma-separated listener names,
+	// upper-cased, no duplicates. Default CONTROLLER (Kafka: none, and
+	// required in KRaft). A listener with one of these names is a
+	// controller listener: never advertised, never the inter-broker
+	// listener, and only allowed with controller.quorum.voters set. A
+	// controller must listen on every name given; a broker-only node on
+	// none, and it reaches the controllers by the first one (Kafka's
+	// rules). See ControllerListener.
+	ControllerListenerNames []string
+
+	// InterBrokerListenerName is the listener other brokers use to reach
+	// this one (and, in Sluice, raft's transport). Key
+	// inter.broker.listener.name; a listener name. Default: PLAINTEXT if a
+	// non-controller listener has that name (Kafka's default, through
+	// security.inter.broker.protocol=PLAINTEXT), else the first
+	// non-controller listener's name (where Kafka would refuse to start);
+	// setting it to "" returns to the default. On a broker it must be an
+	// advertised listener's name, so never a controller listener (Kafka's
+	// rule). See InterBrokerListener.
+	InterBrokerListenerName string
+
+	// QuorumVoters are the controller quorum's voters. Key
+	// controller.quorum.voters; comma-separated id@host:port (Kafka's
+	// syntax), host:port being the voter's controller listener. Default
+	// empty (Kafka's): single-node mode (see Clustered). When set: 1, 3 or
+	// 5 voters (Sluice's rule: a raft quorum is a majority, so an even
+	// count tolerates no more failures than one voter less), ids unique
+	// and >= 1 (raft reserves 0), ports in 1..65535, hosts routable; a
+	// controller's node.id must be among them and a broker-only node's
+	// must not (Kafka's rules).
+	QuorumVoters []Voter
+
+	// QuorumBootstrapServers are where a node finds a dynamic controller
+	// quorum (KIP-853). Key controller.quorum.bootstrap.servers;
+	// comma-separated host:port. Default empty (Kafka's). Parsed and
+	// checked, but dynamic quorums are not supported yet: set without
+	// controller.quorum.voters it is an error; with them it is not used.
+	QuorumBootstrapServers []string
+
+	// BrokerHeartbeatIntervalMs is the time between a broker's heartbeats
+	// to the controller. Key broker.heartbeat.interval.ms; milliseconds,
+	// int >= 1. Default 2000 (Kafka's, KRaftConfigs). Sluice's failure
+	// detection is the raft transport's liveness (sluice.raft.liveness.*),
+	// which sees a dead peer in about a second.
+	BrokerHeartbeatIntervalMs int32
+
+	// BrokerSessionTimeoutMs is how long a broker stays registered
+	// (unfenced) without being heard from; the controller fences it after.
+	// Key broker.session.timeout.ms; milliseconds, int >= 1, and it must
+	// exceed broker.heartbeat.interval.ms. Default 9000 (Kafka's,
+	// KRaftConfigs). A partition's failover does not wait for it: raft
+	// elects a new leader once the liveness timeout passes.
+	BrokerSessionTimeoutMs int32
+
+	// BrokerRack is the rack (or zone) of this broker, for spreading a
+	// partition's replicas. Key broker.rack; any string. Default empty
+	// (Kafka: null), meaning no rack.
+	BrokerRack string
+
+	// ReplicaLagTimeMaxMs is how long a follower may lag the leader's log
+	// end and still count as in sync (ISR, min.insync.replicas). Key
+	// replica.lag.time.max.ms; milliseconds, long >= 1. Default 30000
+	// (Kafka's). It feeds replica.RaftConfig.ReplicaLagTime; see
+	// ReplicaLagTime.
+	ReplicaLagTimeMaxMs int64
 
 	// LogDirs are the directories holding partition logs.
 	// Key log.dirs (synonym log.dir; log.dirs wins); comma-separated paths,
@@ -437,13 +538,15 @@ type Config struct {
 
 // Default returns Sluice's defaults; see each field. It is valid.
 func Default() Config {
-	l := []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}}
-	return Config{
+	c := Config{
 		NodeID:                        1,
 		brokerID:                      -1,
-		Listeners:                     l,
-		AdvertisedListeners:           advertise(l),
-		ListenerSecurityProtocolMap:   defaultProtocolMap(),
+		Listeners:                     []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		ProcessRoles:                  RoleBroker | RoleController,
+		ControllerListenerNames:       []string{"CONTROLLER"},
+		BrokerHeartbeatIntervalMs:     2000,
+		BrokerSessionTimeoutMs:        9000,
+		ReplicaLagTimeMaxMs:           30000,
 		LogDirs:                       []string{"./data"},
 		NumPartitions:                 1,
 		DefaultReplicationFactor:      1,
@@ -497,6 +600,8 @@ func Default() Config {
 		GroupConsumerSessionTimeoutMs:       45000,
 		GroupConsumerMaxSize:                math.MaxInt32,
 	}
+	c.derive() // advertised.listeners, listener.security.protocol.map, inter.broker.listener.name
+	return c
 }
 
 const (

@@ -33,15 +33,12 @@ var keyTable = []spec{
 				return err
 			}
 			c.Listeners = ls
-			if e := entries["advertised.listeners"]; !c.set.intersects(e.bit) {
-				c.AdvertisedListeners = advertise(ls)
-			}
 			return nil
 		},
 		get: func(c *Config) string { return formatListeners(c.Listeners) },
 		check: func(c *Config) error {
 			if e := entries["advertised.listeners"]; !c.set.intersects(e.bit) {
-				for _, l := range c.Listeners {
+				for _, l := range c.brokerListeners() { // controller listeners are never advertised
 					if l.Host == "0.0.0.0" || l.Host == "::" {
 						// Kafka refuses to advertise the
 						// non-routable meta-address too.
@@ -59,9 +56,8 @@ var keyTable = []spec{
 			if err != nil {
 				return err
 			}
-			if len(ls) == 0 { // unset: follow listeners again
+			if len(ls) == 0 { // unset: follow listeners again (derive)
 				c.set = c.set.andNot(entries["advertised.listeners"].bit)
-				c.AdvertisedListeners = advertise(c.Listeners)
 				return nil
 			}
 			for i := range ls {
@@ -83,6 +79,53 @@ var keyTable = []spec{
 		},
 		get: func(c *Config) string { return formatProtocolMap(c.ListenerSecurityProtocolMap) },
 	},
+	{
+		name: "process.roles",
+		set: func(c *Config, v string) (err error) {
+			c.ProcessRoles, err = parseProcessRoles(v)
+			return err
+		},
+		get:   func(c *Config) string { return c.ProcessRoles.String() },
+		check: checkProcessRoles,
+	},
+	{
+		name: "controller.listener.names",
+		set:  setControllerListenerNames,
+		get:  func(c *Config) string { return strings.Join(c.ControllerListenerNames, ",") },
+	},
+	{
+		name: "inter.broker.listener.name",
+		set:  setInterBrokerListenerName,
+		get:  func(c *Config) string { return c.InterBrokerListenerName },
+	},
+	{
+		name: "controller.quorum.voters",
+		set: func(c *Config, v string) (err error) {
+			c.QuorumVoters, err = parseVoters(v)
+			return err
+		},
+		get:   func(c *Config) string { return formatVoters(c.QuorumVoters) },
+		check: checkVoters,
+	},
+	{
+		name: "controller.quorum.bootstrap.servers",
+		set: func(c *Config, v string) (err error) {
+			c.QuorumBootstrapServers, err = parseBootstrapServers(v)
+			return err
+		},
+		get: func(c *Config) string { return strings.Join(c.QuorumBootstrapServers, ",") },
+	},
+	intKey("broker.heartbeat.interval.ms", func(c *Config) *int32 { return &c.BrokerHeartbeatIntervalMs }, 1, math.MaxInt32),
+	intKey("broker.session.timeout.ms", func(c *Config) *int32 { return &c.BrokerSessionTimeoutMs }, 1, math.MaxInt32),
+	{
+		name: "broker.rack",
+		set: func(c *Config, v string) error {
+			c.BrokerRack = strings.TrimSpace(v)
+			return nil
+		},
+		get: func(c *Config) string { return c.BrokerRack },
+	},
+	intKey("replica.lag.time.max.ms", func(c *Config) *int64 { return &c.ReplicaLagTimeMaxMs }, 1, math.MaxInt64),
 	{
 		name:     "log.dirs",
 		set:      setDirs,
@@ -262,6 +305,7 @@ func (c *Config) Set(key, value string) error {
 	tmp := *c
 	tmp.set = tmp.set.or(e.bit)
 	err := e.spec.set(&tmp, value)
+	tmp.derive()
 	if err == nil && e.canon.check != nil {
 		err = e.canon.check(&tmp)
 	}
