@@ -198,6 +198,72 @@ type Config struct {
 	// ReplicaLagTime.
 	ReplicaLagTimeMaxMs int64
 
+	// The sluice.raft.* keys configure the process's raft host (one for
+	// every partition's group and the metadata group), Sluice's own keys;
+	// RaftHostConfig maps them onto replica.HostConfig, whose defaults
+	// they share. Kafka's controller.quorum.election.timeout.ms and
+	// controller.quorum.fetch.timeout.ms are not keys: raft's ticks cover
+	// them (a follower that hears nothing stands after election.ticks to
+	// twice that many ticks) and the transport's liveness timeout detects
+	// a dead leader sooner.
+
+	// RaftTickMs is the raft tick, the unit of the tick counts below. Key
+	// sluice.raft.tick.ms; milliseconds, int >= 1. Default 100.
+	RaftTickMs int32
+
+	// RaftElectionTicks is raft's election timeout, randomized by raft in
+	// [ticks, 2*ticks). Key sluice.raft.election.ticks; ticks, int >= 2,
+	// and it must exceed sluice.raft.heartbeat.ticks. Default 10 (1 to 2 s
+	// with the default tick).
+	RaftElectionTicks int32
+
+	// RaftHeartbeatTicks is how often an awake leader heartbeats its
+	// followers. Key sluice.raft.heartbeat.ticks; ticks, int >= 1.
+	// Default 1.
+	RaftHeartbeatTicks int32
+
+	// RaftPreVoteEnable turns on raft's PreVote: a replica asks whether it
+	// could win before it raises its term. Key sluice.raft.prevote.enable;
+	// bool. Default true.
+	RaftPreVoteEnable bool
+
+	// RaftCheckQuorumEnable turns on raft's CheckQuorum: a leader that has
+	// not heard from a quorum for an election timeout steps down. Key
+	// sluice.raft.check.quorum.enable; bool. Default true.
+	RaftCheckQuorumEnable bool
+
+	// RaftQuiesceEnable lets idle groups stop ticking until a proposal, a
+	// message or a liveness change wakes them. Key
+	// sluice.raft.quiesce.enable; bool. Default true; true requires
+	// PreVote and CheckQuorum on (replica.HostConfig's contract).
+	RaftQuiesceEnable bool
+
+	// RaftQuiesceTicks is how long a leader's group must be idle, every
+	// live follower caught up, before it quiesces. Key
+	// sluice.raft.quiesce.ticks; ticks, int >= 1. Default 2.
+	RaftQuiesceTicks int32
+
+	// RaftLivenessIntervalMs is how often the raft transport sends each
+	// peer a liveness heartbeat (one small frame per broker pair, whatever
+	// the number of groups). Key sluice.raft.liveness.interval.ms;
+	// milliseconds, int >= 1. Default 250.
+	RaftLivenessIntervalMs int32
+
+	// RaftLivenessTimeoutMs is how long a peer may stay silent before it
+	// is reported down, waking the groups it led so they elect at once.
+	// Key sluice.raft.liveness.timeout.ms; milliseconds, int >= 1, and it
+	// must exceed sluice.raft.liveness.interval.ms; keep it under the
+	// election timeout so failover stays under 2 s. Default 1000.
+	RaftLivenessTimeoutMs int32
+
+	// RaftWorkers is the number of raft worker goroutines. Key
+	// sluice.raft.workers; goroutines, int in [1, 1024]. Default 2.
+	RaftWorkers int32
+
+	// RaftMaxBatchGroups is the most groups one worker handles together.
+	// Key sluice.raft.max.batch.groups; groups, int >= 1. Default 64.
+	RaftMaxBatchGroups int32
+
 	// LogDirs are the directories holding partition logs.
 	// Key log.dirs (synonym log.dir; log.dirs wins); comma-separated paths,
 	// at least one. Default ./data (Kafka: /tmp/kafka-logs).
@@ -547,6 +613,17 @@ func Default() Config {
 		BrokerHeartbeatIntervalMs:     2000,
 		BrokerSessionTimeoutMs:        9000,
 		ReplicaLagTimeMaxMs:           30000,
+		RaftTickMs:                    100,
+		RaftElectionTicks:             10,
+		RaftHeartbeatTicks:            1,
+		RaftPreVoteEnable:             true,
+		RaftCheckQuorumEnable:         true,
+		RaftQuiesceEnable:             true,
+		RaftQuiesceTicks:              2,
+		RaftLivenessIntervalMs:        250,
+		RaftLivenessTimeoutMs:         1000,
+		RaftWorkers:                   2,
+		RaftMaxBatchGroups:            64,
 		LogDirs:                       []string{"./data"},
 		NumPartitions:                 1,
 		DefaultReplicationFactor:      1,
