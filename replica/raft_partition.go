@@ -65,6 +65,20 @@ type RaftConfig struct {
 	// leader (raft_snapfiles.go); nil: such a snapshot is dropped, so a
 	// follower behind the leader's cleaned segments cannot catch up.
 	Snapshots SnapshotFetcher
+	// OnLeaderChange, when set, is called whenever this replica's view of
+	// the group's leader or term changes: lead is the leader's replica id
+	// (this replica's own when it became the leader), 0 when it knows of
+	// no leader (an election, its storage failed: then term is not a
+	// leader epoch), and term the leader's term (the partition's leader
+	// epoch). It runs in the raft host's worker after the partition's own
+	// leadership state moved, so IsLeader, Leader and LeaderEpoch already
+	// answer the new view; calls for one partition come one at a time, in
+	// order. It must not block (the worker drives every group of its
+	// batch) and must not call the partition's or the host's blocking
+	// methods (Produce's Wait, DeleteRecords, TransferLeadershipAway,
+	// Close): hand the change to a goroutine of the caller's. It is not
+	// called by Close. Default nil.
+	OnLeaderChange func(lead uint64, term uint64)
 }
 
 // DefaultReplicaLagTime is Kafka's replica.lag.time.max.ms default.
@@ -136,11 +150,12 @@ type proposal struct {
 
 // raftState is the replicated part of a Partition.
 type raftState struct {
-	host    *Host
-	id      GroupID
-	self    uint64
-	lagTime time.Duration
-	storage *LogStorage
+	host     *Host
+	id       GroupID
+	self     uint64
+	lagTime  time.Duration
+	storage  *LogStorage
+	onLeader func(lead, term uint64) // RaftConfig.OnLeaderChange
 
 	// worker: proposals not yet seen in a written Ready, in proposal
 	// order; written ones waiting for their commit, in index order; acks=1
@@ -523,13 +538,16 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 func (m raftMachine) LeaderChanged(lead, term uint64) {
 	p, rs := m.p, m.p.rs
 	p.mu.Lock()
-	was := rs.leader
+	was, wasTerm := rs.leader, rs.term
 	rs.leader, rs.term = lead, term
 	if lead != 0 {
 		p.leaderEpoch = int32(term)
 	}
 	rs.isr, rs.isrAt = nil, time.Time{}
 	p.mu.Unlock()
+	if rs.onLeader != nil && (lead != was || term != wasTerm) {
+		defer rs.onLeader(lead, term) // once the partition's state moved
+	}
 	// Every proposal raft took is in the Ready just written (proposals run
 	// before the Ready is taken): one not written by now was dropped.
 	for _, pr := range rs.proposed {

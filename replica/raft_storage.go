@@ -133,6 +133,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		id:       rc.Group,
 		self:     rc.Host.cfg.NodeID,
 		lagTime:  rc.ReplicaLagTime,
+		onLeader: rc.OnLeaderChange,
 		inflight: map[int64][]*proposal{},
 		broken:   map[int64]bool{},
 	}
