@@ -439,53 +439,6 @@ func (p *Partition) MaxTimestamp() (ts, offset int64, ok bool, err error) {
 	return ts, offset, ok && offset < hw, err
 }
 
-// DeleteRecords moves the log start offset up to offset (-1: the high
-// watermark) and returns the new log start offset (Kafka's
-// DeleteRecords). An offset past the high watermark returns an error
-// wrapping ErrOffsetOutOfRange; one at or below the log start offset
-// changes nothing. An internal topic's partition returns ErrInternalTopic,
-// a topic whose cleanup.policy is compact only ErrPolicyViolation.
-func (p *Partition) DeleteRecords(offset int64) (int64, error) {
-	if p.internal {
-		return -1, fmt.Errorf("%w: records of an internal topic cannot be deleted", ErrInternalTopic)
-	}
-	if p.rs != nil && !p.IsLeader() {
-		// DeleteRecords goes to the leader (Kafka's
-		// Partition.deleteRecordsOnLeader). Under raft it moves the
-		// leader's log start offset only, for now; the followers'
-		// follows with retention (the next issue replicates it).
-		return -1, p.notLeader("DeleteRecords goes to the partition leader")
-	}
-	if cfg := p.Config().Log; !cfg.Deletes() {
-		return -1, fmt.Errorf("%w: Records of partitions of a topic with cleanup.policy=%s cannot be deleted", ErrPolicyViolation, cfg.CleanupPolicy)
-	}
-	hw := p.HighWatermark()
-	if offset == -1 {
-		offset = hw
-	}
-	if offset < 0 || offset > hw {
-		return -1, fmt.Errorf("%w: offset %d is outside [0, high watermark %d]", ErrOffsetOutOfRange, offset, hw)
-	}
-	lso, err := p.log.DeleteRecordsBefore(offset)
-	if err != nil {
-		return lso, err
-	}
-	keep := lso
-	if p.rs != nil {
-		// A raft snapshot carries the producer snapshot at the raft
-		// log's start (raft_snapshot.go): keep that one too.
-		if start, err := p.log.OffsetAfter(p.log.FirstIndex() - 1); err == nil {
-			keep = min(keep, start)
-		}
-	}
-	p.snapMu.Lock()
-	if err := pruneSnapshots(p.fs, p.log.Dir(), keep); err != nil {
-		p.logger.Warn("replica: removing old producer snapshots failed", "dir", p.log.Dir(), "err", err)
-	}
-	p.snapMu.Unlock()
-	return lso, nil
-}
-
 // DeleteOldSegments applies retention now (the Sweeper does it every
 // log.retention.check.interval.ms) and returns the segments deleted.
 func (p *Partition) DeleteOldSegments() (int, error) { return p.log.DeleteOldSegments() }

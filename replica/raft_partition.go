@@ -142,6 +142,10 @@ type proposal struct {
 	h    batch.Header
 	acks int16
 	pd   *Pending
+	// del marks a DeleteRecords entry (raft_deleterecords.go): no
+	// producer state; it completes once applied, with the log start
+	// offset as its result's BaseOffset.
+	del bool
 	// index, term and the offsets, set by the worker when the entry is
 	// written.
 	index, term uint64
@@ -438,10 +442,10 @@ func sameData(a, b []byte) bool {
 // header. It records the batch in the producer state (unless record is
 // false: the state was just rebuilt from the log) and matches the
 // leader's proposals.
-func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.Header, record bool) {
+func (p *Partition) written(e *raftpb.Entry, kind segment.EntryKind, res segment.AppendResult, h *batch.Header, record bool) {
 	rs := p.rs
 	var pr *proposal
-	if h != nil {
+	if h != nil || kind == segment.EntryDeleteRecords {
 		for j, q := range rs.proposed {
 			if !sameData(e.Data, q.data) {
 				continue
@@ -513,6 +517,8 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 	} else {
 		p.advance(hw)
 	}
+	// Replicated DeleteRecords, in log order (raft_deleterecords.go).
+	deletes := p.applyDeletes(ents)
 	keep := rs.committing[:0]
 	for _, pr := range rs.committing {
 		switch {
@@ -522,6 +528,12 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 			// Committed before this batch of entries: a log that was
 			// reset (snapshot) under it; its fate is unknown.
 			rs.complete(pr, noResult, p.notLeader("the entry was replaced"))
+		case ents[pr.index-first].Term == pr.term && pr.del:
+			o, ok := deletes[pr.index]
+			if !ok {
+				o.err = fmt.Errorf("replica: the DeleteRecords entry at raft index %d was not applied", pr.index)
+			}
+			rs.complete(pr, segment.AppendResult{BaseOffset: o.lso, LastOffset: -1, LogAppendTime: -1}, o.err)
 		case ents[pr.index-first].Term == pr.term:
 			rs.complete(pr, pr.res, nil)
 		default:

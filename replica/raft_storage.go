@@ -63,7 +63,7 @@ func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 			}()
 		}
 		p.noteEpoch(int32(e.Term), res.BaseOffset)
-		p.written(e, res, h, true)
+		p.written(e, w.Kind, res, h, true)
 	}
 	return err
 }
