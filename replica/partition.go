@@ -148,7 +148,12 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 
 // Close stops retention and compaction of the partition (waiting for a
 // clean in progress), syncs and closes its log. Requests still holding the
-// partition get segment.ErrClosed.
+// partition get segment.ErrClosed. A raft partition's group leaves its
+// Host first (Host.RemoveGroup: no worker touches it once Close returns)
+// and its waiting proposals fail (NOT_LEADER_OR_FOLLOWER, retriable); the
+// group's saved state stays in the HardStateStore, so a reopen resumes
+// it. A replica leaving the broker: Close, then HardStateStore.Delete
+// and remove the folder.
 func (p *Partition) Close() error {
 	if p.rs != nil {
 		// No worker touches the storage once the group has left; the
@@ -272,7 +277,11 @@ type AppendOptions struct {
 // Append appends one record batch the broker itself built (the group
 // coordinator's records; no client rules apply) and returns once it is
 // committed. b is modified in place (offsets, leader epoch). Errors are
-// Produce's, without the validation ones.
+// Produce's, without the validation ones. On a raft partition it is a
+// produce with acks=all: leader only (a follower returns a
+// *NotLeaderError), min.insync.replicas checked (ErrNotEnoughReplicas),
+// returned once the entry committed; an internal topic's partition takes
+// it too.
 func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (segment.AppendResult, error) {
 	pd, err := p.append(b, opts.LogAppendTime, AcksAll)
 	if err != nil {

@@ -1,12 +1,16 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/segment"
 )
 
 // moveAway calls TransferLeadershipAway on p until the replica it names
@@ -189,4 +193,83 @@ func TestOnLeaderChange(t *testing.T) {
 			t.Errorf("node %d: last told %v, the partition answers %d/%d", id, last, lead, epoch)
 		}
 	}
+}
+
+// TestRaftPartitionContract: what the broker relies on. Append (the
+// broker's own writes) on a leader returns once committed (acks=all) and
+// a *NotLeaderError on a follower; Close takes the group off the host (so
+// its HardStateStore entry may be deleted); a group that does not name
+// the host's node is refused at Open.
+func TestRaftPartitionContract(t *testing.T) {
+	c := newPCluster(t, 3, 1, 4)
+	c.startAll()
+	g := c.groups[0]
+	c.campaign(1)
+	appendWait := func(p *Partition, vals ...string) (segment.AppendResult, error) {
+		type out struct {
+			res segment.AppendResult
+			err error
+		}
+		done := make(chan out, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res, err := p.Append(ctx, valueBatch(vals...), AppendOptions{LogAppendTime: true})
+			done <- out{res, err}
+		}()
+		var o out
+		c.drive("an Append to return", func() bool {
+			select {
+			case o = <-done:
+				return true
+			default:
+				return false
+			}
+		})
+		return o.res, o.err
+	}
+	lead := c.nodes[1].parts[g]
+	res, err := appendWait(lead, "x", "y")
+	if err != nil || res.BaseOffset != 0 || res.LastOffset != 1 || res.LogAppendTime < 0 {
+		t.Fatalf("Append on the leader: %+v, %v", res, err)
+	}
+	if hw := lead.HighWatermark(); hw != 2 {
+		t.Fatalf("Append returned before its commit: high watermark %d", hw)
+	}
+	var nle *NotLeaderError
+	if _, err := appendWait(c.nodes[2].parts[g], "z"); !errors.As(err, &nle) || !errors.Is(err, ErrNotLeader) || nle.Leader != 1 {
+		t.Fatalf("Append on a follower: %v, want a NotLeaderError naming node 1", err)
+	}
+	// Close takes the group off the host.
+	if err := c.nodes[3].parts[g].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nodes[3].host.Status(g); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("Status after Close: %v, want ErrNoGroup", err)
+	}
+	if err := c.nodes[3].states.Delete(g); err != nil {
+		t.Fatal(err)
+	}
+	delete(c.nodes[3].parts, g)
+	// A group whose voters leave out the host's node is refused.
+	other := GroupID{TopicID: [16]byte{0xee}, Partition: 7}
+	_, err = Open(c.nodes[1].fs, "/data/other", c.cfg, Options{
+		Log:  segment.Options{Logger: quiet()},
+		Raft: &RaftConfig{Host: c.nodes[1].host, Group: other, Voters: []uint64{2, 3}},
+	})
+	if !errors.Is(err, ErrNotAReplica) {
+		t.Fatalf("Open of a group without the host's node: %v, want ErrNotAReplica", err)
+	}
+	if _, err := c.nodes[1].host.Status(other); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("the refused group is on the host: %v", err)
+	}
+	// A learner of the group is one of its replicas.
+	p, err := Open(c.nodes[1].fs, "/data/other", c.cfg, Options{
+		Log:  segment.Options{Logger: quiet()},
+		Raft: &RaftConfig{Host: c.nodes[1].host, Group: other, Voters: []uint64{2, 3}, Learners: []uint64{1}},
+	})
+	if err != nil {
+		t.Fatalf("Open as a learner: %v", err)
+	}
+	p.Close()
 }

@@ -102,6 +102,10 @@ var (
 	// in-sync replicas (the leader counted) than min.insync.replicas;
 	// nothing was appended.
 	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+	// ErrNotAReplica: Open of a raft partition whose group configuration
+	// (RaftConfig.State's ConfState, else Voters and Learners) does not
+	// name the host's NodeID.
+	ErrNotAReplica = errors.New("replica: the broker is not a replica of the raft group")
 )
 
 // NotLeaderError wraps ErrNotLeader (or ErrLeaderNotAvailable when Leader
