@@ -19,7 +19,8 @@
 //     Append is the same path for the broker's own batches (the group
 //     coordinator), without the client rules.
 //   - Read, ReadBytes, OffsetForTimestamp and MaxTimestamp serve only what
-//     is below the high watermark; DeleteRecords is bounded by it;
+//     is below the high watermark; DeleteRecords is bounded by it (and
+//     replicated through raft on a raft partition);
 //     retention and compaction run through the Sweeper and Cleaner the
 //     partition registers with at Open and leaves at Close; SetConfig
 //     applies a config change to the open partition.
@@ -45,6 +46,9 @@
 // and applied index. Produce goes to the leader only; a Pending completes
 // when its entry commits (acks=all) or after the leader's durable append
 // (acks=1); the high watermark is the Kafka offset after the last
-// committed entry; raft's own entries are internal batches that take no
-// offset and are never served.
+// committed entry; raft's own entries, and DeleteRecords (a raft entry
+// every replica applies in log order, raft_deleterecords.go), are
+// internal batches that take no offset and are never served. The
+// transport listens itself (ListenTCP) or serves connections a broker's
+// shared listener hands it (NewTCPTransport, ServeConn).
 package replica

@@ -148,7 +148,12 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 
 // Close stops retention and compaction of the partition (waiting for a
 // clean in progress), syncs and closes its log. Requests still holding the
-// partition get segment.ErrClosed.
+// partition get segment.ErrClosed. A raft partition's group leaves its
+// Host first (Host.RemoveGroup: no worker touches it once Close returns)
+// and its waiting proposals fail (NOT_LEADER_OR_FOLLOWER, retriable); the
+// group's saved state stays in the HardStateStore, so a reopen resumes
+// it. A replica leaving the broker: Close, then HardStateStore.Delete
+// and remove the folder.
 func (p *Partition) Close() error {
 	if p.rs != nil {
 		// No worker touches the storage once the group has left; the
@@ -272,7 +277,11 @@ type AppendOptions struct {
 // Append appends one record batch the broker itself built (the group
 // coordinator's records; no client rules apply) and returns once it is
 // committed. b is modified in place (offsets, leader epoch). Errors are
-// Produce's, without the validation ones.
+// Produce's, without the validation ones. On a raft partition it is a
+// produce with acks=all: leader only (a follower returns a
+// *NotLeaderError), min.insync.replicas checked (ErrNotEnoughReplicas),
+// returned once the entry committed; an internal topic's partition takes
+// it too.
 func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (segment.AppendResult, error) {
 	pd, err := p.append(b, opts.LogAppendTime, AcksAll)
 	if err != nil {
@@ -437,53 +446,6 @@ func (p *Partition) MaxTimestamp() (ts, offset int64, ok bool, err error) {
 	hw := p.HighWatermark()
 	ts, offset, ok, err = p.log.MaxTimestamp()
 	return ts, offset, ok && offset < hw, err
-}
-
-// DeleteRecords moves the log start offset up to offset (-1: the high
-// watermark) and returns the new log start offset (Kafka's
-// DeleteRecords). An offset past the high watermark returns an error
-// wrapping ErrOffsetOutOfRange; one at or below the log start offset
-// changes nothing. An internal topic's partition returns ErrInternalTopic,
-// a topic whose cleanup.policy is compact only ErrPolicyViolation.
-func (p *Partition) DeleteRecords(offset int64) (int64, error) {
-	if p.internal {
-		return -1, fmt.Errorf("%w: records of an internal topic cannot be deleted", ErrInternalTopic)
-	}
-	if p.rs != nil && !p.IsLeader() {
-		// DeleteRecords goes to the leader (Kafka's
-		// Partition.deleteRecordsOnLeader). Under raft it moves the
-		// leader's log start offset only, for now; the followers'
-		// follows with retention (the next issue replicates it).
-		return -1, p.notLeader("DeleteRecords goes to the partition leader")
-	}
-	if cfg := p.Config().Log; !cfg.Deletes() {
-		return -1, fmt.Errorf("%w: Records of partitions of a topic with cleanup.policy=%s cannot be deleted", ErrPolicyViolation, cfg.CleanupPolicy)
-	}
-	hw := p.HighWatermark()
-	if offset == -1 {
-		offset = hw
-	}
-	if offset < 0 || offset > hw {
-		return -1, fmt.Errorf("%w: offset %d is outside [0, high watermark %d]", ErrOffsetOutOfRange, offset, hw)
-	}
-	lso, err := p.log.DeleteRecordsBefore(offset)
-	if err != nil {
-		return lso, err
-	}
-	keep := lso
-	if p.rs != nil {
-		// A raft snapshot carries the producer snapshot at the raft
-		// log's start (raft_snapshot.go): keep that one too.
-		if start, err := p.log.OffsetAfter(p.log.FirstIndex() - 1); err == nil {
-			keep = min(keep, start)
-		}
-	}
-	p.snapMu.Lock()
-	if err := pruneSnapshots(p.fs, p.log.Dir(), keep); err != nil {
-		p.logger.Warn("replica: removing old producer snapshots failed", "dir", p.log.Dir(), "err", err)
-	}
-	p.snapMu.Unlock()
-	return lso, nil
 }
 
 // DeleteOldSegments applies retention now (the Sweeper does it every

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,9 @@ type pcluster struct {
 	groups     []GroupID
 	cfg        TopicConfig
 	lagTime    time.Duration
+	// onLeader, when set, gives each replica's RaftConfig.OnLeaderChange
+	// (node id, group, and the partition once opened).
+	onLeader func(id uint64, g GroupID, p *atomic.Pointer[Partition]) func(lead, term uint64)
 }
 
 func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
@@ -98,14 +102,17 @@ func (c *pcluster) start(id uint64) {
 		if n.inject != nil {
 			fs = vfs.NewErrorFS(n.fs, n.inject)
 		}
-		p, err := Open(fs, c.dir(g), c.cfg, Options{
-			Log: segment.Options{Logger: quiet()},
-			Raft: &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime,
-				Snapshots: c.net.fetcher(id)},
-		})
+		rc := &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime,
+			Snapshots: c.net.fetcher(id)}
+		var opened atomic.Pointer[Partition]
+		if c.onLeader != nil {
+			rc.OnLeaderChange = c.onLeader(id, g, &opened)
+		}
+		p, err := Open(fs, c.dir(g), c.cfg, Options{Log: segment.Options{Logger: quiet()}, Raft: rc})
 		if err != nil {
 			c.t.Fatalf("node %d: open %s: %v", id, g, err)
 		}
+		opened.Store(p)
 		n.parts[g] = p
 	}
 	c.net.setHost(id, n.host)

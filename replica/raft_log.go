@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -19,6 +20,9 @@ import (
 //	raftpb.EntryNormal, Data empty       segment.EntryEmpty (a new leader's entry)
 //	raftpb.EntryConfChange               segment.EntryConfChange, Data the marshalled ConfChange
 //	raftpb.EntryConfChangeV2             segment.EntryConfChangeV2
+//	raftpb.EntryNormal, Data an internal batch
+//	                                     segment.EntryDeleteRecords (raft_deleterecords.go):
+//	                                     stored as its payload, read back as the same batch
 //
 // so the log holds the produced bytes once, and raft's own entries take no
 // Kafka offset. The HardState and ConfState live elsewhere (the owner
@@ -122,6 +126,9 @@ func (s *LogStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 			out[i].Type, out[i].Data = raftpb.EntryConfChange, e.Data
 		case segment.EntryConfChangeV2:
 			out[i].Type, out[i].Data = raftpb.EntryConfChangeV2, e.Data
+		case segment.EntryDeleteRecords:
+			// The proposal's bytes again (raft_deleterecords.go).
+			out[i].Data = batch.BuildInternal(0, 0, uint8(e.Kind), e.Data)
 		default:
 			return nil, fmt.Errorf("replica: raft entry %d of unknown kind %d", e.Index, e.Kind)
 		}
@@ -171,6 +178,14 @@ func (s *LogStorage) AppendEntries(ents []raftpb.Entry) ([]AppendedEntry, error)
 		case raftpb.EntryNormal:
 			if len(e.Data) > 0 {
 				kind, data = segment.EntryData, append([]byte(nil), e.Data...)
+			}
+			// A replicated operation is an internal batch
+			// (raft_deleterecords.go): stored as its kind and payload.
+			if k, payload, ok, err := internalEntry(e.Data); ok {
+				if err != nil {
+					return out, fmt.Errorf("replica: raft entry %d: %w", e.Index, err)
+				}
+				kind, data = k, append([]byte(nil), payload...)
 			}
 		case raftpb.EntryConfChange:
 			kind = segment.EntryConfChange

@@ -65,6 +65,20 @@ type RaftConfig struct {
 	// leader (raft_snapfiles.go); nil: such a snapshot is dropped, so a
 	// follower behind the leader's cleaned segments cannot catch up.
 	Snapshots SnapshotFetcher
+	// OnLeaderChange, when set, is called whenever this replica's view of
+	// the group's leader or term changes: lead is the leader's replica id
+	// (this replica's own when it became the leader), 0 when it knows of
+	// no leader (an election, its storage failed: then term is not a
+	// leader epoch), and term the leader's term (the partition's leader
+	// epoch). It runs in the raft host's worker after the partition's own
+	// leadership state moved, so IsLeader, Leader and LeaderEpoch already
+	// answer the new view; calls for one partition come one at a time, in
+	// order. It must not block (the worker drives every group of its
+	// batch) and must not call the partition's or the host's blocking
+	// methods (Produce's Wait, DeleteRecords, TransferLeadershipAway,
+	// Close): hand the change to a goroutine of the caller's. It is not
+	// called by Close. Default nil.
+	OnLeaderChange func(lead uint64, term uint64)
 }
 
 // DefaultReplicaLagTime is Kafka's replica.lag.time.max.ms default.
@@ -88,6 +102,10 @@ var (
 	// in-sync replicas (the leader counted) than min.insync.replicas;
 	// nothing was appended.
 	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+	// ErrNotAReplica: Open of a raft partition whose group configuration
+	// (RaftConfig.State's ConfState, else Voters and Learners) does not
+	// name the host's NodeID.
+	ErrNotAReplica = errors.New("replica: the broker is not a replica of the raft group")
 )
 
 // NotLeaderError wraps ErrNotLeader (or ErrLeaderNotAvailable when Leader
@@ -128,6 +146,10 @@ type proposal struct {
 	h    batch.Header
 	acks int16
 	pd   *Pending
+	// del marks a DeleteRecords entry (raft_deleterecords.go): no
+	// producer state; it completes once applied, with the log start
+	// offset as its result's BaseOffset.
+	del bool
 	// index, term and the offsets, set by the worker when the entry is
 	// written.
 	index, term uint64
@@ -136,11 +158,12 @@ type proposal struct {
 
 // raftState is the replicated part of a Partition.
 type raftState struct {
-	host    *Host
-	id      GroupID
-	self    uint64
-	lagTime time.Duration
-	storage *LogStorage
+	host     *Host
+	id       GroupID
+	self     uint64
+	lagTime  time.Duration
+	storage  *LogStorage
+	onLeader func(lead, term uint64) // RaftConfig.OnLeaderChange
 
 	// worker: proposals not yet seen in a written Ready, in proposal
 	// order; written ones waiting for their commit, in index order; acks=1
@@ -423,10 +446,10 @@ func sameData(a, b []byte) bool {
 // header. It records the batch in the producer state (unless record is
 // false: the state was just rebuilt from the log) and matches the
 // leader's proposals.
-func (p *Partition) written(e *raftpb.Entry, res segment.AppendResult, h *batch.Header, record bool) {
+func (p *Partition) written(e *raftpb.Entry, kind segment.EntryKind, res segment.AppendResult, h *batch.Header, record bool) {
 	rs := p.rs
 	var pr *proposal
-	if h != nil {
+	if h != nil || kind == segment.EntryDeleteRecords {
 		for j, q := range rs.proposed {
 			if !sameData(e.Data, q.data) {
 				continue
@@ -498,6 +521,8 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 	} else {
 		p.advance(hw)
 	}
+	// Replicated DeleteRecords, in log order (raft_deleterecords.go).
+	deletes := p.applyDeletes(ents)
 	keep := rs.committing[:0]
 	for _, pr := range rs.committing {
 		switch {
@@ -507,6 +532,12 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 			// Committed before this batch of entries: a log that was
 			// reset (snapshot) under it; its fate is unknown.
 			rs.complete(pr, noResult, p.notLeader("the entry was replaced"))
+		case ents[pr.index-first].Term == pr.term && pr.del:
+			o, ok := deletes[pr.index]
+			if !ok {
+				o.err = fmt.Errorf("replica: the DeleteRecords entry at raft index %d was not applied", pr.index)
+			}
+			rs.complete(pr, segment.AppendResult{BaseOffset: o.lso, LastOffset: -1, LogAppendTime: -1}, o.err)
 		case ents[pr.index-first].Term == pr.term:
 			rs.complete(pr, pr.res, nil)
 		default:
@@ -523,13 +554,16 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 func (m raftMachine) LeaderChanged(lead, term uint64) {
 	p, rs := m.p, m.p.rs
 	p.mu.Lock()
-	was := rs.leader
+	was, wasTerm := rs.leader, rs.term
 	rs.leader, rs.term = lead, term
 	if lead != 0 {
 		p.leaderEpoch = int32(term)
 	}
 	rs.isr, rs.isrAt = nil, time.Time{}
 	p.mu.Unlock()
+	if rs.onLeader != nil && (lead != was || term != wasTerm) {
+		defer rs.onLeader(lead, term) // once the partition's state moved
+	}
 	// Every proposal raft took is in the Ready just written (proposals run
 	// before the Ready is taken): one not written by now was dropped.
 	for _, pr := range rs.proposed {

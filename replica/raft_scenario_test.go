@@ -43,10 +43,14 @@ import (
 //	log node=I                  whether the node has segments below the raft start, and the leader's
 //	snapfail n=N                the next N snapshot-file requests fail mid-transfer
 //	fetches                     whether snapshot files were requested since the last fetches
+//	delete-records node=I [offset=X]
+//	                            DeleteRecords below X (default -1: the high watermark); prints the low watermark or error
+//	delete-records-async ...    as delete-records, without waiting; "await" waits for them after the produces
 func TestRaftScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/raft", func(t *testing.T, path string) {
 		var c *pcluster
 		var async []*Pending
+		var asyncDeletes []chan string
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			args := map[string]string{}
 			for _, a := range d.CmdArgs {
@@ -153,6 +157,19 @@ func TestRaftScenarios(t *testing.T) {
 					fmt.Fprintf(&out, "%d: %s\n", i, result(res.BaseOffset, res.LastOffset, err))
 				}
 				async = nil
+				for i, done := range asyncDeletes {
+					var res string
+					c.drive("a DeleteRecords to return", func() bool {
+						select {
+						case res = <-done:
+							return true
+						default:
+							return false
+						}
+					})
+					fmt.Fprintf(&out, "delete %d: %s\n", i, res)
+				}
+				asyncDeletes = nil
 				return out.String()
 			case "partition":
 				sides := strings.Split(d.CmdArgs[0].Key, "|")
@@ -172,6 +189,21 @@ func TestRaftScenarios(t *testing.T) {
 				return ""
 			case "crash":
 				c.crash(node(), int64(num("seed", 1)))
+				return ""
+			case "delete-records":
+				// DeleteRecords on node I below offset X (-1: the high
+				// watermark), driven until it returns.
+				p := c.nodes[node()].parts[c.groups[0]]
+				return c.deleteRecords(p, int64(num("offset", -1)))
+			case "delete-records-async":
+				p := c.nodes[node()].parts[c.groups[0]]
+				off := int64(num("offset", -1))
+				done := make(chan string, 1)
+				go func() {
+					lso, err := p.DeleteRecords(off)
+					done <- deleteResult(lso, err)
+				}()
+				asyncDeletes = append(asyncDeletes, done)
 				return ""
 			case "retention":
 				var out strings.Builder
@@ -369,6 +401,33 @@ func TestRaftScenarios(t *testing.T) {
 	})
 }
 
+// deleteRecords runs p.DeleteRecords(offset), ticking until it returns.
+func (c *pcluster) deleteRecords(p *Partition, offset int64) string {
+	c.t.Helper()
+	done := make(chan string, 1)
+	go func() {
+		lso, err := p.DeleteRecords(offset)
+		done <- deleteResult(lso, err)
+	}()
+	var res string
+	c.drive("a DeleteRecords to return", func() bool {
+		select {
+		case res = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	return res
+}
+
+func deleteResult(lso int64, err error) string {
+	if err != nil {
+		return "error: " + errName(err)
+	}
+	return fmt.Sprintf("low watermark %d", lso)
+}
+
 // indexOfEpoch names an epoch by its position in the cache (terms depend
 // on election timing; positions do not).
 func indexOfEpoch(entries []epochEntry, epoch int32) int {
@@ -409,6 +468,8 @@ func errName(err error) string {
 		return "OUT_OF_ORDER_SEQUENCE_NUMBER"
 	case errors.Is(err, ErrInvalidProducerEpoch):
 		return "INVALID_PRODUCER_EPOCH"
+	case errors.Is(err, ErrOffsetOutOfRange):
+		return "OFFSET_OUT_OF_RANGE"
 	}
 	return err.Error()
 }

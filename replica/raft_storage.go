@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -63,7 +64,7 @@ func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 			}()
 		}
 		p.noteEpoch(int32(e.Term), res.BaseOffset)
-		p.written(e, res, h, true)
+		p.written(e, w.Kind, res, h, true)
 	}
 	return err
 }
@@ -128,11 +129,18 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	if len(st.ConfState.Voters) == 0 && len(st.ConfState.Learners) == 0 {
 		st.ConfState = raftpb.ConfState{Voters: append([]uint64(nil), rc.Voters...), Learners: append([]uint64(nil), rc.Learners...)}
 	}
+	if self := rc.Host.cfg.NodeID; !slices.Contains(st.ConfState.Voters, self) && !slices.Contains(st.ConfState.Learners, self) {
+		// A replica must be one of its group's: raft would run it as a
+		// member it is not (a removed replica reopened, a placement
+		// mistake).
+		return fmt.Errorf("%w: node %d is not a replica of group %s (voters %v, learners %v)", ErrNotAReplica, self, rc.Group, st.ConfState.Voters, st.ConfState.Learners)
+	}
 	rs := &raftState{
 		host:     rc.Host,
 		id:       rc.Group,
 		self:     rc.Host.cfg.NodeID,
 		lagTime:  rc.ReplicaLagTime,
+		onLeader: rc.OnLeaderChange,
 		inflight: map[int64][]*proposal{},
 		broken:   map[int64]bool{},
 	}

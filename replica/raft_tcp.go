@@ -33,9 +33,16 @@ import (
 // big-endian. A frame over maxRaftFrame bytes, or one that does not
 // decode, closes the connection. A connection that starts with "SLRF"
 // instead is a snapshot stream (raft_snapfiles_tcp.go).
+//
+// Inbound connections come from the transport's own listener (ListenTCP)
+// or, for a transport without one (NewTCPTransport), from a listener the
+// broker shares with Kafka's protocol: its accept loop reads each
+// connection's first 4 bytes and hands those with a raft magic
+// (IsRaftMagic) over with ServeConn. Both paths serve a connection the
+// same way (serve, receive).
 type TCPTransport struct {
 	id     uint64
-	ln     net.Listener
+	ln     net.Listener // nil without a listener of its own
 	logger *slog.Logger
 
 	mu      sync.Mutex
@@ -75,25 +82,72 @@ type tcpPeer struct {
 }
 
 // ListenTCP starts a transport for node id on addr (host:port; port 0
-// picks one, see Addr). Set the host with SetHost before messages arrive;
-// until then they are dropped.
+// picks one, see Addr) with a listener of its own. Set the host with
+// SetHost before messages arrive; until then they are dropped.
 func ListenTCP(id uint64, addr string, logger *slog.Logger) (*TCPTransport, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	t := &TCPTransport{id: id, ln: ln, logger: logger, peers: map[uint64]*tcpPeer{}, addrs: map[uint64]string{}, inbound: map[net.Conn]struct{}{},
-		heard: map[uint64]time.Time{}, down: map[uint64]bool{}, stop: make(chan struct{})}
+	t := NewTCPTransport(id, logger)
+	t.ln = ln
 	t.wg.Add(1)
 	go t.accept()
 	return t, nil
 }
 
-// Addr returns the address the transport listens on.
-func (t *TCPTransport) Addr() net.Addr { return t.ln.Addr() }
+// NewTCPTransport returns a transport for node id without a listener of
+// its own: the broker's listener (the Kafka or controller listener)
+// multiplexes raft's connections with its own and hands them over with
+// ServeConn. Addr returns nil. Outbound connections are dialled as
+// ListenTCP's are, to the addresses SetPeer names (another broker's
+// multiplexed listener). Set the host with SetHost before messages
+// arrive; until then they are dropped.
+func NewTCPTransport(id uint64, logger *slog.Logger) *TCPTransport {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &TCPTransport{id: id, logger: logger, peers: map[uint64]*tcpPeer{}, addrs: map[uint64]string{}, inbound: map[net.Conn]struct{}{},
+		heard: map[uint64]time.Time{}, down: map[uint64]bool{}, stop: make(chan struct{})}
+}
+
+// Addr returns the address the transport listens on; nil for a transport
+// without a listener of its own (NewTCPTransport).
+func (t *TCPTransport) Addr() net.Addr {
+	if t.ln == nil {
+		return nil
+	}
+	return t.ln.Addr()
+}
+
+// IsRaftMagic reports whether a connection's first 4 bytes are one of
+// the transport's magics: "SLRT" (raft message frames) or "SLRF" (a
+// snapshot file stream). A Kafka request starts with its int32 size
+// instead, which as a magic would be a request of over 1.3 GB (0x534c....),
+// far over any broker's socket.request.max.bytes: the two never collide
+// on a listener that refuses such requests.
+func IsRaftMagic(first4 []byte) bool {
+	return len(first4) == 4 && (string(first4) == raftMagic || string(first4) == snapFileMagic)
+}
+
+// ServeConn serves an inbound connection accepted by the caller, whose
+// first 4 bytes (a raft magic, IsRaftMagic) the caller already read and
+// passes as first4; nothing else may have been read from c (no buffered
+// reader in front of it). It returns at once: the connection is served in
+// the transport's goroutines, exactly as one accepted by ListenTCP's
+// listener, and Close closes it. The transport owns c from now on (it
+// closes c itself when the magic is not one of its own, or when the
+// transport is closed).
+func (t *TCPTransport) ServeConn(c net.Conn, first4 []byte) {
+	var magic [4]byte
+	if len(first4) != 4 {
+		t.logger.Debug("replica: raft transport: ServeConn without the 4 magic bytes", "remote", c.RemoteAddr().String(), "bytes", len(first4))
+		c.Close()
+		return
+	}
+	copy(magic[:], first4)
+	t.serve(c, magic)
+}
 
 // SetHost names the host that receives the messages and the liveness
 // reports, and starts the liveness heartbeats at the host's
@@ -231,7 +285,10 @@ func (t *TCPTransport) Close() error {
 		c.Close()
 	}
 	t.mu.Unlock()
-	err := t.ln.Close()
+	var err error
+	if t.ln != nil {
+		err = t.ln.Close()
+	}
 	t.wg.Wait()
 	return err
 }
@@ -386,21 +443,35 @@ func (t *TCPTransport) accept() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			c.Close()
-			continue
-		}
-		t.inbound[c] = struct{}{}
-		t.wg.Add(1)
-		t.mu.Unlock()
-		go t.receive(c)
+		t.serve(c, noMagic)
 	}
 }
 
-// receive reads frames from one peer and delivers them.
-func (t *TCPTransport) receive(c net.Conn) {
+// noMagic tells serve that no byte of the connection was read yet.
+var noMagic = [4]byte{}
+
+// serve registers an inbound connection (so Close closes it) and serves
+// it in a goroutine of its own: the listener's accept loop and ServeConn
+// both come here. magic is the connection's first 4 bytes when the
+// caller read them already, else noMagic.
+func (t *TCPTransport) serve(c net.Conn, magic [4]byte) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		c.Close()
+		return
+	}
+	t.inbound[c] = struct{}{}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	go t.receive(c, magic)
+}
+
+// receive reads the hello of one inbound connection and serves it: the
+// frames of one peer, delivered to the host, or one snapshot-stream
+// request (raft_snapfiles_tcp.go). magic is its first 4 bytes if they
+// were read already (ServeConn), else noMagic.
+func (t *TCPTransport) receive(c net.Conn, magic [4]byte) {
 	defer t.wg.Done()
 	defer func() {
 		c.Close()
@@ -410,7 +481,12 @@ func (t *TCPTransport) receive(c net.Conn) {
 	}()
 	r := bufio.NewReaderSize(c, 64<<10)
 	var hello [len(raftMagic) + 1 + 8]byte
-	_, err := io.ReadFull(r, hello[:])
+	rest := hello[:]
+	if magic != noMagic {
+		copy(hello[:4], magic[:])
+		rest = hello[4:]
+	}
+	_, err := io.ReadFull(r, rest)
 	if err == nil && string(hello[:4]) == snapFileMagic {
 		t.serveSnapshotStream(c, r, hello[4]) // raft_snapfiles_tcp.go
 		return

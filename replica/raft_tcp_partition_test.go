@@ -47,6 +47,9 @@ type tnode struct {
 	tp     *TCPTransport
 	host   *Host
 	parts  map[GroupID]*Partition
+	// mux is the node's shared listener when the cluster multiplexes
+	// raft on a Kafka-like listener (tcluster.mux, raft_tcp_mux_test.go).
+	mux *muxListener
 }
 
 // tcluster is three brokers over loopback TCP.
@@ -56,6 +59,9 @@ type tcluster struct {
 	cfg    TopicConfig
 	voters []uint64
 	groups []GroupID
+	// mux: each node's transport has no listener of its own; a
+	// Kafka-like listener hands it raft's connections (ServeConn).
+	mux bool
 
 	mu    sync.RWMutex // the nodes' tp, host and parts: Lock to stop or start, RLock to use
 	nodes map[uint64]*tnode
@@ -65,8 +71,14 @@ type tcluster struct {
 }
 
 func newTCluster(t *testing.T, groups int, timing tcpTiming) *tcluster {
+	return newTClusterWith(t, groups, timing, false, DefaultTopicConfig())
+}
+
+// newTClusterWith is newTCluster with the topic configuration given and,
+// with mux, raft multiplexed on each node's Kafka-like listener.
+func newTClusterWith(t *testing.T, groups int, timing tcpTiming, mux bool, cfg TopicConfig) *tcluster {
 	t.Helper()
-	c := &tcluster{t: t, timing: timing, cfg: DefaultTopicConfig(), voters: []uint64{1, 2, 3}, nodes: map[uint64]*tnode{}}
+	c := &tcluster{t: t, timing: timing, cfg: cfg, voters: []uint64{1, 2, 3}, nodes: map[uint64]*tnode{}, mux: mux}
 	for g := 0; g < groups; g++ {
 		c.groups = append(c.groups, GroupID{TopicID: [16]byte{0x7c, byte(g)}, Partition: int32(g)})
 	}
@@ -94,6 +106,10 @@ func (c *tcluster) dir(g GroupID) string { return filepath.Join("/data", g.Strin
 // time), and tells the others if the address changed.
 func (c *tcluster) listen(n *tnode) {
 	c.t.Helper()
+	if c.mux {
+		c.listenMux(n)
+		return
+	}
 	var tp *TCPTransport
 	var err error
 	if n.addr != "" {
@@ -124,6 +140,16 @@ func (c *tcluster) listen(n *tnode) {
 			on.tp.SetPeer(n.id, n.addr)
 		}
 	}
+}
+
+// closeTransport closes n's transport (and its shared listener, if any)
+// and clears n.tp.
+func (c *tcluster) closeTransport(n *tnode) {
+	if n.mux != nil {
+		n.mux.close()
+	}
+	n.tp.Close()
+	n.tp = nil
 }
 
 // start opens node id's transport, host and partitions from what its FS
@@ -179,7 +205,7 @@ func (c *tcluster) startLocked(id uint64) {
 		}
 		p, err := Open(n.fs, c.dir(g), c.cfg, Options{
 			Log:  segment.Options{Logger: quiet()},
-			Raft: &RaftConfig{Host: h, Group: g, State: st, Voters: c.voters},
+			Raft: &RaftConfig{Host: h, Group: g, State: st, Voters: c.voters, Snapshots: n.tp.SnapshotFetcher()},
 		})
 		if err != nil {
 			c.t.Fatalf("node %d: open %s: %v", id, g, err)
@@ -202,15 +228,14 @@ func (c *tcluster) stopLocked(id uint64) {
 	n := c.nodes[id]
 	if n.host == nil {
 		if n.tp != nil {
-			n.tp.Close()
-			n.tp = nil
+			c.closeTransport(n)
 		}
 		return
 	}
 	if c.closing != nil {
 		c.closing(n.parts)
 	}
-	n.tp.Close()
+	c.closeTransport(n)
 	for _, p := range n.parts {
 		p.Close()
 	}
@@ -233,7 +258,7 @@ func (c *tcluster) crash(id uint64, seed uint64) {
 	if c.closing != nil {
 		c.closing(n.parts)
 	}
-	n.tp.Close()
+	c.closeTransport(n)
 	n.states.gate.Lock()
 	crashed := n.fs.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, 7))})
 	saved := n.states.crashed()

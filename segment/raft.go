@@ -50,9 +50,13 @@ const (
 	EntryEmpty        EntryKind = 1 // raftpb.EntryNormal without data (a new leader's entry)
 	EntryConfChange   EntryKind = 2 // raftpb.EntryConfChange, data its marshalled ConfChange
 	EntryConfChangeV2 EntryKind = 3 // raftpb.EntryConfChangeV2
+	// EntryDeleteRecords is the replica's replicated DeleteRecords: data
+	// is its payload (the replica package defines it), the raft entry
+	// raftpb.EntryNormal whose data is this internal batch.
+	EntryDeleteRecords EntryKind = 4
 )
 
-var entryKindNames = [...]string{"data", "empty", "confchange", "confchangev2"}
+var entryKindNames = [...]string{"data", "empty", "confchange", "confchangev2", "deleterecords"}
 
 // String returns the kind's name ("data", "empty", "confchange", ...).
 func (k EntryKind) String() string {
@@ -339,7 +343,7 @@ func (l *Log) AppendEntry(index, term uint64, kind EntryKind, data []byte, opts 
 		if h, err = validateAppend(b); err != nil {
 			return res, err
 		}
-	case EntryEmpty, EntryConfChange, EntryConfChangeV2:
+	case EntryEmpty, EntryConfChange, EntryConfChangeV2, EntryDeleteRecords:
 		b = batch.BuildInternal(0, int32(term), uint8(kind), data)
 		h, _ = batch.ParseHeader(b)
 	default:

@@ -23,8 +23,6 @@
 //     one fsync (group commit). Set it to 9223372036854775807 for Kafka's
 //     behaviour: acks once the write is in the page cache, and durability
 //     comes from replication and log.flush.interval.ms.
-//   - offsets.topic.replication.factor = 1 (Kafka: 3), since Sluice runs as a
-//     single node.
 //   - node.id = 1 (Kafka: none, -1 means unset).
 //   - listeners = PLAINTEXT://127.0.0.1:9092 (Kafka: PLAINTEXT://:9092, all
 //     interfaces).
@@ -53,9 +51,26 @@
 //
 // Only the PLAINTEXT security protocol is implemented. A listener is
 // NAME://host:port; NAME must map to PLAINTEXT in
-// listener.security.protocol.map (as PLAINTEXT itself does by default).
-// While advertised.listeners is not set, AdvertisedListeners follows
-// listeners, so the field always holds what clients are told.
+// listener.security.protocol.map (as PLAINTEXT itself does by default,
+// and CONTROLLER too). While advertised.listeners is not set,
+// AdvertisedListeners follows listeners less the controller listeners, so
+// the field always holds what clients are told; likewise the protocol map
+// and inter.broker.listener.name follow the keys they derive from while
+// not set.
+//
+// # Cluster
+//
+// Kafka's KRaft keys (process.roles, controller.listener.names,
+// inter.broker.listener.name, controller.quorum.voters,
+// controller.quorum.bootstrap.servers, broker.heartbeat.interval.ms,
+// broker.session.timeout.ms, broker.rack, replica.lag.time.max.ms) and
+// Sluice's sluice.raft.* keys (RaftHostConfig) describe a cluster. With
+// controller.quorum.voters empty, the default, the node is a single node
+// as Sluice always ran (Clustered is false; process.roles must stay
+// broker,controller); with it set, Kafka's rules apply (cluster.go).
+// controller.quorum.election.timeout.ms and controller.quorum.fetch.timeout.ms
+// are not keys: raft's ticks (sluice.raft.election.ticks times
+// sluice.raft.tick.ms) and the transport's liveness timeout cover them.
 //
 // Config holds slices and a map; Set replaces them and never writes through
 // them, so copies of a Config may share them safely as long as callers do
@@ -82,7 +97,11 @@ type Config struct {
 
 	// AdvertisedListeners are the addresses given to clients in metadata.
 	// Key advertised.listeners; same syntax as listeners. Default (and
-	// Kafka's): the listeners. When derived from listeners, an empty host
+	// Kafka's): the listeners less the controller listeners (those named
+	// in controller.listener.names), which must never be advertised
+	// (Kafka's rule: clients send requests only to brokers); so it is
+	// empty on a controller-only node, where it must not be set. When
+	// derived from listeners, an empty host
 	// becomes 127.0.0.1 (Kafka would advertise the machine's canonical host
 	// name) and a 0.0.0.0 or :: listener is an error that asks for
 	// advertised.listeners (Kafka refuses to advertise the meta-address
@@ -95,9 +114,155 @@ type Config struct {
 	// ListenerSecurityProtocolMap maps listener names to security protocols.
 	// Key listener.security.protocol.map; comma-separated NAME:PROTOCOL.
 	// Default (Kafka's) PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,
-	// SASL_SSL:SASL_SSL,SSL:SSL. Every listener's name must map to PLAINTEXT,
-	// the only protocol Sluice implements.
+	// SASL_SSL:SASL_SSL,SSL:SSL plus NAME:PLAINTEXT for each name in
+	// controller.listener.names (so CONTROLLER:PLAINTEXT by default), as
+	// Kafka's effective map adds them while the key is not set; once it is
+	// set, a clustered node's controller listener names must be in it.
+	// Every listener's name must map to PLAINTEXT, the only protocol Sluice
+	// implements.
 	ListenerSecurityProtocolMap map[string]string
+
+	// ProcessRoles are the roles this node plays. Key process.roles;
+	// broker, controller, or both comma-separated (either order, no
+	// duplicates). Default broker,controller (Kafka: none, and it is
+	// required): with controller.quorum.voters empty that is Sluice's
+	// single node, its own controller. broker alone or controller alone
+	// requires controller.quorum.voters, as Kafka requires a quorum for
+	// process.roles. See IsBroker, IsController.
+	ProcessRoles ProcessRoles
+
+	// ControllerListenerNames name the listeners the controller quorum
+	// uses. Key controller.listener.names; comma-separated listener names,
+	// upper-cased, no duplicates. Default CONTROLLER (Kafka: none, and
+	// required in KRaft). A listener with one of these names is a
+	// controller listener: never advertised, never the inter-broker
+	// listener, and only allowed with controller.quorum.voters set. A
+	// controller must listen on every name given; a broker-only node on
+	// none, and it reaches the controllers by the first one (Kafka's
+	// rules). See ControllerListener.
+	ControllerListenerNames []string
+
+	// InterBrokerListenerName is the listener other brokers use to reach
+	// this one (and, in Sluice, raft's transport). Key
+	// inter.broker.listener.name; a listener name. Default: PLAINTEXT if a
+	// non-controller listener has that name (Kafka's default, through
+	// security.inter.broker.protocol=PLAINTEXT), else the first
+	// non-controller listener's name (where Kafka would refuse to start);
+	// setting it to "" returns to the default. On a broker it must be an
+	// advertised listener's name, so never a controller listener (Kafka's
+	// rule). See InterBrokerListener.
+	InterBrokerListenerName string
+
+	// QuorumVoters are the controller quorum's voters. Key
+	// controller.quorum.voters; comma-separated id@host:port (Kafka's
+	// syntax), host:port being the voter's controller listener. Default
+	// empty (Kafka's): single-node mode (see Clustered). When set: 1, 3 or
+	// 5 voters (Sluice's rule: a raft quorum is a majority, so an even
+	// count tolerates no more failures than one voter less), ids unique
+	// and >= 1 (raft reserves 0), ports in 1..65535, hosts routable; a
+	// controller's node.id must be among them and a broker-only node's
+	// must not (Kafka's rules).
+	QuorumVoters []Voter
+
+	// QuorumBootstrapServers are where a node finds a dynamic controller
+	// quorum (KIP-853). Key controller.quorum.bootstrap.servers;
+	// comma-separated host:port. Default empty (Kafka's). Parsed and
+	// checked, but dynamic quorums are not supported yet: set without
+	// controller.quorum.voters it is an error; with them it is not used.
+	QuorumBootstrapServers []string
+
+	// BrokerHeartbeatIntervalMs is the time between a broker's heartbeats
+	// to the controller. Key broker.heartbeat.interval.ms; milliseconds,
+	// int >= 1. Default 2000 (Kafka's, KRaftConfigs). Sluice's failure
+	// detection is the raft transport's liveness (sluice.raft.liveness.*),
+	// which sees a dead peer in about a second.
+	BrokerHeartbeatIntervalMs int32
+
+	// BrokerSessionTimeoutMs is how long a broker stays registered
+	// (unfenced) without being heard from; the controller fences it after.
+	// Key broker.session.timeout.ms; milliseconds, int >= 1, and it must
+	// exceed broker.heartbeat.interval.ms. Default 9000 (Kafka's,
+	// KRaftConfigs). A partition's failover does not wait for it: raft
+	// elects a new leader once the liveness timeout passes.
+	BrokerSessionTimeoutMs int32
+
+	// BrokerRack is the rack (or zone) of this broker, for spreading a
+	// partition's replicas. Key broker.rack; any string. Default empty
+	// (Kafka: null), meaning no rack.
+	BrokerRack string
+
+	// ReplicaLagTimeMaxMs is how long a follower may lag the leader's log
+	// end and still count as in sync (ISR, min.insync.replicas). Key
+	// replica.lag.time.max.ms; milliseconds, long >= 1. Default 30000
+	// (Kafka's). It feeds replica.RaftConfig.ReplicaLagTime; see
+	// ReplicaLagTime.
+	ReplicaLagTimeMaxMs int64
+
+	// The sluice.raft.* keys configure the process's raft host (one for
+	// every partition's group and the metadata group), Sluice's own keys;
+	// RaftHostConfig maps them onto replica.HostConfig, whose defaults
+	// they share. Kafka's controller.quorum.election.timeout.ms and
+	// controller.quorum.fetch.timeout.ms are not keys: raft's ticks cover
+	// them (a follower that hears nothing stands after election.ticks to
+	// twice that many ticks) and the transport's liveness timeout detects
+	// a dead leader sooner.
+
+	// RaftTickMs is the raft tick, the unit of the tick counts below. Key
+	// sluice.raft.tick.ms; milliseconds, int >= 1. Default 100.
+	RaftTickMs int32
+
+	// RaftElectionTicks is raft's election timeout, randomized by raft in
+	// [ticks, 2*ticks). Key sluice.raft.election.ticks; ticks, int >= 2,
+	// and it must exceed sluice.raft.heartbeat.ticks. Default 10 (1 to 2 s
+	// with the default tick).
+	RaftElectionTicks int32
+
+	// RaftHeartbeatTicks is how often an awake leader heartbeats its
+	// followers. Key sluice.raft.heartbeat.ticks; ticks, int >= 1.
+	// Default 1.
+	RaftHeartbeatTicks int32
+
+	// RaftPreVoteEnable turns on raft's PreVote: a replica asks whether it
+	// could win before it raises its term. Key sluice.raft.prevote.enable;
+	// bool. Default true.
+	RaftPreVoteEnable bool
+
+	// RaftCheckQuorumEnable turns on raft's CheckQuorum: a leader that has
+	// not heard from a quorum for an election timeout steps down. Key
+	// sluice.raft.check.quorum.enable; bool. Default true.
+	RaftCheckQuorumEnable bool
+
+	// RaftQuiesceEnable lets idle groups stop ticking until a proposal, a
+	// message or a liveness change wakes them. Key
+	// sluice.raft.quiesce.enable; bool. Default true; true requires
+	// PreVote and CheckQuorum on (replica.HostConfig's contract).
+	RaftQuiesceEnable bool
+
+	// RaftQuiesceTicks is how long a leader's group must be idle, every
+	// live follower caught up, before it quiesces. Key
+	// sluice.raft.quiesce.ticks; ticks, int >= 1. Default 2.
+	RaftQuiesceTicks int32
+
+	// RaftLivenessIntervalMs is how often the raft transport sends each
+	// peer a liveness heartbeat (one small frame per broker pair, whatever
+	// the number of groups). Key sluice.raft.liveness.interval.ms;
+	// milliseconds, int >= 1. Default 250.
+	RaftLivenessIntervalMs int32
+
+	// RaftLivenessTimeoutMs is how long a peer may stay silent before it
+	// is reported down, waking the groups it led so they elect at once.
+	// Key sluice.raft.liveness.timeout.ms; milliseconds, int >= 1, and it
+	// must exceed sluice.raft.liveness.interval.ms; keep it under the
+	// election timeout so failover stays under 2 s. Default 1000.
+	RaftLivenessTimeoutMs int32
+
+	// RaftWorkers is the number of raft worker goroutines. Key
+	// sluice.raft.workers; goroutines, int in [1, 1024]. Default 2.
+	RaftWorkers int32
+
+	// RaftMaxBatchGroups is the most groups one worker handles together.
+	// Key sluice.raft.max.batch.groups; groups, int >= 1. Default 64.
+	RaftMaxBatchGroups int32
 
 	// LogDirs are the directories holding partition logs.
 	// Key log.dirs (synonym log.dir; log.dirs wins); comma-separated paths,
@@ -200,8 +365,12 @@ type Config struct {
 	MessageMaxBytes int32
 
 	// SocketRequestMaxBytes is the largest request accepted.
-	// Key socket.request.max.bytes; bytes, int >= 1. Default 104857600
-	// (100 MiB, Kafka's).
+	// Key socket.request.max.bytes; bytes, int in [1, 1000000000]. Default
+	// 104857600 (100 MiB, Kafka's). Kafka allows up to 2147483647; Sluice
+	// caps it because raft connections share the inter-broker listener and
+	// are told apart by their first four bytes, "SLRT" or "SLRF", which read
+	// as a request size over 1.3 GB: a limit below that refuses them as
+	// Kafka requests.
 	SocketRequestMaxBytes int32
 
 	// QueuedMaxRequestBytes bounds the memory held by requests read and
@@ -283,7 +452,9 @@ type Config struct {
 
 	// OffsetsTopicReplicationFactor is the replication factor of
 	// __consumer_offsets. Key offsets.topic.replication.factor; short >= 1.
-	// Default 1 for a single node (Kafka: 3).
+	// Default 3 (Kafka's). Like Kafka, the config does not compare it with
+	// the number of brokers: capping it by the brokers there are when the
+	// topic is created is the server's job.
 	OffsetsTopicReplicationFactor int16
 
 	// GroupInitialRebalanceDelayMs is how long a new group waits for more
@@ -433,13 +604,26 @@ type Config struct {
 
 // Default returns Sluice's defaults; see each field. It is valid.
 func Default() Config {
-	l := []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}}
-	return Config{
+	c := Config{
 		NodeID:                        1,
 		brokerID:                      -1,
-		Listeners:                     l,
-		AdvertisedListeners:           advertise(l),
-		ListenerSecurityProtocolMap:   defaultProtocolMap(),
+		Listeners:                     []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		ProcessRoles:                  RoleBroker | RoleController,
+		ControllerListenerNames:       []string{"CONTROLLER"},
+		BrokerHeartbeatIntervalMs:     2000,
+		BrokerSessionTimeoutMs:        9000,
+		ReplicaLagTimeMaxMs:           30000,
+		RaftTickMs:                    100,
+		RaftElectionTicks:             10,
+		RaftHeartbeatTicks:            1,
+		RaftPreVoteEnable:             true,
+		RaftCheckQuorumEnable:         true,
+		RaftQuiesceEnable:             true,
+		RaftQuiesceTicks:              2,
+		RaftLivenessIntervalMs:        250,
+		RaftLivenessTimeoutMs:         1000,
+		RaftWorkers:                   2,
+		RaftMaxBatchGroups:            64,
 		LogDirs:                       []string{"./data"},
 		NumPartitions:                 1,
 		DefaultReplicationFactor:      1,
@@ -464,7 +648,7 @@ func Default() Config {
 		LogMessageTimestampType:       "CreateTime",
 		CompressionType:               "producer",
 		OffsetsTopicNumPartitions:     50,
-		OffsetsTopicReplicationFactor: 1,
+		OffsetsTopicReplicationFactor: 3,
 		GroupInitialRebalanceDelayMs:  3000,
 		LogIndexIntervalBytes:         4096,
 		LogIndexSizeMaxBytes:          10 << 20,
@@ -493,6 +677,8 @@ func Default() Config {
 		GroupConsumerSessionTimeoutMs:       45000,
 		GroupConsumerMaxSize:                math.MaxInt32,
 	}
+	c.derive() // advertised.listeners, listener.security.protocol.map, inter.broker.listener.name
+	return c
 }
 
 const (

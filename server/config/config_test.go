@@ -67,6 +67,7 @@ func TestLoadServerProperties(t *testing.T) {
 	want.CompressionType = "zstd"
 	want.AutoCreateTopicsEnable = false
 	want.GroupInitialRebalanceDelayMs = 0
+	want.OffsetsTopicReplicationFactor = 1
 	want.LogMessageTimestampType = "LogAppendTime"
 	c.set, want.set = keyBits{}, keyBits{}
 	if !reflect.DeepEqual(c, want) {
@@ -340,7 +341,14 @@ func TestStringRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []Config{Default(), loaded} {
+	clustered, err := Load("", node(2, "controller.listener.names=CONTROLLER,RAFT",
+		"listeners=PLAINTEXT://127.0.0.1:9093,CONTROLLER://127.0.0.1:9193,RAFT://[::1]:9293",
+		"controller.quorum.bootstrap.servers=127.0.0.1:9192,[::1]:9193", "broker.rack=r1", "broker.heartbeat.interval.ms=500",
+		"broker.session.timeout.ms=3000", "replica.lag.time.max.ms=10000", "process.roles=controller,broker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Config{Default(), loaded, clustered} {
 		for _, k := range Keys() {
 			v, ok := c.String(k)
 			if !ok {
@@ -383,7 +391,11 @@ func TestTableCoversFields(t *testing.T) {
 		case reflect.String:
 			v.SetString(v.String() + "x")
 		case reflect.Slice:
-			v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
+			elem := reflect.Zero(v.Type().Elem())
+			if elem.Kind() == reflect.String { // "" joins to nothing in an empty list
+				elem = reflect.ValueOf("x")
+			}
+			v.Set(reflect.Append(v, elem))
 		case reflect.Map:
 			empty := v.Len() == 0
 			v.Set(reflect.MakeMap(v.Type()))
@@ -445,7 +457,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	c.AdvertisedListeners = nil
 	c.LogCleanupPolicy = 0
 	got := problems(t, c.Validate())
-	want := []string{"advertised.listeners", "log.dirs", "num.partitions", "log.segment.bytes", "compression.type", "log.cleanup.policy"}
+	// A broker needs an advertised listener: a rule between keys, after
+	// the keys' own.
+	want := []string{"log.dirs", "num.partitions", "log.segment.bytes", "compression.type", "log.cleanup.policy", "advertised.listeners"}
 	if !slices.Equal(got, want) {
 		t.Errorf("keys = %q, want %q", got, want)
 	}
@@ -493,5 +507,22 @@ func TestConnectionKeys(t *testing.T) {
 	}
 	if _, err := Load("", []string{"max.connections.per.ip=0", "max.connections.per.ip.overrides=127.0.0.1:10"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// socket.request.max.bytes stays below what "SLRT"/"SLRF", the first bytes
+// of a raft connection, read as.
+func TestSocketRequestMaxBytesCap(t *testing.T) {
+	if c, err := Load("", []string{"socket.request.max.bytes=1000000000", "queued.max.request.bytes=-1"}); err != nil || c.SocketRequestMaxBytes != 1e9 {
+		t.Fatalf("1e9: %v", err)
+	}
+	for _, v := range []string{"1000000001", "1397510726", "2147483647"} {
+		_, err := Load("", []string{"socket.request.max.bytes=" + v, "queued.max.request.bytes=-1"})
+		if err == nil || !strings.Contains(err.Error(), `must be in [1, 1000000000]: raft connections share the inter-broker listener`) || !strings.Contains(err.Error(), `"SLRT"`) {
+			t.Errorf("%s: %v", v, err)
+		}
+	}
+	if _, err := Load("", []string{"socket.request.max.bytes=0"}); err == nil || strings.Contains(err.Error(), "raft") {
+		t.Errorf("0: %v", err)
 	}
 }

@@ -33,15 +33,12 @@ var keyTable = []spec{
 				return err
 			}
 			c.Listeners = ls
-			if e := entries["advertised.listeners"]; !c.set.intersects(e.bit) {
-				c.AdvertisedListeners = advertise(ls)
-			}
 			return nil
 		},
 		get: func(c *Config) string { return formatListeners(c.Listeners) },
 		check: func(c *Config) error {
 			if e := entries["advertised.listeners"]; !c.set.intersects(e.bit) {
-				for _, l := range c.Listeners {
+				for _, l := range c.brokerListeners() { // controller listeners are never advertised
 					if l.Host == "0.0.0.0" || l.Host == "::" {
 						// Kafka refuses to advertise the
 						// non-routable meta-address too.
@@ -59,9 +56,8 @@ var keyTable = []spec{
 			if err != nil {
 				return err
 			}
-			if len(ls) == 0 { // unset: follow listeners again
+			if len(ls) == 0 { // unset: follow listeners again (derive)
 				c.set = c.set.andNot(entries["advertised.listeners"].bit)
-				c.AdvertisedListeners = advertise(c.Listeners)
 				return nil
 			}
 			for i := range ls {
@@ -83,6 +79,64 @@ var keyTable = []spec{
 		},
 		get: func(c *Config) string { return formatProtocolMap(c.ListenerSecurityProtocolMap) },
 	},
+	{
+		name: "process.roles",
+		set: func(c *Config, v string) (err error) {
+			c.ProcessRoles, err = parseProcessRoles(v)
+			return err
+		},
+		get:   func(c *Config) string { return c.ProcessRoles.String() },
+		check: checkProcessRoles,
+	},
+	{
+		name: "controller.listener.names",
+		set:  setControllerListenerNames,
+		get:  func(c *Config) string { return strings.Join(c.ControllerListenerNames, ",") },
+	},
+	{
+		name: "inter.broker.listener.name",
+		set:  setInterBrokerListenerName,
+		get:  func(c *Config) string { return c.InterBrokerListenerName },
+	},
+	{
+		name: "controller.quorum.voters",
+		set: func(c *Config, v string) (err error) {
+			c.QuorumVoters, err = parseVoters(v)
+			return err
+		},
+		get:   func(c *Config) string { return formatVoters(c.QuorumVoters) },
+		check: checkVoters,
+	},
+	{
+		name: "controller.quorum.bootstrap.servers",
+		set: func(c *Config, v string) (err error) {
+			c.QuorumBootstrapServers, err = parseBootstrapServers(v)
+			return err
+		},
+		get: func(c *Config) string { return strings.Join(c.QuorumBootstrapServers, ",") },
+	},
+	intKey("broker.heartbeat.interval.ms", func(c *Config) *int32 { return &c.BrokerHeartbeatIntervalMs }, 1, math.MaxInt32),
+	intKey("broker.session.timeout.ms", func(c *Config) *int32 { return &c.BrokerSessionTimeoutMs }, 1, math.MaxInt32),
+	{
+		name: "broker.rack",
+		set: func(c *Config, v string) error {
+			c.BrokerRack = strings.TrimSpace(v)
+			return nil
+		},
+		get: func(c *Config) string { return c.BrokerRack },
+	},
+	intKey("replica.lag.time.max.ms", func(c *Config) *int64 { return &c.ReplicaLagTimeMaxMs }, 1, math.MaxInt64),
+	intKey("sluice.raft.tick.ms", func(c *Config) *int32 { return &c.RaftTickMs }, 1, math.MaxInt32),
+	intKey("sluice.raft.election.ticks", func(c *Config) *int32 { return &c.RaftElectionTicks }, 2, math.MaxInt32),
+	intKey("sluice.raft.heartbeat.ticks", func(c *Config) *int32 { return &c.RaftHeartbeatTicks }, 1, math.MaxInt32),
+	boolKey("sluice.raft.prevote.enable", func(c *Config) *bool { return &c.RaftPreVoteEnable }),
+	boolKey("sluice.raft.check.quorum.enable", func(c *Config) *bool { return &c.RaftCheckQuorumEnable }),
+	boolKey("sluice.raft.quiesce.enable", func(c *Config) *bool { return &c.RaftQuiesceEnable }),
+	intKey("sluice.raft.quiesce.ticks", func(c *Config) *int32 { return &c.RaftQuiesceTicks }, 1, math.MaxInt32),
+	intKey("sluice.raft.liveness.interval.ms", func(c *Config) *int32 { return &c.RaftLivenessIntervalMs }, 1, math.MaxInt32),
+	intKey("sluice.raft.liveness.timeout.ms", func(c *Config) *int32 { return &c.RaftLivenessTimeoutMs }, 1, math.MaxInt32),
+	intKey("sluice.raft.workers", func(c *Config) *int32 { return &c.RaftWorkers }, 1, 1024),
+	intKey("sluice.raft.max.batch.groups", func(c *Config) *int32 { return &c.RaftMaxBatchGroups }, 1, math.MaxInt32),
 	{
 		name:     "log.dirs",
 		set:      setDirs,
@@ -107,7 +161,7 @@ var keyTable = []spec{
 	topicSynonym(intKey("log.flush.interval.messages", func(c *Config) *int64 { return &c.LogFlushIntervalMessages }, 1, math.MaxInt64)),
 	topicSynonym(intKey("log.flush.interval.ms", func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0, math.MaxInt64)),
 	topicSynonym(intKey("message.max.bytes", func(c *Config) *int32 { return &c.MessageMaxBytes }, 0, math.MaxInt32)),
-	intKey("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes }, 1, math.MaxInt32),
+	socketRequestMaxBytes(),
 	intKey("queued.max.request.bytes", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, math.MinInt64, math.MaxInt64),
 	intKey("max.connections", func(c *Config) *int32 { return &c.MaxConnections }, 0, math.MaxInt32),
 	intKey("max.connections.per.ip", func(c *Config) *int32 { return &c.MaxConnectionsPerIP }, 0, math.MaxInt32),
@@ -158,6 +212,29 @@ var keyTable = []spec{
 	intKey("group.consumer.heartbeat.interval.ms", func(c *Config) *int32 { return &c.GroupConsumerHeartbeatIntervalMs }, 1, math.MaxInt32),
 	intKey("group.consumer.session.timeout.ms", func(c *Config) *int32 { return &c.GroupConsumerSessionTimeoutMs }, 1, math.MaxInt32),
 	intKey("group.consumer.max.size", func(c *Config) *int32 { return &c.GroupConsumerMaxSize }, 1, math.MaxInt32),
+}
+
+// maxSocketRequestBytes caps socket.request.max.bytes (Sluice's rule):
+// raft connections share the inter-broker listener and are told apart by
+// their first four bytes, "SLRT" or "SLRF", which read as a Kafka request
+// size of 1397510726 or more. Any limit below that refuses such a "size",
+// so a raft frame can never pass for a Kafka request; 1,000,000,000 keeps
+// a round margin (Kafka allows up to 2147483647).
+const maxSocketRequestBytes = 1_000_000_000
+
+func socketRequestMaxBytes() spec {
+	s := intKey("socket.request.max.bytes", func(c *Config) *int32 { return &c.SocketRequestMaxBytes }, 1, maxSocketRequestBytes)
+	check := s.check
+	s.check = func(c *Config) error {
+		if err := check(c); err != nil {
+			if c.SocketRequestMaxBytes > maxSocketRequestBytes {
+				return fmt.Errorf("%w: raft connections share the inter-broker listener and are told apart by their first four bytes, \"SLRT\" or \"SLRF\", which read as a request size over 1.3 GB; a limit that high would take a raft connection for a Kafka request", err)
+			}
+			return err
+		}
+		return nil
+	}
+	return s
 }
 
 // spec is one row of keyTable.
@@ -239,6 +316,7 @@ func (c *Config) Set(key, value string) error {
 	tmp := *c
 	tmp.set = tmp.set.or(e.bit)
 	err := e.spec.set(&tmp, value)
+	tmp.derive()
 	if err == nil && e.canon.check != nil {
 		err = e.canon.check(&tmp)
 	}

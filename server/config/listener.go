@@ -83,6 +83,24 @@ func formatListeners(ls []Listener) string {
 	return strings.Join(parts, ",")
 }
 
+// derive recomputes the values that follow other keys while their own
+// key is not set: advertised.listeners (the listeners less the controller
+// listeners, as Kafka derives it), listener.security.protocol.map (Kafka's
+// default map, with each controller listener name mapped to PLAINTEXT as
+// Kafka's effectiveListenerSecurityProtocolMap adds them) and
+// inter.broker.listener.name.
+func (c *Config) derive() {
+	if !c.set.intersects(entries["advertised.listeners"].bit) {
+		c.AdvertisedListeners = advertise(c.brokerListeners())
+	}
+	if !c.set.intersects(entries["listener.security.protocol.map"].bit) {
+		c.ListenerSecurityProtocolMap = defaultProtocolMap(c.ControllerListenerNames)
+	}
+	if !c.set.intersects(entries["inter.broker.listener.name"].bit) {
+		c.InterBrokerListenerName = c.defaultInterBrokerListenerName()
+	}
+}
+
 // advertise derives advertised listeners from listeners: a copy, with
 // wildcard hosts replaced by the loopback address.
 func advertise(ls []Listener) []Listener {
@@ -127,8 +145,13 @@ func checkListeners(ls []Listener, uniquePorts bool) error {
 	return nil
 }
 
-// checkAdvertised checks advertised.listeners on its own.
+// checkAdvertised checks advertised.listeners on its own. It may be empty
+// (a controller-only node advertises nothing); Validate requires one for a
+// broker.
 func checkAdvertised(ls []Listener) error {
+	if len(ls) == 0 {
+		return nil
+	}
 	if err := checkListeners(ls, false); err != nil {
 		return err
 	}
@@ -143,10 +166,19 @@ func checkAdvertised(ls []Listener) error {
 // Security protocols Kafka knows; Sluice implements only PLAINTEXT.
 var securityProtocols = []string{"PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"}
 
-func defaultProtocolMap() map[string]string {
-	m := make(map[string]string, len(securityProtocols))
+// defaultProtocolMap is Kafka's default listener.security.protocol.map
+// (each protocol's name maps to itself) with each controller listener
+// name, CONTROLLER by default, mapped to PLAINTEXT unless it is already a
+// protocol's name.
+func defaultProtocolMap(controllerNames []string) map[string]string {
+	m := make(map[string]string, len(securityProtocols)+len(controllerNames))
 	for _, p := range securityProtocols {
 		m[p] = p
+	}
+	for _, n := range controllerNames {
+		if _, ok := m[n]; !ok {
+			m[n] = "PLAINTEXT"
+		}
 	}
 	return m
 }

@@ -147,8 +147,10 @@ func applyOrder(props map[string]string) []string {
 // Validate reports every problem with c at once (errors.Join of *Error,
 // each naming its key): each field's range, and the checks that span
 // keys — every listener's name maps to PLAINTEXT in
-// listener.security.protocol.map, and advertised listener names are
-// listener names.
+// listener.security.protocol.map, advertised listener names are
+// listener names, the KRaft rules between process.roles,
+// controller.quorum.voters, node.id and the listeners (cluster.go), and
+// the broker and raft timing rules.
 func (c *Config) Validate() error {
 	return errors.Join(c.validate()...)
 }
@@ -189,6 +191,11 @@ func (c *Config) validate() []error {
 		if !names[l.Name] {
 			bad("advertised.listeners", fmt.Errorf("listener name %s is not among the listeners", l.Name))
 		}
+	}
+	c.validateCluster(bad)
+	c.validateRaft(bad)
+	if c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
+		bad("broker.session.timeout.ms", fmt.Errorf("must exceed broker.heartbeat.interval.ms (%d): a broker's session must outlast the time between two of its heartbeats", c.BrokerHeartbeatIntervalMs))
 	}
 	return errs
 }
