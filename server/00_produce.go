@@ -49,7 +49,7 @@ type produced struct {
 // overlaps, phase one runs one request after the other, in request order,
 // so an idempotent producer's batches to a partition arrive in sequence
 // order.
-func stageProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (func() (kmsg.Response, error), error) {
+func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (func() (kmsg.Response, error), error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	refuse := func(code int16, msg string) {
@@ -163,6 +163,19 @@ func stageProduce(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Reque
 		if req.Acks == 0 {
 			return nil, nil
 		}
+		if req.Version >= 10 {
+			var ids []int32
+			for _, st := range resp.Topics {
+				for _, sp := range st.Partitions {
+					ids = append(ids, sp.CurrentLeader.LeaderID)
+				}
+			}
+			for _, e := range b.leaderEndpoints(ids, connListener(cc)) {
+				rb := kmsg.NewProduceResponseBroker()
+				rb.NodeID, rb.Host, rb.Port, rb.Rack = e.id, e.host, e.port, e.rack
+				resp.Brokers = append(resp.Brokers, rb)
+			}
+		}
 		return resp, nil
 	}, nil
 }
@@ -174,8 +187,8 @@ func (b *Broker) produceFailed(out *produced, err error) {
 	out.sp.LogStartOffset = out.part.LogStartOffset()
 	if out.sp.ErrorCode == kerr.NotLeaderForPartition.Code && out.version >= 10 {
 		// KIP-951: the leader this replica knows, so the client need not
-		// wait for a metadata refresh. Its endpoint (the response's
-		// NodeEndpoints) is left for when brokers know each other.
+		// wait for a metadata refresh; its endpoint goes into the
+		// response's NodeEndpoints.
 		if id, epoch, ok := currentLeader(err); ok {
 			out.sp.CurrentLeader.LeaderID, out.sp.CurrentLeader.LeaderEpoch = id, epoch
 		}

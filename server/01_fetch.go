@@ -84,6 +84,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		bytes, waitOn := b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 		if bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || len(waitOn) == 0 || time.Until(deadline) <= 0 {
 			remember(parts)
+			b.fetchEndpoints(resp, connListener(cc))
 			return resp, nil
 		}
 		if !waitAny(ctx, waitOn, time.Until(deadline)) {
@@ -92,6 +93,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 			cc.splices = cc.splices[:0]
 			b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 			remember(parts)
+			b.fetchEndpoints(resp, connListener(cc))
 			return resp, nil
 		}
 		resp.Topics = nil
@@ -165,8 +167,8 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 		if epochErr != nil {
 			sp.ErrorCode = kafkaCode(epochErr)
 			if id, epoch, ok := currentLeader(epochErr); ok && version >= 12 && sp.ErrorCode == kerr.NotLeaderForPartition.Code {
-				// KIP-951's hint; its endpoint (NodeEndpoints) waits for
-				// brokers that know each other.
+				// KIP-951's hint; its endpoint goes into the
+				// response's NodeEndpoints (fetchEndpoints).
 				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = id, epoch
 			}
 		} else if !ok {
@@ -233,4 +235,23 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, sp)
 	}
 	return total, waitOn
+}
+
+// fetchEndpoints fills Fetch v16+'s NodeEndpoints (KIP-951) with the
+// leaders named in the partitions' CurrentLeader hints.
+func (b *Broker) fetchEndpoints(resp *kmsg.FetchResponse, listener string) {
+	if resp.Version < 16 {
+		return
+	}
+	var ids []int32
+	for _, st := range resp.Topics {
+		for _, sp := range st.Partitions {
+			ids = append(ids, sp.CurrentLeader.LeaderID)
+		}
+	}
+	for _, e := range b.leaderEndpoints(ids, listener) {
+		rb := kmsg.NewFetchResponseBroker()
+		rb.NodeID, rb.Host, rb.Port, rb.Rack = e.id, e.host, e.port, e.rack
+		resp.Brokers = append(resp.Brokers, rb)
+	}
 }

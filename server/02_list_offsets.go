@@ -45,7 +45,10 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 					continue
 				}
 			}
-			if err := notLeader(part, "ListOffsets"); err != nil {
+			// Kafka's debugging replica id (-2) may ask any replica, which
+			// answers from its own log (its log end offset for latest).
+			debug := req.ReplicaID == debuggingReplicaID
+			if err := notLeader(part, "ListOffsets"); err != nil && !debug {
 				sp.ErrorCode = kafkaCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
@@ -62,6 +65,9 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 			// Kafka's fetchOffsetForTimestamp answers.
 			case -1: // latest: the high watermark (read_committed: the last stable offset, the same without transactions)
 				sp.Offset = part.HighWatermark()
+				if debug {
+					sp.Offset = part.LogEndOffset()
+				}
 				sp.LeaderEpoch = part.LatestEpoch()
 			case -2, -4: // earliest
 				sp.Offset = part.LogStartOffset()
@@ -85,3 +91,7 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 	}
 	return resp, nil
 }
+
+// debuggingReplicaID is ListOffsets' ReplicaID of a debugging tool
+// (Kafka's ListOffsetsRequest.DEBUGGING_REPLICA_ID): served by any replica.
+const debuggingReplicaID = -2

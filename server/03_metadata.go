@@ -23,11 +23,10 @@ const clusterID = "sluice-single-node"
 func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := b.advertisedHostPort(connListener(cc))
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
-	id := clusterID
+	resp.Brokers = b.metadataBrokers(connListener(cc))
+	id := clusterIDFor(&b.cfg)
 	resp.ClusterID = &id
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = b.controllerForClients()
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
@@ -133,20 +132,11 @@ func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {
 	for p := int32(0); p < t.Partitions; p++ {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p
-		mp.Leader = b.cfg.NodeID
-		mp.LeaderEpoch = 0
-		mp.Replicas = []int32{b.cfg.NodeID}
-		mp.ISR = []int32{b.cfg.NodeID}
-		if part, ok := b.partition(t.Name, p); ok {
-			// The partition's epoch (KIP-320): clients send it back as
-			// their current leader epoch.
-			mp.LeaderEpoch = part.LeaderEpoch()
-		} else {
-			// Not open (being opened, or its open failed and is retried):
-			// no leader, and this broker's replica is offline.
-			mp.ErrorCode = kerr.LeaderNotAvailable.Code
-			mp.Leader = -1
-			mp.OfflineReplicas = []int32{b.cfg.NodeID}
+		v := b.partitionView(t, p)
+		mp.Leader, mp.LeaderEpoch = v.leader, v.epoch
+		mp.Replicas, mp.ISR, mp.OfflineReplicas = v.replicas, v.isr, v.offline
+		if v.err != nil {
+			mp.ErrorCode = v.err.Code
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -13,6 +13,7 @@ package server
 import (
 	"context"
 
+	"github.com/sluicemq/sluice/coordinator"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -35,6 +36,9 @@ func serveFindCoordinator(_ context.Context, b *Broker, cc *clientConn, kreq kms
 		case coordinatorKeyGroup:
 			if err := b.ensureOffsetsTopic(); err != nil {
 				return -1, "", -1, err
+			}
+			if b.cl != nil {
+				return b.groupCoordinator(key, connListener(cc))
 			}
 		case coordinatorKeyTransaction:
 		default:
@@ -62,4 +66,25 @@ func serveFindCoordinator(_ context.Context, b *Broker, cc *clientConn, kreq kms
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp, nil
+}
+
+// groupCoordinator is a group's coordinator in a cluster: the leader of
+// its __consumer_offsets partition (Kafka's rule), at its endpoint for
+// the listener; COORDINATOR_NOT_AVAILABLE (retriable) while that
+// partition has no leader.
+func (b *Broker) groupCoordinator(group, listener string) (nodeID int32, host string, port int32, err error) {
+	t, ok := b.meta.Topic(offsetsTopic)
+	if !ok {
+		return -1, "", -1, kafkaErrorf(kerr.CoordinatorNotAvailable, "%s does not exist yet", offsetsTopic)
+	}
+	p := coordinator.Partition(group, t.Partitions)
+	v := b.partitionView(t, p)
+	if v.leader < 0 {
+		return -1, "", -1, kafkaErrorf(kerr.CoordinatorNotAvailable, "partition %d of %s has no leader now", p, offsetsTopic)
+	}
+	host, port, ok = b.brokerEndpoint(v.leader, listener)
+	if !ok {
+		return -1, "", -1, kafkaErrorf(kerr.CoordinatorNotAvailable, "the leader of partition %d of %s, broker %d, is not available", p, offsetsTopic, v.leader)
+	}
+	return v.leader, host, port, nil
 }

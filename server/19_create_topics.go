@@ -16,9 +16,28 @@ func init() {
 	register(handler{key: 19, minVersion: 0, maxVersion: 7, serve: serveCreateTopics})
 }
 
-func serveCreateTopics(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveCreateTopics(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	settled := func(kmsg.Response) bool {
+		for _, rt := range req.Topics {
+			if _, ok := b.meta.Topic(rt.Topic); !ok && !req.ValidateOnly {
+				return false
+			}
+		}
+		return true
+	}
+	if fresp, ok, err := b.forward(ctx, req, settled); ok {
+		if err != nil {
+			for _, rt := range req.Topics {
+				st := kmsg.NewCreateTopicsResponseTopic()
+				st.Topic, st.ErrorCode, st.ErrorMessage = rt.Topic, kafkaCode(err), errMessage(err)
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil
+		}
+		return fresp, nil
+	}
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
@@ -41,10 +60,15 @@ func serveCreateTopics(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Re
 			err = kafkaErrorf(kerr.InvalidRequest, "topic %q appears more than once in the request", rt.Topic)
 		case isInternalTopic(rt.Topic):
 			err = checkClientCreate(rt.Topic)
-		case len(rt.ReplicaAssignment) > 0:
-			err = kafkaErrorf(kerr.InvalidRequest, "manual replica assignment is not supported")
 		default:
-			topic, cerr := b.createTopic(rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, req.ValidateOnly)
+			var assignment [][]int32
+			if len(rt.ReplicaAssignment) > 0 {
+				if assignment, err = manualAssignment(rt.ReplicaAssignment); err != nil {
+					break
+				}
+			}
+			ts, cerrs := b.createTopics([]topicRequest{{name: rt.Topic, partitions: rt.NumPartitions, rf: rt.ReplicationFactor, configs: configs, assignment: assignment}}, req.ValidateOnly)
+			topic, cerr := ts[0], cerrs[0]
 			err = cerr
 			if cerr == nil {
 				st.TopicID = topic.ID
@@ -59,4 +83,18 @@ func serveCreateTopics(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Re
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
+}
+
+// manualAssignment orders CreateTopics' replica assignment by partition;
+// the partitions must be 0 to n-1, each once (Kafka's rule), else
+// INVALID_REPLICA_ASSIGNMENT.
+func manualAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) ([][]int32, error) {
+	out := make([][]int32, len(as))
+	for _, a := range as {
+		if a.Partition < 0 || int(a.Partition) >= len(as) || out[a.Partition] != nil {
+			return nil, kafkaErrorf(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence; partition %d is out of it or given twice", a.Partition)
+		}
+		out[a.Partition] = append([]int32{}, a.Replicas...)
+	}
+	return out, nil
 }

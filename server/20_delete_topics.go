@@ -15,7 +15,7 @@ func init() {
 	register(handler{key: 20, minVersion: 0, maxVersion: 6, serve: serveDeleteTopics})
 }
 
-func serveDeleteTopics(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveDeleteTopics(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	topics := req.Topics
@@ -26,6 +26,33 @@ func serveDeleteTopics(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Re
 			rt.Topic = kmsg.StringPtr(name)
 			topics = append(topics, rt)
 		}
+	}
+	settled := func(kresp kmsg.Response) bool {
+		for _, st := range kresp.(*kmsg.DeleteTopicsResponse).Topics {
+			if st.ErrorCode != 0 {
+				continue
+			}
+			if _, ok := b.meta.TopicByID(st.TopicID); ok {
+				return false
+			}
+			if st.Topic != nil {
+				if t, ok := b.meta.Topic(*st.Topic); ok && (st.TopicID == [16]byte{} || t.ID == st.TopicID) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	if fresp, ok, err := b.forward(ctx, req, settled); ok {
+		if err != nil {
+			for _, rt := range topics {
+				st := kmsg.NewDeleteTopicsResponseTopic()
+				st.Topic, st.TopicID, st.ErrorCode, st.ErrorMessage = rt.Topic, rt.TopicID, kafkaCode(err), errMessage(err)
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil
+		}
+		return fresp, nil
 	}
 	seenNames, seenIDs := map[string]int{}, map[[16]byte]int{}
 	for _, rt := range topics {

@@ -48,8 +48,11 @@ func serveDeleteRecords(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 func (b *Broker) deleteRecords(topic string, p int32, offset int64) (int64, error) {
 	part, ok := b.partition(topic, p)
 	if !ok {
-		if code := b.missingPartitionCode(topic, p); code == kerr.KafkaStorageError.Code {
+		switch b.missingPartitionCode(topic, p) {
+		case kerr.KafkaStorageError.Code:
 			return -1, kafkaErrorf(kerr.KafkaStorageError, "partition %s-%d is offline", topic, p)
+		case kerr.NotLeaderForPartition.Code:
+			return -1, kafkaErrorf(kerr.NotLeaderForPartition, "partition %s-%d is not on this broker; it goes to the partition leader", topic, p)
 		}
 		return -1, kafkaErrorf(kerr.UnknownTopicOrPartition, "no partition %s-%d", topic, p)
 	}

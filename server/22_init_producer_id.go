@@ -11,7 +11,8 @@ import (
 	"context"
 	"sync"
 
-	"github.com/sluicemq/sluice/meta"
+	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,7 +34,7 @@ func serveInitProducerID(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil
 	}
-	id, err := b.producerIDs.next(b.meta)
+	id, err := b.producerIDs.next(b.allocateProducerIDs)
 	if err != nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil
@@ -57,11 +58,11 @@ type producerIDs struct {
 }
 
 // next returns a new producer id; errors are the metadata store's.
-func (p *producerIDs) next(st *meta.Store) (int64, error) {
+func (p *producerIDs) next(allocate func() (int64, error)) (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.nextID >= p.end {
-		first, err := st.AllocateProducerIDs(producerIDBlockSize)
+		first, err := allocate()
 		if err != nil {
 			return 0, err
 		}
@@ -70,4 +71,30 @@ func (p *producerIDs) next(st *meta.Store) (int64, error) {
 	id := p.nextID
 	p.nextID++
 	return id, nil
+}
+
+// allocateProducerIDs reserves a block of producerIDBlockSize ids: in the
+// metadata on a single node, from the active controller in a cluster
+// (AllocateProducerIds, as KRaft brokers), so two brokers never hand out
+// the same id.
+func (b *Broker) allocateProducerIDs() (int64, error) {
+	if b.cl == nil {
+		return b.meta.AllocateProducerIDs(producerIDBlockSize)
+	}
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = b.cfg.NodeID, b.cl.epoch.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kresp, err := b.cl.toController(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	resp := kresp.(*kmsg.AllocateProducerIDsResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return 0, err
+	}
+	if resp.ProducerIDLen != producerIDBlockSize {
+		return 0, fmt.Errorf("server: the controller allocated %d producer ids, want %d", resp.ProducerIDLen, producerIDBlockSize)
+	}
+	return resp.ProducerIDStart, nil
 }

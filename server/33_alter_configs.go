@@ -24,9 +24,21 @@ func init() {
 	register(handler{key: 33, minVersion: 0, maxVersion: 2, serve: serveAlterConfigs})
 }
 
-func serveAlterConfigs(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveAlterConfigs(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	if fresp, ok, err := b.forward(ctx, req, nil); ok {
+		if err != nil {
+			for _, rr := range req.Resources {
+				sr := kmsg.NewAlterConfigsResponseResource()
+				sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+				sr.ErrorCode, sr.ErrorMessage = kafkaCode(err), errMessage(err)
+				resp.Resources = append(resp.Resources, sr)
+			}
+			return resp, nil
+		}
+		return fresp, nil
+	}
 	seen := map[configResource]int{}
 	for _, rr := range req.Resources {
 		seen[configResource{rr.ResourceType, rr.ResourceName}]++

@@ -16,9 +16,28 @@ func init() {
 	register(handler{key: 37, minVersion: 0, maxVersion: 3, serve: serveCreatePartitions})
 }
 
-func serveCreatePartitions(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveCreatePartitions(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	settled := func(kmsg.Response) bool {
+		for _, rt := range req.Topics {
+			if t, ok := b.meta.Topic(rt.Topic); ok && t.Partitions < rt.Count && !req.ValidateOnly {
+				return false
+			}
+		}
+		return true
+	}
+	if fresp, ok, err := b.forward(ctx, req, settled); ok {
+		if err != nil {
+			for _, rt := range req.Topics {
+				st := kmsg.NewCreatePartitionsResponseTopic()
+				st.Topic, st.ErrorCode, st.ErrorMessage = rt.Topic, kafkaCode(err), errMessage(err)
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil
+		}
+		return fresp, nil
+	}
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
@@ -30,10 +49,15 @@ func serveCreatePartitions(_ context.Context, b *Broker, _ *clientConn, kreq kms
 		switch {
 		case seen[rt.Topic] > 1:
 			err = kafkaErrorf(kerr.InvalidRequest, "topic %q appears more than once in the request", rt.Topic)
-		case rt.Assignment != nil:
-			err = kafkaErrorf(kerr.InvalidRequest, "manual partition assignment is not supported")
 		default:
-			err = b.addPartitions(rt.Topic, rt.Count, req.ValidateOnly)
+			var assignment [][]int32
+			if rt.Assignment != nil {
+				assignment = make([][]int32, 0, len(rt.Assignment))
+				for _, a := range rt.Assignment {
+					assignment = append(assignment, append([]int32{}, a.Replicas...))
+				}
+			}
+			err = b.addPartitions(rt.Topic, rt.Count, assignment, req.ValidateOnly)
 		}
 		if err != nil {
 			st.ErrorCode = kafkaCode(err)

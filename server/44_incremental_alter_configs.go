@@ -29,9 +29,21 @@ func init() {
 	register(handler{key: 44, minVersion: 0, maxVersion: 1, serve: serveIncrementalAlterConfigs})
 }
 
-func serveIncrementalAlterConfigs(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveIncrementalAlterConfigs(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	if fresp, ok, err := b.forward(ctx, req, nil); ok {
+		if err != nil {
+			for _, rr := range req.Resources {
+				sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+				sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+				sr.ErrorCode, sr.ErrorMessage = kafkaCode(err), errMessage(err)
+				resp.Resources = append(resp.Resources, sr)
+			}
+			return resp, nil
+		}
+		return fresp, nil
+	}
 	seen := map[configResource]int{}
 	for _, rr := range req.Resources {
 		seen[configResource{rr.ResourceType, rr.ResourceName}]++

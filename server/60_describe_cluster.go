@@ -40,12 +40,13 @@ func serveDescribeCluster(_ context.Context, b *Broker, cc *clientConn, kreq kms
 			return resp, nil
 		}
 	}
-	resp.ClusterID = clusterID
-	resp.ControllerID = b.cfg.NodeID
-	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID = b.cfg.NodeID
-	br.Host, br.Port = b.advertisedHostPort(connListener(cc))
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{br}
+	resp.ClusterID = clusterIDFor(&b.cfg)
+	resp.ControllerID = b.controllerForClients()
+	for _, cb := range b.liveBrokers(connListener(cc)) {
+		br := kmsg.NewDescribeClusterResponseBroker()
+		br.NodeID, br.Host, br.Port, br.Rack = cb.id, cb.host, cb.port, cb.rack
+		resp.Brokers = append(resp.Brokers, br)
+	}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations
 	}

@@ -265,7 +265,9 @@ func TestCreatePartitionsGrowOnly(t *testing.T) {
 		t.Fatalf("unknown topic: %v %v", err, rs["nope"].Err)
 	}
 
-	// A manual assignment is refused; a duplicate topic too.
+	// A manual assignment naming a broker that does not exist is
+	// INVALID_REPLICA_ASSIGNMENT (Kafka's rule); one naming this node is
+	// taken; a duplicate topic is refused.
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	rt := kmsg.NewCreatePartitionsRequestTopic()
 	rt.Topic, rt.Count = "grow", 4
@@ -275,9 +277,26 @@ func TestCreatePartitionsGrowOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
-		t.Fatalf("manual assignment: %+v", resp.Topics)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.InvalidReplicaAssignment.Code {
+		t.Fatalf("manual assignment to broker 0: %+v", resp.Topics)
 	}
+	rt.Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{{Replicas: []int32{1}}, {Replicas: []int32{1}}}
+	req.Topics = []kmsg.CreatePartitionsRequestTopic{rt}
+	if resp, err = req.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.InvalidReplicaAssignment.Code {
+		t.Fatalf("manual assignment of 2 partitions where 1 is added: %+v", resp.Topics)
+	}
+	rt.Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{{Replicas: []int32{1}}}
+	req.Topics = []kmsg.CreatePartitionsRequestTopic{rt}
+	if resp, err = req.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("manual assignment to this node: %+v", resp.Topics)
+	}
+	rt.Count = 5
 	rt.Assignment = nil
 	req.Topics = []kmsg.CreatePartitionsRequestTopic{rt, rt}
 	resp, err = req.RequestWith(ctx, cl)
@@ -289,8 +308,8 @@ func TestCreatePartitionsGrowOnly(t *testing.T) {
 			t.Fatalf("duplicate topic: %+v", resp.Topics)
 		}
 	}
-	if n := partitionCount(t, ctx, adm, "grow"); n != 3 {
-		t.Fatalf("%d partitions after refused requests", n)
+	if n := partitionCount(t, ctx, adm, "grow"); n != 4 {
+		t.Fatalf("%d partitions after the manual assignment and refused requests, want 4", n)
 	}
 }
 

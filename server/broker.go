@@ -30,6 +30,8 @@ type Broker struct {
 	fs     vfs.FS    // partition logs' file system
 	lock   io.Closer // the log dir's .lock
 	meta   *meta.Store
+	metaFS pebblevfs.FS // the metadata's and the raft states' file system (Options.MetaFS)
+	cl     *cluster      // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
 	recon  *reconciler // opens, reconfigures and closes partitions (reconcile.go)
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
@@ -67,6 +69,9 @@ type Broker struct {
 	connMu  sync.Mutex
 	conns   map[net.Conn]struct{}
 	closing bool // Close has begun: accepted connections are dropped
+	// noControlledShutdown (tests) makes Close skip the cluster's
+	// controlled shutdown, as for a crash.
+	noControlledShutdown bool
 }
 
 type topicPartition struct {
@@ -133,20 +138,45 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 		}
 		locks = append(locks, lock)
 	}
-	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), meta.Options{FS: opts.MetaFS, Logger: logger})
+	lock := io.Closer(locks)
+	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
+	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
+	mopts := meta.Options{FS: opts.MetaFS, Logger: logger}
+	if cfg.Clustered() {
+		cl, err := newCluster(b)
+		if err != nil {
+			locks.Close()
+			return nil, err
+		}
+		b.cl = cl
+		mopts.Replicator = cl
+	}
+	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), mopts)
 	if err != nil {
+		if b.cl != nil {
+			b.cl.close()
+		}
 		locks.Close()
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
-	lock := io.Closer(locks)
-	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
-	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, lock: lock, meta: st, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
+	b.meta = st
+	if b.cl != nil {
+		if err := b.cl.openMetaLog(); err != nil {
+			b.cl.close()
+			st.Close()
+			locks.Close()
+			return nil, err
+		}
+	}
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	b.clean = newCleaner(cfg, logger)
 	b.coord = b.newCoordinator()
 	b.recon = newReconciler(b)
 	b.recon.pass() // every partition the metadata names, before serving
 	b.recon.start()
+	if b.cl != nil {
+		b.cl.startApplier()
+	}
 	b.sweep.Start()
 	b.startCleaner()
 	b.startProducerExpiry()
@@ -184,6 +214,12 @@ func (b *Broker) Close() error {
 	// The reconciler stops first: no partition opens (nor a coordinator
 	// load starts) once shutdown has begun. Then group requests waiting
 	// for a rebalance are answered, so their connections can finish.
+	if b.cl != nil {
+		if b.lns != nil && !b.noControlledShutdown {
+			b.cl.controlledShutdown()
+		}
+		b.cl.stopLoops()
+	}
 	b.recon.close()
 	b.coord.Close()
 	if b.lns != nil {
@@ -224,6 +260,9 @@ func (b *Broker) Close() error {
 	b.stopCleaner()
 	b.stopProducerExpiry()
 	err := b.recon.closeAll()
+	if b.cl != nil {
+		err = errors.Join(err, b.cl.close())
+	}
 	err = errors.Join(err, b.meta.Close())
 	if b.lock != nil {
 		err = errors.Join(err, b.lock.Close())

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicemq/sluice/replica"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -104,6 +105,12 @@ type panicError struct {
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
 func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
+	// Bodies larger than the buffer are read into their own memory
+	// directly; the buffer batches small pipelined requests.
+	r := bufio.NewReaderSize(c, 16<<10)
+	if b.cl != nil && b.handOffRaft(c, r) {
+		return
+	}
 	ctx, cancel := context.WithCancel(bctx)
 	cc := &clientConn{
 		b: b, conn: c, listener: listener, logger: b.logger.With("remote", c.RemoteAddr().String()),
@@ -156,13 +163,37 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
 			b.badConns.note("remote", c.RemoteAddr().String(), "client_id", cc.clientID, "reason", err.Error())
 		}
 	}()
-	// Bodies larger than the buffer are read into their own memory
-	// directly; the buffer batches small pipelined requests.
-	r := bufio.NewReaderSize(c, 16<<10)
 	for err == nil {
 		err = cc.serveOne(ctx, r)
 	}
 }
+
+// handOffRaft gives a connection that starts with a raft magic ("SLRT",
+// "SLRF": a size over 1.3 GB, which socket.request.max.bytes never allows)
+// to the raft transport, and reports whether it did. The first four bytes
+// are awaited within connections.max.idle.ms.
+func (b *Broker) handOffRaft(c net.Conn, r *bufio.Reader) bool {
+	if idle := b.cfg.ConnectionsMaxIdleMs; idle > 0 {
+		c.SetReadDeadline(time.Now().Add(time.Duration(idle) * time.Millisecond))
+	}
+	first, err := r.Peek(4)
+	c.SetReadDeadline(time.Time{})
+	if err != nil || !replica.IsRaftMagic(first) {
+		return false
+	}
+	magic := append([]byte(nil), first...)
+	r.Discard(4)
+	b.cl.transport.ServeConn(bufferedConn{Conn: c, r: r}, magic)
+	return true
+}
+
+// bufferedConn reads what a bufio.Reader over the connection holds first.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // handlerPanics counts recovered panics (tests assert there are none).
 var handlerPanics atomic.Int64

@@ -67,6 +67,10 @@ func kafkaCode(err error) int16 {
 		return kerr.LeaderNotAvailable.Code
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, meta.ErrNotController):
+		// The controller changed under a metadata change (retriable:
+		// clients send it again, and it is forwarded anew).
+		return kerr.NotController.Code
 	case errors.Is(err, meta.ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, meta.ErrUnknownTopic):

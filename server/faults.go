@@ -49,6 +49,15 @@ func (b *Broker) missingPartitionCode(topic string, p int32) int16 {
 	if off {
 		return kerr.KafkaStorageError.Code
 	}
+	if b.cl != nil {
+		// A partition of the metadata that another broker holds
+		// (Kafka's ReplicaManager answers so for a partition it does not
+		// host): the client refreshes its metadata and goes to the
+		// leader.
+		if t, ok := b.meta.Topic(topic); ok && p >= 0 && p < t.Partitions {
+			return kerr.NotLeaderForPartition.Code
+		}
+	}
 	return kerr.UnknownTopicOrPartition.Code
 }
 

@@ -70,13 +70,39 @@ func (b *Broker) ensureOffsetsTopic() error {
 	if _, ok := b.meta.Topic(offsetsTopic); ok {
 		return nil
 	}
-	_, err := b.createTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicReplicationFactor, offsetsTopicConfigs(), false)
+	if b.cl != nil && !b.cl.isController() {
+		return b.ensureOffsetsTopicRemote()
+	}
+	// offsets.topic.replication.factor (Kafka's default 3) is capped by
+	// the brokers there are, so a fresh small cluster, or a single node,
+	// still gets its groups.
+	rf := min(b.cfg.OffsetsTopicReplicationFactor, int16(b.usableBrokerCount()))
+	_, err := b.createTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, max(rf, 1), offsetsTopicConfigs(), false)
 	switch {
 	case errIs(err, kerr.TopicAlreadyExists):
 		return nil // created concurrently
 	case err != nil:
 		b.logger.Error("sluice: creating "+offsetsTopic, "err", err)
 		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s cannot be created: %v", offsetsTopic, err)
+	}
+	return nil
+}
+
+// ensureOffsetsTopicRemote has the active controller create
+// __consumer_offsets: a FindCoordinator sent to it creates the topic there
+// (clients may not create internal topics, so CreateTopics cannot), and
+// this broker waits, bounded, until its own metadata has it.
+func (b *Broker) ensureOffsetsTopicRemote() error {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = "sluice-internal"
+	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	defer cancel()
+	if _, err := b.cl.ctrl.request(ctx, req); err != nil {
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s cannot be created: the controller is not reachable: %v", offsetsTopic, err)
+	}
+	b.awaitLocalMetadata(ctx, func() bool { _, ok := b.meta.Topic(offsetsTopic); return ok })
+	if _, ok := b.meta.Topic(offsetsTopic); !ok {
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s is being created", offsetsTopic)
 	}
 	return nil
 }

@@ -81,6 +81,9 @@ func (b *Broker) Start() error {
 			b.acceptLoop(ln, name)
 		}()
 	}
+	if b.cl != nil {
+		b.cl.start()
+	}
 	return nil
 }
 

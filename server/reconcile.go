@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -204,6 +205,9 @@ func (r *reconciler) pass() {
 	}
 	for _, t := range b.meta.Topics() {
 		for p := int32(0); p < t.Partitions; p++ {
+			if !b.hosts(t, p) {
+				continue
+			}
 			want[topicPartition{t.Name, p}] = t
 			if first {
 				r.atStartup[topicPartition{t.Name, p}] = t.ID
@@ -295,9 +299,25 @@ func (r *reconciler) open(tp topicPartition, t meta.Topic) {
 	b.parts[tp] = part
 	delete(b.offline, tp)
 	b.mu.Unlock()
-	if t.Name == offsetsTopic {
+	switch {
+	case b.cl != nil:
+		b.cl.kickLeadership() // the leader loads it (cluster_broker.go)
+	case t.Name == offsetsTopic:
 		b.loadOffsetsPartition(tp.partition, part)
 	}
+}
+
+// hosts reports whether this broker holds a replica of partition p of t:
+// always for a single node; in a cluster when the partition's replica
+// list names it.
+func (b *Broker) hosts(t meta.Topic, p int32) bool {
+	if b.cl == nil {
+		return true
+	}
+	if int(p) >= len(t.Assignments) {
+		return false
+	}
+	return slices.Contains(t.Assignments[p], b.cfg.NodeID)
 }
 
 func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.Partition, dir string, err error) {
@@ -310,7 +330,14 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 	if err != nil {
 		return nil, dir, err
 	}
+	var rc *replica.RaftConfig
+	if b.cl != nil {
+		if rc, err = b.cl.raftConfig(t, tp.partition); err != nil {
+			return nil, dir, err
+		}
+	}
 	part, err := replica.Open(b.fs, dir, cfg, replica.Options{
+		Raft:                 rc,
 		Internal:             isInternalTopic(t.Name),
 		Sweeper:              b.sweep,
 		Cleaner:              b.clean,
@@ -418,6 +445,12 @@ func (r *reconciler) drop(tp topicPartition, h *heldPartition) {
 	b.mu.Unlock()
 	if err := h.part.Close(); err != nil {
 		b.logger.Warn("sluice: close deleted partition", "topic", tp.topic, "partition", tp.partition, "err", err)
+	}
+	if b.cl != nil {
+		// The group left the host at Close; its raft state goes too.
+		if err := b.cl.states.Delete(replica.GroupID{TopicID: h.topicID, Partition: tp.partition}); err != nil {
+			b.logger.Warn("sluice: remove a deleted partition's raft state", "topic", tp.topic, "partition", tp.partition, "err", err)
+		}
 	}
 	if err := removePartitionDir(b.fs, h.part.Dir()); err != nil {
 		b.logger.Warn("sluice: remove deleted partition folder", "topic", tp.topic, "partition", tp.partition, "err", err)

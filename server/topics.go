@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 
@@ -19,11 +20,15 @@ type topicRequest struct {
 	partitions int32
 	rf         int16
 	configs    map[string]string
+	// assignment, when set, is the replica list of each partition, in
+	// partition order (CreateTopics' manual assignment); partitions and
+	// rf are then -1.
+	assignment [][]int32
 }
 
 // createTopic is createTopics for one topic.
 func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (meta.Topic, error) {
-	ts, errs := b.createTopics([]topicRequest{{name, partitions, rf, configs}}, validateOnly)
+	ts, errs := b.createTopics([]topicRequest{{name: name, partitions: partitions, rf: rf, configs: configs}}, validateOnly)
 	return ts[0], errs[0]
 }
 
@@ -126,11 +131,29 @@ func (b *Broker) checkTopic(r topicRequest) (meta.TopicSpec, error) {
 	if rf == -1 {
 		rf = b.cfg.DefaultReplicationFactor
 	}
+	var assignment [][]int32
+	if r.assignment != nil {
+		if r.partitions != -1 || r.rf != -1 {
+			// Kafka's rule (ReplicationControlManager).
+			return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidRequest, "topic %q: both numPartitions or replicationFactor and replicasAssignments were set; both cannot be used at the same time", r.name)
+		}
+		if err := meta.ValidateAssignment(r.assignment, b.usableBroker); err != nil {
+			return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidReplicaAssignment, "topic %q: %v", r.name, err)
+		}
+		assignment = r.assignment
+		partitions, rf = int32(len(assignment)), int16(len(assignment[0]))
+		if b.cl == nil {
+			assignment = nil // valid, so every list is this node: meta's nil
+		}
+	}
 	if partitions < 1 {
 		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidPartitions, "partitions %d: must be at least 1", partitions)
 	}
-	if rf < 1 || rf > 1 {
-		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidReplicationFactor, "replication factor %d: there is 1 live broker", rf)
+	if assignment == nil {
+		var err error
+		if assignment, err = b.place(0, partitions, rf, -1); err != nil {
+			return meta.TopicSpec{}, err
+		}
 	}
 	if _, err := b.topicConfig(r.configs); err != nil {
 		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidConfig, "%v", err)
@@ -138,7 +161,73 @@ func (b *Broker) checkTopic(r topicRequest) (meta.TopicSpec, error) {
 	if _, ok := b.meta.Topic(r.name); ok {
 		return meta.TopicSpec{}, kafkaErrorf(kerr.TopicAlreadyExists, "topic %q already exists", r.name)
 	}
-	return meta.TopicSpec{Name: r.name, Partitions: partitions, ReplicationFactor: rf, Configs: r.configs}, nil
+	return meta.TopicSpec{Name: r.name, Partitions: partitions, ReplicationFactor: rf, Configs: r.configs, Assignments: assignment}, nil
+}
+
+// usableBroker reports whether replicas may be placed on broker id: this
+// node for a single node; in a cluster a registered, unfenced broker
+// (KRaft's usable brokers).
+func (b *Broker) usableBroker(id int32) bool {
+	if b.cl == nil {
+		return id == b.cfg.NodeID
+	}
+	br, ok := b.meta.Broker(id)
+	return ok && !br.Fenced
+}
+
+// place assigns rf replicas to each of n new partitions, after existing
+// ones, over the usable brokers (meta.PlaceMore: round-robin,
+// rack-aware). leader0 is the preferred leader of the topic's partition 0,
+// whose pattern new partitions continue; -1 for a new topic, which starts
+// at random. A single node returns nil (meta's "this node only") after
+// checking rf is 1. A replication factor above the usable broker count is
+// INVALID_REPLICATION_FACTOR, as in Kafka.
+func (b *Broker) place(existing, n int32, rf int16, leader0 int32) ([][]int32, error) {
+	if b.cl == nil {
+		if rf < 1 || rf > 1 {
+			return nil, kafkaErrorf(kerr.InvalidReplicationFactor, "replication factor %d: there is 1 live broker", rf)
+		}
+		return nil, nil
+	}
+	var brokers []meta.PlacementBroker
+	for _, br := range b.meta.Brokers() {
+		if !br.Fenced {
+			brokers = append(brokers, meta.PlacementBroker{ID: br.NodeID, Rack: br.Rack})
+		}
+	}
+	if rf < 1 || int(rf) > len(brokers) {
+		return nil, kafkaErrorf(kerr.InvalidReplicationFactor, "unable to replicate the partition %d time(s): the target replication factor of %d cannot be reached because only %d broker(s) are registered and unfenced", rf, rf, len(brokers))
+	}
+	start := rand.IntN(len(brokers))
+	if leader0 >= 0 {
+		// The start that gave partition 0 its leader (the index of that
+		// leader in Place's broker order).
+		for s := range brokers {
+			if a, err := meta.Place(brokers, 1, rf, s); err == nil && a[0][0] == leader0 {
+				start = s
+				break
+			}
+		}
+	}
+	a, err := meta.PlaceMore(brokers, existing, n, rf, start)
+	if err != nil {
+		return nil, kafkaErrorf(kerr.InvalidReplicationFactor, "%v", err)
+	}
+	return a, nil
+}
+
+// usableBrokerCount is how many brokers replicas may be placed on.
+func (b *Broker) usableBrokerCount() int {
+	if b.cl == nil {
+		return 1
+	}
+	n := 0
+	for _, br := range b.meta.Brokers() {
+		if !br.Fenced {
+			n++
+		}
+	}
+	return n
 }
 
 // rollBackTopic deletes a topic whose partitions did not all open and

@@ -58,7 +58,13 @@ func (b *Broker) deleteTopic(name string, id [16]byte, byID bool) (meta.Topic, e
 
 // addPartitions grows a topic to count partitions and opens the new ones.
 // Errors are kafkaErrors for requests Kafka refuses.
-func (b *Broker) addPartitions(name string, count int32, validateOnly bool) error {
+//
+// assignment, when set, is the replica list of each new partition
+// (CreatePartitions' manual assignment): one per new partition, each a
+// valid assignment (meta.ValidateAssignment), else
+// INVALID_REPLICA_ASSIGNMENT. Without it the new partitions are placed as
+// a new topic's, continuing the topic's round-robin.
+func (b *Broker) addPartitions(name string, count int32, assignment [][]int32, validateOnly bool) error {
 	b.topicsMu.Lock()
 	defer b.topicsMu.Unlock()
 	t, ok := b.meta.Topic(name)
@@ -76,10 +82,33 @@ func (b *Broker) addPartitions(name string, count int32, validateOnly bool) erro
 		return kafkaErrorf(kerr.PolicyViolation, "topic %q: %d more partitions would make %d on this broker, above its limit of %d (sluice.max.partitions%s)",
 			name, count-t.Partitions, have+int64(count-t.Partitions), limit, b.maxPartitionsSource())
 	}
+	if assignment != nil {
+		if len(assignment) != int(count-t.Partitions) {
+			return kafkaErrorf(kerr.InvalidReplicaAssignment, "topic %q: %d partitions are being added but the assignment names %d", name, count-t.Partitions, len(assignment))
+		}
+		if err := meta.ValidateAssignment(assignment, b.usableBroker); err != nil {
+			return kafkaErrorf(kerr.InvalidReplicaAssignment, "topic %q: %v", name, err)
+		}
+		if n := int16(len(assignment[0])); n != t.ReplicationFactor {
+			return kafkaErrorf(kerr.InvalidReplicaAssignment, "topic %q: the new partitions have %d replicas, the topic's have %d", name, n, t.ReplicationFactor)
+		}
+		if b.cl == nil {
+			assignment = nil // valid, so every list is this node: meta's nil
+		}
+	} else {
+		leader0 := int32(-1)
+		if len(t.Assignments) > 0 && len(t.Assignments[0]) > 0 {
+			leader0 = t.Assignments[0][0]
+		}
+		var err error
+		if assignment, err = b.place(t.Partitions, count-t.Partitions, t.ReplicationFactor, leader0); err != nil {
+			return err
+		}
+	}
 	if validateOnly {
 		return nil
 	}
-	err := b.meta.AddPartitions(name, count)
+	err := b.meta.AddPartitionsAssigned(name, count, assignment)
 	switch {
 	case errors.Is(err, meta.ErrInvalidPartitions):
 		return kafkaErrorf(kerr.InvalidPartitions, "%v", err)

@@ -1,0 +1,389 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/meta"
+	"github.com/sluicemq/sluice/replica"
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
+)
+
+// Cluster mode (controller.quorum.voters set; DESIGN.md, "The cluster"):
+// every Sluice process runs one raft host and one TCP transport, shared by
+// the metadata log and every partition replica it holds. Raft connections
+// ride this broker's own listeners (conn.go hands a connection that starts
+// with a raft magic to the transport).
+//
+// The metadata log is a partition, __cluster_metadata-0 (KRaft's name),
+// replicated by the raft group of the controller quorum's voters (the
+// all-zero topic ID, which no topic has); brokers that are not voters
+// follow it as raft learners. Its leader is the active controller. Each
+// record of a data batch there is one encoded meta record; the applier
+// goroutine hands every committed batch to meta.Store.ApplyReplicated, so
+// every node's Pebble copy follows the same log and answers Metadata
+// locally. Changes are made only on the active controller: meta's typed
+// methods validate, then call Propose (this file), which appends to the
+// metadata partition and returns once raft committed the batch; meta then
+// waits for its own applier. Requests that change metadata arriving at
+// another broker are forwarded to the active controller (cluster_rpc.go).
+
+// metaGroup is the metadata log's raft group.
+var metaGroup = replica.GroupID{}
+
+// Names under the first log dir.
+const (
+	metaTopic        = "__cluster_metadata" // the metadata log's partition folder is metaTopic-0
+	raftStateDirName = "__sluice_raft"      // the raft group states (replica.StateStore, Pebble)
+)
+
+// cluster is the cluster-mode part of a Broker; nil in single-node mode.
+type cluster struct {
+	b      *Broker
+	self   int32
+	voters map[int32]string // controller.quorum.voters: node id -> controller address
+
+	states    *replica.StateStore
+	transport *replica.TCPTransport
+	host      *replica.Host
+	metaPart  *replica.Partition // __cluster_metadata-0
+
+	ctrl *controllerClients // requests to the active controller (cluster_rpc.go)
+	act  *activeController  // the active controller's duties (cluster_controller.go)
+
+	epoch  atomic.Int64 // this broker's epoch once registered; -1 before (epochs are metadata offsets, from 0)
+	leadCh chan struct{} // kicked when a held partition's leadership changes (buffered)
+
+	peersMu sync.Mutex
+	peers   map[int32]string // transport peers set so far
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// newCluster opens the raft state store, the transport and the host. The
+// metadata partition opens in openMetaLog, once meta.Store exists.
+func newCluster(b *Broker) (*cluster, error) {
+	cfg := &b.cfg
+	c := &cluster{b: b, self: cfg.NodeID, voters: map[int32]string{}, peers: map[int32]string{},
+		leadCh: make(chan struct{}, 1), stop: make(chan struct{})}
+	for _, v := range cfg.QuorumVoters {
+		c.voters[v.ID] = v.Addr()
+	}
+	states, err := replica.OpenStateStore(filepath.Join(cfg.LogDirs[0], raftStateDirName), b.metaFS, b.logger)
+	if err != nil {
+		return nil, fmt.Errorf("server: raft state: %w", err)
+	}
+	c.states = states
+	c.transport = replica.NewTCPTransport(uint64(c.self), b.logger)
+	hc := cfg.RaftHostConfig()
+	hc.Transport = c.transport
+	hc.HardState = states
+	hc.Logger = b.logger
+	host, err := replica.NewHost(hc)
+	if err != nil {
+		c.transport.Close()
+		states.Close()
+		return nil, err
+	}
+	c.host = host
+	c.transport.SetHost(host)
+	for id, addr := range c.voters {
+		c.setPeer(id, addr)
+	}
+	c.epoch.Store(-1)
+	c.ctrl = newControllerClients(c)
+	c.act = newActiveController(c)
+	return c, nil
+}
+
+// setPeer tells the transport where node id listens, when it changed.
+func (c *cluster) setPeer(id int32, addr string) {
+	if id == c.self {
+		return
+	}
+	c.peersMu.Lock()
+	defer c.peersMu.Unlock()
+	if c.peers[id] == addr {
+		return
+	}
+	c.peers[id] = addr
+	c.transport.SetPeer(uint64(id), addr)
+}
+
+// peerAddr is where this node reaches node id: its controller address for
+// a voter (each node's own voters list names it, so a test's fault proxy
+// can stand between two nodes), else its registered inter-broker listener.
+func (c *cluster) peerAddr(br meta.Broker) (string, bool) {
+	if addr, ok := c.voters[br.NodeID]; ok {
+		return addr, true
+	}
+	name := c.b.cfg.InterBrokerListenerName
+	for _, ep := range br.Listeners {
+		if ep.Name == name {
+			return fmt.Sprintf("%s:%d", ep.Host, ep.Port), true
+		}
+	}
+	return "", false
+}
+
+// voterIDs are the quorum's voters, ascending, as raft ids.
+func (c *cluster) voterIDs() []uint64 {
+	ids := make([]uint64, 0, len(c.voters))
+	for id := range c.voters {
+		ids = append(ids, uint64(id))
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// metaTopicConfig is the metadata log's configuration: nothing is ever
+// deleted (a follower far behind replays the log; metadata snapshots are
+// not built yet), and a commit needs the quorum, not min.insync.replicas.
+func (b *Broker) metaTopicConfig() (replica.TopicConfig, error) {
+	return b.topicConfig(map[string]string{
+		"retention.ms":        "-1",
+		"retention.bytes":     "-1",
+		"min.insync.replicas": "1",
+		"cleanup.policy":      "delete",
+	})
+}
+
+// openMetaLog opens the metadata partition as a replica of the quorum's
+// raft group (a voter, or a learner on a broker-only node).
+func (c *cluster) openMetaLog() error {
+	b := c.b
+	cfg, err := b.metaTopicConfig()
+	if err != nil {
+		return err
+	}
+	st, _, err := c.states.Load(metaGroup)
+	if err != nil {
+		return err
+	}
+	rc := &replica.RaftConfig{Host: c.host, Group: metaGroup, State: st, Voters: c.voterIDs(),
+		ReplicaLagTime: time.Duration(b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		OnLeaderChange: func(uint64, uint64) { c.act.kick(); c.kickLeadership() }}
+	if _, voter := c.voters[c.self]; !voter {
+		rc.Learners = []uint64{uint64(c.self)}
+	}
+	dir := filepath.Join(b.cfg.LogDirs[0], partitionDirName(metaTopic, 0))
+	part, err := replica.Open(b.fs, dir, cfg, replica.Options{
+		Internal: true,
+		Raft:     rc,
+		Log:      segment.Options{Logger: b.logger, FileCache: b.files},
+	})
+	if err != nil {
+		return fmt.Errorf("server: metadata log %s: %w", dir, err)
+	}
+	c.metaPart = part
+	return nil
+}
+
+// startApplier starts the applier, once the reconciler exists.
+func (c *cluster) startApplier() {
+	c.wg.Add(1)
+	go c.applyLoop()
+}
+
+// isController reports whether this node is the active controller.
+func (c *cluster) isController() bool { return c.metaPart != nil && c.metaPart.IsLeader() }
+
+// controllerID is the active controller as this node knows it (-1: none).
+func (c *cluster) controllerID() int32 {
+	if c.metaPart == nil {
+		return -1
+	}
+	lead, _, ok := c.metaPart.Leader()
+	if !ok {
+		return -1
+	}
+	return int32(lead)
+}
+
+// Propose appends encoded meta records to the metadata log as one batch
+// and returns once it committed, with the offset of the first record
+// (meta.Replicator). On a node that does not lead the metadata group it
+// returns meta.ErrNotController.
+func (c *cluster) Propose(ctx context.Context, recs [][]byte) (int64, error) {
+	if !c.isController() {
+		return 0, fmt.Errorf("%w: node %d is not the active controller (the controller is %d)", meta.ErrNotController, c.self, c.controllerID())
+	}
+	now := time.Now().UnixMilli()
+	rs := make([]batch.Record, len(recs))
+	for i, r := range recs {
+		rs[i] = batch.Record{Timestamp: now, Value: r}
+	}
+	res, err := c.metaPart.Append(ctx, batch.Build(batch.NewBuildOptions(), rs), replica.AppendOptions{})
+	if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrLeaderNotAvailable) {
+		return 0, fmt.Errorf("%w: %v", meta.ErrNotController, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res.BaseOffset, nil
+}
+
+// applyLoop hands every committed batch of the metadata log to the meta
+// store, in order, then kicks whoever follows the metadata (the
+// reconciler, the transport's peers, the active controller).
+func (c *cluster) applyLoop() {
+	defer c.wg.Done()
+	b := c.b
+	var buf []byte
+	logged := ""
+	for {
+		changed := c.metaPart.Changed()
+		next, hw := b.meta.ReplicatedOffset(), c.metaPart.HighWatermark()
+		if next < hw {
+			var err error
+			buf, err = c.applyFrom(buf, next, hw)
+			if err != nil {
+				if msg := err.Error(); msg != logged {
+					b.logger.Error("sluice: cannot apply the metadata log; retrying", "offset", next, "err", err)
+					logged = msg
+				}
+				select {
+				case <-c.stop:
+					return
+				case <-time.After(time.Second):
+				}
+			} else {
+				logged = ""
+				c.applied()
+			}
+			continue
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-changed:
+		}
+	}
+}
+
+// applyFrom applies the committed records of [from, hw).
+func (c *cluster) applyFrom(buf []byte, from, hw int64) ([]byte, error) {
+	b := c.b
+	if ls := c.metaPart.LogStartOffset(); from < ls {
+		return buf, fmt.Errorf("the metadata log starts at offset %d, after the next one to apply (%d): metadata snapshots are not supported yet", ls, from)
+	}
+	buf, res, err := c.metaPart.ReadBytes(buf[:0], from, 1<<20)
+	if err != nil {
+		return buf, err
+	}
+	for rest := buf; len(rest) > 0; {
+		h, err := batch.ParseHeader(rest)
+		if err != nil {
+			return buf, err
+		}
+		bb := rest[:h.Size()]
+		rest = rest[h.Size():]
+		if h.Control() || h.LastOffset() < from {
+			continue
+		}
+		if h.BaseOffset >= hw {
+			break
+		}
+		var first int64 = -1
+		var recs [][]byte
+		if _, err := batch.Iterate(bb, func(r *batch.Record) error {
+			if r.Offset < from || r.Offset >= hw {
+				return nil
+			}
+			if first < 0 {
+				first = r.Offset
+			}
+			recs = append(recs, append([]byte(nil), r.Value...))
+			return nil
+		}); err != nil {
+			return buf, err
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		if err := b.meta.ApplyReplicated(first, recs); err != nil {
+			return buf, err
+		}
+	}
+	if res.NextOffset <= from {
+		return buf, fmt.Errorf("metadata log read stuck at offset %d", from)
+	}
+	return buf, nil
+}
+
+// applied runs after the metadata moved: the transport learns new brokers'
+// addresses, the reconciler makes the partitions match, the active
+// controller looks at its duties.
+func (c *cluster) applied() {
+	for _, br := range c.b.meta.Brokers() {
+		if addr, ok := c.peerAddr(br); ok {
+			c.setPeer(br.NodeID, addr)
+		}
+	}
+	c.b.recon.kickSoon(nil)
+	c.act.kick()
+}
+
+// start runs what needs the listeners up: registration, heartbeats,
+// leadership reports and the active controller's duties.
+func (c *cluster) start() {
+	c.wg.Add(3)
+	go c.heartbeatLoop()
+	go c.reportLoop()
+	go c.act.run()
+}
+
+// close stops the cluster's goroutines, the metadata log, the host, the
+// transport and the state store, in that order; partitions were closed
+// before (their groups leave the host).
+func (c *cluster) close() error {
+	c.stopLoops()
+	c.ctrl.close()
+	var errs []error
+	if c.metaPart != nil {
+		errs = append(errs, c.metaPart.Close())
+	}
+	c.host.Close()
+	errs = append(errs, c.transport.Close())
+	errs = append(errs, c.states.Close())
+	return errors.Join(errs...)
+}
+
+// stopLoops stops the cluster's goroutines and waits for them.
+func (c *cluster) stopLoops() {
+	c.stopOnce.Do(func() { close(c.stop) })
+	c.wg.Wait()
+}
+
+// stopping is closed when the cluster goroutines must end.
+func (c *cluster) stopping() <-chan struct{} { return c.stop }
+
+// raftConfig is the raft side of opening partition p of t on this broker:
+// its group, its saved state, its replicas (the assignment: a new group's
+// first voters) and the leadership hook.
+func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error) {
+	id := replica.GroupID{TopicID: t.ID, Partition: p}
+	st, _, err := c.states.Load(id)
+	if err != nil {
+		return nil, err
+	}
+	voters := make([]uint64, 0, len(t.Assignments[p]))
+	for _, r := range t.Assignments[p] {
+		voters = append(voters, uint64(r))
+	}
+	return &replica.RaftConfig{
+		Host: c.host, Group: id, State: st, Voters: voters,
+		ReplicaLagTime: time.Duration(c.b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		Snapshots:      c.transport.SnapshotFetcher(),
+		OnLeaderChange: func(uint64, uint64) { c.kickLeadership() },
+	}, nil
+}

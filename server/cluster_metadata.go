@@ -1,0 +1,207 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"slices"
+	"strings"
+
+	"github.com/sluicemq/sluice/meta"
+	"github.com/sluicemq/sluice/server/config"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// What Metadata, DescribeCluster and FindCoordinator say about brokers and
+// partitions, in both modes. A single node is the only broker, its own
+// controller and every partition's leader. In a cluster the brokers are
+// the registered, unfenced ones (KRaft's Metadata leaves fenced brokers
+// out), each at its advertised endpoint of the listener the request came
+// in on; a partition's leader is this broker's own raft view when it holds
+// a replica (the freshest: it changes within an election), else the
+// leader's last report in the metadata.
+
+// clusterIDFor is the cluster id: "sluice-single-node" for a single node;
+// in a cluster one derived from controller.quorum.voters, the same on
+// every node (22 characters, as Kafka prints a Uuid).
+func clusterIDFor(cfg *config.Config) string {
+	if !cfg.Clustered() {
+		return clusterID
+	}
+	var ids []string
+	for _, v := range cfg.QuorumVoters {
+		ids = append(ids, v.Addr())
+	}
+	slices.Sort(ids)
+	sum := sha256.Sum256([]byte("sluice-cluster:" + strings.Join(ids, ",")))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// clientBroker is a broker as Metadata lists it.
+type clientBroker struct {
+	id   int32
+	host string
+	port int32
+	rack *string
+}
+
+// liveBrokers are the brokers clients of the named listener are told
+// about, by id.
+func (b *Broker) liveBrokers(listener string) []clientBroker {
+	if b.cl == nil {
+		host, port := b.advertisedHostPort(listener)
+		return []clientBroker{{id: b.cfg.NodeID, host: host, port: port}}
+	}
+	var out []clientBroker
+	for _, br := range b.meta.Brokers() {
+		if br.Fenced {
+			continue
+		}
+		if cb, ok := endpointFor(br, listener); ok {
+			out = append(out, cb)
+		}
+	}
+	return out
+}
+
+// endpointFor is broker br as the clients of listener reach it (its first
+// endpoint when it has none of that name).
+func endpointFor(br meta.Broker, listener string) (clientBroker, bool) {
+	if len(br.Listeners) == 0 {
+		return clientBroker{}, false
+	}
+	ep := br.Listeners[0]
+	for _, l := range br.Listeners {
+		if l.Name == listener {
+			ep = l
+		}
+	}
+	cb := clientBroker{id: br.NodeID, host: ep.Host, port: ep.Port}
+	if br.Rack != "" {
+		rack := br.Rack
+		cb.rack = &rack
+	}
+	return cb, true
+}
+
+// brokerEndpoint is where clients of listener reach broker id; ok is false
+// for a broker not registered or fenced.
+func (b *Broker) brokerEndpoint(id int32, listener string) (host string, port int32, ok bool) {
+	if b.cl == nil {
+		if id != b.cfg.NodeID {
+			return "", 0, false
+		}
+		host, port = b.advertisedHostPort(listener)
+		return host, port, true
+	}
+	br, ok := b.meta.Broker(id)
+	if !ok || br.Fenced {
+		return "", 0, false
+	}
+	cb, ok := endpointFor(br, listener)
+	return cb.host, cb.port, ok
+}
+
+// controllerForClients is the controller id clients are given.
+func (b *Broker) controllerForClients() int32 {
+	if b.cl == nil {
+		return b.cfg.NodeID
+	}
+	return b.cl.controllerID()
+}
+
+// partitionView is what Metadata says about partition p of t.
+type partitionView struct {
+	leader, epoch          int32
+	replicas, isr, offline []int32
+	err                    *kerr.Error // LEADER_NOT_AVAILABLE, or nil
+}
+
+func (b *Broker) partitionView(t meta.Topic, p int32) partitionView {
+	if b.cl == nil {
+		v := partitionView{leader: b.cfg.NodeID, replicas: []int32{b.cfg.NodeID}, isr: []int32{b.cfg.NodeID}}
+		if part, ok := b.partition(t.Name, p); ok {
+			// The partition's epoch (KIP-320): clients send it back as
+			// their current leader epoch.
+			v.epoch = part.LeaderEpoch()
+		} else {
+			// Not open (being opened, or its open failed and is
+			// retried): no leader, and this broker's replica is
+			// offline.
+			v.leader, v.err, v.offline = -1, kerr.LeaderNotAvailable, []int32{b.cfg.NodeID}
+		}
+		return v
+	}
+	v := partitionView{leader: -1, epoch: -1}
+	if int(p) < len(t.Assignments) {
+		v.replicas = slices.Clone(t.Assignments[p])
+	}
+	if int(p) < len(t.Leaders) {
+		l := t.Leaders[p]
+		v.leader, v.epoch, v.isr = l.Leader, l.LeaderEpoch, slices.Clone(l.ISR)
+	}
+	if part, ok := b.partition(t.Name, p); ok {
+		if lead, epoch, known := part.Leader(); known {
+			v.leader, v.epoch = int32(lead), epoch
+			if part.IsLeader() {
+				v.isr = raftIDs(part.ISR())
+			}
+		} else {
+			v.leader = -1
+		}
+	}
+	for _, r := range v.replicas {
+		if br, ok := b.meta.Broker(r); !ok || br.Fenced {
+			v.offline = append(v.offline, r)
+		}
+	}
+	if v.leader >= 0 {
+		if br, ok := b.meta.Broker(v.leader); !ok || br.Fenced {
+			v.leader = -1
+		}
+	}
+	if v.leader < 0 {
+		v.err = kerr.LeaderNotAvailable
+	}
+	if v.isr == nil {
+		v.isr = []int32{}
+	}
+	return v
+}
+
+// metadataBrokers fills a Metadata response's brokers.
+func (b *Broker) metadataBrokers(listener string) []kmsg.MetadataResponseBroker {
+	var out []kmsg.MetadataResponseBroker
+	for _, cb := range b.liveBrokers(listener) {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = cb.id, cb.host, cb.port, cb.rack
+		out = append(out, mb)
+	}
+	return out
+}
+
+// leaderEndpoints are the endpoints of the distinct known brokers among
+// ids (KIP-951's NodeEndpoints; ids < 0 are skipped), for listener.
+func (b *Broker) leaderEndpoints(ids []int32, listener string) []clientBroker {
+	var out []clientBroker
+	seen := map[int32]bool{}
+	for _, id := range ids {
+		if id < 0 || seen[id] {
+			continue
+		}
+		seen[id] = true
+		host, port, ok := b.brokerEndpoint(id, listener)
+		if !ok {
+			continue
+		}
+		cb := clientBroker{id: id, host: host, port: port}
+		if b.cl != nil {
+			if br, ok := b.meta.Broker(id); ok && br.Rack != "" {
+				rack := br.Rack
+				cb.rack = &rack
+			}
+		}
+		out = append(out, cb)
+	}
+	return out
+}

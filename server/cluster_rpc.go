@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Requests to the active controller. Brokers speak Kafka's own protocol to
+// the controller quorum's listeners (every Sluice listener serves every
+// API): BrokerRegistration, BrokerHeartbeat, AlterPartition (a leader's
+// report of its leadership and ISR) and AllocateProducerIds, as KRaft
+// brokers do, plus the admin requests a client sent to this broker
+// (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+// IncrementalAlterConfigs), forwarded as they came (Kafka wraps them in an
+// Envelope; Sluice has no principals to carry) and answered with the
+// controller's response. One franz-go client per voter, each talking to
+// that voter only.
+
+// errNoController is a request to the controller while none is known (an
+// election in the metadata group).
+var errNoController = errors.New("server: no active controller is known (the controller quorum is electing)")
+
+type controllerClients struct {
+	c   *cluster
+	mu  sync.Mutex
+	cls map[int32]*kgo.Client
+}
+
+func newControllerClients(c *cluster) *controllerClients {
+	return &controllerClients{c: c, cls: map[int32]*kgo.Client{}}
+}
+
+// client returns the client of voter id.
+func (cc *controllerClients) client(id int32) (*kgo.Client, error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cl := cc.cls[id]; cl != nil {
+		return cl, nil
+	}
+	addr, ok := cc.c.voters[id]
+	if !ok {
+		return nil, fmt.Errorf("server: the active controller %d is not in controller.quorum.voters", id)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ClientID(fmt.Sprintf("sluice-broker-%d", cc.c.self)),
+		kgo.DialTimeout(2*time.Second),
+		kgo.RetryTimeout(0),
+	)
+	if err != nil {
+		return nil, err
+	}
+	cc.cls[id] = cl
+	return cl, nil
+}
+
+// request sends req to the active controller and returns its response.
+// The controller changing meanwhile is retried until ctx ends.
+func (cc *controllerClients) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	for {
+		resp, err := cc.requestOnce(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-cc.c.stopping():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (cc *controllerClients) requestOnce(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	id := cc.c.controllerID()
+	if id < 0 {
+		return nil, errNoController
+	}
+	cl, err := cc.client(id)
+	if err != nil {
+		return nil, err
+	}
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return nil, errNoController
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := seeds[0].Request(rctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if code := topLevelCode(resp); code == kerr.NotController.Code {
+		return nil, fmt.Errorf("server: node %d answered NOT_CONTROLLER", id)
+	}
+	return resp, nil
+}
+
+// topLevelCode is a response's top-level error code, for the responses
+// that have one (0 otherwise).
+func topLevelCode(resp kmsg.Response) int16 {
+	switch r := resp.(type) {
+	case *kmsg.BrokerRegistrationResponse:
+		return r.ErrorCode
+	case *kmsg.BrokerHeartbeatResponse:
+		return r.ErrorCode
+	case *kmsg.AlterPartitionResponse:
+		return r.ErrorCode
+	case *kmsg.AllocateProducerIDsResponse:
+		return r.ErrorCode
+	}
+	return 0
+}
+
+func (cc *controllerClients) close() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for id, cl := range cc.cls {
+		cl.Close()
+		delete(cc.cls, id)
+	}
+}
+
+// forwardTimeout bounds a forwarded admin request.
+const forwardTimeout = 30 * time.Second
+
+// forward sends a client's admin request to the active controller and
+// returns the controller's answer at the client's version. ok is false in
+// single-node mode and on the active controller itself: the caller serves
+// the request. A controller that cannot be reached is NOT_CONTROLLER
+// (retriable). settled, when set, says whether this broker's own copy of
+// the metadata shows the change: forward waits (bounded) for it and for a
+// reconciler pass over it, so the client's next request here sees it.
+func (b *Broker) forward(ctx context.Context, kreq kmsg.Request, settled func(resp kmsg.Response) bool) (resp kmsg.Response, ok bool, err error) {
+	c := b.cl
+	if c == nil || c.isController() {
+		return nil, false, nil
+	}
+	version := kreq.GetVersion()
+	fctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	defer cancel()
+	resp, err = c.ctrl.request(fctx, kreq)
+	kreq.SetVersion(version) // the client's, for the answer's encoding
+	if err != nil {
+		return nil, true, kafkaErrorf(kerr.NotController, "%v", err)
+	}
+	resp.SetVersion(version)
+	if settled != nil {
+		b.awaitLocalMetadata(fctx, func() bool { return settled(resp) })
+	}
+	return resp, true, nil
+}
+
+// localMetadataWait bounds how long a forwarded change waits for this
+// broker's copy of the metadata.
+const localMetadataWait = 5 * time.Second
+
+// awaitLocalMetadata waits until settled holds, each time the metadata
+// applies a record, at most localMetadataWait, then for a reconciler pass.
+func (b *Broker) awaitLocalMetadata(ctx context.Context, settled func() bool) {
+	ctx, cancel := context.WithTimeout(ctx, localMetadataWait)
+	defer cancel()
+	for !settled() {
+		if err := b.meta.WaitReplicated(ctx, b.meta.ReplicatedOffset()); err != nil {
+			return
+		}
+	}
+	b.recon.changed(ctx)
+}

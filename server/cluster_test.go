@@ -1,0 +1,725 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/server/config"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// In-process clusters: three brokers (each a controller voter too) in one
+// test process on loopback, talking over real TCP as separate processes
+// would, driven by franz-go clients. The multi-process tests with faults
+// are in tools/clustertest.
+
+type testCluster struct {
+	t       *testing.T
+	n       int
+	dirs    []string
+	cports  []int // PLAINTEXT ports
+	ctrl    []int // CONTROLLER ports
+	extra   []string
+	mu      sync.Mutex
+	brokers []*Broker // nil: stopped
+	logs    []*syncBuffer
+}
+
+// syncBuffer is a goroutine-safe log sink whose tail a failing test prints.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) tail(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	str := s.b.String()
+	if len(str) > n {
+		str = str[len(str)-n:]
+	}
+	return str
+}
+
+// freePorts returns n distinct free loopback ports.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var lns []net.Listener
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// startCluster starts n combined broker+controller nodes with fast
+// heartbeats; extra are --set entries for every node.
+func startCluster(t *testing.T, n int, extra ...string) *testCluster {
+	t.Helper()
+	ports := freePorts(t, 2*n)
+	tc := &testCluster{t: t, n: n, cports: ports[:n], ctrl: ports[n:], extra: extra,
+		brokers: make([]*Broker, n), logs: make([]*syncBuffer, n)}
+	for i := range n {
+		tc.dirs = append(tc.dirs, t.TempDir())
+		tc.logs[i] = &syncBuffer{}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			tc.mu.Lock()
+			for i, b := range tc.brokers {
+				if b != nil {
+					t.Logf("broker %d: metadata applied to %d, metadata log high watermark %d, log end %d, controller %d, brokers %+v",
+						i+1, b.meta.ReplicatedOffset(), b.cl.metaPart.HighWatermark(), b.cl.metaPart.LogEndOffset(), b.cl.controllerID(), b.meta.Brokers())
+				}
+			}
+			tc.mu.Unlock()
+			for i, l := range tc.logs {
+				t.Logf("broker %d log tail:\n%s", i+1, l.tail(6000))
+				if dir := os.Getenv("SLUICE_TEST_LOGDIR"); dir != "" {
+					os.MkdirAll(dir, 0o755)
+					os.WriteFile(fmt.Sprintf("%s/%s-broker%d.log", dir, t.Name(), i+1), []byte(l.tail(1<<30)), 0o644)
+				}
+			}
+		}
+		tc.mu.Lock()
+		bs := slices.Clone(tc.brokers)
+		tc.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, b := range bs {
+			if b != nil {
+				wg.Add(1)
+				go func() { defer wg.Done(); b.Close() }()
+			}
+		}
+		wg.Wait()
+	})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); tc.start(i) }()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return tc
+}
+
+func (tc *testCluster) sets(i int) []string {
+	var voters []string
+	for j := range tc.n {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", j+1, tc.ctrl[j]))
+	}
+	return append([]string{
+		fmt.Sprintf("node.id=%d", i+1),
+		"log.dirs=" + tc.dirs[i],
+		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", tc.cports[i], tc.ctrl[i]),
+		"controller.quorum.voters=" + strings.Join(voters, ","),
+		"broker.heartbeat.interval.ms=200",
+		"broker.session.timeout.ms=1500",
+		"default.replication.factor=3",
+		"min.insync.replicas=2",
+		"offsets.topic.num.partitions=3",
+		"group.initial.rebalance.delay.ms=0",
+	}, tc.extra...)
+}
+
+// start starts node i (0-based) and waits for its listeners.
+func (tc *testCluster) start(i int) {
+	t := tc.t
+	cfg, err := config.Load("", tc.sets(i))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	logger := slog.New(slog.NewTextHandler(tc.logs[i], &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var b *Broker
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err = New(cfg, logger)
+		if err == nil {
+			err = b.Start()
+			if err != nil {
+				b.Close()
+			}
+		}
+		// A port freePorts returned may be taken meanwhile, or still held
+		// by the node's previous run: retry a little.
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Errorf("broker %d: %v", i+1, err)
+		return
+	}
+	tc.mu.Lock()
+	tc.brokers[i] = b
+	tc.mu.Unlock()
+}
+
+// stop closes node i: a controlled shutdown (its leaderships move first).
+func (tc *testCluster) stop(i int) {
+	tc.mu.Lock()
+	b := tc.brokers[i]
+	tc.brokers[i] = nil
+	tc.mu.Unlock()
+	if b != nil {
+		if err := b.Close(); err != nil {
+			tc.t.Logf("broker %d close: %v", i+1, err)
+		}
+	}
+}
+
+// crash stops node i without a controlled shutdown: its listeners and raft
+// traffic stop at once, as for a process killed (the files are closed
+// cleanly; the multi-process tests SIGKILL).
+func (tc *testCluster) crash(i int) {
+	tc.mu.Lock()
+	b := tc.brokers[i]
+	tc.brokers[i] = nil
+	tc.mu.Unlock()
+	if b == nil {
+		return
+	}
+	b.noControlledShutdown = true
+	b.cl.transport.Close() // peers hear nothing from now on
+	b.Close()
+}
+
+func (tc *testCluster) broker(i int) *Broker {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.brokers[i]
+}
+
+// addrs are the client listeners of the running nodes.
+func (tc *testCluster) addrs() []string {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	var out []string
+	for i, b := range tc.brokers {
+		if b != nil {
+			out = append(out, fmt.Sprintf("127.0.0.1:%d", tc.cports[i]))
+		}
+	}
+	return out
+}
+
+func (tc *testCluster) client(opts ...kgo.Opt) *kgo.Client {
+	tc.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tc.addrs()...), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.t.Cleanup(cl.Close)
+	return cl
+}
+
+// eventually polls cond every 50 ms until it returns nil or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// metadata asks a running broker for Metadata directly (kadm answers from
+// the client's cache, which may be older than a failover).
+func (tc *testCluster) metadata(ctx context.Context, topics ...string) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tc.addrs()...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	if len(topics) == 0 {
+		req.Topics = []kmsg.MetadataRequestTopic{}
+	}
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	seeds := cl.SeedBrokers()
+	resp, err := seeds[0].Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.MetadataResponse), nil
+}
+
+// controller is the active controller Metadata names.
+func (tc *testCluster) controller(ctx context.Context) (int32, []int32, error) {
+	m, err := tc.metadata(ctx)
+	if err != nil {
+		return -1, nil, err
+	}
+	var ids []int32
+	for _, b := range m.Brokers {
+		ids = append(ids, b.NodeID)
+	}
+	slices.Sort(ids)
+	return m.ControllerID, ids, nil
+}
+
+// waitBrokers waits until Metadata lists want brokers (registered and
+// unfenced) and a controller.
+func (tc *testCluster) waitBrokers(want int) {
+	tc.t.Helper()
+	eventually(tc.t, 20*time.Second, "brokers registered", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		ctrl, ids, err := tc.controller(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ids) != want || ctrl < 1 {
+			return fmt.Errorf("brokers %v, controller %d", ids, ctrl)
+		}
+		return nil
+	})
+}
+
+// partitionState is one partition as Metadata shows it.
+type partitionState struct {
+	leader   int32
+	replicas []int32
+	isr      []int32
+}
+
+// waitLeaders waits until every partition of topic has a leader with an
+// ISR of at least isr replicas in Metadata.
+func (tc *testCluster) waitLeaders(topic string, isr int) []partitionState {
+	tc.t.Helper()
+	var out []partitionState
+	eventually(tc.t, 20*time.Second, "leaders of "+topic, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		m, err := tc.metadata(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if len(m.Topics) != 1 {
+			return fmt.Errorf("%d topics", len(m.Topics))
+		}
+		mt := m.Topics[0]
+		if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
+			return err
+		}
+		out = make([]partitionState, len(mt.Partitions))
+		for _, p := range mt.Partitions {
+			if p.Leader < 0 || p.ErrorCode != 0 || len(p.ISR) < isr {
+				return fmt.Errorf("partition %d: leader %d isr %v err %v", p.Partition, p.Leader, p.ISR, kerr.ErrorForCode(p.ErrorCode))
+			}
+			out[p.Partition] = partitionState{p.Leader, p.Replicas, p.ISR}
+		}
+		return nil
+	})
+	return out
+}
+
+func TestClusterTopicsProduceConsume(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// CreateTopics sent to each broker in turn: two forward it to the
+	// active controller.
+	for i := range 3 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[i])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		adm := kadm.NewClient(cl)
+		topic := fmt.Sprintf("t%d", i)
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 4, 3
+		req.Topics = append(req.Topics, rt)
+		req.TimeoutMillis = 10000
+		// Straight to broker i, not routed to the controller by kgo.
+		resp, err := cl.Broker(i+1).Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+			t.Fatalf("create %s through broker %d: %v", topic, i+1, kerr.ErrorForCode(code))
+		}
+		_ = adm
+		cl.Close()
+		ps := tc.waitLeaders(topic, 3)
+		leaders := map[int32]int{}
+		for i, p := range ps {
+			if len(p.replicas) != 3 {
+				t.Fatalf("partition %d replicas %v", i, p.replicas)
+			}
+			leaders[p.leader]++
+		}
+		t.Logf("%s leaders per broker: %v", topic, leaders)
+	}
+	// Idempotent acks=all produce through any broker, consume everything.
+	const n = 2000
+	prod := tc.client(kgo.DefaultProduceTopic("t0"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	var wg sync.WaitGroup
+	var perr error
+	var pmu sync.Mutex
+	for i := range n {
+		wg.Add(1)
+		prod.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i % 17)), Value: []byte(fmt.Sprintf("v%05d", i))}, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				pmu.Lock()
+				perr = err
+				pmu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	cons := tc.client(kgo.ConsumeTopics("t0"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]bool{}
+	for len(seen) < n {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", len(seen), n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if seen[string(r.Value)] {
+				t.Fatalf("duplicate %s", r.Value)
+			}
+			seen[string(r.Value)] = true
+		})
+	}
+}
+
+func TestClusterPlacementErrors(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	resp, err := adm.CreateTopic(ctx, 1, 4, nil, "rf4")
+	if err == nil {
+		err = resp.Err
+	}
+	if !errors.Is(err, kerr.InvalidReplicationFactor) {
+		t.Fatalf("rf 4 on 3 brokers: %v, want INVALID_REPLICATION_FACTOR", err)
+	}
+	for _, tcase := range []struct {
+		name string
+		a    map[int32][]int32
+	}{
+		{"unknown broker", map[int32][]int32{0: {1, 2, 9}}},
+		{"duplicate replica", map[int32][]int32{0: {1, 1, 2}}},
+		{"uneven", map[int32][]int32{0: {1, 2, 3}, 1: {1, 2}}},
+		{"gap", map[int32][]int32{0: {1, 2}, 2: {2, 3}}},
+	} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "manual", -1, -1
+		for p, rs := range tcase.a {
+			ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			ra.Partition, ra.Replicas = p, rs
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+		}
+		req.Topics = append(req.Topics, rt)
+		r, err := req.RequestWith(ctx, tc.client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := r.Topics[0].ErrorCode; code != kerr.InvalidReplicaAssignment.Code {
+			t.Errorf("%s: %v, want INVALID_REPLICA_ASSIGNMENT", tcase.name, kerr.ErrorForCode(code))
+		}
+	}
+	// A valid manual assignment is kept as given.
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "manual", -1, -1
+	for p, rs := range [][]int32{{3, 1}, {2, 3}} {
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition, ra.Replicas = int32(p), rs
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	}
+	req.Topics = append(req.Topics, rt)
+	r, err := req.RequestWith(ctx, tc.client())
+	if err != nil || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("valid manual assignment: %v %v", err, kerr.ErrorForCode(r.Topics[0].ErrorCode))
+	}
+	ps := tc.waitLeaders("manual", 2)
+	if got := ps[0].replicas; !slices.Equal(got, []int32{3, 1}) {
+		t.Errorf("partition 0 replicas %v, want [3 1]", got)
+	}
+	if got := ps[1].replicas; !slices.Equal(got, []int32{2, 3}) {
+		t.Errorf("partition 1 replicas %v, want [2 3]", got)
+	}
+}
+
+// clusterProduce produces n records with values prefix-i, acks=all, idempotent,
+// and fails the test on an error.
+func clusterProduce(t *testing.T, ctx context.Context, cl *kgo.Client, topic, prefix string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for i := range n {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("%s-%d", prefix, i))}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		t.Fatalf("produce %s: %v", prefix, first)
+	}
+}
+
+// readAll reads every record of topic from the start until it has want
+// values, and returns how often each value was seen.
+func readAll(t *testing.T, ctx context.Context, tc *testCluster, topic string, want int) map[string]int {
+	t.Helper()
+	cl := tc.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
+	seen := map[string]int{}
+	total := 0
+	for total < want {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d records of %s: %v", total, want, topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			seen[string(r.Value)]++
+			total++
+		})
+	}
+	return seen
+}
+
+func TestClusterLeaderCrash(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "fail"); err != nil {
+		t.Fatal(err)
+	}
+	ps := tc.waitLeaders("fail", 3)
+	prod := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	clusterProduce(t, ctx, prod, "fail", "before", 200)
+	lead := ps[0].leader
+	start := time.Now()
+	tc.crash(int(lead) - 1)
+	// The producer knew the old leader: its next records go to the new
+	// one once the client learns it.
+	clusterProduce(t, ctx, prod, "fail", "after", 200)
+	t.Logf("leader %d crashed; 200 records acknowledged by the new leader %v later", lead, time.Since(start).Round(time.Millisecond))
+	ps = tc.waitLeaders("fail", 2)
+	if ps[0].leader == lead {
+		t.Fatalf("leader still %d", lead)
+	}
+	tc.start(int(lead) - 1)
+	tc.waitLeaders("fail", 3)
+	seen := readAll(t, ctx, tc, "fail", 400)
+	for v, n := range seen {
+		if n != 1 {
+			t.Errorf("%s read %d times", v, n)
+		}
+	}
+	if len(seen) != 400 {
+		t.Errorf("read %d distinct records, want 400", len(seen))
+	}
+}
+
+func TestClusterControllerFailover(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ctrl, _, err := tc.controller(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.crash(int(ctrl) - 1)
+	adm := kadm.NewClient(tc.client())
+	eventually(t, 20*time.Second, "a new controller", func() error {
+		c, _, err := tc.controller(ctx)
+		if err != nil {
+			return err
+		}
+		if c < 1 || c == ctrl {
+			return fmt.Errorf("controller %d", c)
+		}
+		return nil
+	})
+	// The crashed controller is fenced once its session expired, and
+	// metadata changes still work, through either survivor (after the
+	// fence: a two-replica raft group placed on the crashed broker could
+	// not elect).
+	eventually(t, 20*time.Second, "the crashed controller fenced", func() error {
+		_, ids, err := tc.controller(ctx)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(ids, ctrl) {
+			return fmt.Errorf("brokers %v still list %d", ids, ctrl)
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, "create after controller failover", func() error {
+		resp, err := adm.CreateTopic(ctx, 2, 2, nil, "after")
+		if err == nil {
+			err = resp.Err
+		}
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil
+		}
+		return err
+	})
+	tc.waitLeaders("after", 2)
+	tc.start(int(ctrl) - 1)
+	tc.waitBrokers(3)
+}
+
+func TestClusterGroupSurvivesCoordinatorCrash(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 2, 3, nil, "g"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitLeaders("g", 3)
+	prod := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	clusterProduce(t, ctx, prod, "g", "r", 100)
+	cons := tc.client(kgo.ConsumeTopics("g"), kgo.ConsumerGroup("grp"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	got := 0
+	for got < 100 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d", got)
+		}
+		got += fs.NumRecords()
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
+	// Crash the group's coordinator; the committed offsets survive on the
+	// new leader of its __consumer_offsets partition.
+	var coord int32 = -1
+	eventually(t, 10*time.Second, "find coordinator", func() error {
+		r := adm.FindGroupCoordinators(ctx, "grp")
+		if e := r["grp"].Err; e != nil {
+			return e
+		}
+		coord = r["grp"].NodeID
+		return nil
+	})
+	tc.crash(int(coord) - 1)
+	eventually(t, 30*time.Second, "offsets after failover", func() error {
+		// A fresh client each time: one that asked during the failover
+		// keeps the old coordinator while it only fails to dial it.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(tc.addrs()...))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		os, err := adm.FetchOffsets(ctx, "grp")
+		if err != nil {
+			return err
+		}
+		if err := os.Error(); err != nil {
+			return err
+		}
+		total := int64(0)
+		os.Each(func(o kadm.OffsetResponse) { total += o.At })
+		if total != 100 {
+			return fmt.Errorf("committed offsets sum to %d, want 100", total)
+		}
+		return nil
+	})
+}
+
+func TestClusterProducerIDsUnique(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seen := map[int64]int{}
+	for i := range 3 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[i])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			var resp *kmsg.InitProducerIDResponse
+			eventually(t, 10*time.Second, "init producer id", func() error {
+				req := kmsg.NewPtrInitProducerIDRequest()
+				req.ProducerID, req.ProducerEpoch = -1, -1
+				r, err := cl.Broker(i+1).Request(ctx, req)
+				if err != nil {
+					return err
+				}
+				resp = r.(*kmsg.InitProducerIDResponse)
+				return kerr.ErrorForCode(resp.ErrorCode)
+			})
+			if prev, dup := seen[resp.ProducerID]; dup {
+				t.Fatalf("producer id %d from broker %d and %d", resp.ProducerID, prev, i+1)
+			}
+			seen[resp.ProducerID] = i + 1
+		}
+		cl.Close()
+	}
+}
+
+var _ = io.Discard
+var _ = os.Getenv
