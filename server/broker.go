@@ -31,8 +31,8 @@ type Broker struct {
 	lock   io.Closer // the log dir's .lock
 	meta   *meta.Store
 	metaFS pebblevfs.FS // the metadata's and the raft states' file system (Options.MetaFS)
-	cl     *cluster      // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
-	recon  *reconciler // opens, reconfigures and closes partitions (reconcile.go)
+	cl     *cluster     // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
+	recon  *reconciler  // opens, reconfigures and closes partitions (reconcile.go)
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
 	clean  *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)

@@ -58,7 +58,7 @@ type cluster struct {
 	ctrl *controllerClients // requests to the active controller (cluster_rpc.go)
 	act  *activeController  // the active controller's duties (cluster_controller.go)
 
-	epoch  atomic.Int64 // this broker's epoch once registered; -1 before (epochs are metadata offsets, from 0)
+	epoch  atomic.Int64  // this broker's epoch once registered; -1 before (epochs are metadata offsets, from 0)
 	leadCh chan struct{} // kicked when a held partition's leadership changes (buffered)
 
 	peersMu sync.Mutex

@@ -42,9 +42,9 @@ type activeController struct {
 	kickCh chan struct{}
 
 	mu       sync.Mutex
-	leading  bool                 // the duties of the current leadership started
-	heard    map[int32]time.Time  // each broker's last heartbeat or registration
-	learners map[int32]bool       // learners added to the metadata group in this leadership
+	leading  bool                // the duties of the current leadership started
+	heard    map[int32]time.Time // each broker's last heartbeat or registration
+	learners map[int32]bool      // learners added to the metadata group in this leadership
 }
 
 func newActiveController(c *cluster) *activeController {
