@@ -195,6 +195,14 @@ func (h *Host) isDown(id uint64) bool {
 // groups this broker leads wake (see the top of the file).
 func (h *Host) PeerDown(id uint64) { h.setDown(id, true) }
 
+// PeersDown returns the peers reported down (PeerDown) and not up again.
+func (h *Host) PeersDown() []uint64 {
+	if p := h.down.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
 // PeerUp reports that broker id answers again: the quiesced groups this
 // broker leads wake to catch it up.
 func (h *Host) PeerUp(id uint64) { h.setDown(id, false) }

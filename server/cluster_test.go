@@ -723,3 +723,71 @@ func TestClusterProducerIDsUnique(t *testing.T) {
 
 var _ = io.Discard
 var _ = os.Getenv
+
+// Two of three brokers down: acks=all cannot commit (a raft group needs a
+// majority), so the produce fails retriably; once they return, every
+// partition (the 50 of __consumer_offsets too) elects again, nothing
+// acknowledged before is lost, and the group's committed offsets are
+// served again.
+func TestClusterTwoOfThreeDown(t *testing.T) {
+	tc := startCluster(t, 3, "offsets.topic.num.partitions=50")
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "two"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitLeaders("two", 3)
+	prod := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	clusterProduce(t, ctx, prod, "two", "before", 300)
+	if err := adm.CommitAllOffsets(ctx, "grp", kadm.OffsetsFromRecords(kgo.Record{Topic: "two", Partition: 0, Offset: 9})); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitLeaders(offsetsTopic, 3)
+	tc.crash(0)
+	tc.crash(1)
+	probe := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(3*time.Second))
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	err := probe.ProduceSync(pctx, &kgo.Record{Topic: "two", Value: []byte("minority")}).FirstErr()
+	pcancel()
+	if err == nil {
+		t.Fatal("an acks=all produce succeeded with two of three brokers down")
+	}
+	t.Logf("produce with two of three down: %v", err)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); tc.start(i) }()
+	}
+	wg.Wait()
+	tc.waitLeaders("two", 3)
+	tc.waitLeaders(offsetsTopic, 2)
+	t.Logf("every partition led again %v after the restarts began", time.Since(start).Round(time.Millisecond))
+	eventually(t, 30*time.Second, "committed offsets served again", func() error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(tc.addrs()...))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		os, err := kadm.NewClient(cl).FetchOffsets(ctx, "grp")
+		if err != nil {
+			return err
+		}
+		if err := os.Error(); err != nil {
+			return err
+		}
+		if o, _ := os.Lookup("two", 0); o.At != 10 {
+			return fmt.Errorf("committed %d, want 10", o.At)
+		}
+		return nil
+	})
+	t.Logf("group offsets served %v after the restarts began", time.Since(start).Round(time.Millisecond))
+	seen := readAll(t, ctx, tc, "two", 300)
+	for i := range 300 {
+		if n := seen[fmt.Sprintf("before-%d", i)]; n != 1 {
+			t.Errorf("before-%d read %d times", i, n)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sluicemq/sluice/meta"
@@ -189,9 +190,13 @@ func (b *Broker) place(existing, n int32, rf int16, leader0 int32) ([][]int32, e
 		}
 		return nil, nil
 	}
+	// A broker the controller's transport already reports down (a
+	// second without a frame) gets no new replica even before its session
+	// expires and it is fenced: a raft group needs its voters to elect.
+	down := b.cl.host.PeersDown()
 	var brokers []meta.PlacementBroker
 	for _, br := range b.meta.Brokers() {
-		if !br.Fenced {
+		if !br.Fenced && !slices.Contains(down, uint64(br.NodeID)) {
 			brokers = append(brokers, meta.PlacementBroker{ID: br.NodeID, Rack: br.Rack})
 		}
 	}
@@ -221,9 +226,10 @@ func (b *Broker) usableBrokerCount() int {
 	if b.cl == nil {
 		return 1
 	}
+	down := b.cl.host.PeersDown()
 	n := 0
 	for _, br := range b.meta.Brokers() {
-		if !br.Fenced {
+		if !br.Fenced && !slices.Contains(down, uint64(br.NodeID)) {
 			n++
 		}
 	}

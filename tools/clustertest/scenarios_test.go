@@ -82,7 +82,12 @@ func probeClient(t *testing.T, c *cluster, p int32, deliveryTimeout time.Duratio
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProduceRequestTimeout(3*time.Second), kgo.RecordDeliveryTimeout(deliveryTimeout),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		// kgo refreshes metadata at most every MetadataMinAge (5 s by
+		// default), which would make the client, not the cluster, set
+		// the failover time; Kafka's Java client refreshes after
+		// retry.backoff.ms (100 ms).
+		kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
