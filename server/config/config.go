@@ -24,6 +24,11 @@
 //     behaviour: acks once the write is in the page cache, and durability
 //     comes from replication and log.flush.interval.ms.
 //   - node.id = 1 (Kafka: none, -1 means unset).
+//   - process.roles = broker,controller and controller.listener.names =
+//     CONTROLLER (Kafka: none, and KRaft requires both), so that with
+//     controller.quorum.voters empty the node runs alone as before.
+//   - socket.request.max.bytes at most 1000000000 (Kafka: 2147483647);
+//     see SocketRequestMaxBytes.
 //   - listeners = PLAINTEXT://127.0.0.1:9092 (Kafka: PLAINTEXT://:9092, all
 //     interfaces).
 //   - log.dirs = ./data (Kafka: log.dir = /tmp/kafka-logs).
