@@ -336,9 +336,14 @@ func (c *cluster) applied() {
 // start runs what needs the listeners up: registration, heartbeats,
 // leadership reports and the active controller's duties.
 func (c *cluster) start() {
-	c.wg.Add(3)
-	go c.heartbeatLoop()
-	go c.reportLoop()
+	if c.b.cfg.IsBroker() {
+		// A controller-only node is no broker: it neither registers nor
+		// holds partitions.
+		c.wg.Add(2)
+		go c.heartbeatLoop()
+		go c.reportLoop()
+	}
+	c.wg.Add(1)
 	go c.act.run()
 }
 

@@ -63,8 +63,8 @@ func (cc *controllerClients) client(id int32) (*kgo.Client, error) {
 // request sends req to the active controller and returns its response.
 // The controller changing meanwhile is retried until ctx ends.
 func (cc *controllerClients) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	for {
-		resp, err := cc.requestOnce(ctx, req)
+	for try := 0; ; try++ {
+		resp, err := cc.requestOnce(ctx, req, try)
 		if err == nil {
 			return resp, nil
 		}
@@ -78,10 +78,15 @@ func (cc *controllerClients) request(ctx context.Context, req kmsg.Request) (kms
 	}
 }
 
-func (cc *controllerClients) requestOnce(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+// requestOnce sends req to the active controller as this node knows it;
+// a node that knows none (a learner not yet added to the metadata group),
+// and every retry after the first, asks the voters in turn: one that is
+// not the controller answers NOT_CONTROLLER.
+func (cc *controllerClients) requestOnce(ctx context.Context, req kmsg.Request, try int) (kmsg.Response, error) {
 	id := cc.c.controllerID()
-	if id < 0 {
-		return nil, errNoController
+	if id < 0 || try > 0 {
+		ids := cc.c.voterIDs()
+		id = int32(ids[try%len(ids)])
 	}
 	cl, err := cc.client(id)
 	if err != nil {

@@ -791,3 +791,57 @@ func TestClusterTwoOfThreeDown(t *testing.T) {
 		}
 	}
 }
+
+// A broker that is not a controller voter (process.roles=broker) follows
+// the metadata log as a raft learner, registers, and takes replicas.
+func TestClusterBrokerOnlyNode(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ports := freePorts(t, 1)
+	dir := t.TempDir()
+	var voters []string
+	for j := range 3 {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", j+1, tc.ctrl[j]))
+	}
+	cfg, err := config.Load("", []string{"node.id=4", "process.roles=broker", "log.dirs=" + dir,
+		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", ports[0]),
+		"controller.quorum.voters=" + strings.Join(voters, ","),
+		"broker.heartbeat.interval.ms=200", "broker.session.timeout.ms=1500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	b4, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b4.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		b4.Close()
+		if t.Failed() {
+			t.Logf("broker 4 log tail:\n%s", logs.tail(8000))
+		}
+	}()
+	tc.waitBrokers(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A topic on all four: broker 4 holds a replica of each partition.
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 4, 4, nil, "four"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitLeaders("four", 4)
+	eventually(t, 20*time.Second, "broker 4 applied the topic", func() error {
+		if _, ok := b4.meta.Topic("four"); !ok {
+			return errors.New("no topic four in broker 4's metadata")
+		}
+		if _, ok := b4.partition("four", 0); !ok {
+			return errors.New("partition four-0 not open on broker 4")
+		}
+		return nil
+	})
+	prod := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	clusterProduce(t, ctx, prod, "four", "r", 100)
+}

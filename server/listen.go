@@ -171,6 +171,12 @@ func (b *Broker) ListenerAddr(name string) net.Addr {
 // listener that is not advertised gets the first advertised listener
 // (Kafka would answer LISTENER_NOT_FOUND).
 func (b *Broker) advertisedHostPort(listener string) (string, int32) {
+	if len(b.cfg.AdvertisedListeners) == 0 {
+		// A controller-only node advertises nothing (Kafka's rule): it
+		// names its first listener.
+		l := b.cfg.Listeners[0]
+		return l.Host, int32(l.Port)
+	}
 	adv := b.cfg.AdvertisedListeners[0]
 	for _, l := range b.cfg.AdvertisedListeners {
 		if l.Name == listener {

@@ -314,7 +314,7 @@ func (b *Broker) hosts(t meta.Topic, p int32) bool {
 	if b.cl == nil {
 		return true
 	}
-	if int(p) >= len(t.Assignments) {
+	if !b.cfg.IsBroker() || int(p) >= len(t.Assignments) {
 		return false
 	}
 	return slices.Contains(t.Assignments[p], b.cfg.NodeID)

@@ -30,10 +30,10 @@
 //     standalone (no cluster keys).
 //   - scenarios_test.go holds the fault scenarios on three nodes.
 //
-// The scenarios need the cluster mode (DESIGN.md, issue 12) and run only
-// with SLUICE_CLUSTER_TESTS=1 until it works:
+// The scenarios run with the package's tests (./test.sh runs them; go test
+// -short skips them):
 //
-//	cd tools && SLUICE_CLUSTER_TESTS=1 go test -count=1 -v -run Scenario ./clustertest
+//	cd tools && go test -count=1 -v -run Scenario ./clustertest
 //
 // Each is bounded (90 s; the rolling restart and the retention catch-up
 // 180 s) and prints its failover times as "FAILOVER <what> ms=<n> ...".

@@ -5,14 +5,12 @@ package clustertest
 // partitions, replication factor 3, min.insync.replicas 2. Each ends by
 // checking the history (Finish) and is bounded by scenarioTimeout.
 //
-// They need the cluster mode (DESIGN.md, issue 12) and run only with
-// SLUICE_CLUSTER_TESTS=1 until it works. Failover times are printed as
+// They run by default (go test -short skips them). Failover times are printed as
 // parseable lines: "FAILOVER <what> ms=<n> ...".
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -29,11 +27,12 @@ const (
 	afterAcks       = 300 // acknowledged after a fault healed
 )
 
-// needCluster skips a scenario unless SLUICE_CLUSTER_TESTS=1.
+// needCluster skips a scenario under go test -short (each starts three
+// broker processes and runs for tens of seconds).
 func needCluster(t *testing.T) {
 	t.Helper()
-	if os.Getenv("SLUICE_CLUSTER_TESTS") != "1" {
-		t.Skip("the cluster mode is not built yet (DESIGN.md, issue 12): set SLUICE_CLUSTER_TESTS=1 to run the cluster scenarios")
+	if testing.Short() {
+		t.Skip("-short: the multi-process cluster scenarios are skipped")
 	}
 }
 
