@@ -8,6 +8,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,7 +19,7 @@ func init() {
 	register(handler{key: 21, minVersion: 0, maxVersion: 2, serve: serveDeleteRecords})
 }
 
-func serveDeleteRecords(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveDeleteRecords(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {
@@ -26,7 +28,7 @@ func serveDeleteRecords(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			lw, err := b.deleteRecords(rt.Topic, rp.Partition, rp.Offset)
+			lw, err := b.deleteRecords(ctx, req.TimeoutMillis, rt.Topic, rp.Partition, rp.Offset)
 			sp.LowWatermark = lw
 			if err != nil {
 				sp.LowWatermark = -1
@@ -45,7 +47,11 @@ func serveDeleteRecords(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 // deleteRecords moves one partition's log start offset up to offset (-1:
 // the high watermark) and returns the log start offset; the partition
 // applies Kafka's rules (replica.Partition.DeleteRecords).
-func (b *Broker) deleteRecords(topic string, p int32, offset int64) (int64, error) {
+//
+// In a cluster the leader replicates the deletion through raft and
+// returns once it is committed and applied, waiting at most timeoutMs
+// (the request's; REQUEST_TIMED_OUT after, the deletion may still apply).
+func (b *Broker) deleteRecords(ctx context.Context, timeoutMs int32, topic string, p int32, offset int64) (int64, error) {
 	part, ok := b.partition(topic, p)
 	if !ok {
 		switch b.missingPartitionCode(topic, p) {
@@ -56,5 +62,14 @@ func (b *Broker) deleteRecords(topic string, p int32, offset int64) (int64, erro
 		}
 		return -1, kafkaErrorf(kerr.UnknownTopicOrPartition, "no partition %s-%d", topic, p)
 	}
-	return part.DeleteRecords(offset)
+	if timeoutMs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
+		defer cancel()
+	}
+	lw, err := part.DeleteRecordsContext(ctx, offset)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return -1, kafkaErrorf(kerr.RequestTimedOut, "partition %s-%d: the deletion was not committed within %d ms", topic, p, timeoutMs)
+	}
+	return lw, err
 }

@@ -103,7 +103,9 @@
 //     field cut at --max-value-bytes has keyTruncated / valueTruncated set
 //     to true; keySize and valueSize are always the full sizes.
 //   - "raftEntry": an internal batch: file, position, offset, kind
-//     ("empty", "confchange", "confchangev2"), term, raftIndex (when
+//     ("empty", "confchange", "confchangev2", "deleterecords": a replicated
+//     DeleteRecords, its data a version byte and the new log start
+//     offset, int64 big-endian), term, raftIndex (when
 //     known), dataSize, size, crc, and with --records data (and
 //     dataEncoding "base64" when not UTF-8). "batch" lines carry raftIndex
 //     too when known; "checkpoint" lines raftStartOffset, raftPrevIndex
