@@ -83,7 +83,7 @@ func (b *Broker) allocateProducerIDs() (int64, error) {
 	}
 	req := kmsg.NewPtrAllocateProducerIDsRequest()
 	req.BrokerID, req.BrokerEpoch = b.cfg.NodeID, b.cl.epoch.Load()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(b.cl.ctx, 10*time.Second)
 	defer cancel()
 	kresp, err := b.cl.toController(ctx, req)
 	if err != nil {

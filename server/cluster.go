@@ -65,6 +65,8 @@ type cluster struct {
 	peers   map[int32]string // transport peers set so far
 
 	stop     chan struct{}
+	ctx      context.Context // cancelled with stop: requests in flight end
+	cancel   context.CancelFunc
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 }
@@ -99,6 +101,7 @@ func newCluster(b *Broker) (*cluster, error) {
 	for id, addr := range c.voters {
 		c.setPeer(id, addr)
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.epoch.Store(-1)
 	c.ctrl = newControllerClients(c)
 	c.act = newActiveController(c)
@@ -217,6 +220,11 @@ func (c *cluster) Propose(ctx context.Context, recs [][]byte) (int64, error) {
 	if !c.isController() {
 		return 0, fmt.Errorf("%w: node %d is not the active controller (the controller is %d)", meta.ErrNotController, c.self, c.controllerID())
 	}
+	// A broker shutting down stops waiting for commits (its peers may be
+	// stopping too, and the quorum gone).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.ctx, cancel)()
 	now := time.Now().UnixMilli()
 	rs := make([]batch.Record, len(recs))
 	for i, r := range recs {
@@ -365,7 +373,7 @@ func (c *cluster) close() error {
 
 // stopLoops stops the cluster's goroutines and waits for them.
 func (c *cluster) stopLoops() {
-	c.stopOnce.Do(func() { close(c.stop) })
+	c.stopOnce.Do(func() { close(c.stop); c.cancel() })
 	c.wg.Wait()
 }
 

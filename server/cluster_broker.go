@@ -43,7 +43,7 @@ func (c *cluster) heartbeatLoop() {
 				wait = min(every, 250*time.Millisecond)
 			}
 		} else {
-			err = c.heartbeat(false)
+			_, err = c.heartbeatOK(false, 5*time.Second)
 		}
 		if err != nil && err.Error() != logged {
 			b.logger.Info("sluice: broker: controller unreachable; retrying", "err", err)
@@ -78,7 +78,7 @@ func (c *cluster) register(incarnation [16]byte) error {
 		rack := b.cfg.BrokerRack
 		req.Rack = &rack
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
 	defer cancel()
 	kresp, err := c.toController(ctx, req)
 	if err != nil {
@@ -90,25 +90,21 @@ func (c *cluster) register(incarnation [16]byte) error {
 	}
 	c.epoch.Store(resp.BrokerEpoch)
 	b.logger.Info("sluice: broker: registered with the controller", "broker_epoch", resp.BrokerEpoch)
-	return c.heartbeat(false)
-}
-
-// heartbeat sends one heartbeat; shutdown asks to leave (controlled
-// shutdown: the controller fences the broker). It returns whether the
-// controller answered ShouldShutdown through ok.
-func (c *cluster) heartbeat(shutdown bool) error {
-	_, err := c.heartbeatOK(shutdown)
+	_, err = c.heartbeatOK(false, 5*time.Second)
 	return err
 }
 
-func (c *cluster) heartbeatOK(shutdown bool) (shouldShutdown bool, err error) {
+// heartbeatOK sends one heartbeat, waiting at most wait; shutdown asks to
+// leave (controlled shutdown: the controller fences the broker). It
+// returns whether the controller answered ShouldShutdown.
+func (c *cluster) heartbeatOK(shutdown bool, wait time.Duration) (shouldShutdown bool, err error) {
 	b := c.b
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
 	req.BrokerID = c.self
 	req.BrokerEpoch = c.epoch.Load()
 	req.CurrentMetadataOffset = b.meta.ReplicatedOffset() - 1
 	req.WantShutdown = shutdown
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, wait)
 	defer cancel()
 	kresp, err := c.toController(ctx, req)
 	if err != nil {
@@ -229,7 +225,7 @@ func (c *cluster) reportLeadership() {
 		rt.TopicID, rt.Partitions = id, ps
 		req.Topics = append(req.Topics, rt)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
 	defer cancel()
 	if _, err := c.toController(ctx, req); err != nil {
 		b.logger.Debug("sluice: broker: leadership report not delivered; retried", "err", err)
@@ -288,7 +284,8 @@ func (c *cluster) controlledShutdown() {
 	}
 	b.logger.Info("sluice: controlled shutdown: leaderships moved", "elapsed", time.Since(start).Round(time.Millisecond).String())
 	if c.epoch.Load() >= 0 {
-		if _, err := c.heartbeatOK(true); err != nil {
+		// Bounded short: the controller may be stopping too.
+		if _, err := c.heartbeatOK(true, 2*time.Second); err != nil {
 			b.logger.Info("sluice: controlled shutdown: the controller did not answer; stopping anyway", "err", err)
 		}
 	}

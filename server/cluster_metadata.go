@@ -155,6 +155,10 @@ func (b *Broker) partitionView(t meta.Topic, p int32) partitionView {
 			v.offline = append(v.offline, r)
 		}
 	}
+	// A fenced broker leaves every ISR, as Kafka's controller takes it out
+	// when its session expires (raft progress alone keeps a silent
+	// follower in sync for replica.lag.time.max.ms).
+	v.isr = slices.DeleteFunc(v.isr, func(id int32) bool { return slices.Contains(v.offline, id) })
 	if v.leader >= 0 {
 		if br, ok := b.meta.Broker(v.leader); !ok || br.Fenced {
 			v.leader = -1

@@ -845,3 +845,68 @@ func TestClusterBrokerOnlyNode(t *testing.T) {
 	prod := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()))
 	clusterProduce(t, ctx, prod, "four", "r", 100)
 }
+
+// DeleteRecords goes to the leader, which replicates it through raft:
+// every replica's log start offset moves; a broker that holds no replica
+// answers NOT_LEADER_OR_FOLLOWER.
+func TestClusterDeleteRecords(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "del"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "one"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitLeaders("del", 3)
+	ps := tc.waitLeaders("one", 1)
+	prod := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	clusterProduce(t, ctx, prod, "del", "r", 50)
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: "del", Partition: 0, At: 20})
+	resp, err := adm.DeleteRecords(ctx, os)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resp.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if lw, _ := resp.Lookup("del", 0); lw.LowWatermark != 20 {
+		t.Fatalf("low watermark %d, want 20", lw.LowWatermark)
+	}
+	eventually(t, 10*time.Second, "every replica's log start offset at 20", func() error {
+		for i := range 3 {
+			part, ok := tc.broker(i).partition("del", 0)
+			if !ok {
+				return fmt.Errorf("broker %d holds no del-0", i+1)
+			}
+			if ls := part.LogStartOffset(); ls != 20 {
+				return fmt.Errorf("broker %d: log start offset %d", i+1, ls)
+			}
+		}
+		return nil
+	})
+	// A broker without a replica of one-0.
+	other := (int(ps[0].leader) % 3) // 0-based index of a broker that is not the leader
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[other])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = "one"
+	rt.Partitions = []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 0}}
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	r, err := cl.Broker(other+1).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := r.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("DeleteRecords on broker %d, which holds no replica: %v, want NOT_LEADER_OR_FOLLOWER", other+1, kerr.ErrorForCode(code))
+	}
+}
