@@ -16,24 +16,27 @@ func init() {
 	register(handler{key: 18, minVersion: 0, maxVersion: 4, serve: serveApiVersions})
 }
 
-func apiKeys() []kmsg.ApiVersionsResponseApiKey {
+func apiKeys(b *Broker, cc *clientConn) []kmsg.ApiVersionsResponseApiKey {
 	var keys []kmsg.ApiVersionsResponseApiKey
 	for _, h := range sortedHandlers() {
+		if !h.served(b, cc) {
+			continue
+		}
 		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: h.key, MinVersion: h.minVersion, MaxVersion: h.maxVersion})
 	}
 	return keys
 }
 
-func serveApiVersions(_ context.Context, _ *Broker, _ *clientConn, req kmsg.Request) (kmsg.Response, error) {
+func serveApiVersions(_ context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = apiKeys(b, cc)
 	return resp, nil
 }
 
-func apiVersionsUnsupported() kmsg.Response {
+func apiVersionsUnsupported(b *Broker, cc *clientConn) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(0)
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = apiKeys(b, cc)
 	return resp
 }

@@ -16,18 +16,18 @@ func init() {
 	register(handler{key: 19, minVersion: 0, maxVersion: 7, serve: serveCreateTopics})
 }
 
-func serveCreateTopics(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveCreateTopics(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-	settled := func(kmsg.Response) bool {
-		for _, rt := range req.Topics {
-			if _, ok := b.meta.Topic(rt.Topic); !ok && !req.ValidateOnly {
+	settled := func(kresp kmsg.Response) bool {
+		for _, st := range kresp.(*kmsg.CreateTopicsResponse).Topics {
+			if _, ok := b.meta.Topic(st.Topic); !ok && st.ErrorCode == 0 && !req.ValidateOnly {
 				return false
 			}
 		}
 		return true
 	}
-	if fresp, ok, err := b.forward(ctx, req, settled); ok {
+	if fresp, ok, err := b.forward(ctx, cc, req, settled); ok {
 		if err != nil {
 			for _, rt := range req.Topics {
 				st := kmsg.NewCreateTopicsResponseTopic()

@@ -15,7 +15,7 @@ func init() {
 	register(handler{key: 20, minVersion: 0, maxVersion: 6, serve: serveDeleteTopics})
 }
 
-func serveDeleteTopics(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveDeleteTopics(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	topics := req.Topics
@@ -43,7 +43,7 @@ func serveDeleteTopics(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.
 		}
 		return true
 	}
-	if fresp, ok, err := b.forward(ctx, req, settled); ok {
+	if fresp, ok, err := b.forward(ctx, cc, req, settled); ok {
 		if err != nil {
 			for _, rt := range topics {
 				st := kmsg.NewDeleteTopicsResponseTopic()

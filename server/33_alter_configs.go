@@ -24,10 +24,10 @@ func init() {
 	register(handler{key: 33, minVersion: 0, maxVersion: 2, serve: serveAlterConfigs})
 }
 
-func serveAlterConfigs(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveAlterConfigs(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	if fresp, ok, err := b.forward(ctx, req, nil); ok {
+	if fresp, ok, err := b.forward(ctx, cc, req, nil); ok {
 		if err != nil {
 			for _, rr := range req.Resources {
 				sr := kmsg.NewAlterConfigsResponseResource()

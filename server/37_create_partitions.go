@@ -16,18 +16,22 @@ func init() {
 	register(handler{key: 37, minVersion: 0, maxVersion: 3, serve: serveCreatePartitions})
 }
 
-func serveCreatePartitions(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveCreatePartitions(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	settled := func(kmsg.Response) bool {
+	settled := func(kresp kmsg.Response) bool {
+		failed := map[string]bool{}
+		for _, st := range kresp.(*kmsg.CreatePartitionsResponse).Topics {
+			failed[st.Topic] = st.ErrorCode != 0
+		}
 		for _, rt := range req.Topics {
-			if t, ok := b.meta.Topic(rt.Topic); ok && t.Partitions < rt.Count && !req.ValidateOnly {
+			if t, ok := b.meta.Topic(rt.Topic); ok && t.Partitions < rt.Count && !failed[rt.Topic] && !req.ValidateOnly {
 				return false
 			}
 		}
 		return true
 	}
-	if fresp, ok, err := b.forward(ctx, req, settled); ok {
+	if fresp, ok, err := b.forward(ctx, cc, req, settled); ok {
 		if err != nil {
 			for _, rt := range req.Topics {
 				st := kmsg.NewCreatePartitionsResponseTopic()

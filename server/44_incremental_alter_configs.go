@@ -29,10 +29,10 @@ func init() {
 	register(handler{key: 44, minVersion: 0, maxVersion: 1, serve: serveIncrementalAlterConfigs})
 }
 
-func serveIncrementalAlterConfigs(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveIncrementalAlterConfigs(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	if fresp, ok, err := b.forward(ctx, req, nil); ok {
+	if fresp, ok, err := b.forward(ctx, cc, req, nil); ok {
 		if err != nil {
 			for _, rr := range req.Resources {
 				sr := kmsg.NewIncrementalAlterConfigsResponseResource()

@@ -58,8 +58,14 @@ type cluster struct {
 	ctrl *controllerClients // requests to the active controller (cluster_rpc.go)
 	act  *activeController  // the active controller's duties (cluster_controller.go)
 
-	epoch  atomic.Int64  // this broker's epoch once registered; -1 before (epochs are metadata offsets, from 0)
-	leadCh chan struct{} // kicked when a held partition's leadership changes (buffered)
+	epoch atomic.Int64 // this broker's epoch once registered; -1 before (epochs are metadata offsets, from 0)
+	// shuttingDown is set when a controlled shutdown begins: every
+	// heartbeat from then on asks to leave, so none unfences the broker
+	// again.
+	shuttingDown atomic.Bool
+	// leadCh and reportCh are kicked when a held partition's leadership
+	// changes (buffered): the coordinator loop and the report loop.
+	leadCh, reportCh chan struct{}
 
 	peersMu sync.Mutex
 	peers   map[int32]string // transport peers set so far
@@ -76,7 +82,7 @@ type cluster struct {
 func newCluster(b *Broker) (*cluster, error) {
 	cfg := &b.cfg
 	c := &cluster{b: b, self: cfg.NodeID, voters: map[int32]string{}, peers: map[int32]string{},
-		leadCh: make(chan struct{}, 1), stop: make(chan struct{})}
+		leadCh: make(chan struct{}, 1), reportCh: make(chan struct{}, 1), stop: make(chan struct{})}
 	for _, v := range cfg.QuorumVoters {
 		c.voters[v.ID] = v.Addr()
 	}
@@ -347,9 +353,10 @@ func (c *cluster) start() {
 	if c.b.cfg.IsBroker() {
 		// A controller-only node is no broker: it neither registers nor
 		// holds partitions.
-		c.wg.Add(2)
+		c.wg.Add(3)
 		go c.heartbeatLoop()
 		go c.reportLoop()
+		go c.coordinatorLoop()
 	}
 	c.wg.Add(1)
 	go c.act.run()

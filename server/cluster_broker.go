@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/replica"
@@ -103,7 +104,7 @@ func (c *cluster) heartbeatOK(shutdown bool, wait time.Duration) (shouldShutdown
 	req.BrokerID = c.self
 	req.BrokerEpoch = c.epoch.Load()
 	req.CurrentMetadataOffset = b.meta.ReplicatedOffset() - 1
-	req.WantShutdown = shutdown
+	req.WantShutdown = shutdown || c.shuttingDown.Load()
 	ctx, cancel := context.WithTimeout(c.ctx, wait)
 	defer cancel()
 	kresp, err := c.toController(ctx, req)
@@ -120,21 +121,43 @@ func (c *cluster) heartbeatOK(shutdown bool, wait time.Duration) (shouldShutdown
 	return resp.ShouldShutdown, nil
 }
 
-// kickLeadership asks the leadership loop to look now (a held partition's
-// raft leadership changed). It never blocks (raft's worker calls it).
+// kickLeadership asks the leadership loops to look now (a held
+// partition's raft leadership changed). It never blocks (raft's worker
+// calls it).
 func (c *cluster) kickLeadership() {
-	select {
-	case c.leadCh <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{c.leadCh, c.reportCh} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// reportLoop is the leadership loop.
+// reportLoop reports this broker's leaderships to the controller; it has
+// a goroutine of its own, so a controller slow to answer never delays the
+// coordinator's loads (coordinatorLoop).
 func (c *cluster) reportLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(leadershipCheckEvery)
 	defer t.Stop()
-	loaded := map[int32]*replica.Partition{} // __consumer_offsets partitions loaded into the coordinator
+	for {
+		select {
+		case <-c.stopping():
+			return
+		case <-t.C:
+		case <-c.reportCh:
+		}
+		c.reportLeadership()
+	}
+}
+
+// coordinatorLoop loads and unloads the group coordinator's partitions as
+// leaderships move.
+func (c *cluster) coordinatorLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(leadershipCheckEvery)
+	defer t.Stop()
+	loaded := map[int32]loadedShard{}
 	for {
 		select {
 		case <-c.stopping():
@@ -143,16 +166,25 @@ func (c *cluster) reportLoop() {
 		case <-c.leadCh:
 		}
 		c.coordinatorLeadership(loaded)
-		c.reportLeadership()
 	}
+}
+
+// loadedShard is a __consumer_offsets partition loaded into the
+// coordinator: the replica, the leader epoch it was loaded in, and
+// whether the load failed (then it is tried again).
+type loadedShard struct {
+	part   *replica.Partition
+	epoch  int32
+	failed *atomic.Bool
 }
 
 // coordinatorLeadership loads the coordinator state of the
 // __consumer_offsets partitions this broker leads and unloads those it no
-// longer leads. A new leader loads once its high watermark reached its log
-// end (raft committed everything of the earlier terms), so no committed
-// offset is missed.
-func (c *cluster) coordinatorLeadership(loaded map[int32]*replica.Partition) {
+// longer leads, or leads in a later epoch than it loaded them (another
+// leader may have written in between). A new leader loads once its high
+// watermark reached its log end (raft committed everything of the earlier
+// terms), so no committed offset is missed.
+func (c *cluster) coordinatorLeadership(loaded map[int32]loadedShard) {
 	b := c.b
 	b.mu.RLock()
 	held := map[int32]*replica.Partition{}
@@ -162,20 +194,31 @@ func (c *cluster) coordinatorLeadership(loaded map[int32]*replica.Partition) {
 		}
 	}
 	b.mu.RUnlock()
-	for p, part := range loaded {
-		if held[p] != part || !part.IsLeader() {
+	for p, l := range loaded {
+		_, epoch, _ := l.part.Leader()
+		if held[p] != l.part || !l.part.IsLeader() || epoch != l.epoch || l.failed.Load() {
 			b.coord.Unload(p)
 			delete(loaded, p)
-			b.logger.Info("sluice: group coordinator: unloaded a __consumer_offsets partition (no longer its leader)", "partition", p)
+			b.logger.Info("sluice: group coordinator: unloaded a __consumer_offsets partition", "partition", p, "leader", l.part.IsLeader(), "load_failed", l.failed.Load())
 		}
 	}
 	for p, part := range held {
 		if _, ok := loaded[p]; ok || !part.IsLeader() || part.HighWatermark() < part.LogEndOffset() {
 			continue
 		}
-		loaded[p] = part
-		b.logger.Info("sluice: group coordinator: loading a __consumer_offsets partition (its leader now)", "partition", p)
-		b.loadOffsetsPartition(p, part)
+		_, epoch, _ := part.Leader()
+		l := loadedShard{part: part, epoch: epoch, failed: &atomic.Bool{}}
+		loaded[p] = l
+		b.logger.Info("sluice: group coordinator: loading a __consumer_offsets partition (its leader now)", "partition", p, "leader_epoch", epoch)
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			if err := b.coord.Load(p, offsetsLog{part}); err != nil {
+				b.logger.Warn("sluice: group coordinator: loading a __consumer_offsets partition failed; retried", "partition", p, "err", err)
+				l.failed.Store(true)
+				c.kickLeadership()
+			}
+		}()
 	}
 }
 
@@ -257,6 +300,7 @@ const controlledShutdownWait = 10 * time.Second
 // election.
 func (c *cluster) controlledShutdown() {
 	b := c.b
+	c.shuttingDown.Store(true)
 	deadline := time.Now().Add(controlledShutdownWait)
 	start := time.Now()
 	for time.Now().Before(deadline) {

@@ -27,10 +27,10 @@ import (
 // broker out of Metadata and out of placement.
 
 func init() {
-	register(handler{key: 62, minVersion: 0, maxVersion: 3, serve: serveBrokerRegistration})
-	register(handler{key: 63, minVersion: 0, maxVersion: 1, serve: serveBrokerHeartbeat})
-	register(handler{key: 56, minVersion: 2, maxVersion: 2, serve: serveAlterPartition})
-	register(handler{key: 67, minVersion: 0, maxVersion: 0, serve: serveAllocateProducerIDs})
+	register(handler{key: 62, minVersion: 0, maxVersion: 3, serve: serveBrokerRegistration, controllerOnly: true})
+	register(handler{key: 63, minVersion: 0, maxVersion: 1, serve: serveBrokerHeartbeat, controllerOnly: true})
+	register(handler{key: 56, minVersion: 2, maxVersion: 2, serve: serveAlterPartition, controllerOnly: true})
+	register(handler{key: 67, minVersion: 0, maxVersion: 0, serve: serveAllocateProducerIDs, controllerOnly: true})
 }
 
 // controllerCheckEvery is how often the active controller checks broker
@@ -41,14 +41,19 @@ type activeController struct {
 	c      *cluster
 	kickCh chan struct{}
 
-	mu       sync.Mutex
-	leading  bool                // the duties of the current leadership started
+	mu sync.Mutex
+	// term is the metadata group's term whose duties started (0: none):
+	// a new term, even this node's again, starts every session afresh.
+	term     int32
 	heard    map[int32]time.Time // each broker's last heartbeat or registration
-	learners map[int32]bool      // learners added to the metadata group in this leadership
+	learners map[int32]bool      // learners added to the metadata group in this term
+	// leaving are the brokers in controlled shutdown, with the broker
+	// epoch that asked: never unfenced again in that epoch.
+	leaving map[int32]int64
 }
 
 func newActiveController(c *cluster) *activeController {
-	return &activeController{c: c, kickCh: make(chan struct{}, 1), heard: map[int32]time.Time{}, learners: map[int32]bool{}}
+	return &activeController{c: c, kickCh: make(chan struct{}, 1), heard: map[int32]time.Time{}, learners: map[int32]bool{}, leaving: map[int32]int64{}}
 }
 
 func (a *activeController) kick() {
@@ -84,9 +89,10 @@ func (a *activeController) run() {
 func (a *activeController) check() {
 	c := a.c
 	b := c.b
+	_, term, _ := c.metaPart.Leader()
 	if !c.isController() {
 		a.mu.Lock()
-		a.leading = false
+		a.term = 0
 		a.mu.Unlock()
 		return
 	}
@@ -96,11 +102,12 @@ func (a *activeController) check() {
 	var expired []meta.Broker
 	var learners []int32
 	a.mu.Lock()
-	if !a.leading {
+	if a.term != term {
 		// A new leadership: every broker starts a fresh session.
-		a.leading = true
+		a.term = term
 		clear(a.heard)
 		clear(a.learners)
+		clear(a.leaving)
 		for _, br := range brokers {
 			a.heard[br.NodeID] = now
 		}
@@ -195,9 +202,17 @@ func serveBrokerHeartbeat(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 	// Caught up: the broker applied the metadata log up to its own
 	// registration (KRaft's rule).
 	caughtUp := req.CurrentMetadataOffset >= br.Epoch
+	a := b.cl.act
+	a.mu.Lock()
+	if req.WantShutdown {
+		a.leaving[br.NodeID] = br.Epoch
+	}
+	e, leaving := a.leaving[br.NodeID]
+	leaving = leaving && e == br.Epoch
+	a.mu.Unlock()
 	fence := br.Fenced
 	switch {
-	case req.WantShutdown || req.WantFence:
+	case req.WantShutdown || req.WantFence || leaving:
 		fence = true
 	case br.Fenced && caughtUp:
 		fence = false
@@ -220,6 +235,10 @@ func serveAlterPartition(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.
 	resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
 	if notActiveController(b) {
 		resp.ErrorCode = kerr.NotController.Code
+		return resp, nil
+	}
+	if br, ok := b.meta.Broker(req.BrokerID); !ok || br.Epoch != req.BrokerEpoch {
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
 		return resp, nil
 	}
 	var changes []meta.PartitionChanged

@@ -102,12 +102,23 @@ func (b *Broker) brokerEndpoint(id int32, listener string) (host string, port in
 	return cb.host, cb.port, ok
 }
 
-// controllerForClients is the controller id clients are given.
+// controllerForClients is the controller id clients are given: the active
+// controller when it is a live broker (combined roles), else this broker
+// (KRaft brokers answer clients with a live broker: admin requests sent
+// to it are forwarded), so the id is always one of Metadata's brokers.
 func (b *Broker) controllerForClients() int32 {
 	if b.cl == nil {
 		return b.cfg.NodeID
 	}
-	return b.cl.controllerID()
+	if id := b.cl.controllerID(); id >= 0 {
+		if br, ok := b.meta.Broker(id); ok && !br.Fenced {
+			return id
+		}
+	}
+	if br, ok := b.meta.Broker(b.cfg.NodeID); ok && !br.Fenced {
+		return b.cfg.NodeID
+	}
+	return -1
 }
 
 // partitionView is what Metadata says about partition p of t.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,18 +31,37 @@ var errNoController = errors.New("server: no active controller is known (the con
 type controllerClients struct {
 	c   *cluster
 	mu  sync.Mutex
-	cls map[int32]*kgo.Client
+	cls map[clientKey]*kgo.Client
+}
+
+// clientKey names one client: a voter, and the lane. Registration and
+// heartbeats have a connection of their own (lane 1), so a slow request
+// (a topic creation waiting for its partitions) never delays a heartbeat
+// past the session (the controller serves a connection's requests in
+// order).
+type clientKey struct {
+	id   int32
+	lane int
 }
 
 func newControllerClients(c *cluster) *controllerClients {
-	return &controllerClients{c: c, cls: map[int32]*kgo.Client{}}
+	return &controllerClients{c: c, cls: map[clientKey]*kgo.Client{}}
 }
 
-// client returns the client of voter id.
-func (cc *controllerClients) client(id int32) (*kgo.Client, error) {
+// laneOf is the lane of a request (see clientKey).
+func laneOf(req kmsg.Request) int {
+	switch req.Key() {
+	case 62, 63: // BrokerRegistration, BrokerHeartbeat
+		return 1
+	}
+	return 0
+}
+
+// client returns the client of voter id for lane.
+func (cc *controllerClients) client(id int32, lane int) (*kgo.Client, error) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cl := cc.cls[id]; cl != nil {
+	if cl := cc.cls[clientKey{id, lane}]; cl != nil {
 		return cl, nil
 	}
 	addr, ok := cc.c.voters[id]
@@ -49,14 +69,14 @@ func (cc *controllerClients) client(id int32) (*kgo.Client, error) {
 		return nil, fmt.Errorf("server: the active controller %d is not in controller.quorum.voters", id)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
-		kgo.ClientID(fmt.Sprintf("sluice-broker-%d", cc.c.self)),
+		kgo.ClientID(fmt.Sprintf("%s%d", brokerClientIDPrefix, cc.c.self)),
 		kgo.DialTimeout(2*time.Second),
 		kgo.RetryTimeout(0),
 	)
 	if err != nil {
 		return nil, err
 	}
-	cc.cls[id] = cl
+	cc.cls[clientKey{id, lane}] = cl
 	return cl, nil
 }
 
@@ -88,7 +108,7 @@ func (cc *controllerClients) requestOnce(ctx context.Context, req kmsg.Request, 
 		ids := cc.c.voterIDs()
 		id = int32(ids[try%len(ids)])
 	}
-	cl, err := cc.client(id)
+	cl, err := cc.client(id, laneOf(req))
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +147,9 @@ func topLevelCode(resp kmsg.Response) int16 {
 func (cc *controllerClients) close() {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	for id, cl := range cc.cls {
+	for k, cl := range cc.cls {
 		cl.Close()
-		delete(cc.cls, id)
+		delete(cc.cls, k)
 	}
 }
 
@@ -143,16 +163,25 @@ const forwardTimeout = 30 * time.Second
 // (retriable). settled, when set, says whether this broker's own copy of
 // the metadata shows the change: forward waits (bounded) for it and for a
 // reconciler pass over it, so the client's next request here sees it.
-func (b *Broker) forward(ctx context.Context, kreq kmsg.Request, settled func(resp kmsg.Response) bool) (resp kmsg.Response, ok bool, err error) {
+func (b *Broker) forward(ctx context.Context, cc *clientConn, kreq kmsg.Request, settled func(resp kmsg.Response) bool) (resp kmsg.Response, ok bool, err error) {
 	c := b.cl
 	if c == nil || c.isController() {
 		return nil, false, nil
 	}
+	if cc != nil && strings.HasPrefix(cc.clientID, brokerClientIDPrefix) {
+		// Forwarded already, by a broker that took this node for the
+		// controller: answer so rather than forward again (a loop
+		// during an election).
+		return nil, true, kafkaErrorf(kerr.NotController, "node %d is not the active controller", c.self)
+	}
 	version := kreq.GetVersion()
 	fctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
-	resp, err = c.ctrl.request(fctx, kreq)
-	kreq.SetVersion(version) // the client's, for the answer's encoding
+	// Sent at the client's version: franz-go sends a request at the
+	// highest version both ends support, and fields differ between
+	// versions (DeleteTopics v6 names topics in another field).
+	resp, err = c.ctrl.request(fctx, pinnedRequest{kreq, version})
+	kreq.SetVersion(version)
 	if err != nil {
 		return nil, true, kafkaErrorf(kerr.NotController, "%v", err)
 	}
@@ -162,6 +191,19 @@ func (b *Broker) forward(ctx context.Context, kreq kmsg.Request, settled func(re
 	}
 	return resp, true, nil
 }
+
+// pinnedRequest is a request franz-go sends at exactly version v: its
+// MaxVersion is v.
+type pinnedRequest struct {
+	kmsg.Request
+	v int16
+}
+
+func (r pinnedRequest) MaxVersion() int16 { return r.v }
+
+// brokerClientIDPrefix starts the client id of a broker's requests to the
+// controller.
+const brokerClientIDPrefix = "sluice-broker-"
 
 // localMetadataWait bounds how long a forwarded change waits for this
 // broker's copy of the metadata.

@@ -910,3 +910,114 @@ func TestClusterDeleteRecords(t *testing.T) {
 		t.Fatalf("DeleteRecords on broker %d, which holds no replica: %v, want NOT_LEADER_OR_FOLLOWER", other+1, kerr.ErrorForCode(code))
 	}
 }
+
+// Regressions from review: a topic may not take the metadata log's name;
+// an admin request forwarded by a broker keeps the client's version
+// (DeleteTopics v5 names topics in another field than v6); a refused
+// forwarded creation answers at once; a broker stopped by a controlled
+// shutdown stays fenced.
+func TestClusterForwardingAndShutdownRegressions(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ctrl, _, err := tc.controller(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := int(ctrl%3) + 1 // a broker that is not the controller
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[other-1])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	send := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := cl.Broker(other).Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	create := kmsg.NewPtrCreateTopicsRequest()
+	for _, name := range []string{"__cluster_metadata", "gone"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 3
+		create.Topics = append(create.Topics, rt)
+	}
+	cr := send(create).(*kmsg.CreateTopicsResponse)
+	if cr.Topics[0].ErrorCode != kerr.InvalidTopicException.Code || cr.Topics[1].ErrorCode != 0 {
+		t.Fatalf("create __cluster_metadata and gone: %v, %v", kerr.ErrorForCode(cr.Topics[0].ErrorCode), kerr.ErrorForCode(cr.Topics[1].ErrorCode))
+	}
+	start := time.Now()
+	bad := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "rf5", 1, 5
+	bad.Topics = append(bad.Topics, rt)
+	if code := send(bad).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != kerr.InvalidReplicationFactor.Code {
+		t.Fatalf("rf 5: %v", kerr.ErrorForCode(code))
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a refused forwarded creation took %v", d)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.Version = 5
+	del.TopicNames = []string{"gone"}
+	del.TimeoutMillis = 10000
+	dr, err := cl.Broker(other).Request(ctx, pinnedRequest{del, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts := dr.(*kmsg.DeleteTopicsResponse).Topics; len(ts) != 1 || ts[0].ErrorCode != 0 {
+		t.Fatalf("DeleteTopics v5 through broker %d: %+v", other, ts)
+	}
+	eventually(t, 10*time.Second, "gone deleted everywhere", func() error {
+		for i := range 3 {
+			if _, ok := tc.broker(i).meta.Topic("gone"); ok {
+				return fmt.Errorf("broker %d still has topic gone", i+1)
+			}
+		}
+		return nil
+	})
+	// A controlled shutdown of a broker that is not the controller.
+	tc.stop(other - 1)
+	time.Sleep(time.Second) // heartbeats that could unfence it again would arrive within this
+	br, ok := tc.broker(int(ctrl) - 1).meta.Broker(int32(other))
+	if !ok || !br.Fenced {
+		t.Fatalf("broker %d after its controlled shutdown: %+v, want fenced", other, br)
+	}
+}
+
+// On a single node, and on a cluster's client listeners, ApiVersions
+// lists none of the controller's APIs (Kafka serves them on controller
+// listeners only).
+func TestControllerAPIsOnlyOnControllerListeners(t *testing.T) {
+	check := func(addr string, want bool) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		resp, err := cl.SeedBrokers()[0].Request(context.Background(), kmsg.NewPtrApiVersionsRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range resp.(*kmsg.ApiVersionsResponse).ApiKeys {
+			if k.ApiKey == 62 || k.ApiKey == 63 || k.ApiKey == 56 || k.ApiKey == 67 {
+				if !want {
+					t.Errorf("%s lists controller API %d", addr, k.ApiKey)
+				}
+				return
+			}
+		}
+		if want {
+			t.Errorf("%s lists no controller API", addr)
+		}
+	}
+	_, addr := startBroker(t, "")
+	check(addr, false)
+	tc := startCluster(t, 3)
+	check(fmt.Sprintf("127.0.0.1:%d", tc.cports[0]), false)
+	check(fmt.Sprintf("127.0.0.1:%d", tc.ctrl[0]), true)
+}

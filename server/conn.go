@@ -315,13 +315,13 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	}
 	h, ok := handlers[key]
 	req := kmsg.RequestForKey(key)
-	if !ok || req == nil {
+	if !ok || req == nil || !h.served(cc.b, cc) {
 		return fmt.Errorf("%w: unsupported API key %d", errClose, key)
 	}
 	if version < h.minVersion || version > h.maxVersion {
 		if key == kmsg.ApiVersions.Int16() {
 			// KIP-511: answer UNSUPPORTED_VERSION with our versions, in v0.
-			return cc.queue(&answer{corr: corr, key: key, version: 0, finish: ready(apiVersionsUnsupported())})
+			return cc.queue(&answer{corr: corr, key: key, version: 0, finish: ready(apiVersionsUnsupported(cc.b, cc))})
 		}
 		return fmt.Errorf("%w: API %d version %d outside [%d, %d]", errClose, key, version, h.minVersion, h.maxVersion)
 	}

@@ -74,10 +74,16 @@ func (b *Broker) ensureOffsetsTopic() error {
 		return b.ensureOffsetsTopicRemote()
 	}
 	// offsets.topic.replication.factor (Kafka's default 3) is capped by
-	// the brokers there are, so a fresh small cluster, or a single node,
-	// still gets its groups.
-	rf := min(b.cfg.OffsetsTopicReplicationFactor, int16(b.usableBrokerCount()))
-	_, err := b.createTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, max(rf, 1), offsetsTopicConfigs(), false)
+	// the cluster's size (a single node: 1; a cluster: its voters or its
+	// registered brokers, whichever are more), so a small cluster still
+	// gets its groups; but never by how many brokers happen to be up now:
+	// until that many are, the answer is COORDINATOR_NOT_AVAILABLE
+	// (retriable), as Kafka answers until the topic can be created.
+	rf := max(min(b.cfg.OffsetsTopicReplicationFactor, int16(b.clusterSize())), 1)
+	if n := b.usableBrokerCount(); n < int(rf) {
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s needs %d brokers (offsets.topic.replication.factor, capped by the cluster size) and %d are up", offsetsTopic, rf, n)
+	}
+	_, err := b.createTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, rf, offsetsTopicConfigs(), false)
 	switch {
 	case errIs(err, kerr.TopicAlreadyExists):
 		return nil // created concurrently

@@ -24,6 +24,31 @@ type handler struct {
 	// and returns what serve would. Stages of one connection run one
 	// after the other, in request order; finishes overlap (conn.go).
 	stage func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (finish func() (kmsg.Response, error), err error)
+	// controllerOnly APIs (the brokers' requests to the controller
+	// quorum) exist only on controller listeners of a cluster, as in
+	// Kafka: elsewhere ApiVersions leaves them out and a request for one
+	// closes the connection, as for an unknown key.
+	controllerOnly bool
+}
+
+// served reports whether h is served on connection cc (nil: a call from
+// inside the broker).
+func (h handler) served(b *Broker, cc *clientConn) bool {
+	if !h.controllerOnly || cc == nil {
+		return true
+	}
+	return b.cl != nil && b.isControllerListener(cc.listener)
+}
+
+// isControllerListener reports whether the named listener is one of
+// controller.listener.names.
+func (b *Broker) isControllerListener(name string) bool {
+	for _, n := range b.cfg.ControllerListenerNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 var handlers = map[int16]handler{}

@@ -125,6 +125,11 @@ func (b *Broker) checkTopic(r topicRequest) (meta.TopicSpec, error) {
 	if err := meta.ValidateTopicName(r.name); err != nil {
 		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidTopicException, "%v", err)
 	}
+	if r.name == metaTopic {
+		// The metadata log's name (KRaft reserves it; a topic of that
+		// name would take its folder).
+		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidTopicException, "topic name %s is reserved for the cluster metadata log", metaTopic)
+	}
 	partitions, rf := r.partitions, r.rf
 	if partitions == -1 {
 		partitions = b.cfg.NumPartitions
@@ -219,6 +224,15 @@ func (b *Broker) place(existing, n int32, rf int16, leader0 int32) ([][]int32, e
 		return nil, kafkaErrorf(kerr.InvalidReplicationFactor, "%v", err)
 	}
 	return a, nil
+}
+
+// clusterSize is how many brokers the cluster has: 1 for a single node,
+// else the voters or the registered brokers, whichever are more.
+func (b *Broker) clusterSize() int {
+	if b.cl == nil {
+		return 1
+	}
+	return max(len(b.cl.voters), len(b.meta.Brokers()))
 }
 
 // usableBrokerCount is how many brokers replicas may be placed on.
