@@ -63,6 +63,9 @@ type cluster struct {
 	// heartbeat from then on asks to leave, so none unfences the broker
 	// again.
 	shuttingDown atomic.Bool
+	// heartbeatsOff (tests) stops the heartbeats, as a link to the
+	// controller that is cut while the broker runs.
+	heartbeatsOff atomic.Bool
 	// leadCh and reportCh are kicked when a held partition's leadership
 	// changes (buffered): the coordinator loop and the report loop.
 	leadCh, reportCh chan struct{}

@@ -38,7 +38,9 @@ func (c *cluster) heartbeatLoop() {
 	for {
 		wait := every
 		var err error
-		if c.epoch.Load() < 0 {
+		if c.heartbeatsOff.Load() {
+			// tests: the controller hears nothing
+		} else if c.epoch.Load() < 0 {
 			err = c.register(incarnation)
 			if err != nil {
 				wait = min(every, 250*time.Millisecond)
@@ -148,6 +150,41 @@ func (c *cluster) reportLoop() {
 		case <-c.reportCh:
 		}
 		c.reportLeadership()
+		c.leaveIfFenced()
+	}
+}
+
+// leaveIfFenced moves this broker's partition leaderships to other
+// replicas while the controller has it fenced and it is not shutting down
+// (its heartbeats do not reach the controller, say): clients no longer
+// see it in Metadata, so what it leads would be unreachable to them.
+// Kafka's controller moves leadership off a fenced broker; here the
+// broker hands it over itself (raft leadership transfer).
+func (c *cluster) leaveIfFenced() {
+	b := c.b
+	epoch := c.epoch.Load()
+	if epoch < 0 || c.shuttingDown.Load() {
+		return
+	}
+	if br, ok := b.meta.Broker(c.self); !ok || !br.Fenced || br.Epoch != epoch {
+		return
+	}
+	b.mu.RLock()
+	parts := make([]*replica.Partition, 0, len(b.parts))
+	for _, part := range b.parts {
+		parts = append(parts, part)
+	}
+	b.mu.RUnlock()
+	moved := 0
+	for _, part := range parts {
+		if part.IsLeader() {
+			if _, err := part.TransferLeadershipAway(); err == nil {
+				moved++
+			}
+		}
+	}
+	if moved > 0 {
+		b.logger.Warn("sluice: broker: fenced by the controller while running; moving its leaderships to other replicas", "partitions", moved)
 	}
 }
 

@@ -1021,3 +1021,36 @@ func TestControllerAPIsOnlyOnControllerListeners(t *testing.T) {
 	check(fmt.Sprintf("127.0.0.1:%d", tc.cports[0]), false)
 	check(fmt.Sprintf("127.0.0.1:%d", tc.ctrl[0]), true)
 }
+
+// A broker fenced while it runs (its heartbeats stop reaching the
+// controller) hands its leaderships to other replicas: Metadata, which
+// leaves it out, shows leaders clients can reach.
+func TestClusterFencedBrokerMovesLeadership(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "fence"); err != nil {
+		t.Fatal(err)
+	}
+	ps := tc.waitLeaders("fence", 3)
+	lead := ps[0].leader
+	tc.broker(int(lead) - 1).cl.heartbeatsOff.Store(true)
+	eventually(t, 15*time.Second, "no partition led by the fenced broker", func() error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		m, err := tc.metadata(ctx, "fence")
+		if err != nil {
+			return err
+		}
+		for _, p := range m.Topics[0].Partitions {
+			if p.Leader < 0 || p.Leader == lead {
+				return fmt.Errorf("partition %d: leader %d", p.Partition, p.Leader)
+			}
+		}
+		return nil
+	})
+	prod := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	clusterProduce(t, ctx, prod, "fence", "r", 30)
+}
