@@ -81,13 +81,19 @@ func TestDeleteRecordsReplicated(t *testing.T) {
 			}
 		}
 	}
+	// A delete entry takes no offset, so settle (equal log end offsets
+	// and high watermarks) may return before a follower applied it: wait
+	// for the log start offsets themselves.
 	lsos := func(want int64) {
 		t.Helper()
-		for _, n := range c.up() {
-			if got := n.parts[g].LogStartOffset(); got != want {
-				t.Errorf("node %d: log start offset %d, want %d", n.id, got, want)
+		c.drive(fmt.Sprintf("every replica's log start offset at %d", want), func() bool {
+			for _, n := range c.up() {
+				if n.parts[g].LogStartOffset() != want {
+					return false
+				}
 			}
-		}
+			return true
+		})
 	}
 	produce(lead, 40, 0)
 	c.settle()
