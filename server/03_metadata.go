@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicemq/sluice/meta"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -111,6 +112,10 @@ func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error
 	if len(reqs) == 0 {
 		return errs
 	}
+	if b.cl != nil && !b.cl.isController() {
+		b.autoCreateRemote(reqs, errs)
+		return errs
+	}
 	_, cerrs := b.createTopics(reqs, false)
 	for i, err := range cerrs {
 		if err != nil && !errIs(err, kerr.TopicAlreadyExists) {
@@ -118,9 +123,57 @@ func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error
 		}
 	}
 	if n := len(errs); n > 0 {
-		b.logger.Warn("sluice: metadata request: topics not auto-created", "refused", n, "asked", len(seen))
+		var first error
+		for _, err := range errs {
+			first = err
+			break
+		}
+		b.logger.Warn("sluice: metadata request: topics not auto-created", "refused", n, "asked", len(seen), "example", first.Error())
 	}
 	return errs
+}
+
+// autoCreateRemote has the active controller create topics a Metadata
+// request named (a cluster broker that is not the controller): one
+// CreateTopics with the broker defaults, then a bounded wait for this
+// broker's own metadata to show them. Errors go into errs by topic.
+func (b *Broker) autoCreateRemote(reqs []topicRequest, errs map[string]error) {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = int32(forwardTimeout / time.Millisecond)
+	for _, r := range reqs {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = r.name, -1, -1
+		req.Topics = append(req.Topics, rt)
+	}
+	ctx, cancel := context.WithTimeout(b.cl.ctx, forwardTimeout)
+	defer cancel()
+	kresp, err := b.cl.ctrl.request(ctx, req)
+	if err != nil {
+		for _, r := range reqs {
+			errs[r.name] = kafkaErrorf(kerr.NotController, "topic %q not auto-created: the controller is not reachable: %v", r.name, err)
+		}
+		return
+	}
+	for _, st := range kresp.(*kmsg.CreateTopicsResponse).Topics {
+		if code := st.ErrorCode; code != 0 && code != kerr.TopicAlreadyExists.Code {
+			msg := ""
+			if st.ErrorMessage != nil {
+				msg = *st.ErrorMessage
+			}
+			errs[st.Topic] = kafkaErrorf(kerr.ErrorForCode(code).(*kerr.Error), "topic %q not auto-created by the controller: %s", st.Topic, msg)
+		}
+	}
+	b.awaitLocalMetadata(ctx, func() bool {
+		for _, r := range reqs {
+			if _, failed := errs[r.name]; failed {
+				continue
+			}
+			if _, ok := b.meta.Topic(r.name); !ok {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func (b *Broker) topicMetadata(t meta.Topic) kmsg.MetadataResponseTopic {

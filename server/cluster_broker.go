@@ -236,7 +236,7 @@ func (c *cluster) coordinatorLeadership(loaded map[int32]loadedShard) {
 		if held[p] != l.part || !l.part.IsLeader() || epoch != l.epoch || l.failed.Load() {
 			b.coord.Unload(p)
 			delete(loaded, p)
-			b.logger.Info("sluice: group coordinator: unloaded a __consumer_offsets partition", "partition", p, "leader", l.part.IsLeader(), "load_failed", l.failed.Load())
+			b.logger.Debug("sluice: group coordinator: unloaded a __consumer_offsets partition", "partition", p, "leader", l.part.IsLeader(), "load_failed", l.failed.Load())
 		}
 	}
 	for p, part := range held {
@@ -246,7 +246,7 @@ func (c *cluster) coordinatorLeadership(loaded map[int32]loadedShard) {
 		_, epoch, _ := part.Leader()
 		l := loadedShard{part: part, epoch: epoch, failed: &atomic.Bool{}}
 		loaded[p] = l
-		b.logger.Info("sluice: group coordinator: loading a __consumer_offsets partition (its leader now)", "partition", p, "leader_epoch", epoch)
+		b.logger.Debug("sluice: group coordinator: loading a __consumer_offsets partition (its leader now)", "partition", p, "leader_epoch", epoch)
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()

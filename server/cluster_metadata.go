@@ -150,6 +150,12 @@ func (b *Broker) partitionView(t meta.Topic, p int32) partitionView {
 	if int(p) < len(t.Leaders) {
 		l := t.Leaders[p]
 		v.leader, v.epoch, v.isr = l.Leader, l.LeaderEpoch, slices.Clone(l.ISR)
+		if l.LeaderEpoch < 0 {
+			// Never reported (a new partition electing its first
+			// leader): every replica is in sync, as Kafka starts a
+			// partition's ISR.
+			v.isr = slices.Clone(v.replicas)
+		}
 	}
 	if part, ok := b.partition(t.Name, p); ok {
 		if lead, epoch, known := part.Leader(); known {

@@ -1054,3 +1054,33 @@ func TestClusterFencedBrokerMovesLeadership(t *testing.T) {
 	prod := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()))
 	clusterProduce(t, ctx, prod, "fence", "r", 30)
 }
+
+// A Metadata request that auto-creates a topic, sent to each broker in
+// turn (kcat's produce to a new topic): the ones that are not the
+// controller have it create the topic.
+func TestClusterAutoCreateThroughAnyBroker(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 3 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[i])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		topic := fmt.Sprintf("auto%d", i)
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		req.AllowAutoTopicCreation = true
+		if _, err := cl.Broker(i+1).Request(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		cl.Close()
+		ps := tc.waitLeaders(topic, 3)
+		if len(ps[0].replicas) != 3 {
+			t.Errorf("%s auto-created through broker %d: replicas %v, want default.replication.factor 3", topic, i+1, ps[0].replicas)
+		}
+	}
+}
