@@ -65,6 +65,13 @@ type RaftConfig struct {
 	// leader (raft_snapfiles.go); nil: such a snapshot is dropped, so a
 	// follower behind the leader's cleaned segments cannot catch up.
 	Snapshots SnapshotFetcher
+	// SnapshotState, for a delete topic whose records feed a state
+	// machine kept outside the log (the metadata log), carries that
+	// machine's state in the raft snapshots (raft_snapshot.go), so a
+	// follower behind the leader's log start catches up. Nil (the
+	// default): snapshots carry the log's metadata only. Ignored for a
+	// compacted topic.
+	SnapshotState SnapshotState
 	// OnLeaderChange, when set, is called whenever this replica's view of
 	// the group's leader or term changes: lead is the leader's replica id
 	// (this replica's own when it became the leader), 0 when it knows of
@@ -164,6 +171,7 @@ type raftState struct {
 	lagTime  time.Duration
 	storage  *LogStorage
 	onLeader func(lead, term uint64) // RaftConfig.OnLeaderChange
+	state    SnapshotState           // RaftConfig.SnapshotState
 
 	// worker: proposals not yet seen in a written Ready, in proposal
 	// order; written ones waiting for their commit, in index order; acks=1

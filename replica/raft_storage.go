@@ -141,6 +141,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		self:     rc.Host.cfg.NodeID,
 		lagTime:  rc.ReplicaLagTime,
 		onLeader: rc.OnLeaderChange,
+		state:    rc.SnapshotState,
 		inflight: map[int64][]*proposal{},
 		broken:   map[int64]bool{},
 	}
