@@ -68,9 +68,10 @@ type RaftConfig struct {
 	// SnapshotState, for a delete topic whose records feed a state
 	// machine kept outside the log (the metadata log), carries that
 	// machine's state in the raft snapshots (raft_snapshot.go), so a
-	// follower behind the leader's log start catches up. Nil (the
-	// default): snapshots carry the log's metadata only. Ignored for a
-	// compacted topic.
+	// follower behind the leader's log start catches up, and holds
+	// retention at what that machine has not applied. Nil (the default):
+	// snapshots carry the log's metadata only. A compacted topic's
+	// snapshots never carry the state.
 	SnapshotState SnapshotState
 	// OnLeaderChange, when set, is called whenever this replica's view of
 	// the group's leader or term changes: lead is the leader's replica id
@@ -522,7 +523,7 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 		return
 	}
 	first, last := ents[0].Index, ents[len(ents)-1].Index
-	p.log.SetRaftRetainFrom(last + 1) // retention may remove what is applied
+	p.log.SetRaftRetainFrom(retentionBound(p, last)) // retention may remove what is applied
 	hw, err := p.log.OffsetAfter(last)
 	if err != nil {
 		p.logger.Error("replica: the offset after a committed entry is unknown", "group", rs.id.String(), "index", last, "err", err)

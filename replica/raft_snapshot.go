@@ -81,7 +81,10 @@ import (
 // and the machine could not catch up. Restore must therefore be durable
 // when it returns, and idempotent (a state not ahead of the machine's is a
 // no-op). A leader without SnapshotState sends version 1; a follower
-// without it ignores a version 3's state.
+// without it ignores a version 3's state. Retention keeps, besides what
+// raft has not applied, what the machine has not (SnapshotState.NextOffset,
+// retentionBound): a replica's own retention must not outrun its own
+// machine, which only a snapshot from another replica could then help.
 //
 // Format of raftpb.Snapshot.Data, integers big-endian:
 //
@@ -130,6 +133,28 @@ type SnapshotState interface {
 	// replica), durably before it returns; it is a no-op when the
 	// machine's state is already as new.
 	Restore(data []byte) error
+	// NextOffset is the next offset the machine will apply. Retention
+	// keeps the entries from it (retentionBound), so a replica's own
+	// retention never removes records its machine still needs. It is
+	// read at each raft apply (the bound moves then), so the bound lags
+	// the machine by up to one apply.
+	NextOffset() int64
+}
+
+// retentionBound is the raft index retention must keep from, after the
+// entries up to applied were applied: applied+1, or, for a partition with
+// a SnapshotState, the entry holding its machine's next offset if that is
+// lower. A machine already below the log start (it will get a snapshot)
+// or at the log end holds nothing back.
+func retentionBound(p *Partition, applied uint64) uint64 {
+	bound := applied + 1
+	if p.rs == nil || p.rs.state == nil {
+		return bound
+	}
+	if idx, err := p.log.IndexAtOffset(p.rs.state.NextOffset()); err == nil && idx < bound {
+		return idx
+	}
+	return bound
 }
 
 var errBadRaftSnapshot = errors.New("replica: bad raft snapshot")

@@ -61,6 +61,12 @@ func (m *fakeMachine) Save(next int64) ([]byte, error) {
 	return []byte(strconv.FormatInt(m.next, 10) + ";" + strings.Join(m.vals, ",")), nil
 }
 
+func (m *fakeMachine) NextOffset() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.next
+}
+
 func (m *fakeMachine) Restore(data []byte) error {
 	n, vals, ok := strings.Cut(string(data), ";")
 	if !ok {
@@ -123,6 +129,10 @@ func TestSnapshotCarriesState(t *testing.T) {
 	produce(0, 5)
 	c.stop(3)
 	produce(5, 100)
+	// The retention bound moves at each raft apply, to the entry of the
+	// machine's next offset then: one more entry after the machines
+	// applied the others.
+	produce(105, 1)
 	for _, id := range []uint64{1, 2} {
 		if _, err := c.nodes[id].parts[g].DeleteOldSegments(); err != nil {
 			t.Fatal(err)
@@ -139,12 +149,12 @@ func TestSnapshotCarriesState(t *testing.T) {
 	if machines[3].restores != 1 {
 		t.Fatalf("node 3's machine restored %d times, want 1", machines[3].restores)
 	}
-	produce(105, 3)
+	produce(106, 3)
 	if !slices.Equal(machines[3].vals, machines[1].vals) || machines[3].next != machines[1].next {
 		t.Fatalf("node 3's machine at %d: %v\nnode 1's at %d: %v", machines[3].next, machines[3].vals, machines[1].next, machines[1].vals)
 	}
-	if len(machines[1].vals) != 108 {
-		t.Fatalf("%d values, want 108", len(machines[1].vals))
+	if len(machines[1].vals) != 109 {
+		t.Fatalf("%d values, want 109", len(machines[1].vals))
 	}
 }
 
@@ -181,5 +191,67 @@ func TestRaftSnapDataVersions(t *testing.T) {
 	bad := append([]byte{}, b[:len(b)-5]...)
 	if _, err := decodeRaftSnap(bad); err == nil {
 		t.Fatal("a truncated snapshot decoded")
+	}
+}
+
+// TestRetentionKeepsWhatTheStateNeeds: a replica's retention never removes
+// records its own state machine has not applied yet, however far its
+// raft apply got.
+func TestRetentionKeepsWhatTheStateNeeds(t *testing.T) {
+	c := newPCluster(t, 3, 1, 3)
+	c.cfg.Log.SegmentBytes = 1024
+	c.cfg.Log.RetentionBytes = 2048
+	machines := map[uint64]*fakeMachine{}
+	for _, id := range c.voters {
+		machines[id] = &fakeMachine{}
+	}
+	c.state = func(id uint64, _ GroupID) SnapshotState { return machines[id] }
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	p1 := c.nodes[1].parts[g]
+	var last *Pending
+	for i := range 100 {
+		pd, err := p1.ProduceWith(valueBatch(fmt.Sprintf("v%d", i)), ProduceOptions{Acks: AcksAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = pd
+	}
+	if _, err := c.wait(last); err != nil {
+		t.Fatal(err)
+	}
+	c.settle()
+	// Node 2's machine applied only a little; node 1's everything.
+	p2 := c.nodes[2].parts[g]
+	machines[1].apply(t, p1)
+	machines[2].mu.Lock()
+	machines[2].next, machines[2].vals = 10, nil // as if it applied v0..v9
+	machines[2].mu.Unlock()
+	// One more entry: the raft apply moves the bound.
+	pd, err := p1.ProduceWith(valueBatch("last"), ProduceOptions{Acks: AcksAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.wait(pd); err != nil {
+		t.Fatal(err)
+	}
+	c.settle()
+	for _, p := range []*Partition{p1, p2} {
+		if _, err := p.DeleteOldSegments(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ls := p2.LogStartOffset(); ls > 10 {
+		t.Fatalf("node 2's log starts at %d, past its machine's next offset 10", ls)
+	}
+	if ls := p1.LogStartOffset(); ls <= 10 {
+		t.Fatalf("node 1's log starts at %d: retention removed nothing", ls)
+	}
+	if !machines[2].apply(t, p2) || len(machines[2].vals) != 91 {
+		t.Fatalf("node 2's machine applied %d values", len(machines[2].vals))
 	}
 }

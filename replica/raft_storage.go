@@ -165,8 +165,9 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	if err != nil {
 		return err
 	}
-	// Retention is raft log compaction: never of what is not applied.
-	p.log.SetRaftRetainFrom(applied + 1)
+	// Retention is raft log compaction: never of what is not applied
+	// (nor, with a SnapshotState, of what its machine did not apply).
+	p.log.SetRaftRetainFrom(retentionBound(p, applied))
 	p.mu.Lock()
 	p.highWatermark = hw
 	p.mu.Unlock()

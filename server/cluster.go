@@ -192,6 +192,9 @@ func (s metaSnapState) Save(next int64) ([]byte, error) {
 // at or past the reset log's start.
 func (s metaSnapState) Restore(data []byte) error { return s.m.RestoreState(data) }
 
+// NextOffset holds the metadata log's retention at this node's applier.
+func (s metaSnapState) NextOffset() int64 { return s.m.ReplicatedOffset() }
+
 // openMetaLog opens the metadata partition as a replica of the quorum's
 // raft group (a voter, or a learner on a broker-only node).
 func (c *cluster) openMetaLog() error {
