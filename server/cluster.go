@@ -285,9 +285,16 @@ func (c *cluster) applyLoop() {
 	b := c.b
 	var buf []byte
 	logged := ""
+	seen := b.meta.ReplicatedOffset() // the offset the last applied() followed
 	for {
 		changed := c.metaPart.Changed()
 		next, hw := b.meta.ReplicatedOffset(), c.metaPart.HighWatermark()
+		if next != seen {
+			// A raft snapshot restored the state (metaSnapState.Restore,
+			// in the raft worker): follow it as an apply.
+			seen = next
+			c.applied()
+		}
 		if next < hw {
 			var err error
 			buf, err = c.applyFrom(buf, next, hw)
@@ -303,6 +310,7 @@ func (c *cluster) applyLoop() {
 				}
 			} else {
 				logged = ""
+				seen = b.meta.ReplicatedOffset()
 				c.applied()
 			}
 			continue
