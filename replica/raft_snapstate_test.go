@@ -91,6 +91,15 @@ func (m *fakeMachine) Restore(data []byte) error {
 // that carries the leader's machine state (SnapshotState), and its machine
 // ends equal to the others'.
 func TestSnapshotCarriesState(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testSnapshotCarriesState(t, false) })
+	// A crash inside ApplySnapshot after Restore and before the log reset:
+	// the machine holds the leader's state, the log and raft state are the
+	// old ones. The node still catches up (raft sends the snapshot again;
+	// its Restore is a no-op).
+	t.Run("crash after restore", func(t *testing.T) { testSnapshotCarriesState(t, true) })
+}
+
+func testSnapshotCarriesState(t *testing.T, crashAfterRestore bool) {
 	c := newPCluster(t, 3, 1, 7)
 	c.cfg.Log.SegmentBytes = 1024
 	c.cfg.Log.RetentionBytes = 2048
@@ -141,11 +150,23 @@ func TestSnapshotCarriesState(t *testing.T) {
 	if lso := c.nodes[1].parts[g].LogStartOffset(); lso <= machines[3].next {
 		t.Fatalf("log start offset %d, not past node 3's machine (%d)", lso, machines[3].next)
 	}
+	if crashAfterRestore {
+		data, err := machines[1].Save(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := machines[3].Restore(data); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c.start(3)
 	p3 := c.nodes[3].parts[g]
 	c.drive("node 3 to catch up", func() bool {
 		return p3.HighWatermark() == c.nodes[1].parts[g].HighWatermark() && machines[3].apply(t, p3)
 	})
+	if p3.LogStartOffset() <= 5 {
+		t.Fatalf("node 3's log starts at %d: no snapshot was installed", p3.LogStartOffset())
+	}
 	if machines[3].restores != 1 {
 		t.Fatalf("node 3's machine restored %d times, want 1", machines[3].restores)
 	}
