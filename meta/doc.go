@@ -61,6 +61,32 @@
 // Propose, returned unchanged. Random topic IDs and producer-id block
 // starts are chosen by the proposer, so they are in the record.
 //
+// # State snapshots
+//
+// The replicated metadata log is bounded by retention, so a node far
+// behind (down for long, or new) cannot replay it: it gets the leader's
+// state in the raft snapshot instead (replica.SnapshotState). SaveState
+// exports every state key and replicated/next from one Pebble snapshot;
+// RestoreState, when the export's replicated offset is ahead of the
+// store's (else it is a no-op), replaces in ONE synced batch the state
+// keys and replicated/next by the export's, deletes every log/ key (the
+// records that led to the state replaced) and writes the snapshot key: the
+// export itself and the log base, Offset()+1 (a restore takes one local
+// offset, so Offset() moves with every change). Rebuild then starts from
+// the restored state and replays the log/ keys from the log base on top,
+// so "the state is the result of the log" still holds, counting the
+// restored state as the log's first entry; Records below the log base is
+// ErrRestored. The applier goes on at the restored ReplicatedOffset():
+// entries below it are skipped as after a restart. The export's format,
+// integers big-endian:
+//
+//	magic    uint32  0x534c4d53 ("SLMS")
+//	version  uint8   1
+//	next     int64   the replicated next offset the state is at
+//	count    uint32  then count × (key length uint32 | key | value length uint32 | value),
+//	                 keys strictly ascending, each under a state prefix
+//	crc      uint32  CRC-32C (Castagnoli) of every byte before it
+//
 // # Failures and a full disk
 //
 // A failed commit (or a panic out of Pebble, which treats a failed WAL
@@ -78,8 +104,11 @@
 // Keys sort bytewise. Offsets and IDs are raw bytes, not text.
 //
 //	format                      1 byte: format version (1); written when the database is created
-//	log/<offset>                encoded record; offset is a big-endian uint64, from 0, contiguous
+//	log/<offset>                encoded record; offset is a big-endian uint64, contiguous, from 0
+//	                            or, after a RestoreState, from the snapshot key's log base
 //	replicated/next             version (1) | next replicated offset to apply (int64 BE); absent: 0
+//	snapshot                    version (1) | log base (uint64 BE) | the SaveState data the last
+//	                            RestoreState installed; absent: the store was never restored
 //	topic/name/<name>           16 bytes: the topic's ID
 //	topic/id/<16-byte ID>       encoded TopicRecord holding the topic's current state
 //	topic/leader/<ID><part>     version (1) | leader int32 | leaderEpoch int32 | isr (int32 list);
@@ -90,7 +119,7 @@
 //	config/broker               version (1) | map (broker configs)
 //
 // The next log offset is not stored: it is the offset after the last log/
-// key. The state keys are exactly those under "broker/", "config/",
+// key, or the log base when there is none after a restore. The state keys are exactly those under "broker/", "config/",
 // "producer/" and "topic/". A topic's state value is the TopicRecord that
 // would create the topic as it is now (name, ID, current partition count,
 // replication factor, current configs, replica assignments); its leaders

@@ -54,6 +54,9 @@ var (
 	// ErrOutOfOrder: ApplyReplicated was given an entry past the next
 	// replicated offset (a gap in the replicated log).
 	ErrOutOfOrder = errors.New("meta: replicated records out of order")
+	// ErrRestored: Records was asked for local log records from before
+	// the last RestoreState, which removed them.
+	ErrRestored = errors.New("meta: the local log records were replaced by a restored state")
 	// ErrInvalidConfig: an empty config key, or a key both set and deleted
 	// by one change. Config values are not checked here.
 	ErrInvalidConfig = errors.New("meta: invalid config change")

@@ -248,6 +248,9 @@ func loadLog(db *pebble.DB) (st *state, next uint64, err error) {
 			return nil, 0, fmt.Errorf("%w: log key %x", ErrCorrupt, it.Key())
 		}
 		next = off + 1
+	} else if next, err = logBase(db); err != nil { // no record since the last restore
+		it.Close()
+		return nil, 0, err
 	}
 	if err := it.Error(); err != nil {
 		it.Close()
@@ -282,7 +285,9 @@ func (s *Store) Offset() uint64 {
 }
 
 // Records returns the log records from offset from to the end; record i
-// has offset from+i. It returns nothing when from >= Offset().
+// has offset from+i. It returns nothing when from >= Offset(), and
+// ErrRestored when from is below the first record after the last
+// RestoreState.
 func (s *Store) Records(from uint64) ([]Record, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -294,6 +299,11 @@ func (s *Store) Records(from uint64) ([]Record, error) {
 	}
 	if s.db == nil { // failed (s.failed is writeMu's, not read here)
 		return nil, fmt.Errorf("%w: the store failed and has not reopened yet", ErrStorage)
+	}
+	if base, err := logBase(s.db); err != nil {
+		return nil, err
+	} else if from < base {
+		return nil, fmt.Errorf("%w: the local log starts at offset %d (a restored state replaced the records before it), not %d", ErrRestored, base, from)
 	}
 	recs := make([]Record, 0, s.next-from)
 	err := scanLog(s.db, from, s.next, func(off uint64, r Record) error {
@@ -456,7 +466,8 @@ func (s *Store) appendManyLocked(recs []Record, replicated bool, repFirst int64)
 	return outs, nil
 }
 
-// Rebuild recomputes the state from the log alone and replaces the stored
+// Rebuild recomputes the state from the log alone (after a RestoreState:
+// from the restored state and the log records after it) and replaces the stored
 // state with it in one synced batch. The state is always equal to what
 // Rebuild computes; Rebuild is the check, and the repair after state keys
 // were damaged. A log record that does not apply is ErrCorrupt.
@@ -489,10 +500,14 @@ func (s *Store) Rebuild() error {
 	return nil
 }
 
-// replay applies the log records [0, to) to an empty state.
-func replay(r pebble.Reader, to uint64) (*state, error) {
-	st := newState()
-	err := scanLog(r, 0, to, func(off uint64, rec Record) error {
+// replay applies the log records up to to to the restored state (doc.go,
+// "State snapshots"), or from 0 to an empty state if none was restored.
+func replay(db *pebble.DB, to uint64) (*state, error) {
+	st, from, err := restoredBase(db)
+	if err != nil {
+		return nil, err
+	}
+	err = scanLog(db, from, to, func(off uint64, rec Record) error {
 		d, err := st.plan(rec)
 		if err != nil {
 			return fmt.Errorf("%w: log offset %d (%v) does not apply: %v", ErrCorrupt, off, rec, err)

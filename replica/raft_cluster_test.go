@@ -44,6 +44,8 @@ type pcluster struct {
 	// onLeader, when set, gives each replica's RaftConfig.OnLeaderChange
 	// (node id, group, and the partition once opened).
 	onLeader func(id uint64, g GroupID, p *atomic.Pointer[Partition]) func(lead, term uint64)
+	// state, when set, gives each replica's RaftConfig.SnapshotState.
+	state func(id uint64, g GroupID) SnapshotState
 }
 
 func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
@@ -107,6 +109,9 @@ func (c *pcluster) start(id uint64) {
 		var opened atomic.Pointer[Partition]
 		if c.onLeader != nil {
 			rc.OnLeaderChange = c.onLeader(id, g, &opened)
+		}
+		if c.state != nil {
+			rc.SnapshotState = c.state(id, g)
 		}
 		p, err := Open(fs, c.dir(g), c.cfg, Options{Log: segment.Options{Logger: quiet()}, Raft: rc})
 		if err != nil {

@@ -65,6 +65,14 @@ type RaftConfig struct {
 	// leader (raft_snapfiles.go); nil: such a snapshot is dropped, so a
 	// follower behind the leader's cleaned segments cannot catch up.
 	Snapshots SnapshotFetcher
+	// SnapshotState, for a delete topic whose records feed a state
+	// machine kept outside the log (the metadata log), carries that
+	// machine's state in the raft snapshots (raft_snapshot.go), so a
+	// follower behind the leader's log start catches up, and holds
+	// retention at what that machine has not applied. Nil (the default):
+	// snapshots carry the log's metadata only. A compacted topic's
+	// snapshots never carry the state.
+	SnapshotState SnapshotState
 	// OnLeaderChange, when set, is called whenever this replica's view of
 	// the group's leader or term changes: lead is the leader's replica id
 	// (this replica's own when it became the leader), 0 when it knows of
@@ -164,6 +172,7 @@ type raftState struct {
 	lagTime  time.Duration
 	storage  *LogStorage
 	onLeader func(lead, term uint64) // RaftConfig.OnLeaderChange
+	state    SnapshotState           // RaftConfig.SnapshotState
 
 	// worker: proposals not yet seen in a written Ready, in proposal
 	// order; written ones waiting for their commit, in index order; acks=1
@@ -514,7 +523,7 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 		return
 	}
 	first, last := ents[0].Index, ents[len(ents)-1].Index
-	p.log.SetRaftRetainFrom(last + 1) // retention may remove what is applied
+	p.log.SetRaftRetainFrom(retentionBound(p, last)) // retention may remove what is applied
 	hw, err := p.log.OffsetAfter(last)
 	if err != nil {
 		p.logger.Error("replica: the offset after a committed entry is unknown", "group", rs.id.String(), "index", last, "err", err)

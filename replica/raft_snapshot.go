@@ -65,10 +65,32 @@ import (
 // safe whenever sent, since every leader's log matches the committed
 // prefix. Both serve delete topics' snapshots too.
 //
+// A delete topic whose records feed a state machine kept outside the log
+// (the metadata log: meta.Store) sets RaftConfig.SnapshotState. The
+// leader then appends the machine's state, which must cover every record
+// below the snapshot's next offset (SnapshotState.Save; until it does the
+// snapshot is temporarily unavailable), as snapshot version 3, and the
+// follower's ApplySnapshot hands it to SnapshotState.Restore BEFORE it
+// resets the log. That order is the crash-safe one: a crash after the
+// restore and before the reset leaves the old log with a state ahead of
+// it, which is harmless (the state holds committed records only, the
+// machine skips records below its own offset, and raft installs the
+// snapshot again or sends the entries); the other order, a crash after
+// the reset, would leave a log starting past the machine's state with
+// raft believing the snapshot installed, so it would never be sent again
+// and the machine could not catch up. Restore must therefore be durable
+// when it returns, and idempotent (a state not ahead of the machine's is a
+// no-op). A leader without SnapshotState sends version 1; a follower
+// without it ignores a version 3's state. Retention keeps, besides what
+// raft has not applied, what the machine has not (SnapshotState.NextOffset,
+// retentionBound): a replica's own retention must not outrun its own
+// machine, which only a snapshot from another replica could then help.
+//
 // Format of raftpb.Snapshot.Data, integers big-endian:
 //
 //	magic           uint32  0x534c5253 ("SLRS")
-//	version         uint8   1: a delete topic's; 2: a compacted topic's
+//	version         uint8   1: a delete topic's; 2: a compacted topic's;
+//	                        3: a delete topic's with a state machine's state
 //	nextOffset      int64   the Kafka offset after the snapshot's entry
 //	logStartOffset  int64   version 2 only: the leader's log start offset
 //	epochs          uint32  count, then per epoch: epoch int32, startOffset int64
@@ -79,6 +101,8 @@ import (
 //	                        below the raft start, in offset order:
 //	                        base int64, size int64, crc uint32 (CRC-32C
 //	                        of the .log's bytes)
+//	state           uint32  version 3 only: length, then SnapshotState.Save's
+//	                        bytes
 //	crc             uint32  CRC-32C of every byte before it
 //
 // The snapshot's ConfState is the group's current one. It is the
@@ -91,7 +115,47 @@ const (
 	raftSnapMagic     = 0x534c5253
 	raftSnapVersion   = 1
 	raftSnapCompacted = 2
+	raftSnapState     = 3
 )
+
+// SnapshotState is a state machine fed by a delete topic's records, kept
+// outside its log (the metadata log's meta.Store), whose state travels in
+// the partition's raft snapshots so that a follower behind the leader's
+// log start can catch up (see the top of the file). Both methods run in
+// the raft host's worker: they should be quick (a small state).
+type SnapshotState interface {
+	// Save returns the state as of at least every record below next (it
+	// may be newer). It returns an error when the machine has not applied
+	// that far yet; the snapshot is then temporarily unavailable and raft
+	// asks again later.
+	Save(next int64) ([]byte, error)
+	// Restore replaces the machine's state by data (a Save of another
+	// replica), durably before it returns; it is a no-op when the
+	// machine's state is already as new.
+	Restore(data []byte) error
+	// NextOffset is the next offset the machine will apply. Retention
+	// keeps the entries from it (retentionBound), so a replica's own
+	// retention never removes records its machine still needs. It is
+	// read at each raft apply (the bound moves then), so the bound lags
+	// the machine by up to one apply.
+	NextOffset() int64
+}
+
+// retentionBound is the raft index retention must keep from, after the
+// entries up to applied were applied: applied+1, or, for a partition with
+// a SnapshotState, the entry holding its machine's next offset if that is
+// lower. A machine already below the log start (it will get a snapshot)
+// or at the log end holds nothing back.
+func retentionBound(p *Partition, applied uint64) uint64 {
+	bound := applied + 1
+	if p.rs == nil || p.rs.state == nil {
+		return bound
+	}
+	if idx, err := p.log.IndexAtOffset(p.rs.state.NextOffset()); err == nil && idx < bound {
+		return idx
+	}
+	return bound
+}
 
 var errBadRaftSnapshot = errors.New("replica: bad raft snapshot")
 
@@ -105,13 +169,18 @@ type raftSnapData struct {
 	compacted      bool
 	logStartOffset int64
 	files          []segment.SnapshotFile
+	// A delete topic's state machine's state (version 3); nil: none.
+	state []byte
 }
 
 func encodeRaftSnap(d raftSnapData) []byte {
 	b := binary.BigEndian.AppendUint32(nil, raftSnapMagic)
-	if d.compacted {
+	switch {
+	case d.compacted:
 		b = append(b, raftSnapCompacted)
-	} else {
+	case d.state != nil:
+		b = append(b, raftSnapState)
+	default:
 		b = append(b, raftSnapVersion)
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(d.nextOffset))
@@ -132,6 +201,9 @@ func encodeRaftSnap(d raftSnapData) []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(f.Size))
 			b = binary.BigEndian.AppendUint32(b, f.CRC)
 		}
+	} else if d.state != nil {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(d.state)))
+		b = append(b, d.state...)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -145,10 +217,11 @@ func decodeRaftSnap(b []byte) (raftSnapData, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return d, fmt.Errorf("%w: checksum mismatch", errBadRaftSnapshot)
 	}
-	if binary.BigEndian.Uint32(body) != raftSnapMagic || (body[4] != raftSnapVersion && body[4] != raftSnapCompacted) {
+	if binary.BigEndian.Uint32(body) != raftSnapMagic || (body[4] != raftSnapVersion && body[4] != raftSnapCompacted && body[4] != raftSnapState) {
 		return d, fmt.Errorf("%w: magic or version", errBadRaftSnapshot)
 	}
 	d.compacted = body[4] == raftSnapCompacted
+	withState := body[4] == raftSnapState
 	r := body[5:]
 	short := func(need int) error {
 		if len(r) < need {
@@ -210,6 +283,18 @@ func decodeRaftSnap(b []byte) (raftSnapData, error) {
 		}
 		r = nil
 	}
+	if withState {
+		if err := short(4); err != nil {
+			return d, err
+		}
+		n := binary.BigEndian.Uint32(r)
+		r = r[4:]
+		if uint64(len(r)) != uint64(n) {
+			return d, fmt.Errorf("%w: a state of %d bytes in %d", errBadRaftSnapshot, n, len(r))
+		}
+		d.state = append([]byte{}, r...)
+		r = nil
+	}
 	if len(r) != 0 {
 		return d, fmt.Errorf("%w: %d bytes after the producer state", errBadRaftSnapshot, len(r))
 	}
@@ -238,6 +323,12 @@ func (s *partitionStorage) Snapshot() (raftpb.Snapshot, error) {
 		}
 	} else if d, err = snapMetadata(p, index); err != nil {
 		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+	} else if ss := p.rs.state; ss != nil {
+		state, err := ss.Save(d.nextOffset)
+		if err != nil {
+			return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+		}
+		d.state = append([]byte{}, state...) // never nil: version 3
 	}
 	_, cs, _ := s.InitialState()
 	return raftpb.Snapshot{
@@ -268,6 +359,19 @@ func snapMetadata(p *Partition, index uint64) (raftSnapData, error) {
 		d.producers = b
 	}
 	return d, nil
+}
+
+// restoreState hands a snapshot's state to RaftConfig.SnapshotState,
+// before the log is reset (the crash-safe order: see the top of the file).
+func restoreState(p *Partition, d raftSnapData) error {
+	ss := p.rs.state
+	if ss == nil || d.state == nil {
+		return nil
+	}
+	if err := ss.Restore(d.state); err != nil {
+		return fmt.Errorf("replica: restoring the raft snapshot's state: %w", err)
+	}
+	return nil
 }
 
 func readFile(p *Partition, name string) ([]byte, error) {
@@ -312,6 +416,8 @@ func (s *partitionStorage) ApplySnapshot(snap raftpb.Snapshot) error {
 			return err
 		}
 		start = p.log.LogStartOffset()
+	} else if err := restoreState(p, d); err != nil {
+		return err
 	} else if err := p.log.ResetAt(snap.Metadata.Index, snap.Metadata.Term, d.nextOffset); err != nil {
 		return err
 	}

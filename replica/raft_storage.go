@@ -141,6 +141,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		self:     rc.Host.cfg.NodeID,
 		lagTime:  rc.ReplicaLagTime,
 		onLeader: rc.OnLeaderChange,
+		state:    rc.SnapshotState,
 		inflight: map[int64][]*proposal{},
 		broken:   map[int64]bool{},
 	}
@@ -164,8 +165,9 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	if err != nil {
 		return err
 	}
-	// Retention is raft log compaction: never of what is not applied.
-	p.log.SetRaftRetainFrom(applied + 1)
+	// Retention is raft log compaction: never of what is not applied
+	// (nor, with a SnapshotState, of what its machine did not apply).
+	p.log.SetRaftRetainFrom(retentionBound(p, applied))
 	p.mu.Lock()
 	p.highWatermark = hw
 	p.mu.Unlock()

@@ -160,6 +160,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
 	b.meta = st
+	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	if b.cl != nil {
 		if err := b.cl.openMetaLog(); err != nil {
 			b.cl.close()
@@ -168,7 +169,6 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
-	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	b.clean = newCleaner(cfg, logger)
 	b.coord = b.newCoordinator()
 	b.recon = newReconciler(b)

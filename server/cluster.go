@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,17 +158,42 @@ func (c *cluster) voterIDs() []uint64 {
 	return ids
 }
 
-// metaTopicConfig is the metadata log's configuration: nothing is ever
-// deleted (a follower far behind replays the log; metadata snapshots are
-// not built yet), and a commit needs the quorum, not min.insync.replicas.
+// metaTopicConfig is the metadata log's configuration: segments of
+// metadata.log.segment.bytes, removed while the log is larger than
+// metadata.max.retention.bytes (a follower behind the log start gets a
+// raft snapshot carrying the metadata state: metaSnapState), never by
+// age; a commit needs the quorum, not min.insync.replicas.
 func (b *Broker) metaTopicConfig() (replica.TopicConfig, error) {
 	return b.topicConfig(map[string]string{
+		"segment.bytes":       strconv.FormatInt(int64(b.cfg.MetadataLogSegmentBytes), 10),
 		"retention.ms":        "-1",
-		"retention.bytes":     "-1",
+		"retention.bytes":     strconv.FormatInt(b.cfg.MetadataMaxRetentionBytes, 10),
 		"min.insync.replicas": "1",
 		"cleanup.policy":      "delete",
 	})
 }
+
+// metaSnapState is the metadata log's replica.SnapshotState: the meta
+// store's state travels in the metadata partition's raft snapshots.
+type metaSnapState struct{ m *meta.Store }
+
+// Save exports the store's state once its applier got to next (a state
+// behind the snapshot would leave the follower's applier before its log
+// start).
+func (s metaSnapState) Save(next int64) ([]byte, error) {
+	if at := s.m.ReplicatedOffset(); at < next {
+		return nil, fmt.Errorf("server: the metadata is applied up to offset %d, not %d yet", at, next)
+	}
+	return s.m.SaveState()
+}
+
+// Restore installs a leader's exported state (synced; a no-op when the
+// store is as new): the applier then goes on from its ReplicatedOffset,
+// at or past the reset log's start.
+func (s metaSnapState) Restore(data []byte) error { return s.m.RestoreState(data) }
+
+// NextOffset holds the metadata log's retention at this node's applier.
+func (s metaSnapState) NextOffset() int64 { return s.m.ReplicatedOffset() }
 
 // openMetaLog opens the metadata partition as a replica of the quorum's
 // raft group (a voter, or a learner on a broker-only node).
@@ -183,6 +209,7 @@ func (c *cluster) openMetaLog() error {
 	}
 	rc := &replica.RaftConfig{Host: c.host, Group: metaGroup, State: st, Voters: c.voterIDs(),
 		ReplicaLagTime: time.Duration(b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		SnapshotState:  metaSnapState{b.meta},
 		OnLeaderChange: func(uint64, uint64) { c.act.kick(); c.kickLeadership() }}
 	if _, voter := c.voters[c.self]; !voter {
 		rc.Learners = []uint64{uint64(c.self)}
@@ -191,6 +218,7 @@ func (c *cluster) openMetaLog() error {
 	part, err := replica.Open(b.fs, dir, cfg, replica.Options{
 		Internal: true,
 		Raft:     rc,
+		Sweeper:  b.sweep, // retention (metaTopicConfig)
 		Log:      segment.Options{Logger: b.logger, FileCache: b.files},
 	})
 	if err != nil {
@@ -257,9 +285,16 @@ func (c *cluster) applyLoop() {
 	b := c.b
 	var buf []byte
 	logged := ""
+	seen := b.meta.ReplicatedOffset() // the offset the last applied() followed
 	for {
 		changed := c.metaPart.Changed()
 		next, hw := b.meta.ReplicatedOffset(), c.metaPart.HighWatermark()
+		if next != seen {
+			// A raft snapshot restored the state (metaSnapState.Restore,
+			// in the raft worker): follow it as an apply.
+			seen = next
+			c.applied()
+		}
 		if next < hw {
 			var err error
 			buf, err = c.applyFrom(buf, next, hw)
@@ -275,6 +310,7 @@ func (c *cluster) applyLoop() {
 				}
 			} else {
 				logged = ""
+				seen = b.meta.ReplicatedOffset()
 				c.applied()
 			}
 			continue
@@ -291,7 +327,10 @@ func (c *cluster) applyLoop() {
 func (c *cluster) applyFrom(buf []byte, from, hw int64) ([]byte, error) {
 	b := c.b
 	if ls := c.metaPart.LogStartOffset(); from < ls {
-		return buf, fmt.Errorf("the metadata log starts at offset %d, after the next one to apply (%d): metadata snapshots are not supported yet", ls, from)
+		// A snapshot install restores the state first (metaSnapState),
+		// so this is only a log whose retention passed this node's own
+		// applier.
+		return buf, fmt.Errorf("the metadata log starts at offset %d, after the next one to apply (%d)", ls, from)
 	}
 	buf, res, err := c.metaPart.ReadBytes(buf[:0], from, 1<<20)
 	if err != nil {

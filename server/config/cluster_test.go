@@ -52,6 +52,8 @@ func TestSingleNodeDefaults(t *testing.T) {
 		"broker.session.timeout.ms":           "9000",
 		"broker.rack":                         "",
 		"replica.lag.time.max.ms":             "30000",
+		"metadata.log.segment.bytes":          "8388608",
+		"metadata.max.retention.bytes":        "104857600",
 		"offsets.topic.replication.factor":    "3",
 		"socket.request.max.bytes":            "104857600",
 		"node.id":                             "1",

@@ -203,6 +203,23 @@ type Config struct {
 	// ReplicaLagTime.
 	ReplicaLagTimeMaxMs int64
 
+	// MetadataLogSegmentBytes is the segment size of the metadata log
+	// (__cluster_metadata-0) in cluster mode. Key
+	// metadata.log.segment.bytes (KRaft's); bytes, int >= 1024 (Kafka
+	// asks for 8 MiB outside its tests). Default 8388608 (8 MiB; Kafka's
+	// is 1 GiB, too coarse for MetadataMaxRetentionBytes to bound the log
+	// on a small machine).
+	MetadataLogSegmentBytes int32
+
+	// MetadataMaxRetentionBytes bounds the metadata log: whole segments
+	// are removed (raft log compaction) while it is larger, and a node
+	// behind the log start catches up by a snapshot of the metadata state
+	// instead. Key metadata.max.retention.bytes (KRaft's); bytes, long,
+	// -1 for no bound. Default 104857600 (100 MiB, Kafka's). There is no
+	// time-based bound (Kafka's metadata.max.retention.ms): the metadata
+	// log is small and only its size matters.
+	MetadataMaxRetentionBytes int64
+
 	// The sluice.raft.* keys configure the process's raft host (one for
 	// every partition's group and the metadata group), Sluice's own keys;
 	// RaftHostConfig maps them onto replica.HostConfig, whose defaults
@@ -618,6 +635,8 @@ func Default() Config {
 		BrokerHeartbeatIntervalMs:     2000,
 		BrokerSessionTimeoutMs:        9000,
 		ReplicaLagTimeMaxMs:           30000,
+		MetadataLogSegmentBytes:       8 << 20,
+		MetadataMaxRetentionBytes:     100 << 20,
 		RaftTickMs:                    100,
 		RaftElectionTicks:             10,
 		RaftHeartbeatTicks:            1,

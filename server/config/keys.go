@@ -126,6 +126,8 @@ var keyTable = []spec{
 		get: func(c *Config) string { return c.BrokerRack },
 	},
 	intKey("replica.lag.time.max.ms", func(c *Config) *int64 { return &c.ReplicaLagTimeMaxMs }, 1, math.MaxInt64),
+	intKey("metadata.log.segment.bytes", func(c *Config) *int32 { return &c.MetadataLogSegmentBytes }, 1024, math.MaxInt32),
+	intKey("metadata.max.retention.bytes", func(c *Config) *int64 { return &c.MetadataMaxRetentionBytes }, -1, math.MaxInt64),
 	intKey("sluice.raft.tick.ms", func(c *Config) *int32 { return &c.RaftTickMs }, 1, math.MaxInt32),
 	intKey("sluice.raft.election.ticks", func(c *Config) *int32 { return &c.RaftElectionTicks }, 2, math.MaxInt32),
 	intKey("sluice.raft.heartbeat.ticks", func(c *Config) *int32 { return &c.RaftHeartbeatTicks }, 1, math.MaxInt32),
