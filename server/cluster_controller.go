@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/meta"
-	"github.com/sluicemq/sluice/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.etcd.io/raft/v3/raftpb"
@@ -302,13 +301,3 @@ func (c *cluster) toController(ctx context.Context, req kmsg.Request) (kmsg.Resp
 	}
 	return c.ctrl.request(ctx, req)
 }
-
-// leaderReport is what a leader tells the controller about a partition.
-type leaderReport struct {
-	topicID   [16]byte
-	partition int32
-	epoch     int32
-	isr       []int32
-}
-
-var _ = replica.AcksAll

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -244,6 +243,18 @@ func (tc *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// direct is a client of node i (0-based) alone, closed at the test's end:
+// its requests (cl.Broker(i+1).Request) go to that broker, never routed.
+func (tc *testCluster) direct(i int) *kgo.Client {
+	tc.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[i])))
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.t.Cleanup(cl.Close)
+	return cl
+}
+
 // eventually polls cond every 50 ms until it returns nil or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 	t.Helper()
@@ -363,11 +374,7 @@ func TestClusterTopicsProduceConsume(t *testing.T) {
 	// CreateTopics sent to each broker in turn: two forward it to the
 	// active controller.
 	for i := range 3 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[i])))
-		if err != nil {
-			t.Fatal(err)
-		}
-		adm := kadm.NewClient(cl)
+		cl := tc.direct(i)
 		topic := fmt.Sprintf("t%d", i)
 		req := kmsg.NewPtrCreateTopicsRequest()
 		rt := kmsg.NewCreateTopicsRequestTopic()
@@ -382,8 +389,6 @@ func TestClusterTopicsProduceConsume(t *testing.T) {
 		if code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
 			t.Fatalf("create %s through broker %d: %v", topic, i+1, kerr.ErrorForCode(code))
 		}
-		_ = adm
-		cl.Close()
 		ps := tc.waitLeaders(topic, 3)
 		leaders := map[int32]int{}
 		for i, p := range ps {
@@ -696,10 +701,7 @@ func TestClusterProducerIDsUnique(t *testing.T) {
 	defer cancel()
 	seen := map[int64]int{}
 	for i := range 3 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[i])))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cl := tc.direct(i)
 		for range 3 {
 			var resp *kmsg.InitProducerIDResponse
 			eventually(t, 10*time.Second, "init producer id", func() error {
@@ -717,12 +719,8 @@ func TestClusterProducerIDsUnique(t *testing.T) {
 			}
 			seen[resp.ProducerID] = i + 1
 		}
-		cl.Close()
 	}
 }
-
-var _ = io.Discard
-var _ = os.Getenv
 
 // Two of three brokers down: acks=all cannot commit (a raft group needs a
 // majority), so the produce fails retriably; once they return, every
@@ -891,11 +889,7 @@ func TestClusterDeleteRecords(t *testing.T) {
 	})
 	// A broker without a replica of one-0.
 	other := (int(ps[0].leader) % 3) // 0-based index of a broker that is not the leader
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[other])))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := tc.direct(other)
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	rt := kmsg.NewDeleteRecordsRequestTopic()
 	rt.Topic = "one"
@@ -926,11 +920,7 @@ func TestClusterForwardingAndShutdownRegressions(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := int(ctrl%3) + 1 // a broker that is not the controller
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[other-1])))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := tc.direct(other - 1)
 	send := func(req kmsg.Request) kmsg.Response {
 		t.Helper()
 		resp, err := cl.Broker(other).Request(ctx, req)
@@ -1064,10 +1054,7 @@ func TestClusterAutoCreateThroughAnyBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := range 3 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[i])))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cl := tc.direct(i)
 		topic := fmt.Sprintf("auto%d", i)
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
@@ -1077,7 +1064,6 @@ func TestClusterAutoCreateThroughAnyBroker(t *testing.T) {
 		if _, err := cl.Broker(i+1).Request(ctx, req); err != nil {
 			t.Fatal(err)
 		}
-		cl.Close()
 		ps := tc.waitLeaders(topic, 3)
 		if len(ps[0].replicas) != 3 {
 			t.Errorf("%s auto-created through broker %d: replicas %v, want default.replication.factor 3", topic, i+1, ps[0].replicas)
