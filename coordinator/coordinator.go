@@ -30,6 +30,18 @@ type Log interface {
 	Replay(fn func(Record) error) error
 }
 
+// AsyncLog is a Log that can take a batch without waiting for its commit:
+// AppendAsync returns once the batch has its place in the log order (it
+// is proposed, or written), and wait returns once it is committed, with
+// Append's errors. Batches appended one after another are committed in
+// that order or not at all. A Log that implements it lets offset commits
+// overlap: the shard's write mutex is then held across the append, never
+// across the commit (a quorum round trip).
+type AsyncLog interface {
+	Log
+	AppendAsync(recs []Record) (wait func(context.Context) error, err error)
+}
+
 // TopicInfo describes one topic for offset requests by topic ID (OffsetCommit
 // v10+, OffsetFetch v10+) and for the KIP-848 assignors.
 type TopicInfo struct {
@@ -170,8 +182,14 @@ type shard struct {
 	partition int32
 	log       Log
 	// writeMu orders writes: held from before a record batch is appended
-	// until it has been applied, so memory follows log order.
+	// until it has been applied, so memory follows log order; or, for a
+	// pipelined write (writePipelined: offset commits on an AsyncLog),
+	// until it is appended, its apply then waiting for applied, the apply
+	// of the write before it.
 	writeMu sync.Mutex
+	// applied is closed once the newest pipelined write so far has been
+	// applied (or failed); nil when none is in flight. Guarded by writeMu.
+	applied chan struct{}
 	loading bool
 	groups  map[string]*group
 }
@@ -409,17 +427,16 @@ func newGroup(s *shard, id string, now time.Time) *group {
 func (c *Coordinator) write(ctx context.Context, s *shard, check func() ([]Record, int16), apply func()) int16 {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	// Pipelined writes still committing are applied first: this write's
+	// check sees everything before it in the log.
+	s.waitApplied()
 	recs, code := c.checkWrite(s, check)
 	if code != 0 {
 		return code
 	}
 	if len(recs) > 0 {
 		if err := s.log.Append(ctx, recs); err != nil {
-			c.cfg.Logger.Warn("coordinator: writing to __consumer_offsets failed", "partition", s.partition, "err", err)
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return kerr.RequestTimedOut.Code
-			}
-			return kerr.NotCoordinator.Code
+			return c.writeFailed(s, err)
 		}
 	}
 	c.mu.Lock()
@@ -431,6 +448,73 @@ func (c *Coordinator) write(ctx context.Context, s *shard, check func() ([]Recor
 		apply()
 	}
 	return 0
+}
+
+// writePipelined is write for offset commits: their check (the member's
+// generation) depends only on group state, which the writes that change
+// it (write) apply before any later check, never on other offset commits.
+// On an AsyncLog, s.writeMu is held while the batch is checked and
+// appended, not while it commits, so the commits of a shard overlap; the
+// applies run in log order (each waits for the one before). On another
+// Log it is write.
+func (c *Coordinator) writePipelined(ctx context.Context, s *shard, check func() ([]Record, int16), apply func()) int16 {
+	alog, ok := s.log.(AsyncLog)
+	if !ok {
+		return c.write(ctx, s, check, apply)
+	}
+	s.writeMu.Lock()
+	recs, code := c.checkWrite(s, check)
+	if code != 0 || len(recs) == 0 {
+		s.writeMu.Unlock()
+		if code != 0 {
+			return code
+		}
+		return c.write(ctx, s, nil, apply)
+	}
+	wait, err := alog.AppendAsync(recs)
+	prev, done := s.applied, make(chan struct{})
+	if err == nil {
+		s.applied = done
+	}
+	s.writeMu.Unlock()
+	if err != nil {
+		return c.writeFailed(s, err)
+	}
+	defer close(done)
+	err = wait(ctx)
+	if prev != nil {
+		<-prev
+	}
+	if err != nil {
+		return c.writeFailed(s, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shards[s.partition] != s {
+		return kerr.NotCoordinator.Code
+	}
+	if apply != nil {
+		apply()
+	}
+	return 0
+}
+
+// writeFailed logs a failed append and returns the code its request gets.
+func (c *Coordinator) writeFailed(s *shard, err error) int16 {
+	c.cfg.Logger.Warn("coordinator: writing to __consumer_offsets failed", "partition", s.partition, "err", err)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return kerr.RequestTimedOut.Code
+	}
+	return kerr.NotCoordinator.Code
+}
+
+// waitApplied waits until every pipelined write appended so far has been
+// applied or failed. The caller holds s.writeMu.
+func (s *shard) waitApplied() {
+	if s.applied != nil {
+		<-s.applied
+		s.applied = nil
+	}
 }
 
 // checkWrite is write's validation under c.mu: the shard must still be

@@ -40,7 +40,10 @@
 // group's new generation) is validated under mu, written with the shard's
 // writeMu held (so records reach the log in the order they are applied to
 // memory), and applied under mu once the write succeeded (Coordinator.write).
-// Lock order: shard.writeMu, then Coordinator.mu; every unlock is
+// Offset commits on an AsyncLog are pipelined (Coordinator.writePipelined):
+// writeMu is held while one is checked and appended, not across its
+// commit, and the applies follow the log order; every other write first
+// waits until the pipelined ones ahead of it are applied. Lock order: shard.writeMu, then Coordinator.mu; every unlock is
 // deferred, so a panic in a handler cannot leave the coordinator locked. A
 // timer or write callback that resumes after the lock was released first
 // checks that the group kind it captured is still the group's (a classic

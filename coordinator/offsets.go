@@ -122,7 +122,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	if len(parts) == 0 {
 		return resp
 	}
-	return setAll(c.write(ctx, s, check, apply))
+	return setAll(c.writePipelined(ctx, s, check, apply))
 }
 
 // commitCheckLocked validates the member of an offset commit against g,

@@ -290,6 +290,15 @@ func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (s
 	return pd.Wait(ctx)
 }
 
+// AppendAsync is Append without the wait: it returns once the batch has
+// its place in the log (appended on a single replica, proposed on a raft
+// leader), and the Pending's Wait returns once it is committed. Batches
+// appended one after another commit in that order, or fail from the first
+// that fails (a leadership change drops every later proposal too).
+func (p *Partition) AppendAsync(b []byte, opts AppendOptions) (*Pending, error) {
+	return p.append(b, opts.LogAppendTime, AcksAll)
+}
+
 // Pending is an appended batch on its way to being committed.
 type Pending struct {
 	res  segment.AppendResult

@@ -128,6 +128,24 @@ func (l offsetsLog) Append(ctx context.Context, recs []coordinator.Record) error
 	return err
 }
 
+// AppendAsync is Append without waiting for the commit
+// (coordinator.AsyncLog): offset commits to one partition overlap.
+func (l offsetsLog) AppendAsync(recs []coordinator.Record) (func(context.Context) error, error) {
+	now := time.Now().UnixMilli()
+	rs := make([]batch.Record, len(recs))
+	for i, r := range recs {
+		rs[i] = batch.Record{Timestamp: now, Key: r.Key, Value: r.Value}
+	}
+	pd, err := l.p.AppendAsync(batch.Build(batch.NewBuildOptions(), rs), replica.AppendOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		_, err := pd.Wait(ctx)
+		return err
+	}, nil
+}
+
 // Replay reads the partition from its log start offset to its high
 // watermark and hands every record of every data batch to fn (control
 // batches are skipped).
