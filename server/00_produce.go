@@ -167,7 +167,9 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 			var ids []int32
 			for _, st := range resp.Topics {
 				for _, sp := range st.Partitions {
-					ids = append(ids, sp.CurrentLeader.LeaderID)
+					if sp.ErrorCode == kerr.NotLeaderForPartition.Code {
+						ids = append(ids, sp.CurrentLeader.LeaderID)
+					}
 				}
 			}
 			for _, e := range b.leaderEndpoints(ids, connListener(cc)) {

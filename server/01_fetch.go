@@ -246,7 +246,9 @@ func (b *Broker) fetchEndpoints(resp *kmsg.FetchResponse, listener string) {
 	var ids []int32
 	for _, st := range resp.Topics {
 		for _, sp := range st.Partitions {
-			ids = append(ids, sp.CurrentLeader.LeaderID)
+			if sp.ErrorCode == kerr.NotLeaderForPartition.Code {
+				ids = append(ids, sp.CurrentLeader.LeaderID)
+			}
 		}
 	}
 	for _, e := range b.leaderEndpoints(ids, listener) {

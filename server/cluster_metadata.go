@@ -204,6 +204,9 @@ func (b *Broker) metadataBrokers(listener string) []kmsg.MetadataResponseBroker 
 // leaderEndpoints are the endpoints of the distinct known brokers among
 // ids (KIP-951's NodeEndpoints; ids < 0 are skipped), for listener.
 func (b *Broker) leaderEndpoints(ids []int32, listener string) []clientBroker {
+	if len(ids) == 0 {
+		return nil // the common answer: nothing to add, nothing allocated
+	}
 	var out []clientBroker
 	seen := map[int32]bool{}
 	for _, id := range ids {

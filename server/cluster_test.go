@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -1068,5 +1069,42 @@ func TestClusterAutoCreateThroughAnyBroker(t *testing.T) {
 		if len(ps[0].replicas) != 3 {
 			t.Errorf("%s auto-created through broker %d: replicas %v, want default.replication.factor 3", topic, i+1, ps[0].replicas)
 		}
+	}
+}
+
+// A produce sent to a follower answers NOT_LEADER_OR_FOLLOWER with
+// KIP-951's hint: the current leader and epoch, and its endpoint in the
+// response's NodeEndpoints, so a client need not refresh its metadata.
+func TestClusterNotLeaderHints(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "hint"); err != nil {
+		t.Fatal(err)
+	}
+	ps := tc.waitLeaders("hint", 3)
+	lead := ps[0].leader
+	follower := int(lead) % 3 // 0-based index of another broker
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 11, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "hint"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch.Build(batch.NewBuildOptions(), []batch.Record{{Value: []byte("v")}})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := tc.direct(follower).Broker(follower+1).Request(ctx, pinnedRequest{req, 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := resp.(*kmsg.ProduceResponse)
+	sp := pr.Topics[0].Partitions[0]
+	if sp.ErrorCode != kerr.NotLeaderForPartition.Code || sp.CurrentLeader.LeaderID != lead {
+		t.Fatalf("produce to follower %d: %v, current leader %d, want NOT_LEADER_OR_FOLLOWER naming %d", follower+1, kerr.ErrorForCode(sp.ErrorCode), sp.CurrentLeader.LeaderID, lead)
+	}
+	if len(pr.Brokers) != 1 || pr.Brokers[0].NodeID != lead || pr.Brokers[0].Port != int32(tc.cports[lead-1]) {
+		t.Fatalf("NodeEndpoints %+v, want broker %d at port %d", pr.Brokers, lead, tc.cports[lead-1])
 	}
 }
