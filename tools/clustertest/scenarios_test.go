@@ -238,7 +238,7 @@ func TestScenarioRollingRestart(t *testing.T) {
 // succeed (raft cannot commit on one node of three), nor may the
 // workload's; when they return, nothing acknowledged is lost.
 func TestScenarioTwoOfThreeDown(t *testing.T) {
-	c, w := scenario(t, scenarioTimeout, clusterOpts{}, nil, workloadOpts{})
+	c, w := scenario(t, 2*scenarioTimeout, clusterOpts{}, nil, workloadOpts{})
 	leader := int(c.Leader(topic, 0))
 	down := []int{leader, c.others(leader)[0]}
 	for _, id := range down {
