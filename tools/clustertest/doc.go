@@ -35,8 +35,8 @@
 //
 //	cd tools && go test -count=1 -v -run Scenario ./clustertest
 //
-// Each is bounded (90 s; the rolling restart and the retention catch-up
-// 180 s) and prints its failover times as "FAILOVER <what> ms=<n> ...".
+// Each is bounded (90 s; the rolling restart, two of three down and the
+// retention catch-up 180 s) and prints its failover times as "FAILOVER <what> ms=<n> ...".
 // What they assume of the cluster, beyond Kafka's protocol: the KRaft
 // keys of DESIGN.md's plan (process.roles, a CONTROLLER listener,
 // controller.quorum.voters, broker.heartbeat.interval.ms,
