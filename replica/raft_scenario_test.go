@@ -503,13 +503,16 @@ func (c *pcluster) leads(id uint64) bool {
 func (c *pcluster) settle() {
 	c.t.Helper()
 	c.drive("the replicas to agree", func() bool {
-		var leo, hw int64 = -1, -1
+		// The log start offset too: a replicated DeleteRecords takes
+		// no offset, so a follower can match the leader's log end and
+		// high watermark before it has applied one.
+		var leo, hw, lso int64 = -1, -1, -1
 		for _, n := range c.up() {
 			p := n.parts[c.groups[0]]
 			if leo == -1 {
-				leo, hw = p.LogEndOffset(), p.HighWatermark()
+				leo, hw, lso = p.LogEndOffset(), p.HighWatermark(), p.LogStartOffset()
 			}
-			if p.LogEndOffset() != leo || p.HighWatermark() != hw || hw != leo {
+			if p.LogEndOffset() != leo || p.HighWatermark() != hw || hw != leo || p.LogStartOffset() != lso {
 				return false
 			}
 		}
