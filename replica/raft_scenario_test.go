@@ -503,20 +503,34 @@ func (c *pcluster) leads(id uint64) bool {
 func (c *pcluster) settle() {
 	c.t.Helper()
 	c.drive("the replicas to agree", func() bool {
-		// The log start offset too: a replicated DeleteRecords takes
-		// no offset, so a follower can match the leader's log end and
-		// high watermark before it has applied one.
-		var leo, hw, lso int64 = -1, -1, -1
+		var leo, hw int64 = -1, -1
 		for _, n := range c.up() {
 			p := n.parts[c.groups[0]]
 			if leo == -1 {
-				leo, hw, lso = p.LogEndOffset(), p.HighWatermark(), p.LogStartOffset()
+				leo, hw = p.LogEndOffset(), p.HighWatermark()
 			}
-			if p.LogEndOffset() != leo || p.HighWatermark() != hw || hw != leo || p.LogStartOffset() != lso {
+			if p.LogEndOffset() != leo || p.HighWatermark() != hw || hw != leo {
 				return false
 			}
 		}
-		return c.leader(c.groups[0]) != nil
+		lead := c.leader(c.groups[0])
+		if lead == nil {
+			return false
+		}
+		// Every replica applied what the leader committed: a replicated
+		// DeleteRecords takes no offset, so a follower can match the
+		// leader's log end and high watermark before it applied one.
+		ls, err := lead.rs.host.Status(c.groups[0])
+		if err != nil {
+			return false
+		}
+		for _, n := range c.up() {
+			st, err := n.host.Status(c.groups[0])
+			if err != nil || st.Applied < ls.Commit {
+				return false
+			}
+		}
+		return true
 	})
 }
 
