@@ -1,16 +1,17 @@
 // Package meta holds Sluice's cluster metadata (topics and their IDs,
 // partition counts, replica assignments and leaders, topic and broker
-// configs, registered brokers, producer-id blocks) as an ordered log of
-// metadata records applied to a state machine, both kept in one Pebble
-// database (github.com/cockroachdb/pebble/v2).
+// configs, cluster-wide and per broker, registered brokers, producer-id
+// blocks) as an ordered log of metadata records applied to a state
+// machine, both kept in one Pebble database
+// (github.com/cockroachdb/pebble/v2).
 //
 // A Store runs in one of two modes. In local mode (Options.Replicator nil,
 // single-node) the typed methods (CreateTopics, DeleteTopic,
 // AddPartitions, AlterTopicConfigs, AllocateProducerIDs, RegisterBroker,
-// ...) validate a change, build its records and append them to the local
-// log. In replicated mode the Store is the state machine of the
-// raft-replicated metadata log (the controller quorum): see "Replicated
-// mode" below.
+// DecommissionBroker, AlterNodeConfigs, ...) validate a change, build its
+// records and append them to the local log. In replicated mode the Store
+// is the state machine of the raft-replicated metadata log (the controller
+// quorum): see "Replicated mode" below.
 //
 // # Applying a record
 //
@@ -113,21 +114,27 @@
 //	topic/id/<16-byte ID>       encoded TopicRecord holding the topic's current state
 //	topic/leader/<ID><part>     version (1) | leader int32 | leaderEpoch int32 | isr (int32 list);
 //	                            part is a big-endian uint32; only for partitions reported
-//	broker/<node id>            version (1) | fenced (1 byte, 0 or 1) | encoded BrokerRegistered
-//	                            (the current registration, Epoch stamped); node id big-endian uint32
+//	broker/<node id>            version (1) | flags (1 byte: bit 0 fenced, bit 1 decommissioning,
+//	                            the other bits 0) | encoded BrokerRegistered (the current
+//	                            registration, Epoch stamped); node id big-endian uint32
 //	producer/next               version (1) | next free producer id (int64 BE, 8 bytes)
-//	config/broker               version (1) | map (broker configs)
+//	config/broker               version (1) | map (the cluster-wide broker configs); absent when empty
+//	config/node/<node id>       version (1) | map (one broker's configs, not empty); node id
+//	                            big-endian uint32; absent when the node has none
 //
 // The next log offset is not stored: it is the offset after the last log/
-// key, or the log base when there is none after a restore. The state keys are exactly those under "broker/", "config/",
-// "producer/" and "topic/". A topic's state value is the TopicRecord that
-// would create the topic as it is now (name, ID, current partition count,
-// replication factor, current configs, replica assignments); its leaders
-// are under topic/leader/ (absent: Leader -1, LeaderEpoch -1, no ISR) and
-// go with the topic when it is removed. The value versions (1) are
-// separate from the record version. Keys and values added since format 1
-// was first written (replicated/, topic/leader/, broker/) are absent from
-// older databases, which read as empty; the format byte stays 1.
+// key, or the log base when there is none after a restore. The state keys
+// are exactly those under "broker/", "config/", "producer/" and "topic/".
+// A topic's state value is the TopicRecord that would create the topic as
+// it is now (name, ID, current partition count, replication factor,
+// current configs, replica assignments); its leaders are under
+// topic/leader/ (absent: Leader -1, LeaderEpoch -1, no ISR) and go with
+// the topic when it is removed. The value versions (1) are separate from
+// the record version. Keys and values added since format 1 was first
+// written (replicated/, topic/leader/, broker/, later config/node/) are
+// absent from older databases, which read as empty; the broker/ flags byte
+// was 0 or 1 before it held the decommissioning bit, which reads the same.
+// The format byte stays 1.
 //
 // # Record encoding
 //
@@ -150,6 +157,10 @@
 //	                            | uvarint count | count × (name string | host string | port int32)
 //	type 8 BrokerFenced         nodeID int32 | epoch int64 | fenced bool
 //	type 9 PartitionChanged     topicID (16) | partition int32 | leader int32 | leaderEpoch int32 | isr int32 list
+//	type 11 BrokerDecommissioning
+//	                            nodeID int32 | decommissioning bool
+//	type 12 BrokerUnregistered  nodeID int32
+//	type 13 NodeConfigChanged   nodeID int32 | set map | delete list
 //
 //	intN         N/8 bytes, big-endian, two's complement
 //	bool         1 byte, 0 or 1
@@ -162,14 +173,17 @@
 // Records are written with version 2. Version 1 (what older data
 // directories hold) is the same without the assignments fields and has
 // only types 1 to 6; it is still decoded (as records without assignments),
-// and re-encodes as version 2. The encoding is canonical (maps sorted;
-// empty lists decode as nil), so every node writes the same bytes for the
-// same record. Decoding refuses an unknown version or type, a type its
-// version does not have, lengths past the end, non-minimal uvarints, bool
-// bytes other than 0 and 1, unsorted or duplicate map keys and trailing
-// bytes, all as ErrCorrupt. Records carry no checksum of their own:
-// Pebble checksums its WAL chunks and sstable blocks, and the replication
-// transport will carry its own.
+// and re-encodes as version 2. Types 11 to 13 were added to version 2
+// later: a new type changes no existing encoding, and a decoder that
+// predates it refuses it as an unknown type (ErrCorrupt), so every node of
+// a cluster must run a version that knows a type before one is proposed.
+// The encoding is canonical (maps sorted; empty lists decode as nil), so
+// every node writes the same bytes for the same record. Decoding refuses
+// an unknown version or type, a type its version does not have, lengths
+// past the end, non-minimal uvarints, bool bytes other than 0 and 1,
+// unsorted or duplicate map keys and trailing bytes, all as ErrCorrupt.
+// Records carry no checksum of their own: Pebble checksums its WAL chunks
+// and sstable blocks, and the replication transport will carry its own.
 //
 // # Rules
 //
@@ -196,6 +210,16 @@
 // an older incarnation does not. A PartitionChanged needs a known topic
 // and partition and a leader epoch >= 0 and not below the stored one
 // (ErrFencedLeaderEpoch); an equal epoch (an ISR change) applies.
+//
+// A BrokerDecommissioning sets or clears a registered broker's
+// decommissioning flag; a re-registration keeps it. A BrokerUnregistered
+// (Kafka's UnregisterBroker) removes a registered broker and its flag; the
+// partitions keep it as a replica. Both refuse a broker not registered
+// (ErrUnknownBroker). A NodeConfigChanged changes one node id's dynamic
+// broker configs (Kafka's per-broker configs; BrokerConfigChanged holds
+// the cluster default) as any config change; the node id must be >= 0
+// (ErrInvalidBroker) but need not be registered, and unregistering keeps
+// its configs.
 //
 // # Concurrency
 //

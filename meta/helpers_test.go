@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -79,10 +81,11 @@ func memState(s *Store) string {
 		fmt.Fprintf(&buf, "%s leaders=%v\n", tp.record(), tp.Leaders)
 	}
 	for _, b := range s.Brokers() {
-		fmt.Fprintf(&buf, "%v fenced=%v\n", b.registration(), b.Fenced)
+		fmt.Fprintf(&buf, "%v fenced=%v decommissioning=%v\n", b.registration(), b.Fenced, b.Decommissioning)
 	}
 	s.mu.RLock()
 	fmt.Fprintf(&buf, "producer next %d\nbroker %s\n", s.st.producerNext, formatMap(s.st.broker))
+	fmt.Fprint(&buf, formatNodeConfigs(s.st.nodeConfigs))
 	s.mu.RUnlock()
 	return buf.String()
 }
@@ -116,7 +119,7 @@ func describeState(st *state) string {
 		lines = append(lines, fmt.Sprintf("%v leaders=%v", tp.record(), tp.Leaders))
 	}
 	for _, b := range st.brokers {
-		lines = append(lines, fmt.Sprintf("%v fenced=%v", b.registration(), b.Fenced))
+		lines = append(lines, fmt.Sprintf("%v fenced=%v decommissioning=%v", b.registration(), b.Fenced, b.Decommissioning))
 	}
 	for n, id := range st.names {
 		lines = append(lines, fmt.Sprintf("name %s -> %s", n, FormatTopicID(id)))
@@ -126,7 +129,7 @@ func describeState(st *state) string {
 	}
 	slices.Sort(lines)
 	lines = append(lines, fmt.Sprintf("producer next %d", st.producerNext),
-		"broker "+formatMap(st.broker))
+		"broker "+formatMap(st.broker), formatNodeConfigs(st.nodeConfigs))
 	var buf bytes.Buffer
 	for _, l := range lines {
 		buf.WriteString(l + "\n")
@@ -147,4 +150,13 @@ func rawDelete(t testing.TB, s *Store, k []byte) {
 	if err := s.db.Delete(k, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// formatNodeConfigs prints the per-broker configs, one line per node id.
+func formatNodeConfigs(m map[int32]map[string]string) string {
+	var sb strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&sb, "node %d %s\n", id, formatMap(m[id]))
+	}
+	return sb.String()
 }

@@ -78,6 +78,9 @@ type Broker struct {
 	Rack          string
 	Listeners     []Endpoint
 	Fenced        bool
+	// Decommissioning is set by a BrokerDecommissioning. It survives a
+	// re-registration and goes with BrokerUnregistered.
+	Decommissioning bool
 }
 
 // registration returns the BrokerRegistered record of b's registration
@@ -110,15 +113,19 @@ type state struct {
 	producerNext int64               // next free producer id
 	broker       map[string]string   // broker configs
 	brokers      map[int32]*Broker   // registered brokers by node id
+	// nodeConfigs are the per-broker configs by node id; a node has an
+	// entry only while it has some. The maps are never modified in place.
+	nodeConfigs map[int32]map[string]string
 }
 
 func newState() *state {
 	return &state{
-		topics:  map[[16]byte]*Topic{},
-		names:   map[string][16]byte{},
-		collide: map[string]string{},
-		broker:  map[string]string{},
-		brokers: map[int32]*Broker{},
+		topics:      map[[16]byte]*Topic{},
+		names:       map[string][16]byte{},
+		collide:     map[string]string{},
+		broker:      map[string]string{},
+		brokers:     map[int32]*Broker{},
+		nodeConfigs: map[int32]map[string]string{},
 	}
 }
 
@@ -127,22 +134,27 @@ func newState() *state {
 func (st *state) clone() *state {
 	return &state{topics: maps.Clone(st.topics), names: maps.Clone(st.names),
 		collide: maps.Clone(st.collide), producerNext: st.producerNext, broker: st.broker,
-		brokers: maps.Clone(st.brokers)}
+		brokers: maps.Clone(st.brokers), nodeConfigs: maps.Clone(st.nodeConfigs)}
 }
 
 // delta is the effect of one record on the state: at most one topic
-// changed or removed, or one partition's leader, or one broker, or the
-// producer id counter, or the broker configs.
+// changed or removed, or one partition's leader, or one broker
+// registered, changed or removed, or the producer id counter, or the
+// broker configs, or one node's configs.
 type delta struct {
-	topic        *Topic // created or changed topic (its new value); all its keys are written
+	topic        *Topic // created or changed topic (its new value); its id and name keys are written
 	removed      *Topic // removed topic
 	leaderOf     *Topic // the topic's new value after a PartitionChanged (only that leader key is written)
 	leaderPart   int32
-	reg          *Broker // registered or (un)fenced broker (its new value)
+	reg          *Broker // registered or changed broker (its new value)
+	unreg        *Broker // unregistered broker (as it was)
 	setProducer  bool
 	producerNext int64
 	setBroker    bool
 	broker       map[string]string
+	setNode      bool // node's configs become nodeConfigs (none: removed)
+	node         int32
+	nodeConfigs  map[string]string
 }
 
 func (st *state) brokerKnown(id int32) bool { _, ok := st.brokers[id]; return ok }
@@ -265,6 +277,9 @@ func (st *state) plan(rec Record) (delta, error) {
 			return delta{}, err
 		}
 		b := r.broker(true)
+		if old, ok := st.brokers[r.NodeID]; ok {
+			b.Decommissioning = old.Decommissioning
+		}
 		return delta{reg: &b}, nil
 
 	case BrokerFenced:
@@ -297,6 +312,35 @@ func (st *state) plan(rec Record) (delta, error) {
 		n.Leaders = slices.Clone(t.Leaders)
 		n.Leaders[r.Partition] = PartitionLeader{Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, ISR: slices.Clone(r.ISR)}
 		return delta{leaderOf: &n, leaderPart: r.Partition}, nil
+
+	case BrokerDecommissioning:
+		b, ok := st.brokers[r.NodeID]
+		if !ok {
+			return delta{}, fmt.Errorf("%w: %d", ErrUnknownBroker, r.NodeID)
+		}
+		n := b.clone()
+		n.Decommissioning = r.Decommissioning
+		return delta{reg: &n}, nil
+
+	case BrokerUnregistered:
+		b, ok := st.brokers[r.NodeID]
+		if !ok {
+			return delta{}, fmt.Errorf("%w: %d", ErrUnknownBroker, r.NodeID)
+		}
+		return delta{unreg: b}, nil
+
+	case NodeConfigChanged:
+		if r.NodeID < 0 {
+			return delta{}, fmt.Errorf("%w: node id %d for per-broker configs", ErrInvalidBroker, r.NodeID)
+		}
+		if err := validateConfigChange(r.Set, r.Delete); err != nil {
+			return delta{}, err
+		}
+		m := changeConfigs(st.nodeConfigs[r.NodeID], r.Set, r.Delete)
+		if len(m) == 0 {
+			m = nil
+		}
+		return delta{setNode: true, node: r.NodeID, nodeConfigs: m}, nil
 	}
 	return delta{}, fmt.Errorf("%w: unknown record %T", ErrInvalidRecord, rec)
 }
@@ -402,6 +446,16 @@ func (st *state) apply(d delta) {
 	if b := d.reg; b != nil {
 		st.brokers[b.NodeID] = b
 	}
+	if b := d.unreg; b != nil {
+		delete(st.brokers, b.NodeID)
+	}
+	if d.setNode {
+		if d.nodeConfigs == nil {
+			delete(st.nodeConfigs, d.node)
+		} else {
+			st.nodeConfigs[d.node] = d.nodeConfigs
+		}
+	}
 	if d.setProducer {
 		st.producerNext = d.producerNext
 	}
@@ -440,6 +494,17 @@ func (d delta) write(b *pebble.Batch) error {
 	if r := d.reg; r != nil {
 		set(brokerKey(r.NodeID), encodeBroker(*r))
 	}
+	if r := d.unreg; r != nil && err == nil {
+		err = b.Delete(brokerKey(r.NodeID), nil)
+	}
+	if d.setNode && err == nil {
+		// Canonical: the key is absent when the node has no configs.
+		if len(d.nodeConfigs) == 0 {
+			err = b.Delete(nodeConfigsKey(d.node), nil)
+		} else {
+			set(nodeConfigsKey(d.node), encodeConfigs(d.nodeConfigs))
+		}
+	}
 	if d.setProducer {
 		set([]byte(keyProducerNext), encodeProducerNext(d.producerNext))
 	}
@@ -475,6 +540,11 @@ func (st *state) writeAll(b *pebble.Batch) error {
 	}
 	for _, r := range st.brokers {
 		if err := (delta{reg: r}).write(b); err != nil {
+			return err
+		}
+	}
+	for id, m := range st.nodeConfigs {
+		if err := (delta{setNode: true, node: id, nodeConfigs: m}).write(b); err != nil {
 			return err
 		}
 	}
@@ -551,6 +621,21 @@ func loadState(r pebble.Reader) (*state, error) {
 			return fmt.Errorf("%w: broker key %x holds broker %d", ErrCorrupt, k, b.NodeID)
 		}
 		st.brokers[id] = &b
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = scan(r, keyNodeConfigs, func(k, v []byte) error {
+		id, ok := parseNodeConfigsKey(k)
+		m, err := decodeConfigs(v)
+		if err != nil {
+			return fmt.Errorf("node configs %x: %w", k, err)
+		}
+		if !ok || len(m) == 0 {
+			return fmt.Errorf("%w: node configs key %x holds %d configs", ErrCorrupt, k, len(m))
+		}
+		st.nodeConfigs[id] = m
 		return nil
 	})
 	if err != nil {
