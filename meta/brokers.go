@@ -32,8 +32,9 @@ func (s *Store) FenceBroker(id int32, epoch int64, fenced bool) error {
 }
 
 // DecommissionBroker sets (on true) or clears the decommissioning flag of
-// the registered broker id. The flag survives a re-registration of the
-// node id.
+// the registered broker id: while it is set no replica may be moved onto
+// the broker (Reassign refuses it as a target, a PartitionReassigned as a
+// new replica). The flag survives a re-registration of the node id.
 // ErrUnknownBroker if id is not registered.
 func (s *Store) DecommissionBroker(id int32, on bool) error {
 	_, err := s.one(func(*state) (Record, error) {

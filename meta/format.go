@@ -44,6 +44,10 @@ var (
 	ErrStaleBrokerEpoch = errors.New("meta: stale broker epoch")
 	// ErrUnknownPartition: a partition index outside the topic.
 	ErrUnknownPartition = errors.New("meta: unknown partition")
+	// ErrNoReassignmentInProgress: a reassignment was cancelled for a
+	// partition that has none in progress (Kafka's
+	// NO_REASSIGNMENT_IN_PROGRESS).
+	ErrNoReassignmentInProgress = errors.New("meta: no partition reassignment in progress")
 	// ErrFencedLeaderEpoch: a partition change with a leader epoch below
 	// the stored one (Kafka's FENCED_LEADER_EPOCH).
 	ErrFencedLeaderEpoch = errors.New("meta: fenced leader epoch")
@@ -84,7 +88,7 @@ const (
 	formatVersion byte = 1
 	// recordVersion is the first byte of every record written: version 2
 	// added the replica assignments of TopicRecord and PartitionsAdded and
-	// the types 7 to 9; the types 11 to 13 were added to version 2 later
+	// the types 7 to 9; the types 10 to 13 were added to version 2 later
 	// (a new type changes no existing encoding; a decoder that predates
 	// it refuses it as an unknown type). recordVersion1 records (the
 	// layout without assignments) are still decoded: older data
@@ -93,7 +97,7 @@ const (
 	recordVersion1 byte = 1
 	// valueVersion is the first byte of every state value that is not an
 	// encoded record (producer/next, config/broker, config/node/,
-	// topic/leader/, broker/, replicated/next).
+	// topic/leader/, topic/move/, broker/, replicated/next).
 	valueVersion byte = 1
 
 	keyFormat        = "format"
@@ -103,6 +107,7 @@ const (
 	keyProducerNext  = "producer/next"
 	keyBrokerConfigs = "config/broker"
 	keyTopicLeader   = "topic/leader/" // + 16 raw ID bytes + 4-byte big-endian partition
+	keyTopicMove     = "topic/move/"   // + 16 raw ID bytes + 4-byte big-endian partition
 	keyBroker        = "broker/"       // + 4-byte big-endian node id
 	keyNodeConfigs   = "config/node/"  // + 4-byte big-endian node id
 	keyReplicated    = "replicated/next"
@@ -129,6 +134,7 @@ const (
 	TypeBrokerRegistered      RecordType = 7
 	TypeBrokerFenced          RecordType = 8
 	TypePartitionChanged      RecordType = 9
+	TypePartitionReassigned   RecordType = 10
 	TypeBrokerDecommissioning RecordType = 11
 	TypeBrokerUnregistered    RecordType = 12
 	TypeNodeConfigChanged     RecordType = 13
@@ -166,6 +172,8 @@ func (t RecordType) String() string {
 		return "BrokerFenced"
 	case TypePartitionChanged:
 		return "PartitionChanged"
+	case TypePartitionReassigned:
+		return "PartitionReassigned"
 	case TypeBrokerDecommissioning:
 		return "BrokerDecommissioning"
 	case TypeBrokerUnregistered:
@@ -207,6 +215,18 @@ func topicLeaderKey(id [16]byte, part int32) []byte {
 // parseTopicLeaderKey returns the topic and partition a leader key names.
 func parseTopicLeaderKey(k []byte) (id [16]byte, part int32, ok bool) {
 	return parsePartitionKey(keyTopicLeader, k)
+}
+
+// topicMovePrefix is the prefix of every move key of the topic.
+func topicMovePrefix(id [16]byte) string { return keyTopicMove + string(id[:]) }
+
+func topicMoveKey(id [16]byte, part int32) []byte {
+	return binary.BigEndian.AppendUint32([]byte(topicMovePrefix(id)), uint32(part))
+}
+
+// parseTopicMoveKey returns the topic and partition a move key names.
+func parseTopicMoveKey(k []byte) (id [16]byte, part int32, ok bool) {
+	return parsePartitionKey(keyTopicMove, k)
 }
 
 // parsePartitionKey parses prefix | 16-byte topic ID | 4-byte partition.
@@ -350,4 +370,23 @@ func decodeBroker(v []byte) (Broker, error) {
 	b := r.broker(v[1]&brokerFenced != 0)
 	b.Decommissioning = v[1]&brokerDecommissioning != 0
 	return b, nil
+}
+
+// encodeMove is a topic/move/ value: version | initial (int32 list) |
+// adding (int32 list) | removing (int32 list).
+func encodeMove(m PartitionMove) []byte {
+	e := encoder{b: []byte{valueVersion}}
+	e.i32List(m.Initial)
+	e.i32List(m.Adding)
+	e.i32List(m.Removing)
+	return e.b
+}
+
+func decodeMove(b []byte) (PartitionMove, error) {
+	if len(b) < 1 || b[0] != valueVersion {
+		return PartitionMove{}, fmt.Errorf("%w: move value version", ErrCorrupt)
+	}
+	d := decoder{b: b[1:]}
+	m := PartitionMove{Initial: d.i32List(), Adding: d.i32List(), Removing: d.i32List()}
+	return m, d.finish()
 }

@@ -78,7 +78,7 @@ func dumpState(t testing.TB, s *Store) string {
 func memState(s *Store) string {
 	var buf bytes.Buffer
 	for _, tp := range s.Topics() {
-		fmt.Fprintf(&buf, "%s leaders=%v\n", tp.record(), tp.Leaders)
+		fmt.Fprintf(&buf, "%s leaders=%v%s\n", tp.record(), tp.Leaders, formatMoves(tp.Moves))
 	}
 	for _, b := range s.Brokers() {
 		fmt.Fprintf(&buf, "%v fenced=%v decommissioning=%v\n", b.registration(), b.Fenced, b.Decommissioning)
@@ -116,7 +116,7 @@ func checkConsistent(t testing.TB, s *Store) {
 func describeState(st *state) string {
 	var lines []string
 	for _, tp := range st.topics {
-		lines = append(lines, fmt.Sprintf("%v leaders=%v", tp.record(), tp.Leaders))
+		lines = append(lines, fmt.Sprintf("%v leaders=%v%s", tp.record(), tp.Leaders, formatMoves(tp.Moves)))
 	}
 	for _, b := range st.brokers {
 		lines = append(lines, fmt.Sprintf("%v fenced=%v decommissioning=%v", b.registration(), b.Fenced, b.Decommissioning))
@@ -150,6 +150,25 @@ func rawDelete(t testing.TB, s *Store, k []byte) {
 	if err := s.db.Delete(k, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// formatMoves prints a topic's moves by partition: " moves={0:{[1 2] [3] [1]}}",
+// or nothing when there are none.
+func formatMoves(m map[int32]PartitionMove) string {
+	if m == nil {
+		return ""
+	}
+	parts := slices.Sorted(maps.Keys(m))
+	var sb strings.Builder
+	sb.WriteString(" moves={")
+	for i, p := range parts {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, "%d:{initial=%v adding=%v removing=%v}", p, m[p].Initial, m[p].Adding, m[p].Removing)
+	}
+	sb.WriteByte('}')
+	return sb.String()
 }
 
 // formatNodeConfigs prints the per-broker configs, one line per node id.

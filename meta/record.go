@@ -11,8 +11,8 @@ import (
 // Record is one entry of the metadata log: one of TopicRecord,
 // PartitionsAdded, TopicConfigsChanged, TopicRemoved, ProducerIDBlock,
 // BrokerConfigChanged, BrokerRegistered, BrokerFenced, PartitionChanged,
-// BrokerDecommissioning, BrokerUnregistered or NodeConfigChanged (values,
-// not pointers). The set is closed.
+// PartitionReassigned, BrokerDecommissioning, BrokerUnregistered or
+// NodeConfigChanged (values, not pointers). The set is closed.
 type Record interface {
 	// Type is the record's type byte in the encoding.
 	Type() RecordType
@@ -106,8 +106,23 @@ type PartitionChanged struct {
 	ISR         []int32
 }
 
+// PartitionReassigned sets a partition's replica list and reassignment
+// state (Kafka's PartitionChangeRecord replicas, addingReplicas and
+// removingReplicas, KIP-455). Replicas become the partition's
+// Topic.Assignments entry; Adding and Removing (subsets of Replicas,
+// disjoint; both nil when no reassignment is in progress) its
+// PartitionMove. Store.Reassign and Store.CompleteReassignment build it.
+type PartitionReassigned struct {
+	TopicID   [16]byte
+	Partition int32
+	Replicas  []int32
+	Adding    []int32
+	Removing  []int32
+}
+
 // BrokerDecommissioning sets (Decommissioning true) or clears a
-// registered broker's decommissioning flag. The flag survives a re-registration of the node id.
+// registered broker's decommissioning flag: no replica may be moved onto
+// it. The flag survives a re-registration of the node id.
 type BrokerDecommissioning struct {
 	NodeID          int32
 	Decommissioning bool
@@ -140,6 +155,7 @@ func (BrokerConfigChanged) Type() RecordType   { return TypeBrokerConfigChanged 
 func (BrokerRegistered) Type() RecordType      { return TypeBrokerRegistered }
 func (BrokerFenced) Type() RecordType          { return TypeBrokerFenced }
 func (PartitionChanged) Type() RecordType      { return TypePartitionChanged }
+func (PartitionReassigned) Type() RecordType   { return TypePartitionReassigned }
 func (BrokerDecommissioning) Type() RecordType { return TypeBrokerDecommissioning }
 func (BrokerUnregistered) Type() RecordType    { return TypeBrokerUnregistered }
 func (NodeConfigChanged) Type() RecordType     { return TypeNodeConfigChanged }
@@ -153,6 +169,7 @@ func (BrokerConfigChanged) isRecord()   {}
 func (BrokerRegistered) isRecord()      {}
 func (BrokerFenced) isRecord()          {}
 func (PartitionChanged) isRecord()      {}
+func (PartitionReassigned) isRecord()   {}
 func (BrokerDecommissioning) isRecord() {}
 func (BrokerUnregistered) isRecord()    {}
 func (NodeConfigChanged) isRecord()     {}
@@ -195,6 +212,11 @@ func (r BrokerFenced) String() string {
 func (r PartitionChanged) String() string {
 	return fmt.Sprintf("PartitionChanged id=%s partition=%d leader=%d epoch=%d isr=%v",
 		FormatTopicID(r.TopicID), r.Partition, r.Leader, r.LeaderEpoch, r.ISR)
+}
+
+func (r PartitionReassigned) String() string {
+	return fmt.Sprintf("PartitionReassigned id=%s partition=%d replicas=%v adding=%v removing=%v",
+		FormatTopicID(r.TopicID), r.Partition, r.Replicas, r.Adding, r.Removing)
 }
 
 func (r BrokerDecommissioning) String() string {
@@ -308,6 +330,12 @@ func EncodeRecord(r Record) []byte {
 		e.i32(r.Leader)
 		e.i32(r.LeaderEpoch)
 		e.i32List(r.ISR)
+	case PartitionReassigned:
+		e.b = append(e.b, r.TopicID[:]...)
+		e.i32(r.Partition)
+		e.i32List(r.Replicas)
+		e.i32List(r.Adding)
+		e.i32List(r.Removing)
 	case BrokerDecommissioning:
 		e.i32(r.NodeID)
 		e.bool(r.Decommissioning)
@@ -323,7 +351,7 @@ func EncodeRecord(r Record) []byte {
 	return e.b
 }
 
-// DecodeRecord decodes one record of version 2 (types 1 to 9 and 11 to 13), or of
+// DecodeRecord decodes one record of version 2 (types 1 to 13), or of
 // version 1 (types 1 to 6, without assignments). Every error wraps
 // ErrCorrupt: an unknown version or type, a short or over-long input, map
 // keys out of order.
@@ -394,6 +422,9 @@ func DecodeRecord(b []byte) (Record, error) {
 	case TypePartitionChanged:
 		r = PartitionChanged{TopicID: d.id(), Partition: d.i32(), Leader: d.i32(),
 			LeaderEpoch: d.i32(), ISR: d.i32List()}
+	case TypePartitionReassigned:
+		r = PartitionReassigned{TopicID: d.id(), Partition: d.i32(), Replicas: d.i32List(),
+			Adding: d.i32List(), Removing: d.i32List()}
 	case TypeBrokerDecommissioning:
 		r = BrokerDecommissioning{NodeID: d.i32(), Decommissioning: d.bool()}
 	case TypeBrokerUnregistered:

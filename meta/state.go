@@ -24,6 +24,27 @@ type Topic struct {
 	// Leaders has one entry per partition: the latest PartitionChanged for
 	// it, or Leader -1, LeaderEpoch -1 and a nil ISR if none was applied.
 	Leaders []PartitionLeader
+	// Moves has an entry for each partition that is being or ever was
+	// reassigned (a PartitionReassigned applied to it); nil when none
+	// ever was. See reassign.go for the helpers that read it.
+	Moves map[int32]PartitionMove
+}
+
+// PartitionMove is a partition's reassignment state (Kafka's
+// PartitionRecord addingReplicas/removingReplicas, KIP-455).
+type PartitionMove struct {
+	// Initial is the partition's replica list when it was created (its
+	// raft group's first voters; a replica joining later starts from them
+	// and replays the log's configuration changes). Never changes.
+	Initial []int32
+	// Adding and Removing are the replicas a reassignment in progress
+	// adds and removes; both nil when none is in progress.
+	Adding, Removing []int32
+}
+
+func (m PartitionMove) clone() PartitionMove {
+	return PartitionMove{Initial: slices.Clone(m.Initial), Adding: slices.Clone(m.Adding),
+		Removing: slices.Clone(m.Removing)}
 }
 
 // PartitionLeader is a partition's leader, leader epoch and ISR as its
@@ -48,6 +69,12 @@ func (t *Topic) clone() Topic {
 	c.Leaders = slices.Clone(t.Leaders)
 	for i := range c.Leaders {
 		c.Leaders[i].ISR = slices.Clone(c.Leaders[i].ISR)
+	}
+	if t.Moves != nil {
+		c.Moves = make(map[int32]PartitionMove, len(t.Moves))
+		for p, m := range t.Moves {
+			c.Moves[p] = m.clone()
+		}
 	}
 	return c
 }
@@ -78,8 +105,9 @@ type Broker struct {
 	Rack          string
 	Listeners     []Endpoint
 	Fenced        bool
-	// Decommissioning is set by a BrokerDecommissioning. It survives a
-	// re-registration and goes with BrokerUnregistered.
+	// Decommissioning is set by a BrokerDecommissioning: no replica may
+	// be moved onto the broker (Reassign, PartitionReassigned). It
+	// survives a re-registration and goes with BrokerUnregistered.
 	Decommissioning bool
 }
 
@@ -138,14 +166,16 @@ func (st *state) clone() *state {
 }
 
 // delta is the effect of one record on the state: at most one topic
-// changed or removed, or one partition's leader, or one broker
-// registered, changed or removed, or the producer id counter, or the
-// broker configs, or one node's configs.
+// changed or removed, or one partition's leader, or one partition's
+// replicas and move, or one broker registered, changed or removed, or the
+// producer id counter, or the broker configs, or one node's configs.
 type delta struct {
 	topic        *Topic // created or changed topic (its new value); its id and name keys are written
 	removed      *Topic // removed topic
 	leaderOf     *Topic // the topic's new value after a PartitionChanged (only that leader key is written)
 	leaderPart   int32
+	moveOf       *Topic // the topic's new value after a PartitionReassigned (that move key is written; topic is set too)
+	movePart     int32
 	reg          *Broker // registered or changed broker (its new value)
 	unreg        *Broker // unregistered broker (as it was)
 	setProducer  bool
@@ -313,6 +343,9 @@ func (st *state) plan(rec Record) (delta, error) {
 		n.Leaders[r.Partition] = PartitionLeader{Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, ISR: slices.Clone(r.ISR)}
 		return delta{leaderOf: &n, leaderPart: r.Partition}, nil
 
+	case PartitionReassigned:
+		return st.planReassigned(r)
+
 	case BrokerDecommissioning:
 		b, ok := st.brokers[r.NodeID]
 		if !ok {
@@ -443,6 +476,9 @@ func (st *state) apply(d delta) {
 	if t := d.leaderOf; t != nil {
 		st.topics[t.ID] = t
 	}
+	if t := d.moveOf; t != nil {
+		st.topics[t.ID] = t
+	}
 	if b := d.reg; b != nil {
 		st.brokers[b.NodeID] = b
 	}
@@ -479,9 +515,10 @@ func (d delta) write(b *pebble.Batch) error {
 		if err = b.Delete(topicNameKey(t.Name), nil); err != nil {
 			return err
 		}
-		p := topicLeaderPrefix(t.ID)
-		if err = b.DeleteRange([]byte(p), prefixEnd(p), nil); err != nil {
-			return err
+		for _, p := range []string{topicLeaderPrefix(t.ID), topicMovePrefix(t.ID)} {
+			if err = b.DeleteRange([]byte(p), prefixEnd(p), nil); err != nil {
+				return err
+			}
 		}
 	}
 	if t := d.topic; t != nil {
@@ -490,6 +527,9 @@ func (d delta) write(b *pebble.Batch) error {
 	}
 	if t := d.leaderOf; t != nil {
 		set(topicLeaderKey(t.ID, d.leaderPart), encodeLeader(t.Leaders[d.leaderPart]))
+	}
+	if t := d.moveOf; t != nil {
+		set(topicMoveKey(t.ID, d.movePart), encodeMove(t.Moves[d.movePart]))
 	}
 	if r := d.reg; r != nil {
 		set(brokerKey(r.NodeID), encodeBroker(*r))
@@ -535,6 +575,11 @@ func (st *state) writeAll(b *pebble.Batch) error {
 				if err := (delta{leaderOf: t, leaderPart: int32(p)}).write(b); err != nil {
 					return err
 				}
+			}
+		}
+		for p := range t.Moves {
+			if err := (delta{moveOf: t, movePart: p}).write(b); err != nil {
+				return err
 			}
 		}
 	}
@@ -624,6 +669,9 @@ func loadState(r pebble.Reader) (*state, error) {
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := loadMoves(r, st); err != nil {
 		return nil, err
 	}
 	err = scan(r, keyNodeConfigs, func(k, v []byte) error {
