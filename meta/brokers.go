@@ -2,6 +2,7 @@ package meta
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 )
 
@@ -26,6 +27,53 @@ func (s *Store) RegisterBroker(r BrokerRegistered) (epoch int64, err error) {
 func (s *Store) FenceBroker(id int32, epoch int64, fenced bool) error {
 	_, err := s.one(func(*state) (Record, error) {
 		return BrokerFenced{NodeID: id, Epoch: epoch, Fenced: fenced}, nil
+	})
+	return err
+}
+
+// DecommissionBroker sets (on true) or clears the decommissioning flag of
+// the registered broker id: while it is set no replica may be moved onto
+// the broker (Reassign refuses it as a target, a PartitionReassigned as a
+// new replica). The flag survives a re-registration of the node id.
+// ErrUnknownBroker if id is not registered.
+func (s *Store) DecommissionBroker(id int32, on bool) error {
+	_, err := s.one(func(*state) (Record, error) {
+		return BrokerDecommissioning{NodeID: id, Decommissioning: on}, nil
+	})
+	return err
+}
+
+// UnregisterBroker removes the registration of broker id, and its
+// decommissioning flag (Kafka's UnregisterBroker, KIP-631). Partitions
+// keep it in their replica lists and its per-broker configs stay.
+// ErrUnknownBroker if id is not registered.
+func (s *Store) UnregisterBroker(id int32) error {
+	_, err := s.one(func(*state) (Record, error) { return BrokerUnregistered{NodeID: id}, nil })
+	return err
+}
+
+// NodeConfigs returns the dynamic configs of broker id (Kafka's
+// per-broker configs; BrokerConfigs holds the cluster default): a copy,
+// never nil, empty when it has none. id need not be registered.
+func (s *Store) NodeConfigs(id int32) map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := maps.Clone(s.st.nodeConfigs[id])
+	if m == nil {
+		m = map[string]string{}
+	}
+	return m
+}
+
+// AlterNodeConfigs sets the keys in set and removes the keys in del from
+// the dynamic configs of broker id, as AlterBrokerConfigs does for the
+// cluster default. The node need not be registered (Kafka lets a broker
+// id be configured before it starts), and unregistering it keeps them.
+// ErrInvalidBroker for a negative id; ErrInvalidConfig as for
+// AlterTopicConfigs.
+func (s *Store) AlterNodeConfigs(id int32, set map[string]string, del []string) error {
+	_, err := s.one(func(*state) (Record, error) {
+		return NodeConfigChanged{NodeID: id, Set: maps.Clone(set), Delete: slices.Clone(del)}, nil
 	})
 	return err
 }

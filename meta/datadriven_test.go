@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,6 +31,17 @@ import (
 //	log [from=F]                          Records(F), with offsets
 //	reopen                                close and open again
 //	rebuild                               Rebuild, then check it changed nothing
+//	register id=N                         RegisterBroker
+//	decommission id=N [off]               DecommissionBroker (off: clear the flag)
+//	unregister id=N                       UnregisterBroker
+//	create-assigned name=N                input: one replica list per line ("1 2 3")
+//	reassign                              Reassign; input: "topic partition target..." lines,
+//	                                      "cancel" for a nil target, "empty" for an empty one
+//	report name=N partition=P epoch=E isr=(a,b)
+//	                                      ChangePartitions, the leader being the first of isr
+//	complete name=N partition=P           CompleteReassignment
+//	partitions name=N                     each partition's replicas, move and ISR
+//	reassignments                         Reassignments()
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		fs := vfs.NewMem()
@@ -59,7 +71,11 @@ func TestScenarios(t *testing.T) {
 				}
 				return "ok\n"
 			}
-			set, del := parseChanges(t, d)
+			var set map[string]string
+			var del []string
+			if d.Cmd != "create-assigned" && d.Cmd != "reassign" { // their input is not configs
+				set, del = parseChanges(t, d)
+			}
 			switch d.Cmd {
 			case "create":
 				tp, err := s.CreateTopic(args["name"], int32(num("partitions", 1)), int16(num("rf", 1)), set)
@@ -111,6 +127,87 @@ func TestScenarios(t *testing.T) {
 				}
 				fmt.Fprintf(&sb, "next %d\n", s.Offset())
 				return sb.String()
+			case "register":
+				id := int32(num("id", 0))
+				_, err := s.RegisterBroker(BrokerRegistered{NodeID: id, Listeners: listeners(9092 + id)})
+				return result(err)
+			case "decommission":
+				return result(s.DecommissionBroker(int32(num("id", 0)), !d.HasArg("off")))
+			case "unregister":
+				return result(s.UnregisterBroker(int32(num("id", 0))))
+			case "create-assigned":
+				var a [][]int32
+				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+					a = append(a, parseIDs(t, d, strings.Fields(line)))
+				}
+				ts, errs, err := s.CreateTopics([]TopicSpec{{Name: args["name"], Assignments: a}})
+				if err = errors.Join(err, errs[0]); err != nil {
+					return result(err)
+				}
+				return ts[0].record().String() + "\n"
+			case "reassign":
+				var reqs []ReassignRequest
+				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+					f := strings.Fields(line)
+					tp, _ := s.Topic(f[0])
+					rq := ReassignRequest{TopicID: tp.ID, Partition: parseIDs(t, d, f[1:2])[0]}
+					switch {
+					case len(f) == 3 && f[2] == "empty":
+						rq.Target = []int32{}
+					case len(f) != 3 || f[2] != "cancel":
+						rq.Target = parseIDs(t, d, f[2:])
+					}
+					reqs = append(reqs, rq)
+				}
+				errs, err := s.Reassign(reqs)
+				if err != nil {
+					return result(err)
+				}
+				var sb strings.Builder
+				for _, e := range errs {
+					sb.WriteString(result(e))
+				}
+				return sb.String()
+			case "report":
+				tp, _ := s.Topic(args["name"])
+				isr := parseIDs(t, d, strings.Split(args["isr"], ","))
+				errs, err := s.ChangePartitions([]PartitionChanged{{TopicID: tp.ID, Partition: int32(num("partition", 0)),
+					Leader: isr[0], LeaderEpoch: int32(num("epoch", 0)), ISR: isr}})
+				if err == nil {
+					err = errs[0]
+				}
+				return result(err)
+			case "complete":
+				tp, _ := s.Topic(args["name"])
+				done, err := s.CompleteReassignment(tp.ID, int32(num("partition", 0)))
+				if err != nil {
+					return result(err)
+				}
+				return fmt.Sprintf("done=%v\n", done)
+			case "partitions":
+				tp, ok := s.Topic(args["name"])
+				if !ok {
+					return "no topic\n"
+				}
+				var sb strings.Builder
+				for p := range tp.Partitions {
+					adding, removing, ok := tp.Reassigning(p)
+					fmt.Fprintf(&sb, "%d: replicas=%v initial=%v", p, tp.Assignments[p], tp.InitialReplicas(p))
+					if ok {
+						fmt.Fprintf(&sb, " adding=%v removing=%v target=%v done=%v", adding, removing, tp.TargetReplicas(p), tp.ReassignmentDone(p))
+					}
+					fmt.Fprintf(&sb, " isr=%v\n", tp.Leaders[p].ISR)
+				}
+				return sb.String()
+			case "reassignments":
+				var sb strings.Builder
+				for _, r := range s.Reassignments() {
+					fmt.Fprintf(&sb, "%s-%d replicas=%v adding=%v removing=%v\n", r.Topic, r.Partition, r.Replicas, r.Adding, r.Removing)
+				}
+				if sb.Len() == 0 {
+					return "none\n"
+				}
+				return sb.String()
 			case "reopen":
 				s = reopen(t, s, "/meta")
 				return "ok\n"
@@ -154,4 +251,17 @@ func parseChanges(t *testing.T, d *datadriven.TestData) (set map[string]string, 
 		set[k] = v
 	}
 	return set, del
+}
+
+// parseIDs parses broker ids or partition numbers.
+func parseIDs(t *testing.T, d *datadriven.TestData, fields []string) []int32 {
+	ids := make([]int32, 0, len(fields))
+	for _, f := range fields {
+		n, err := strconv.ParseInt(f, 10, 32)
+		if err != nil {
+			d.Fatalf(t, "%q: %v", f, err)
+		}
+		ids = append(ids, int32(n))
+	}
+	return ids
 }

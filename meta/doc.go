@@ -1,16 +1,17 @@
 // Package meta holds Sluice's cluster metadata (topics and their IDs,
-// partition counts, replica assignments and leaders, topic and broker
-// configs, registered brokers, producer-id blocks) as an ordered log of
-// metadata records applied to a state machine, both kept in one Pebble
-// database (github.com/cockroachdb/pebble/v2).
+// partition counts, replica assignments, reassignments and leaders, topic
+// and broker configs, cluster-wide and per broker, registered brokers,
+// producer-id blocks) as an ordered log of metadata records applied to a
+// state machine, both kept in one Pebble database
+// (github.com/cockroachdb/pebble/v2).
 //
 // A Store runs in one of two modes. In local mode (Options.Replicator nil,
 // single-node) the typed methods (CreateTopics, DeleteTopic,
 // AddPartitions, AlterTopicConfigs, AllocateProducerIDs, RegisterBroker,
-// ...) validate a change, build its records and append them to the local
-// log. In replicated mode the Store is the state machine of the
-// raft-replicated metadata log (the controller quorum): see "Replicated
-// mode" below.
+// Reassign, DecommissionBroker, AlterNodeConfigs, ...) validate a change,
+// build its records and append them to the local log. In replicated mode
+// the Store is the state machine of the raft-replicated metadata log (the
+// controller quorum): see "Replicated mode" below.
 //
 // # Applying a record
 //
@@ -57,9 +58,12 @@
 // error, and CreateTopics returns the topics as applied. The proposal,
 // the wait and the wait for the proposal lock are bounded by
 // Options.ProposeTimeout (10 s by default); a timeout leaves the outcome
-// unknown. A node that is not the controller gets ErrNotController from
-// Propose, returned unchanged. Random topic IDs and producer-id block
-// starts are chosen by the proposer, so they are in the record.
+// unknown. A typed method with nothing to write (CompleteReassignment of
+// a reassignment not done yet, requests all refused) proposes nothing and
+// returns at once. A node that is not the controller gets
+// ErrNotController from Propose, returned unchanged. Random topic IDs and
+// producer-id block starts are chosen by the proposer, so they are in the
+// record.
 //
 // # State snapshots
 //
@@ -113,21 +117,31 @@
 //	topic/id/<16-byte ID>       encoded TopicRecord holding the topic's current state
 //	topic/leader/<ID><part>     version (1) | leader int32 | leaderEpoch int32 | isr (int32 list);
 //	                            part is a big-endian uint32; only for partitions reported
-//	broker/<node id>            version (1) | fenced (1 byte, 0 or 1) | encoded BrokerRegistered
-//	                            (the current registration, Epoch stamped); node id big-endian uint32
+//	topic/move/<ID><part>       version (1) | initial (int32 list) | adding (int32 list)
+//	                            | removing (int32 list); part as above; only for partitions
+//	                            ever reassigned (Topic.Moves)
+//	broker/<node id>            version (1) | flags (1 byte: bit 0 fenced, bit 1 decommissioning,
+//	                            the other bits 0) | encoded BrokerRegistered (the current
+//	                            registration, Epoch stamped); node id big-endian uint32
 //	producer/next               version (1) | next free producer id (int64 BE, 8 bytes)
-//	config/broker               version (1) | map (broker configs)
+//	config/broker               version (1) | map (the cluster-wide broker configs); absent when empty
+//	config/node/<node id>       version (1) | map (one broker's configs, not empty); node id
+//	                            big-endian uint32; absent when the node has none
 //
 // The next log offset is not stored: it is the offset after the last log/
-// key, or the log base when there is none after a restore. The state keys are exactly those under "broker/", "config/",
-// "producer/" and "topic/". A topic's state value is the TopicRecord that
-// would create the topic as it is now (name, ID, current partition count,
-// replication factor, current configs, replica assignments); its leaders
-// are under topic/leader/ (absent: Leader -1, LeaderEpoch -1, no ISR) and
-// go with the topic when it is removed. The value versions (1) are
-// separate from the record version. Keys and values added since format 1
-// was first written (replicated/, topic/leader/, broker/) are absent from
-// older databases, which read as empty; the format byte stays 1.
+// key, or the log base when there is none after a restore. The state keys
+// are exactly those under "broker/", "config/", "producer/" and "topic/".
+// A topic's state value is the TopicRecord that would create the topic as
+// it is now (name, ID, current partition count, replication factor,
+// current configs, current replica lists); its leaders are under
+// topic/leader/ (absent: Leader -1, LeaderEpoch -1, no ISR) and its moves
+// under topic/move/, and both go with the topic when it is removed. The
+// value versions (1) are separate from the record version. Keys and values
+// added since format 1 was first written (replicated/, topic/leader/,
+// broker/, later topic/move/ and config/node/) are absent from older
+// databases, which read as empty; the broker/ flags byte was 0 or 1 before
+// it held the decommissioning bit, which reads the same. The format byte
+// stays 1.
 //
 // # Record encoding
 //
@@ -150,6 +164,12 @@
 //	                            | uvarint count | count × (name string | host string | port int32)
 //	type 8 BrokerFenced         nodeID int32 | epoch int64 | fenced bool
 //	type 9 PartitionChanged     topicID (16) | partition int32 | leader int32 | leaderEpoch int32 | isr int32 list
+//	type 10 PartitionReassigned topicID (16) | partition int32 | replicas int32 list | adding int32 list
+//	                            | removing int32 list
+//	type 11 BrokerDecommissioning
+//	                            nodeID int32 | decommissioning bool
+//	type 12 BrokerUnregistered  nodeID int32
+//	type 13 NodeConfigChanged   nodeID int32 | set map | delete list
 //
 //	intN         N/8 bytes, big-endian, two's complement
 //	bool         1 byte, 0 or 1
@@ -162,14 +182,17 @@
 // Records are written with version 2. Version 1 (what older data
 // directories hold) is the same without the assignments fields and has
 // only types 1 to 6; it is still decoded (as records without assignments),
-// and re-encodes as version 2. The encoding is canonical (maps sorted;
-// empty lists decode as nil), so every node writes the same bytes for the
-// same record. Decoding refuses an unknown version or type, a type its
-// version does not have, lengths past the end, non-minimal uvarints, bool
-// bytes other than 0 and 1, unsorted or duplicate map keys and trailing
-// bytes, all as ErrCorrupt. Records carry no checksum of their own:
-// Pebble checksums its WAL chunks and sstable blocks, and the replication
-// transport will carry its own.
+// and re-encodes as version 2. Types 10 to 13 were added to version 2
+// later: a new type changes no existing encoding, and a decoder that
+// predates it refuses it as an unknown type (ErrCorrupt), so every node of
+// a cluster must run a version that knows a type before one is proposed.
+// The encoding is canonical (maps sorted; empty lists decode as nil), so
+// every node writes the same bytes for the same record. Decoding refuses
+// an unknown version or type, a type its version does not have, lengths
+// past the end, non-minimal uvarints, bool bytes other than 0 and 1,
+// unsorted or duplicate map keys and trailing bytes, all as ErrCorrupt.
+// Records carry no checksum of their own: Pebble checksums its WAL chunks
+// and sstable blocks, and the replication transport will carry its own.
 //
 // # Rules
 //
@@ -185,8 +208,9 @@
 // the last ended, so ids are never reused, across restarts included.
 //
 // Replica assignments, when present, have one list per partition, each of
-// ReplicationFactor distinct registered brokers (Kafka's
-// INVALID_REPLICA_ASSIGNMENT checks, ValidateAssignment); a topic created
+// ReplicationFactor distinct registered brokers when the partition is
+// created (Kafka's INVALID_REPLICA_ASSIGNMENT checks, ValidateAssignment;
+// a reassignment may change a partition's replica count); a topic created
 // without them (single-node mode, "this node only") grows without them,
 // and one created with them grows with them. Place and PlaceMore compute
 // Kafka's default placement. A broker registration needs a node id >= 0
@@ -196,6 +220,31 @@
 // an older incarnation does not. A PartitionChanged needs a known topic
 // and partition and a leader epoch >= 0 and not below the stored one
 // (ErrFencedLeaderEpoch); an equal epoch (an ISR change) applies.
+//
+// Partition reassignment follows KIP-455 as Kafka's
+// ReplicationControlManager keeps it (reassign.go). A PartitionReassigned
+// sets a partition's replica list (Topic.Assignments[p]) and the replicas
+// being added and removed (Topic.Moves[p], which also keeps the
+// partition's initial replicas); it needs a known topic with assignments
+// and a known partition, a non-empty replica list without duplicates whose
+// replicas not already the partition's are registered and not
+// decommissioning, and adding and removing lists that are disjoint subsets
+// of it, leaving some replica not removed and some not added
+// (ErrInvalidReplicaAssignment). During a reassignment the replica list is
+// Kafka's union: the target, in its order, then the replicas being
+// removed. Reassign starts, replaces and cancels reassignments;
+// CompleteReassignment records the target alone once the partition's
+// reported ISR holds the whole target and none of the removing replicas.
+//
+// A BrokerDecommissioning sets or clears a registered broker's
+// decommissioning flag (no replica may move onto it); a re-registration
+// keeps it. A BrokerUnregistered (Kafka's UnregisterBroker) removes a
+// registered broker and its flag; the partitions keep it as a replica.
+// Both refuse a broker not registered (ErrUnknownBroker). A
+// NodeConfigChanged changes one node id's dynamic broker configs (Kafka's
+// per-broker configs; BrokerConfigChanged holds the cluster default) as
+// any config change; the node id must be >= 0 (ErrInvalidBroker) but need
+// not be registered, and unregistering keeps its configs.
 //
 // # Concurrency
 //

@@ -44,12 +44,16 @@ var (
 	ErrStaleBrokerEpoch = errors.New("meta: stale broker epoch")
 	// ErrUnknownPartition: a partition index outside the topic.
 	ErrUnknownPartition = errors.New("meta: unknown partition")
+	// ErrNoReassignmentInProgress: a reassignment was cancelled for a
+	// partition that has none in progress (Kafka's
+	// NO_REASSIGNMENT_IN_PROGRESS).
+	ErrNoReassignmentInProgress = errors.New("meta: no partition reassignment in progress")
 	// ErrFencedLeaderEpoch: a partition change with a leader epoch below
 	// the stored one (Kafka's FENCED_LEADER_EPOCH).
 	ErrFencedLeaderEpoch = errors.New("meta: fenced leader epoch")
 	// ErrInvalidBroker: a broker registration Kafka would refuse (a
 	// negative node id, a listener without a name or twice, a port out of
-	// range).
+	// range), or a per-broker config change for a negative node id.
 	ErrInvalidBroker = errors.New("meta: invalid broker registration")
 	// ErrOutOfOrder: ApplyReplicated was given an entry past the next
 	// replicated offset (a gap in the replicated log).
@@ -84,13 +88,16 @@ const (
 	formatVersion byte = 1
 	// recordVersion is the first byte of every record written: version 2
 	// added the replica assignments of TopicRecord and PartitionsAdded and
-	// the types 7 to 9. recordVersion1 records (the layout without
-	// assignments) are still decoded: older data directories hold them.
+	// the types 7 to 9; the types 10 to 13 were added to version 2 later
+	// (a new type changes no existing encoding; a decoder that predates
+	// it refuses it as an unknown type). recordVersion1 records (the
+	// layout without assignments) are still decoded: older data
+	// directories hold them.
 	recordVersion  byte = 2
 	recordVersion1 byte = 1
 	// valueVersion is the first byte of every state value that is not an
-	// encoded record (producer/next, config/broker, topic/leader/,
-	// broker/, replicated/next).
+	// encoded record (producer/next, config/broker, config/node/,
+	// topic/leader/, topic/move/, broker/, replicated/next).
 	valueVersion byte = 1
 
 	keyFormat        = "format"
@@ -100,7 +107,9 @@ const (
 	keyProducerNext  = "producer/next"
 	keyBrokerConfigs = "config/broker"
 	keyTopicLeader   = "topic/leader/" // + 16 raw ID bytes + 4-byte big-endian partition
+	keyTopicMove     = "topic/move/"   // + 16 raw ID bytes + 4-byte big-endian partition
 	keyBroker        = "broker/"       // + 4-byte big-endian node id
+	keyNodeConfigs   = "config/node/"  // + 4-byte big-endian node id
 	keyReplicated    = "replicated/next"
 
 	// reserveName is the space reserve's file in the store's folder (not
@@ -116,15 +125,27 @@ type RecordType byte
 
 // Record types.
 const (
-	TypeTopic               RecordType = 1
-	TypePartitionsAdded     RecordType = 2
-	TypeTopicConfigsChanged RecordType = 3
-	TypeTopicRemoved        RecordType = 4
-	TypeProducerIDBlock     RecordType = 5
-	TypeBrokerConfigChanged RecordType = 6
-	TypeBrokerRegistered    RecordType = 7
-	TypeBrokerFenced        RecordType = 8
-	TypePartitionChanged    RecordType = 9
+	TypeTopic                 RecordType = 1
+	TypePartitionsAdded       RecordType = 2
+	TypeTopicConfigsChanged   RecordType = 3
+	TypeTopicRemoved          RecordType = 4
+	TypeProducerIDBlock       RecordType = 5
+	TypeBrokerConfigChanged   RecordType = 6
+	TypeBrokerRegistered      RecordType = 7
+	TypeBrokerFenced          RecordType = 8
+	TypePartitionChanged      RecordType = 9
+	TypePartitionReassigned   RecordType = 10
+	TypeBrokerDecommissioning RecordType = 11
+	TypeBrokerUnregistered    RecordType = 12
+	TypeNodeConfigChanged     RecordType = 13
+)
+
+// The broker/ value's flags byte (a bit field; a value written before
+// decommissioning existed holds 0 or 1, which read the same).
+const (
+	brokerFenced          byte = 1 << 0
+	brokerDecommissioning byte = 1 << 1
+	brokerFlagsKnown           = brokerFenced | brokerDecommissioning
 )
 
 // statePrefixes are the key ranges that hold the state (everything but the
@@ -151,6 +172,14 @@ func (t RecordType) String() string {
 		return "BrokerFenced"
 	case TypePartitionChanged:
 		return "PartitionChanged"
+	case TypePartitionReassigned:
+		return "PartitionReassigned"
+	case TypeBrokerDecommissioning:
+		return "BrokerDecommissioning"
+	case TypeBrokerUnregistered:
+		return "BrokerUnregistered"
+	case TypeNodeConfigChanged:
+		return "NodeConfigChanged"
 	}
 	return fmt.Sprintf("RecordType(%d)", byte(t))
 }
@@ -185,22 +214,51 @@ func topicLeaderKey(id [16]byte, part int32) []byte {
 
 // parseTopicLeaderKey returns the topic and partition a leader key names.
 func parseTopicLeaderKey(k []byte) (id [16]byte, part int32, ok bool) {
-	if len(k) != len(keyTopicLeader)+20 || string(k[:len(keyTopicLeader)]) != keyTopicLeader {
+	return parsePartitionKey(keyTopicLeader, k)
+}
+
+// topicMovePrefix is the prefix of every move key of the topic.
+func topicMovePrefix(id [16]byte) string { return keyTopicMove + string(id[:]) }
+
+func topicMoveKey(id [16]byte, part int32) []byte {
+	return binary.BigEndian.AppendUint32([]byte(topicMovePrefix(id)), uint32(part))
+}
+
+// parseTopicMoveKey returns the topic and partition a move key names.
+func parseTopicMoveKey(k []byte) (id [16]byte, part int32, ok bool) {
+	return parsePartitionKey(keyTopicMove, k)
+}
+
+// parsePartitionKey parses prefix | 16-byte topic ID | 4-byte partition.
+func parsePartitionKey(prefix string, k []byte) (id [16]byte, part int32, ok bool) {
+	if len(k) != len(prefix)+20 || string(k[:len(prefix)]) != prefix {
 		return id, 0, false
 	}
-	copy(id[:], k[len(keyTopicLeader):])
-	return id, int32(binary.BigEndian.Uint32(k[len(keyTopicLeader)+16:])), true
+	copy(id[:], k[len(prefix):])
+	return id, int32(binary.BigEndian.Uint32(k[len(prefix)+16:])), true
 }
 
 // brokerKey is the broker/ key of a node id (never negative, so the keys
 // sort by id).
 func brokerKey(id int32) []byte { return binary.BigEndian.AppendUint32([]byte(keyBroker), uint32(id)) }
 
-func parseBrokerKey(k []byte) (int32, bool) {
-	if len(k) != len(keyBroker)+4 || string(k[:len(keyBroker)]) != keyBroker {
+func parseBrokerKey(k []byte) (int32, bool) { return parseNodeKey(keyBroker, k) }
+
+// nodeConfigsKey is the config/node/ key of a node id (never negative).
+func nodeConfigsKey(id int32) []byte {
+	return binary.BigEndian.AppendUint32([]byte(keyNodeConfigs), uint32(id))
+}
+
+func parseNodeConfigsKey(k []byte) (int32, bool) { return parseNodeKey(keyNodeConfigs, k) }
+
+// parseNodeKey parses prefix | 4-byte node id; ok is false for another
+// shape or a negative id.
+func parseNodeKey(prefix string, k []byte) (int32, bool) {
+	if len(k) != len(prefix)+4 || string(k[:len(prefix)]) != prefix {
 		return 0, false
 	}
-	return int32(binary.BigEndian.Uint32(k[len(keyBroker):])), true
+	id := int32(binary.BigEndian.Uint32(k[len(prefix):]))
+	return id, id >= 0
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p
@@ -232,7 +290,8 @@ func decodeProducerNext(b []byte) (int64, error) {
 	return int64(binary.BigEndian.Uint64(b[1:])), nil
 }
 
-// encodeConfigs is the config/broker value: version, then a map.
+// encodeConfigs is the config/broker and config/node/ value: version,
+// then a map.
 func encodeConfigs(m map[string]string) []byte {
 	e := encoder{b: []byte{valueVersion}}
 	e.strMap(m)
@@ -281,19 +340,23 @@ func decodeLeader(b []byte) (PartitionLeader, error) {
 	return pl, d.finish()
 }
 
-// encodeBroker is a broker/ value: version | fenced (1 byte, 0 or 1) |
-// the encoded BrokerRegistered record of the current registration (its
-// Epoch stamped).
+// encodeBroker is a broker/ value: version | flags (1 byte: bit 0
+// fenced, bit 1 decommissioning, the others 0) | the encoded
+// BrokerRegistered record of the current registration (its Epoch
+// stamped).
 func encodeBroker(b Broker) []byte {
 	v := []byte{valueVersion, 0}
 	if b.Fenced {
-		v[1] = 1
+		v[1] |= brokerFenced
+	}
+	if b.Decommissioning {
+		v[1] |= brokerDecommissioning
 	}
 	return append(v, EncodeRecord(b.registration())...)
 }
 
 func decodeBroker(v []byte) (Broker, error) {
-	if len(v) < 2 || v[0] != valueVersion || v[1] > 1 {
+	if len(v) < 2 || v[0] != valueVersion || v[1]&^brokerFlagsKnown != 0 {
 		return Broker{}, fmt.Errorf("%w: broker value header % x", ErrCorrupt, v[:min(len(v), 2)])
 	}
 	rec, err := DecodeRecord(v[2:])
@@ -304,5 +367,26 @@ func decodeBroker(v []byte) (Broker, error) {
 	if !ok {
 		return Broker{}, fmt.Errorf("%w: broker value holds %v", ErrCorrupt, rec)
 	}
-	return r.broker(v[1] == 1), nil
+	b := r.broker(v[1]&brokerFenced != 0)
+	b.Decommissioning = v[1]&brokerDecommissioning != 0
+	return b, nil
+}
+
+// encodeMove is a topic/move/ value: version | initial (int32 list) |
+// adding (int32 list) | removing (int32 list).
+func encodeMove(m PartitionMove) []byte {
+	e := encoder{b: []byte{valueVersion}}
+	e.i32List(m.Initial)
+	e.i32List(m.Adding)
+	e.i32List(m.Removing)
+	return e.b
+}
+
+func decodeMove(b []byte) (PartitionMove, error) {
+	if len(b) < 1 || b[0] != valueVersion {
+		return PartitionMove{}, fmt.Errorf("%w: move value version", ErrCorrupt)
+	}
+	d := decoder{b: b[1:]}
+	m := PartitionMove{Initial: d.i32List(), Adding: d.i32List(), Removing: d.i32List()}
+	return m, d.finish()
 }

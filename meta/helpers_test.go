@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -76,13 +78,14 @@ func dumpState(t testing.TB, s *Store) string {
 func memState(s *Store) string {
 	var buf bytes.Buffer
 	for _, tp := range s.Topics() {
-		fmt.Fprintf(&buf, "%s leaders=%v\n", tp.record(), tp.Leaders)
+		fmt.Fprintf(&buf, "%s leaders=%v%s\n", tp.record(), tp.Leaders, formatMoves(tp.Moves))
 	}
 	for _, b := range s.Brokers() {
-		fmt.Fprintf(&buf, "%v fenced=%v\n", b.registration(), b.Fenced)
+		fmt.Fprintf(&buf, "%v fenced=%v decommissioning=%v\n", b.registration(), b.Fenced, b.Decommissioning)
 	}
 	s.mu.RLock()
 	fmt.Fprintf(&buf, "producer next %d\nbroker %s\n", s.st.producerNext, formatMap(s.st.broker))
+	fmt.Fprint(&buf, formatNodeConfigs(s.st.nodeConfigs))
 	s.mu.RUnlock()
 	return buf.String()
 }
@@ -113,10 +116,10 @@ func checkConsistent(t testing.TB, s *Store) {
 func describeState(st *state) string {
 	var lines []string
 	for _, tp := range st.topics {
-		lines = append(lines, fmt.Sprintf("%v leaders=%v", tp.record(), tp.Leaders))
+		lines = append(lines, fmt.Sprintf("%v leaders=%v%s", tp.record(), tp.Leaders, formatMoves(tp.Moves)))
 	}
 	for _, b := range st.brokers {
-		lines = append(lines, fmt.Sprintf("%v fenced=%v", b.registration(), b.Fenced))
+		lines = append(lines, fmt.Sprintf("%v fenced=%v decommissioning=%v", b.registration(), b.Fenced, b.Decommissioning))
 	}
 	for n, id := range st.names {
 		lines = append(lines, fmt.Sprintf("name %s -> %s", n, FormatTopicID(id)))
@@ -126,7 +129,7 @@ func describeState(st *state) string {
 	}
 	slices.Sort(lines)
 	lines = append(lines, fmt.Sprintf("producer next %d", st.producerNext),
-		"broker "+formatMap(st.broker))
+		"broker "+formatMap(st.broker), formatNodeConfigs(st.nodeConfigs))
 	var buf bytes.Buffer
 	for _, l := range lines {
 		buf.WriteString(l + "\n")
@@ -147,4 +150,32 @@ func rawDelete(t testing.TB, s *Store, k []byte) {
 	if err := s.db.Delete(k, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// formatMoves prints a topic's moves by partition: " moves={0:{[1 2] [3] [1]}}",
+// or nothing when there are none.
+func formatMoves(m map[int32]PartitionMove) string {
+	if m == nil {
+		return ""
+	}
+	parts := slices.Sorted(maps.Keys(m))
+	var sb strings.Builder
+	sb.WriteString(" moves={")
+	for i, p := range parts {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, "%d:{initial=%v adding=%v removing=%v}", p, m[p].Initial, m[p].Adding, m[p].Removing)
+	}
+	sb.WriteByte('}')
+	return sb.String()
+}
+
+// formatNodeConfigs prints the per-broker configs, one line per node id.
+func formatNodeConfigs(m map[int32]map[string]string) string {
+	var sb strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&sb, "node %d %s\n", id, formatMap(m[id]))
+	}
+	return sb.String()
 }

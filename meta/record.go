@@ -10,8 +10,9 @@ import (
 
 // Record is one entry of the metadata log: one of TopicRecord,
 // PartitionsAdded, TopicConfigsChanged, TopicRemoved, ProducerIDBlock,
-// BrokerConfigChanged, BrokerRegistered, BrokerFenced or PartitionChanged
-// (values, not pointers). The set is closed.
+// BrokerConfigChanged, BrokerRegistered, BrokerFenced, PartitionChanged,
+// PartitionReassigned, BrokerDecommissioning, BrokerUnregistered or
+// NodeConfigChanged (values, not pointers). The set is closed.
 type Record interface {
 	// Type is the record's type byte in the encoding.
 	Type() RecordType
@@ -105,25 +106,73 @@ type PartitionChanged struct {
 	ISR         []int32
 }
 
-func (TopicRecord) Type() RecordType         { return TypeTopic }
-func (PartitionsAdded) Type() RecordType     { return TypePartitionsAdded }
-func (TopicConfigsChanged) Type() RecordType { return TypeTopicConfigsChanged }
-func (TopicRemoved) Type() RecordType        { return TypeTopicRemoved }
-func (ProducerIDBlock) Type() RecordType     { return TypeProducerIDBlock }
-func (BrokerConfigChanged) Type() RecordType { return TypeBrokerConfigChanged }
-func (BrokerRegistered) Type() RecordType    { return TypeBrokerRegistered }
-func (BrokerFenced) Type() RecordType        { return TypeBrokerFenced }
-func (PartitionChanged) Type() RecordType    { return TypePartitionChanged }
+// PartitionReassigned sets a partition's replica list and reassignment
+// state (Kafka's PartitionChangeRecord replicas, addingReplicas and
+// removingReplicas, KIP-455). Replicas become the partition's
+// Topic.Assignments entry; Adding and Removing (subsets of Replicas,
+// disjoint; both nil when no reassignment is in progress) its
+// PartitionMove. Store.Reassign and Store.CompleteReassignment build it.
+type PartitionReassigned struct {
+	TopicID   [16]byte
+	Partition int32
+	Replicas  []int32
+	Adding    []int32
+	Removing  []int32
+}
 
-func (TopicRecord) isRecord()         {}
-func (PartitionsAdded) isRecord()     {}
-func (TopicConfigsChanged) isRecord() {}
-func (TopicRemoved) isRecord()        {}
-func (ProducerIDBlock) isRecord()     {}
-func (BrokerConfigChanged) isRecord() {}
-func (BrokerRegistered) isRecord()    {}
-func (BrokerFenced) isRecord()        {}
-func (PartitionChanged) isRecord()    {}
+// BrokerDecommissioning sets (Decommissioning true) or clears a
+// registered broker's decommissioning flag: no replica may be moved onto
+// it. The flag survives a re-registration of the node id.
+type BrokerDecommissioning struct {
+	NodeID          int32
+	Decommissioning bool
+}
+
+// BrokerUnregistered removes a broker's registration (Kafka's
+// UnregisterBrokerRecord, KIP-500/KIP-631), its decommissioning flag
+// with it. Its replicas stay in the partitions' assignments and its
+// per-broker configs stay.
+type BrokerUnregistered struct {
+	NodeID int32
+}
+
+// NodeConfigChanged sets, then deletes, the dynamic broker configs of one
+// node id (Kafka's per-broker configs, kafka-configs --entity-type
+// brokers --entity-name <id>; BrokerConfigChanged holds the cluster
+// default). The node need not be registered.
+type NodeConfigChanged struct {
+	NodeID int32
+	Set    map[string]string
+	Delete []string
+}
+
+func (TopicRecord) Type() RecordType           { return TypeTopic }
+func (PartitionsAdded) Type() RecordType       { return TypePartitionsAdded }
+func (TopicConfigsChanged) Type() RecordType   { return TypeTopicConfigsChanged }
+func (TopicRemoved) Type() RecordType          { return TypeTopicRemoved }
+func (ProducerIDBlock) Type() RecordType       { return TypeProducerIDBlock }
+func (BrokerConfigChanged) Type() RecordType   { return TypeBrokerConfigChanged }
+func (BrokerRegistered) Type() RecordType      { return TypeBrokerRegistered }
+func (BrokerFenced) Type() RecordType          { return TypeBrokerFenced }
+func (PartitionChanged) Type() RecordType      { return TypePartitionChanged }
+func (PartitionReassigned) Type() RecordType   { return TypePartitionReassigned }
+func (BrokerDecommissioning) Type() RecordType { return TypeBrokerDecommissioning }
+func (BrokerUnregistered) Type() RecordType    { return TypeBrokerUnregistered }
+func (NodeConfigChanged) Type() RecordType     { return TypeNodeConfigChanged }
+
+func (TopicRecord) isRecord()           {}
+func (PartitionsAdded) isRecord()       {}
+func (TopicConfigsChanged) isRecord()   {}
+func (TopicRemoved) isRecord()          {}
+func (ProducerIDBlock) isRecord()       {}
+func (BrokerConfigChanged) isRecord()   {}
+func (BrokerRegistered) isRecord()      {}
+func (BrokerFenced) isRecord()          {}
+func (PartitionChanged) isRecord()      {}
+func (PartitionReassigned) isRecord()   {}
+func (BrokerDecommissioning) isRecord() {}
+func (BrokerUnregistered) isRecord()    {}
+func (NodeConfigChanged) isRecord()     {}
 
 // String prints the assignments only when there are some.
 func (r TopicRecord) String() string {
@@ -163,6 +212,23 @@ func (r BrokerFenced) String() string {
 func (r PartitionChanged) String() string {
 	return fmt.Sprintf("PartitionChanged id=%s partition=%d leader=%d epoch=%d isr=%v",
 		FormatTopicID(r.TopicID), r.Partition, r.Leader, r.LeaderEpoch, r.ISR)
+}
+
+func (r PartitionReassigned) String() string {
+	return fmt.Sprintf("PartitionReassigned id=%s partition=%d replicas=%v adding=%v removing=%v",
+		FormatTopicID(r.TopicID), r.Partition, r.Replicas, r.Adding, r.Removing)
+}
+
+func (r BrokerDecommissioning) String() string {
+	return fmt.Sprintf("BrokerDecommissioning node=%d decommissioning=%v", r.NodeID, r.Decommissioning)
+}
+
+func (r BrokerUnregistered) String() string {
+	return fmt.Sprintf("BrokerUnregistered node=%d", r.NodeID)
+}
+
+func (r NodeConfigChanged) String() string {
+	return fmt.Sprintf("NodeConfigChanged node=%d set=%s delete=%v", r.NodeID, formatMap(r.Set), r.Delete)
 }
 
 func (r TopicConfigsChanged) String() string {
@@ -264,15 +330,31 @@ func EncodeRecord(r Record) []byte {
 		e.i32(r.Leader)
 		e.i32(r.LeaderEpoch)
 		e.i32List(r.ISR)
+	case PartitionReassigned:
+		e.b = append(e.b, r.TopicID[:]...)
+		e.i32(r.Partition)
+		e.i32List(r.Replicas)
+		e.i32List(r.Adding)
+		e.i32List(r.Removing)
+	case BrokerDecommissioning:
+		e.i32(r.NodeID)
+		e.bool(r.Decommissioning)
+	case BrokerUnregistered:
+		e.i32(r.NodeID)
+	case NodeConfigChanged:
+		e.i32(r.NodeID)
+		e.strMap(r.Set)
+		e.strList(r.Delete)
 	default:
 		panic(fmt.Sprintf("meta: EncodeRecord of unknown record %T", r))
 	}
 	return e.b
 }
 
-// DecodeRecord decodes one record of version 2, or of version 1 (types 1
-// to 6, without assignments). Every error wraps ErrCorrupt: an unknown
-// version or type, a short or over-long input, map keys out of order.
+// DecodeRecord decodes one record of version 2 (types 1 to 13), or of
+// version 1 (types 1 to 6, without assignments). Every error wraps
+// ErrCorrupt: an unknown version or type, a short or over-long input, map
+// keys out of order.
 func DecodeRecord(b []byte) (Record, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, len(b))
@@ -340,6 +422,19 @@ func DecodeRecord(b []byte) (Record, error) {
 	case TypePartitionChanged:
 		r = PartitionChanged{TopicID: d.id(), Partition: d.i32(), Leader: d.i32(),
 			LeaderEpoch: d.i32(), ISR: d.i32List()}
+	case TypePartitionReassigned:
+		r = PartitionReassigned{TopicID: d.id(), Partition: d.i32(), Replicas: d.i32List(),
+			Adding: d.i32List(), Removing: d.i32List()}
+	case TypeBrokerDecommissioning:
+		r = BrokerDecommissioning{NodeID: d.i32(), Decommissioning: d.bool()}
+	case TypeBrokerUnregistered:
+		r = BrokerUnregistered{NodeID: d.i32()}
+	case TypeNodeConfigChanged:
+		var c NodeConfigChanged
+		c.NodeID = d.i32()
+		c.Set = d.strMap()
+		c.Delete = d.strList()
+		r = c
 	default:
 		return nil, fmt.Errorf("%w: record type %d", ErrCorrupt, b[1])
 	}

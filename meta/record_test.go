@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,13 @@ func sampleRecords() []Record {
 		BrokerFenced{NodeID: 0, Epoch: 0},
 		PartitionChanged{TopicID: id, Partition: 3, Leader: 2, LeaderEpoch: 5, ISR: []int32{2, 1}},
 		PartitionChanged{TopicID: id, Partition: 0, Leader: -1, LeaderEpoch: 0},
+		PartitionReassigned{TopicID: id, Partition: 2, Replicas: []int32{4, 5, 1, 2}, Adding: []int32{4, 5}, Removing: []int32{1, 2}},
+		PartitionReassigned{TopicID: id, Partition: 0, Replicas: []int32{3}},
+		BrokerDecommissioning{NodeID: 7, Decommissioning: true},
+		BrokerDecommissioning{NodeID: 0},
+		BrokerUnregistered{NodeID: 1 << 20},
+		NodeConfigChanged{NodeID: 3, Set: map[string]string{"log.retention.ms": "1", "a": ""}, Delete: []string{"z"}},
+		NodeConfigChanged{},
 	}
 }
 
@@ -79,6 +87,14 @@ func TestRecordEncodingBytes(t *testing.T) {
 			[]byte{2, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9, 1}},
 		{PartitionChanged{TopicID: id, Partition: 1, Leader: 2, LeaderEpoch: 4, ISR: []int32{2, 3}},
 			cat([]byte{2, 9}, idb, []byte{0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 4, 2, 0, 0, 0, 2, 0, 0, 0, 3})},
+		{PartitionReassigned{TopicID: id, Partition: 1, Replicas: []int32{4, 2}, Adding: []int32{4}, Removing: []int32{2}},
+			cat([]byte{2, 10}, idb, []byte{0, 0, 0, 1, 2, 0, 0, 0, 4, 0, 0, 0, 2, 1, 0, 0, 0, 4, 1, 0, 0, 0, 2})},
+		{PartitionReassigned{TopicID: id, Partition: 0, Replicas: []int32{3}},
+			cat([]byte{2, 10}, idb, []byte{0, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0})},
+		{BrokerDecommissioning{NodeID: 3, Decommissioning: true}, []byte{2, 11, 0, 0, 0, 3, 1}},
+		{BrokerUnregistered{NodeID: 3}, []byte{2, 12, 0, 0, 0, 3}},
+		{NodeConfigChanged{NodeID: 3, Set: map[string]string{"a": "1"}, Delete: []string{"c"}},
+			[]byte{2, 13, 0, 0, 0, 3, 1, 1, 'a', 1, '1', 1, 1, 'c'}},
 	} {
 		if got := EncodeRecord(tc.r); !bytes.Equal(got, tc.want) {
 			t.Errorf("%v:\n got % x\nwant % x", tc.r, got, tc.want)
@@ -118,30 +134,39 @@ func TestDecodeVersion1(t *testing.T) {
 func TestDecodeRecordCorrupt(t *testing.T) {
 	good := EncodeRecord(sampleRecords()[0])
 	for name, b := range map[string][]byte{
-		"empty":          nil,
-		"one byte":       {1},
-		"bad version":    append([]byte{3}, good[1:]...),
-		"version zero":   append([]byte{0}, good[1:]...),
-		"v1 broker":      {1, 7, 0, 0, 0, 3},
-		"v1 fence":       {1, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9, 1},
-		"v1 partition":   {1, 9},
-		"bad bool":       {2, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9, 2},
-		"short fence":    {2, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9},
-		"huge isr":       append(append([]byte{2, 9}, make([]byte, 28)...), 0xff, 0x0f),
-		"short isr":      append(append([]byte{2, 9}, make([]byte, 28)...), 2, 0, 0, 0, 1),
-		"huge listeners": append(append([]byte{2, 7}, make([]byte, 29)...), 0xff, 0x0f),
-		"huge lists":     {2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5, 0xff, 0x0f},
-		"v2 no lists":    {2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5},
-		"bad type":       {1, 99},
-		"type zero":      {1, 0},
-		"truncated":      good[:len(good)-1],
-		"trailing":       append(bytes.Clone(good), 0),
-		"short id":       {1, 4, 1, 2, 3},
-		"huge string":    {1, 6, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
-		"huge count":     {1, 6, 0xff, 0xff, 0xff, 0xff, 0x0f},
-		"bad uvarint":    {1, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
-		"unsorted keys":  {1, 6, 2, 1, 'b', 0, 1, 'a', 0, 0},
-		"duplicate keys": {1, 6, 2, 1, 'a', 0, 1, 'a', 0, 0},
+		"empty":                  nil,
+		"one byte":               {1},
+		"bad version":            append([]byte{3}, good[1:]...),
+		"version zero":           append([]byte{0}, good[1:]...),
+		"v1 broker":              {1, 7, 0, 0, 0, 3},
+		"v1 fence":               {1, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9, 1},
+		"v1 partition":           {1, 9},
+		"v1 reassigned":          {1, 10},
+		"v1 decommission":        {1, 11, 0, 0, 0, 3, 1},
+		"v1 unregister":          {1, 12, 0, 0, 0, 3},
+		"v1 node config":         {1, 13, 0, 0, 0, 3, 0, 0},
+		"type 14":                {2, 14},
+		"bad decommission bool":  {2, 11, 0, 0, 0, 3, 2},
+		"short unregister":       {2, 12, 0, 0, 3},
+		"reassigned no removing": append(append([]byte{2, 10}, make([]byte, 20)...), 1, 0, 0, 0, 3, 0),
+		"node config unsorted":   {2, 13, 0, 0, 0, 3, 2, 1, 'b', 0, 1, 'a', 0, 0},
+		"bad bool":               {2, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9, 2},
+		"short fence":            {2, 8, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 9},
+		"huge isr":               append(append([]byte{2, 9}, make([]byte, 28)...), 0xff, 0x0f),
+		"short isr":              append(append([]byte{2, 9}, make([]byte, 28)...), 2, 0, 0, 0, 1),
+		"huge listeners":         append(append([]byte{2, 7}, make([]byte, 29)...), 0xff, 0x0f),
+		"huge lists":             {2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5, 0xff, 0x0f},
+		"v2 no lists":            {2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 5},
+		"bad type":               {1, 99},
+		"type zero":              {1, 0},
+		"truncated":              good[:len(good)-1],
+		"trailing":               append(bytes.Clone(good), 0),
+		"short id":               {1, 4, 1, 2, 3},
+		"huge string":            {1, 6, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"huge count":             {1, 6, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"bad uvarint":            {1, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+		"unsorted keys":          {1, 6, 2, 1, 'b', 0, 1, 'a', 0, 0},
+		"duplicate keys":         {1, 6, 2, 1, 'a', 0, 1, 'a', 0, 0},
 	} {
 		if r, err := DecodeRecord(b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: got %v, %v; want ErrCorrupt", name, r, err)
@@ -176,4 +201,31 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("not canonical: % x re-encodes as % x", b, got)
 		}
 	})
+}
+
+func TestRecordString(t *testing.T) {
+	id := [16]byte{15: 7}
+	for _, tc := range []struct {
+		r    Record
+		want string
+	}{
+		{PartitionReassigned{TopicID: id, Partition: 1, Replicas: []int32{4, 2}, Adding: []int32{4}, Removing: []int32{2}},
+			"PartitionReassigned id=AAAAAAAAAAAAAAAAAAAABw partition=1 replicas=[4 2] adding=[4] removing=[2]"},
+		{PartitionReassigned{TopicID: id, Replicas: []int32{3}},
+			"PartitionReassigned id=AAAAAAAAAAAAAAAAAAAABw partition=0 replicas=[3] adding=[] removing=[]"},
+		{BrokerDecommissioning{NodeID: 3, Decommissioning: true}, "BrokerDecommissioning node=3 decommissioning=true"},
+		{BrokerUnregistered{NodeID: 3}, "BrokerUnregistered node=3"},
+		{NodeConfigChanged{NodeID: 3, Set: map[string]string{"b": "2", "a": "1"}, Delete: []string{"c"}},
+			"NodeConfigChanged node=3 set={a=1,b=2} delete=[c]"},
+	} {
+		if got := tc.r.String(); got != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+		if got := tc.r.Type().String(); !strings.HasPrefix(tc.want, got+" ") {
+			t.Errorf("%v: type %s", tc.r, got)
+		}
+	}
+	if got := RecordType(14).String(); got != "RecordType(14)" {
+		t.Errorf("unknown type: %s", got)
+	}
 }

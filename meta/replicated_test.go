@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,6 +202,95 @@ func replicatedWorkload(t *testing.T, c *Store) {
 	if _, err := c.DeleteTopic("b"); !errors.Is(err, ErrUnknownTopic) {
 		t.Fatalf("second delete: %v", err)
 	}
+
+	// Reassignments, decommissioning, unregistration, per-broker configs.
+	mustRegister(t, c, 4, "r0")
+	mustRegister(t, c, 5, "r1")
+	if err := c.DecommissionBroker(5, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AlterNodeConfigs(5, map[string]string{"num.io.threads": "4"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AlterNodeConfigs(9, map[string]string{"k": "v"}, nil); err != nil { // never registered
+		t.Fatal(err)
+	}
+	a, _ := c.Topic("a")
+	p0 := a.Assignments[0]
+	reordered := slices.Clone(a.Assignments[2])
+	slices.Reverse(reordered)
+	errs, err = c.Reassign([]ReassignRequest{
+		{TopicID: a.ID, Partition: 0, Target: []int32{4, p0[0]}},
+		{TopicID: a.ID, Partition: 1, Target: []int32{5, 4}},
+		{TopicID: a.ID, Partition: 2, Target: reordered},
+		{TopicID: a.ID, Partition: 3, Target: []int32{4}},
+		{TopicID: a.ID, Partition: 4},
+	})
+	if err != nil || errs[0] != nil || !errors.Is(errs[1], ErrInvalidReplicaAssignment) || errs[2] != nil || errs[3] != nil ||
+		!errors.Is(errs[4], ErrNoReassignmentInProgress) {
+		t.Fatalf("Reassign: %v %v", errs, err)
+	}
+	if got := c.Reassignments(); len(got) != 2 || got[0].Partition != 0 || got[1].Partition != 3 {
+		t.Fatalf("Reassignments: %+v", got)
+	}
+	errs, err = c.ChangePartitions([]PartitionChanged{{TopicID: a.ID, Partition: 0, Leader: p0[0], LeaderEpoch: 2, ISR: []int32{p0[0], 4}}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("ChangePartitions: %v %v", errs, err)
+	}
+	if done, err := c.CompleteReassignment(a.ID, 0); !done || err != nil {
+		t.Fatalf("CompleteReassignment(0): %v %v", done, err)
+	}
+	if done, err := c.CompleteReassignment(a.ID, 3); done || err != nil {
+		t.Fatalf("CompleteReassignment(3): %v %v", done, err)
+	}
+	if tp, _ := c.Topic("a"); !slices.Equal(tp.Assignments[0], []int32{4, p0[0]}) || !slices.Equal(tp.Assignments[2], reordered) {
+		t.Fatalf("after the reassignments: %v", tp.Assignments)
+	}
+	if err := c.UnregisterBroker(5); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Broker(5); ok || c.NodeConfigs(5)["num.io.threads"] != "4" {
+		t.Fatal("UnregisterBroker")
+	}
+	if err := c.DecommissionBroker(4, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplicatedNothingToPropose: a CompleteReassignment that has nothing
+// to do, and a Reassign whose requests are all refused, propose nothing
+// (the Replicator here would block until the deadline).
+func TestReplicatedNothingToPropose(t *testing.T) {
+	rep := &blockingReplicator{}
+	opts := testOptions(1)
+	opts.FS = vfs.NewMem()
+	opts.Replicator = rep
+	opts.ProposeTimeout = time.Minute
+	s := mustOpen(t, "/m", opts)
+	defer s.Close()
+	id := [16]byte{0: 1, 6: 0x40, 8: 0x80, 15: 1}
+	var recs [][]byte
+	for _, r := range []Record{BrokerRegistered{NodeID: 1}, BrokerRegistered{NodeID: 2},
+		TopicRecord{Name: "t", ID: id, Partitions: 1, ReplicationFactor: 1, Assignments: [][]int32{{1}}},
+		PartitionReassigned{TopicID: id, Replicas: []int32{2, 1}, Adding: []int32{2}, Removing: []int32{1}}} {
+		recs = append(recs, EncodeRecord(r))
+	}
+	if err := s.ApplyReplicated(0, recs); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Reassignments(); len(got) != 1 {
+		t.Fatalf("Reassignments: %+v", got)
+	}
+	if done, err := s.CompleteReassignment(id, 0); done || err != nil {
+		t.Fatalf("CompleteReassignment: %v %v", done, err)
+	}
+	errs, err := s.Reassign([]ReassignRequest{{TopicID: id, Target: []int32{7}}, {TopicID: id, Partition: 1}})
+	if err != nil || !errors.Is(errs[0], ErrInvalidReplicaAssignment) || !errors.Is(errs[1], ErrUnknownPartition) {
+		t.Fatalf("Reassign: %v %v", errs, err)
+	}
+	if rep.calls.Load() != 0 {
+		t.Fatalf("%d proposals", rep.calls.Load())
+	}
 }
 
 func TestReplicatedTwoStoresAgree(t *testing.T) {
@@ -211,6 +301,16 @@ func TestReplicatedTwoStoresAgree(t *testing.T) {
 	replicatedWorkload(t, c)
 	f.caughtUp(t, l)
 	sameState(t, c, l)
+	// The workload leaves moves, a decommissioning broker and per-broker
+	// configs in the state.
+	for _, want := range []string{" moves={", "decommissioning=true", "node 9 {k=v}"} {
+		if !strings.Contains(memState(l), want) {
+			t.Fatalf("no %q in the state:\n%s", want, memState(l))
+		}
+	}
+	if memState(c) != memState(l) {
+		t.Fatalf("states differ:\n%s\nand:\n%s", memState(c), memState(l))
+	}
 	// Epochs are replicated offsets, the same on every node.
 	for _, b := range c.Brokers() {
 		lb, _ := l.Broker(b.NodeID)

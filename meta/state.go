@@ -24,6 +24,27 @@ type Topic struct {
 	// Leaders has one entry per partition: the latest PartitionChanged for
 	// it, or Leader -1, LeaderEpoch -1 and a nil ISR if none was applied.
 	Leaders []PartitionLeader
+	// Moves has an entry for each partition that is being or ever was
+	// reassigned (a PartitionReassigned applied to it); nil when none
+	// ever was. See reassign.go for the helpers that read it.
+	Moves map[int32]PartitionMove
+}
+
+// PartitionMove is a partition's reassignment state (Kafka's
+// PartitionRecord addingReplicas/removingReplicas, KIP-455).
+type PartitionMove struct {
+	// Initial is the partition's replica list when it was created (its
+	// raft group's first voters; a replica joining later starts from them
+	// and replays the log's configuration changes). Never changes.
+	Initial []int32
+	// Adding and Removing are the replicas a reassignment in progress
+	// adds and removes; both nil when none is in progress.
+	Adding, Removing []int32
+}
+
+func (m PartitionMove) clone() PartitionMove {
+	return PartitionMove{Initial: slices.Clone(m.Initial), Adding: slices.Clone(m.Adding),
+		Removing: slices.Clone(m.Removing)}
 }
 
 // PartitionLeader is a partition's leader, leader epoch and ISR as its
@@ -48,6 +69,12 @@ func (t *Topic) clone() Topic {
 	c.Leaders = slices.Clone(t.Leaders)
 	for i := range c.Leaders {
 		c.Leaders[i].ISR = slices.Clone(c.Leaders[i].ISR)
+	}
+	if t.Moves != nil {
+		c.Moves = make(map[int32]PartitionMove, len(t.Moves))
+		for p, m := range t.Moves {
+			c.Moves[p] = m.clone()
+		}
 	}
 	return c
 }
@@ -78,6 +105,10 @@ type Broker struct {
 	Rack          string
 	Listeners     []Endpoint
 	Fenced        bool
+	// Decommissioning is set by a BrokerDecommissioning: no replica may
+	// be moved onto the broker (Reassign, PartitionReassigned). It
+	// survives a re-registration and goes with BrokerUnregistered.
+	Decommissioning bool
 }
 
 // registration returns the BrokerRegistered record of b's registration
@@ -110,15 +141,19 @@ type state struct {
 	producerNext int64               // next free producer id
 	broker       map[string]string   // broker configs
 	brokers      map[int32]*Broker   // registered brokers by node id
+	// nodeConfigs are the per-broker configs by node id; a node has an
+	// entry only while it has some. The maps are never modified in place.
+	nodeConfigs map[int32]map[string]string
 }
 
 func newState() *state {
 	return &state{
-		topics:  map[[16]byte]*Topic{},
-		names:   map[string][16]byte{},
-		collide: map[string]string{},
-		broker:  map[string]string{},
-		brokers: map[int32]*Broker{},
+		topics:      map[[16]byte]*Topic{},
+		names:       map[string][16]byte{},
+		collide:     map[string]string{},
+		broker:      map[string]string{},
+		brokers:     map[int32]*Broker{},
+		nodeConfigs: map[int32]map[string]string{},
 	}
 }
 
@@ -127,22 +162,29 @@ func newState() *state {
 func (st *state) clone() *state {
 	return &state{topics: maps.Clone(st.topics), names: maps.Clone(st.names),
 		collide: maps.Clone(st.collide), producerNext: st.producerNext, broker: st.broker,
-		brokers: maps.Clone(st.brokers)}
+		brokers: maps.Clone(st.brokers), nodeConfigs: maps.Clone(st.nodeConfigs)}
 }
 
 // delta is the effect of one record on the state: at most one topic
-// changed or removed, or one partition's leader, or one broker, or the
-// producer id counter, or the broker configs.
+// changed or removed, or one partition's leader, or one partition's
+// replicas and move, or one broker registered, changed or removed, or the
+// producer id counter, or the broker configs, or one node's configs.
 type delta struct {
-	topic        *Topic // created or changed topic (its new value); all its keys are written
+	topic        *Topic // created or changed topic (its new value); its id and name keys are written
 	removed      *Topic // removed topic
 	leaderOf     *Topic // the topic's new value after a PartitionChanged (only that leader key is written)
 	leaderPart   int32
-	reg          *Broker // registered or (un)fenced broker (its new value)
+	moveOf       *Topic // the topic's new value after a PartitionReassigned (that move key is written; topic is set too)
+	movePart     int32
+	reg          *Broker // registered or changed broker (its new value)
+	unreg        *Broker // unregistered broker (as it was)
 	setProducer  bool
 	producerNext int64
 	setBroker    bool
 	broker       map[string]string
+	setNode      bool // node's configs become nodeConfigs (none: removed)
+	node         int32
+	nodeConfigs  map[string]string
 }
 
 func (st *state) brokerKnown(id int32) bool { _, ok := st.brokers[id]; return ok }
@@ -265,6 +307,9 @@ func (st *state) plan(rec Record) (delta, error) {
 			return delta{}, err
 		}
 		b := r.broker(true)
+		if old, ok := st.brokers[r.NodeID]; ok {
+			b.Decommissioning = old.Decommissioning
+		}
 		return delta{reg: &b}, nil
 
 	case BrokerFenced:
@@ -297,6 +342,38 @@ func (st *state) plan(rec Record) (delta, error) {
 		n.Leaders = slices.Clone(t.Leaders)
 		n.Leaders[r.Partition] = PartitionLeader{Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, ISR: slices.Clone(r.ISR)}
 		return delta{leaderOf: &n, leaderPart: r.Partition}, nil
+
+	case PartitionReassigned:
+		return st.planReassigned(r)
+
+	case BrokerDecommissioning:
+		b, ok := st.brokers[r.NodeID]
+		if !ok {
+			return delta{}, fmt.Errorf("%w: %d", ErrUnknownBroker, r.NodeID)
+		}
+		n := b.clone()
+		n.Decommissioning = r.Decommissioning
+		return delta{reg: &n}, nil
+
+	case BrokerUnregistered:
+		b, ok := st.brokers[r.NodeID]
+		if !ok {
+			return delta{}, fmt.Errorf("%w: %d", ErrUnknownBroker, r.NodeID)
+		}
+		return delta{unreg: b}, nil
+
+	case NodeConfigChanged:
+		if r.NodeID < 0 {
+			return delta{}, fmt.Errorf("%w: node id %d for per-broker configs", ErrInvalidBroker, r.NodeID)
+		}
+		if err := validateConfigChange(r.Set, r.Delete); err != nil {
+			return delta{}, err
+		}
+		m := changeConfigs(st.nodeConfigs[r.NodeID], r.Set, r.Delete)
+		if len(m) == 0 {
+			m = nil
+		}
+		return delta{setNode: true, node: r.NodeID, nodeConfigs: m}, nil
 	}
 	return delta{}, fmt.Errorf("%w: unknown record %T", ErrInvalidRecord, rec)
 }
@@ -399,8 +476,21 @@ func (st *state) apply(d delta) {
 	if t := d.leaderOf; t != nil {
 		st.topics[t.ID] = t
 	}
+	if t := d.moveOf; t != nil {
+		st.topics[t.ID] = t
+	}
 	if b := d.reg; b != nil {
 		st.brokers[b.NodeID] = b
+	}
+	if b := d.unreg; b != nil {
+		delete(st.brokers, b.NodeID)
+	}
+	if d.setNode {
+		if d.nodeConfigs == nil {
+			delete(st.nodeConfigs, d.node)
+		} else {
+			st.nodeConfigs[d.node] = d.nodeConfigs
+		}
 	}
 	if d.setProducer {
 		st.producerNext = d.producerNext
@@ -425,9 +515,10 @@ func (d delta) write(b *pebble.Batch) error {
 		if err = b.Delete(topicNameKey(t.Name), nil); err != nil {
 			return err
 		}
-		p := topicLeaderPrefix(t.ID)
-		if err = b.DeleteRange([]byte(p), prefixEnd(p), nil); err != nil {
-			return err
+		for _, p := range []string{topicLeaderPrefix(t.ID), topicMovePrefix(t.ID)} {
+			if err = b.DeleteRange([]byte(p), prefixEnd(p), nil); err != nil {
+				return err
+			}
 		}
 	}
 	if t := d.topic; t != nil {
@@ -437,8 +528,22 @@ func (d delta) write(b *pebble.Batch) error {
 	if t := d.leaderOf; t != nil {
 		set(topicLeaderKey(t.ID, d.leaderPart), encodeLeader(t.Leaders[d.leaderPart]))
 	}
+	if t := d.moveOf; t != nil {
+		set(topicMoveKey(t.ID, d.movePart), encodeMove(t.Moves[d.movePart]))
+	}
 	if r := d.reg; r != nil {
 		set(brokerKey(r.NodeID), encodeBroker(*r))
+	}
+	if r := d.unreg; r != nil && err == nil {
+		err = b.Delete(brokerKey(r.NodeID), nil)
+	}
+	if d.setNode && err == nil {
+		// Canonical: the key is absent when the node has no configs.
+		if len(d.nodeConfigs) == 0 {
+			err = b.Delete(nodeConfigsKey(d.node), nil)
+		} else {
+			set(nodeConfigsKey(d.node), encodeConfigs(d.nodeConfigs))
+		}
 	}
 	if d.setProducer {
 		set([]byte(keyProducerNext), encodeProducerNext(d.producerNext))
@@ -472,9 +577,19 @@ func (st *state) writeAll(b *pebble.Batch) error {
 				}
 			}
 		}
+		for p := range t.Moves {
+			if err := (delta{moveOf: t, movePart: p}).write(b); err != nil {
+				return err
+			}
+		}
 	}
 	for _, r := range st.brokers {
 		if err := (delta{reg: r}).write(b); err != nil {
+			return err
+		}
+	}
+	for id, m := range st.nodeConfigs {
+		if err := (delta{setNode: true, node: id, nodeConfigs: m}).write(b); err != nil {
 			return err
 		}
 	}
@@ -551,6 +666,24 @@ func loadState(r pebble.Reader) (*state, error) {
 			return fmt.Errorf("%w: broker key %x holds broker %d", ErrCorrupt, k, b.NodeID)
 		}
 		st.brokers[id] = &b
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := loadMoves(r, st); err != nil {
+		return nil, err
+	}
+	err = scan(r, keyNodeConfigs, func(k, v []byte) error {
+		id, ok := parseNodeConfigsKey(k)
+		m, err := decodeConfigs(v)
+		if err != nil {
+			return fmt.Errorf("node configs %x: %w", k, err)
+		}
+		if !ok || len(m) == 0 {
+			return fmt.Errorf("%w: node configs key %x holds %d configs", ErrCorrupt, k, len(m))
+		}
+		st.nodeConfigs[id] = m
 		return nil
 	})
 	if err != nil {
