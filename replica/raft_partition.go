@@ -201,6 +201,9 @@ type raftState struct {
 	isrAt time.Time
 
 	snap snapState // raft_snapfiles.go
+	// worker: the confIndex of the snapshot last applied
+	// (raft_snapshot.go), for the host.
+	snapConfIndex uint64
 }
 
 // Leader returns the partition's leader as this replica knows it (0 and
