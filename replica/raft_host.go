@@ -321,6 +321,11 @@ type group struct {
 	caught  []caughtUp
 	pv      progressVisit
 	visitFn func(uint64, raft.ProgressType, tracker.Progress)
+	// confWait, pendingConf and pendingTerm track the configuration
+	// change this leader proposed (raft_membership.go): proposed and not
+	// yet seen in a Ready, then its index and term.
+	confWait                 bool
+	pendingConf, pendingTerm uint64
 
 	mu      sync.Mutex
 	inbox   []GroupMessage
@@ -423,7 +428,12 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 		CheckQuorum:               !h.cfg.DisableCheckQuorum,
 		PreVote:                   !h.cfg.DisablePreVote,
 		DisableProposalForwarding: true, // Kafka: produce to the leader only
-		Logger:                    raftLogger{h.cfg.Logger.With("group", gc.ID.String())},
+		// A leader whose removal it applies steps down at once instead of
+		// leading a group it is not in until CheckQuorum fails (etcd raft
+		// issue 83; RemoveReplica refuses the leader, a raw
+		// ProposeConfChange may not).
+		StepDownOnRemoval: true,
+		Logger:            raftLogger{h.cfg.Logger.With("group", gc.ID.String())},
 	})
 	if err != nil {
 		return fmt.Errorf("replica: raft group %s: %w", gc.ID, err)
@@ -710,6 +720,7 @@ func (h *Host) handle(w *worker, batch []*group) {
 		if !r.has {
 			continue
 		}
+		h.noteConfProposed(r.g, &r.rd)
 		var err error
 		if !raft.IsEmptySnap(r.rd.Snapshot) {
 			err = r.g.storage.ApplySnapshot(r.rd.Snapshot)
