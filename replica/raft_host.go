@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/confchange"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 )
@@ -320,6 +321,11 @@ type group struct {
 	caught  []caughtUp
 	pv      progressVisit
 	visitFn func(uint64, raft.ProgressType, tracker.Progress)
+	// confWait, pendingConf and pendingTerm track the configuration
+	// change this leader proposed (raft_membership.go): proposed and not
+	// yet seen in a Ready, then its index and term.
+	confWait                 bool
+	pendingConf, pendingTerm uint64
 
 	mu      sync.Mutex
 	inbox   []GroupMessage
@@ -422,7 +428,12 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 		CheckQuorum:               !h.cfg.DisableCheckQuorum,
 		PreVote:                   !h.cfg.DisablePreVote,
 		DisableProposalForwarding: true, // Kafka: produce to the leader only
-		Logger:                    raftLogger{h.cfg.Logger.With("group", gc.ID.String())},
+		// A leader whose removal it applies steps down at once instead of
+		// leading a group it is not in until CheckQuorum fails (etcd raft
+		// issue 83; RemoveReplica refuses the leader, a raw
+		// ProposeConfChange may not).
+		StepDownOnRemoval: true,
+		Logger:            raftLogger{h.cfg.Logger.With("group", gc.ID.String())},
 	})
 	if err != nil {
 		return fmt.Errorf("replica: raft group %s: %w", gc.ID, err)
@@ -709,6 +720,7 @@ func (h *Host) handle(w *worker, batch []*group) {
 		if !r.has {
 			continue
 		}
+		h.noteConfProposed(r.g, &r.rd)
 		var err error
 		if !raft.IsEmptySnap(r.rd.Snapshot) {
 			err = r.g.storage.ApplySnapshot(r.rd.Snapshot)
@@ -770,7 +782,7 @@ func (h *Host) handle(w *worker, batch []*group) {
 			hs = r.rd.HardState
 		}
 		if hs != r.g.saved.HardState || r.g.state.Applied != r.g.saved.Applied || r.g.confGen != r.g.savedConfGen {
-			states[r.g.id] = GroupState{HardState: hs, ConfState: r.g.state.ConfState, Applied: r.g.state.Applied}
+			states[r.g.id] = GroupState{HardState: hs, ConfState: r.g.state.ConfState, Applied: r.g.state.Applied, ConfIndex: r.g.state.ConfIndex}
 			// Raft's contract: a new term or vote is durable before a
 			// message of its Ready leaves; a commit index, ConfState or
 			// applied index alone may be lost in a crash (raft and the
@@ -833,11 +845,22 @@ func (h *Host) handle(w *worker, batch []*group) {
 		if snap := r.rd.Snapshot; !raft.IsEmptySnap(snap) {
 			r.g.state.ConfState = cloneConfState(snap.Metadata.ConfState)
 			r.g.state.Applied = snap.Metadata.Index
+			r.g.state.ConfIndex = snap.Metadata.Index
+			if ci, ok := r.g.storage.(snapshotConfIndexer); ok {
+				// The ConfState may hold changes above the index.
+				r.g.state.ConfIndex = max(snap.Metadata.Index, ci.snapshotConfIndex())
+			}
 			r.g.confGen++
 		}
 		applied := false
 		if n := len(r.rd.CommittedEntries); n > 0 {
-			h.applyConfChanges(r.g, r.rd.CommittedEntries)
+			if err := h.applyConfChanges(r.g, r.rd.CommittedEntries); err != nil {
+				// Not raft's panic: the group leaves the host, the
+				// broker and its other groups go on.
+				r.failed = err
+				h.failGroup(r.g, err)
+				continue
+			}
 			r.g.machine.Apply(r.rd.CommittedEntries)
 			r.g.state.Applied = r.rd.CommittedEntries[n-1].Index
 			applied = true
@@ -909,8 +932,23 @@ func (h *Host) step(g *group) bool {
 	return true
 }
 
-// applyConfChanges applies the configuration changes among ents to raft.
-func (h *Host) applyConfChanges(g *group, ents []raftpb.Entry) {
+// snapshotConfIndexer is a GroupStorage whose snapshots' ConfState may
+// hold configuration changes above their index (the partition's,
+// raft_snapshot.go): snapshotConfIndex returns, right after
+// ApplySnapshot, the index up to which the applied snapshot's ConfState
+// holds every change. Without it a snapshot's ConfState is the one at
+// its index (raft's own rule).
+type snapshotConfIndexer interface {
+	snapshotConfIndex() uint64
+}
+
+// applyConfChanges applies the configuration changes among ents to raft,
+// but those at or below g.state.ConfIndex, which its ConfState holds
+// already (a snapshot's, newer than its index: GroupState.ConfIndex). A
+// change that does not apply to the configuration (etcd raft would
+// panic: it would remove every voter, say) is returned as an error,
+// with nothing applied from it on.
+func (h *Host) applyConfChanges(g *group, ents []raftpb.Entry) error {
 	for i := range ents {
 		var cc raftpb.ConfChangeI
 		switch ents[i].Type {
@@ -931,9 +969,39 @@ func (h *Host) applyConfChanges(g *group, ents []raftpb.Entry) {
 		default:
 			continue
 		}
+		if ents[i].Index <= g.state.ConfIndex {
+			h.cfg.Logger.Debug("replica: configuration change already in the configuration", "group", g.id.String(), "index", ents[i].Index, "conf index", g.state.ConfIndex)
+			continue
+		}
+		if err := checkConfChange(g.state.ConfState, cc); err != nil {
+			return fmt.Errorf("replica: raft group %s: the configuration change at index %d (%v) does not apply to voters %v learners %v: %w",
+				g.id, ents[i].Index, cc.AsV2().Changes, g.state.ConfState.Voters, g.state.ConfState.Learners, err)
+		}
 		g.state.ConfState = *g.rn.ApplyConfChange(cc)
+		g.state.ConfIndex = ents[i].Index
 		g.confGen++
 	}
+	return nil
+}
+
+// checkConfChange returns the error etcd raft's ApplyConfChange would
+// panic with for cc on configuration cs (confchange's rules).
+func checkConfChange(cs raftpb.ConfState, cc raftpb.ConfChangeI) error {
+	chg := confchange.Changer{Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: 1}
+	cfg, trk, err := confchange.Restore(chg, cs)
+	if err != nil {
+		return err
+	}
+	chg.Tracker.Config, chg.Tracker.Progress = cfg, trk
+	v2 := cc.AsV2()
+	if v2.LeaveJoint() {
+		_, _, err = chg.LeaveJoint()
+	} else if autoLeave, ok := v2.EnterJoint(); ok {
+		_, _, err = chg.EnterJoint(autoLeave, v2.Changes...)
+	} else {
+		_, _, err = chg.Simple(v2.Changes...)
+	}
+	return err
 }
 
 // raftLogger sends etcd raft's log lines to slog: debug and info as debug,

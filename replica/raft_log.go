@@ -39,9 +39,10 @@ type LogStorage struct {
 	// it derived from a truncated tail. It runs in Append's goroutine.
 	OnAppend func([]AppendedEntry)
 
-	mu sync.Mutex
-	hs raftpb.HardState
-	cs raftpb.ConfState
+	mu        sync.Mutex
+	hs        raftpb.HardState
+	cs        raftpb.ConfState
+	confIndex uint64 // GroupState.ConfIndex saved with cs
 }
 
 // AppendedEntry is what Append wrote for one raft entry.
@@ -85,8 +86,16 @@ func (s *LogStorage) SetHardState(hs raftpb.HardState) {
 // and ConfState.
 func (s *LogStorage) SetState(st GroupState) {
 	s.mu.Lock()
-	s.hs, s.cs = st.HardState, cloneConfState(st.ConfState)
+	s.hs, s.cs, s.confIndex = st.HardState, cloneConfState(st.ConfState), st.ConfIndex
 	s.mu.Unlock()
+}
+
+// confState returns the ConfState last given and the index of the last
+// configuration change it holds (GroupState.ConfIndex).
+func (s *LogStorage) confState() (raftpb.ConfState, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cs, s.confIndex
 }
 
 // SetConfState records cs (after a configuration change was applied).

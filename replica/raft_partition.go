@@ -52,10 +52,29 @@ type RaftConfig struct {
 	// loaded it: the zero value for a replica that never ran.
 	State GroupState
 	// Voters and Learners are the configuration a replica without State
-	// starts from: for a new group its first replicas (the synthetic
-	// initial ConfState); for a replica joining a group, the group's
-	// voters with itself as a learner (the leader then sends it the log,
-	// or a snapshot). A State with a ConfState overrides them.
+	// starts from. For a new group: its first replicas (the synthetic
+	// initial ConfState). For a replica joining an existing group (before
+	// or after the leader's AddLearner): Voters = the group's INITIAL
+	// voters (its first replicas, whatever changed since) and Learners =
+	// itself. It then replays every configuration change from index 1,
+	// exactly as the others applied them (its view is the group's plus
+	// itself as a learner until the log first names it, then the
+	// group's), or gets a snapshot whose ConfState replaces its own. A
+	// joiner that was itself one of the first replicas (the partition
+	// comes back to a broker that lost its data) starts as a learner
+	// (Open drops it from Voters); that replay fails only when the group
+	// had it as its only voter at some point before its first removal
+	// (created with one replica, or shrunk to it): no voter would remain
+	// in its view. Open refuses it when its initial voters were itself
+	// alone; otherwise the group leaves the host with an error when the
+	// replay gets there (the broker goes on). Such a joiner must start
+	// from the group's current configuration (Membership on the leader:
+	// Voters = its voters, Learners = itself) with the leader's log
+	// compacted (FirstIndex > 1, so it gets a snapshot). A replica that
+	// lost its log must be removed from the configuration before it
+	// joins again (the leader would send it a commit index above its
+	// empty log, on which etcd raft panics). A State with a ConfState
+	// overrides both.
 	Voters, Learners []uint64
 	// ReplicaLagTime is Kafka's replica.lag.time.max.ms (default 30 s): a
 	// follower is in the ISR while it caught up with the leader's log end
@@ -201,6 +220,9 @@ type raftState struct {
 	isrAt time.Time
 
 	snap snapState // raft_snapfiles.go
+	// worker: the confIndex of the snapshot last applied
+	// (raft_snapshot.go), for the host.
+	snapConfIndex uint64
 }
 
 // Leader returns the partition's leader as this replica knows it (0 and

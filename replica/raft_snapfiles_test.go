@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -110,10 +111,24 @@ func TestRaftSnapDataCompacted(t *testing.T) {
 			t.Fatalf("%+v decoded: %v", bad, err)
 		}
 	}
-	// A delete topic's (version 1) snapshot still decodes as before.
-	v1 := raftSnapData{nextOffset: 5, epochs: []epochEntry{{epoch: 2, startOffset: 1}}}
-	if got, err := decodeRaftSnap(encodeRaftSnap(v1)); err != nil || got.compacted || got.nextOffset != 5 || len(got.epochs) != 1 {
-		t.Fatalf("version 1: %+v, %v", got, err)
+	// A delete topic's snapshot decodes with its conf index.
+	v4 := raftSnapData{nextOffset: 5, epochs: []epochEntry{{epoch: 2, startOffset: 1}}, confIndex: 77}
+	if got, err := decodeRaftSnap(encodeRaftSnap(v4)); err != nil || got.compacted || got.nextOffset != 5 || len(got.epochs) != 1 || got.confIndex != 77 {
+		t.Fatalf("version 4: %+v, %v", got, err)
+	}
+	// Versions 1 to 3 (no conf index) still decode.
+	for _, d := range []raftSnapData{v4, d, {nextOffset: 9, state: []byte("s"), confIndex: 3}} {
+		b := encodeRaftSnap(d)
+		old := append([]byte{}, b[:4]...)
+		old = append(old, b[4]-raftSnapConf)
+		old = append(old, b[5:13]...) // nextOffset
+		old = append(old, b[21:len(b)-4]...)
+		old = binary.BigEndian.AppendUint32(old, crc32.Checksum(old, castagnoli))
+		got, err := decodeRaftSnap(old)
+		d.confIndex = 0
+		if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", d) {
+			t.Fatalf("version %d: %+v, %v; want %+v", old[4], got, err, d)
+		}
 	}
 }
 

@@ -90,8 +90,13 @@ import (
 //
 //	magic           uint32  0x534c5253 ("SLRS")
 //	version         uint8   1: a delete topic's; 2: a compacted topic's;
-//	                        3: a delete topic's with a state machine's state
+//	                        3: a delete topic's with a state machine's state;
+//	                        4, 5, 6: versions 1, 2, 3 with confIndex (what
+//	                        a leader writes; 1 to 3 are still read)
 //	nextOffset      int64   the Kafka offset after the snapshot's entry
+//	confIndex       uint64  versions 4 to 6 only: every configuration
+//	                        change at or below this raft index is in the
+//	                        snapshot's ConfState (GroupState.ConfIndex)
 //	logStartOffset  int64   version 2 only: the leader's log start offset
 //	epochs          uint32  count, then per epoch: epoch int32, startOffset int64
 //	producers       uint32  length, then a producer snapshot file's bytes
@@ -105,17 +110,28 @@ import (
 //	                        bytes
 //	crc             uint32  CRC-32C of every byte before it
 //
-// The snapshot's ConfState is the group's current one. It is the
-// configuration at the snapshot's index unless a configuration change
-// entry is still in the log above it; the follower then applies that
-// change again, which is a no-op for the single changes (add a learner,
-// promote, remove) Sluice makes one at a time.
+// The snapshot's ConfState is the leader's current one (as last saved),
+// not the one at the snapshot's index: raft drops a snapshot whose
+// ConfState does not name its receiver, and a replica just added is not
+// in the configuration at FirstIndex-1 while its own AddLearner is still
+// in the retained log. Configuration changes between the snapshot's
+// index and the leader's applied index are then in the ConfState already
+// and in the log the follower takes after the snapshot; applying them
+// again is not a no-op (adding learners 4, 5, 6 again to voters
+// {4, 5, 6} demotes them all, and etcd raft panics, "removed all
+// voters"). So the snapshot carries confIndex, the leader's
+// GroupState.ConfIndex saved with that ConfState, and the follower's
+// host skips the changes at or below it. A version 1 to 3 snapshot
+// (confIndex 0) leaves every change to be applied again, as before.
 
 const (
 	raftSnapMagic     = 0x534c5253
 	raftSnapVersion   = 1
 	raftSnapCompacted = 2
 	raftSnapState     = 3
+	// raftSnapConf is added to a version when confIndex follows
+	// nextOffset (versions 4, 5, 6).
+	raftSnapConf = 3
 )
 
 // SnapshotState is a state machine fed by a delete topic's records, kept
@@ -171,19 +187,23 @@ type raftSnapData struct {
 	files          []segment.SnapshotFile
 	// A delete topic's state machine's state (version 3); nil: none.
 	state []byte
+	// confIndex: every configuration change at or below it is in the
+	// snapshot's ConfState (0 from a version 1 to 3 snapshot).
+	confIndex uint64
 }
 
 func encodeRaftSnap(d raftSnapData) []byte {
 	b := binary.BigEndian.AppendUint32(nil, raftSnapMagic)
 	switch {
 	case d.compacted:
-		b = append(b, raftSnapCompacted)
+		b = append(b, raftSnapCompacted+raftSnapConf)
 	case d.state != nil:
-		b = append(b, raftSnapState)
+		b = append(b, raftSnapState+raftSnapConf)
 	default:
-		b = append(b, raftSnapVersion)
+		b = append(b, raftSnapVersion+raftSnapConf)
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(d.nextOffset))
+	b = binary.BigEndian.AppendUint64(b, d.confIndex)
 	if d.compacted {
 		b = binary.BigEndian.AppendUint64(b, uint64(d.logStartOffset))
 	}
@@ -217,11 +237,16 @@ func decodeRaftSnap(b []byte) (raftSnapData, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return d, fmt.Errorf("%w: checksum mismatch", errBadRaftSnapshot)
 	}
-	if binary.BigEndian.Uint32(body) != raftSnapMagic || (body[4] != raftSnapVersion && body[4] != raftSnapCompacted && body[4] != raftSnapState) {
+	version := body[4]
+	withConf := version > raftSnapConf
+	if withConf {
+		version -= raftSnapConf
+	}
+	if binary.BigEndian.Uint32(body) != raftSnapMagic || (version != raftSnapVersion && version != raftSnapCompacted && version != raftSnapState) {
 		return d, fmt.Errorf("%w: magic or version", errBadRaftSnapshot)
 	}
-	d.compacted = body[4] == raftSnapCompacted
-	withState := body[4] == raftSnapState
+	d.compacted = version == raftSnapCompacted
+	withState := version == raftSnapState
 	r := body[5:]
 	short := func(need int) error {
 		if len(r) < need {
@@ -231,6 +256,13 @@ func decodeRaftSnap(b []byte) (raftSnapData, error) {
 	}
 	d.nextOffset = int64(binary.BigEndian.Uint64(r))
 	r = r[8:]
+	if withConf {
+		if err := short(8); err != nil {
+			return d, err
+		}
+		d.confIndex = binary.BigEndian.Uint64(r)
+		r = r[8:]
+	}
 	if d.compacted {
 		if err := short(8); err != nil {
 			return d, err
@@ -330,7 +362,8 @@ func (s *partitionStorage) Snapshot() (raftpb.Snapshot, error) {
 		}
 		d.state = append([]byte{}, state...) // never nil: version 3
 	}
-	_, cs, _ := s.InitialState()
+	cs, confIndex := s.confState()
+	d.confIndex = confIndex
 	return raftpb.Snapshot{
 		Data:     encodeRaftSnap(d),
 		Metadata: raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: cs},
@@ -444,7 +477,13 @@ func (s *partitionStorage) ApplySnapshot(snap raftpb.Snapshot) error {
 	p.saveEpochsLocked()
 	p.mu.Unlock()
 	s.SetConfState(snap.Metadata.ConfState)
+	p.rs.snapConfIndex = d.confIndex
 	p.log.SetRaftRetainFrom(snap.Metadata.Index + 1)
 	p.advance(d.nextOffset)
 	return nil
 }
+
+// snapshotConfIndex returns the confIndex of the snapshot ApplySnapshot
+// just applied (snapshotConfIndexer; the host's worker calls it right
+// after).
+func (s *partitionStorage) snapshotConfIndex() uint64 { return s.p.rs.snapConfIndex }

@@ -179,12 +179,13 @@ func testSnapshotCarriesState(t *testing.T, crashAfterRestore bool) {
 	}
 }
 
-// TestRaftSnapDataVersions: a snapshot with a state is version 3 and
-// decodes back; one without stays version 1.
+// TestRaftSnapDataVersions: a snapshot with a state is version 6 (3 with
+// a conf index) and decodes back; one without is version 4 (1 with a
+// conf index).
 func TestRaftSnapDataVersions(t *testing.T) {
 	d := raftSnapData{nextOffset: 42, epochs: []epochEntry{{epoch: 1, startOffset: 0}}, producers: []byte("p"), state: []byte("machine state")}
 	b := encodeRaftSnap(d)
-	if b[4] != raftSnapState {
+	if b[4] != raftSnapState+raftSnapConf {
 		t.Fatalf("version %d", b[4])
 	}
 	got, err := decodeRaftSnap(b)
@@ -196,7 +197,7 @@ func TestRaftSnapDataVersions(t *testing.T) {
 	}
 	d.state = nil
 	b = encodeRaftSnap(d)
-	if b[4] != raftSnapVersion {
+	if b[4] != raftSnapVersion+raftSnapConf {
 		t.Fatalf("version %d without a state", b[4])
 	}
 	if got, err := decodeRaftSnap(b); err != nil || got.state != nil {
@@ -204,7 +205,7 @@ func TestRaftSnapDataVersions(t *testing.T) {
 	}
 	d.state = []byte{}
 	b = encodeRaftSnap(d) // an empty state is still a state
-	if got, err := decodeRaftSnap(b); err != nil || got.state == nil || b[4] != raftSnapState {
+	if got, err := decodeRaftSnap(b); err != nil || got.state == nil || b[4] != raftSnapState+raftSnapConf {
 		t.Fatalf("decoded %+v, %v", got, err)
 	}
 	// A truncated state is refused.

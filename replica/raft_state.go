@@ -21,26 +21,30 @@ import (
 //
 // StateStore format: one Pebble key per group, the GroupID's 20 bytes
 // (topic id, 16 bytes, then the partition as a big-endian int32); the
-// value:
+// value (version 2):
 //
-//	+---------+------+------+--------+---------+-----------+----------------+----------+
-//	| version | term | vote | commit | applied | autoLeave | 4 id lists     | CRC-32C  |
-//	| 1 byte  | 8    | 8    | 8      | 8       | 1 (0|1)   | see below      | 4 bytes  |
-//	+---------+------+------+--------+---------+-----------+----------------+----------+
+//	+---------+------+------+--------+---------+-----------+-----------+------------+----------+
+//	| version | term | vote | commit | applied | confIndex | autoLeave | 4 id lists | CRC-32C  |
+//	| 1 byte  | 8    | 8    | 8      | 8       | 8         | 1 (0|1)   | see below  | 4 bytes  |
+//	+---------+------+------+--------+---------+-----------+-----------+------------+----------+
 //
 // The id lists are the ConfState's Voters, Learners, VotersOutgoing and
 // LearnersNext, in that order, each a uint32 count then that many uint64
 // replica ids. Integers are big-endian. The CRC-32C (Castagnoli) covers
-// every byte before it, the version included. A value that is short, long,
-// of another version or whose checksum does not match is refused with
-// ErrStateCorrupt: the group's replica must not start from it (raft would
-// forget a vote or a commit).
+// every byte before it, the version included. Version 1 has no confIndex
+// (it decodes as Applied, which the ConfState of a version 1 value
+// always holds). A value that is short, long, of another version or
+// whose checksum does not match is refused with ErrStateCorrupt: the
+// group's replica must not start from it (raft would forget a vote or a
+// commit).
 
 // Format constants (part of the on-disk format).
 const (
-	stateVersion   = 1
+	stateVersion   = 2
+	stateVersion1  = 1 // no confIndex
 	stateKeyLen    = 16 + 4
-	stateFixedLen  = 1 + 8*4 + 1 // version, term, vote, commit, applied, autoLeave
+	stateFixedLen  = 1 + 8*5 + 1 // version, term, vote, commit, applied, confIndex, autoLeave
+	stateFixedLen1 = 1 + 8*4 + 1 // version 1: no confIndex
 	stateCRCLen    = 4
 	stateListCount = 4
 )
@@ -56,6 +60,15 @@ type GroupState struct {
 	HardState raftpb.HardState
 	ConfState raftpb.ConfState
 	Applied   uint64
+	// ConfIndex says which configuration changes ConfState holds: every
+	// one at or below it. Normally the index of the last change applied
+	// (at most Applied); after a raft snapshot it may be above Applied: a
+	// snapshot carries the leader's current ConfState, newer than its
+	// index when configuration changes are still in the log above it
+	// (raft_snapshot.go). The host applies a change to raft only when its
+	// index is above ConfIndex, so one already held is never applied
+	// twice (adding a learner again would demote a voter). 0: none.
+	ConfIndex uint64
 }
 
 func stateKey(id GroupID) []byte {
@@ -72,6 +85,7 @@ func encodeGroupState(dst []byte, st GroupState) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, st.HardState.Vote)
 	dst = binary.BigEndian.AppendUint64(dst, st.HardState.Commit)
 	dst = binary.BigEndian.AppendUint64(dst, st.Applied)
+	dst = binary.BigEndian.AppendUint64(dst, st.ConfIndex)
 	if st.ConfState.AutoLeave {
 		dst = append(dst, 1)
 	} else {
@@ -89,28 +103,40 @@ func encodeGroupState(dst []byte, st GroupState) []byte {
 // decodeGroupState decodes a value; it copies what it keeps.
 func decodeGroupState(b []byte) (GroupState, error) {
 	var st GroupState
-	if len(b) < stateFixedLen+stateListCount*4+stateCRCLen {
+	if len(b) < stateFixedLen1+stateListCount*4+stateCRCLen {
 		return st, fmt.Errorf("%w: %d bytes", ErrStateCorrupt, len(b))
 	}
 	body, sum := b[:len(b)-stateCRCLen], binary.BigEndian.Uint32(b[len(b)-stateCRCLen:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
 		return st, fmt.Errorf("%w: checksum %08x, stored %08x", ErrStateCorrupt, got, sum)
 	}
-	if body[0] != stateVersion {
+	fixed := stateFixedLen
+	switch body[0] {
+	case stateVersion:
+	case stateVersion1:
+		fixed = stateFixedLen1
+	default:
 		return st, fmt.Errorf("%w: version %d, want %d", ErrStateCorrupt, body[0], stateVersion)
+	}
+	if len(body) < fixed+stateListCount*4 {
+		return st, fmt.Errorf("%w: %d bytes", ErrStateCorrupt, len(b))
 	}
 	st.HardState.Term = binary.BigEndian.Uint64(body[1:])
 	st.HardState.Vote = binary.BigEndian.Uint64(body[9:])
 	st.HardState.Commit = binary.BigEndian.Uint64(body[17:])
 	st.Applied = binary.BigEndian.Uint64(body[25:])
-	switch body[33] {
+	st.ConfIndex = st.Applied
+	if body[0] == stateVersion {
+		st.ConfIndex = binary.BigEndian.Uint64(body[33:])
+	}
+	switch body[fixed-1] {
 	case 0:
 	case 1:
 		st.ConfState.AutoLeave = true
 	default:
-		return st, fmt.Errorf("%w: autoLeave byte %d", ErrStateCorrupt, body[33])
+		return st, fmt.Errorf("%w: autoLeave byte %d", ErrStateCorrupt, body[fixed-1])
 	}
-	rest := body[stateFixedLen:]
+	rest := body[fixed:]
 	var lists [stateListCount][]uint64
 	for i := range lists {
 		if len(rest) < 4 {

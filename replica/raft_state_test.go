@@ -1,8 +1,10 @@
 package replica
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"reflect"
 	"testing"
 
@@ -15,7 +17,8 @@ import (
 func TestGroupStateEncoding(t *testing.T) {
 	for _, st := range []GroupState{
 		{},
-		{HardState: raftpb.HardState{Term: 7, Vote: 2, Commit: 99}, Applied: 98, ConfState: raftpb.ConfState{Voters: []uint64{1, 2, 3}}},
+		{HardState: raftpb.HardState{Term: 7, Vote: 2, Commit: 99}, Applied: 98, ConfIndex: 40, ConfState: raftpb.ConfState{Voters: []uint64{1, 2, 3}}},
+		{HardState: raftpb.HardState{Term: 7, Commit: 10}, Applied: 10, ConfIndex: 25, ConfState: raftpb.ConfState{Voters: []uint64{4, 5, 6}, Learners: []uint64{7}}},
 		{HardState: raftpb.HardState{Term: 1 << 40, Commit: 5}, Applied: 5, ConfState: raftpb.ConfState{Voters: []uint64{1, 4}, Learners: []uint64{5}, VotersOutgoing: []uint64{1, 2, 3}, LearnersNext: []uint64{3}, AutoLeave: true}},
 	} {
 		b := encodeGroupState(nil, st)
@@ -37,6 +40,23 @@ func TestGroupStateEncoding(t *testing.T) {
 				t.Fatalf("a value with byte %d flipped: %v", i, err)
 			}
 		}
+	}
+}
+
+// A version 1 value (no confIndex) still decodes, its ConfIndex the
+// applied index its ConfState holds.
+func TestGroupStateVersion1(t *testing.T) {
+	st := GroupState{HardState: raftpb.HardState{Term: 7, Vote: 2, Commit: 99}, Applied: 98, ConfIndex: 98, ConfState: raftpb.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}}
+	v2 := encodeGroupState(nil, st)
+	v1 := append([]byte{stateVersion1}, v2[1:33]...) // without confIndex
+	v1 = append(v1, v2[41:len(v2)-stateCRCLen]...)
+	v1 = binary.BigEndian.AppendUint32(v1, crc32.Checksum(v1, castagnoli))
+	got, err := decodeGroupState(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, st) {
+		t.Fatalf("got %+v, want %+v", got, st)
 	}
 }
 

@@ -126,10 +126,20 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		rc.ReplicaLagTime = DefaultReplicaLagTime
 	}
 	st := rc.State
+	self := rc.Host.cfg.NodeID
 	if len(st.ConfState.Voters) == 0 && len(st.ConfState.Learners) == 0 {
 		st.ConfState = raftpb.ConfState{Voters: append([]uint64(nil), rc.Voters...), Learners: append([]uint64(nil), rc.Learners...)}
+		if slices.Contains(st.ConfState.Learners, self) && slices.Contains(st.ConfState.Voters, self) {
+			// A joiner that was one of the group's first replicas: it
+			// replays the log as a learner (raft would demote it the same
+			// way), never as a voter with an empty log.
+			st.ConfState.Voters = slices.DeleteFunc(st.ConfState.Voters, func(v uint64) bool { return v == self })
+			if len(st.ConfState.Voters) == 0 {
+				return fmt.Errorf("replica: node %d joins group %s whose only initial voter was itself: replaying its configuration changes from no voter cannot work (see RaftConfig.Voters)", self, rc.Group)
+			}
+		}
 	}
-	if self := rc.Host.cfg.NodeID; !slices.Contains(st.ConfState.Voters, self) && !slices.Contains(st.ConfState.Learners, self) {
+	if !slices.Contains(st.ConfState.Voters, self) && !slices.Contains(st.ConfState.Learners, self) {
 		// A replica must be one of its group's: raft would run it as a
 		// member it is not (a removed replica reopened, a placement
 		// mistake).
