@@ -244,6 +244,10 @@ type GroupConfig struct {
 	// log). The host hands it to Storage.SetState and starts raft with
 	// Applied = State.Applied.
 	State GroupState
+	// Joining marks a replica joining a group that already ran, started
+	// from an old configuration (RaftConfig.Joining): it neither ticks nor
+	// campaigns until it caught up (raft_join.go).
+	Joining bool
 }
 
 // ErrGroupExists and ErrNoGroup report AddGroup and the other calls on a
@@ -326,6 +330,11 @@ type group struct {
 	// yet seen in a Ready, then its index and term.
 	confWait                 bool
 	pendingConf, pendingTerm uint64
+	// joining and joinCommit are raft_join.go's: set while a joining
+	// replica has not caught up, and the leader's commit index it must
+	// apply first (0: not heard yet).
+	joining    bool
+	joinCommit uint64
 
 	mu      sync.Mutex
 	inbox   []GroupMessage
@@ -438,7 +447,7 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 	if err != nil {
 		return fmt.Errorf("replica: raft group %s: %w", gc.ID, err)
 	}
-	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine, state: gc.State, saved: gc.State, term: gc.State.HardState.Term}
+	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine, state: gc.State, saved: gc.State, term: gc.State.HardState.Term, joining: gc.Joining}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -866,6 +875,7 @@ func (h *Host) handle(w *worker, batch []*group) {
 			applied = true
 		}
 		r.g.rn.Advance(r.rd)
+		r.g.joined()
 		h.trackProgress(r.g)
 		// A quiesced group comes back once more to save what it applied
 		// (a ticking one saves it with its next batch).
@@ -907,13 +917,14 @@ func (h *Host) step(g *group) bool {
 		h.unquiesce(g)
 	}
 	g.ticked = 0
-	if !g.quiesced {
+	if !g.quiesced && !g.joining {
 		for range ticks {
 			g.rn.Tick()
 		}
 		g.ticked = ticks
 	}
 	for i := range inbox {
+		g.noteJoin(inbox[i].Msg)
 		if inbox[i].Quiesce {
 			h.quiesceFollower(g, inbox[i].Msg)
 			continue

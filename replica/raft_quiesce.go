@@ -281,7 +281,7 @@ func (h *Host) designated(g *group, dead uint64) bool {
 // retryCampaign campaigns for a designated replica whose group still has
 // no leader, every campaignEvery ticks, campaignTries times.
 func (h *Host) retryCampaign(g *group) {
-	if g.campaignTry == 0 {
+	if g.campaignTry == 0 || g.joining {
 		return
 	}
 	g.campaignLeft -= g.ticked

@@ -186,6 +186,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		Storage: &partitionStorage{LogStorage: rs.storage, p: p},
 		Machine: raftMachine{p},
 		State:   st,
+		Joining: rc.Joining,
 	})
 	if err != nil {
 		p.rs = nil

@@ -72,6 +72,9 @@ type Broker struct {
 	// noControlledShutdown (tests) makes Close skip the cluster's
 	// controlled shutdown, as for a crash.
 	noControlledShutdown bool
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type topicPartition struct {
@@ -209,8 +212,15 @@ func (b *Broker) partition(topic string, p int32) (*replica.Partition, bool) {
 
 // Close stops accepting, lets in-flight requests finish (their reads are
 // shut so no new request starts), syncs and closes every log and the
-// metadata. A restart finds everything.
+// metadata. A restart finds everything. Later calls return the first
+// call's error.
 func (b *Broker) Close() error {
+	b.closeOnce.Do(func() { b.closeErr = b.close() })
+	return b.closeErr
+}
+
+// close is Close, once.
+func (b *Broker) close() error {
 	// The reconciler stops first: no partition opens (nor a coordinator
 	// load starts) once shutdown has begun. Then group requests waiting
 	// for a rebalance are answered, so their connections can finish.

@@ -56,8 +56,9 @@ type cluster struct {
 	host      *replica.Host
 	metaPart  *replica.Partition // __cluster_metadata-0
 
-	ctrl *controllerClients // requests to the active controller (cluster_rpc.go)
-	act  *activeController  // the active controller's duties (cluster_controller.go)
+	ctrl    *controllerClients // requests to the active controller (cluster_rpc.go)
+	brokers *peerClients       // requests to other brokers (cluster_peers.go)
+	act     *activeController  // the active controller's duties (cluster_controller.go)
 
 	epoch atomic.Int64 // this broker's epoch once registered; -1 before (epochs are metadata offsets, from 0)
 	// shuttingDown is set when a controlled shutdown begins: every
@@ -114,6 +115,7 @@ func newCluster(b *Broker) (*cluster, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.epoch.Store(-1)
 	c.ctrl = newControllerClients(c)
+	c.brokers = newPeerClients(c)
 	c.act = newActiveController(c)
 	return c, nil
 }
@@ -410,6 +412,7 @@ func (c *cluster) start() {
 func (c *cluster) close() error {
 	c.stopLoops()
 	c.ctrl.close()
+	c.brokers.close()
 	var errs []error
 	if c.metaPart != nil {
 		errs = append(errs, c.metaPart.Close())
@@ -430,20 +433,33 @@ func (c *cluster) stopLoops() {
 func (c *cluster) stopping() <-chan struct{} { return c.stop }
 
 // raftConfig is the raft side of opening partition p of t on this broker:
-// its group, its saved state, its replicas (the assignment: a new group's
-// first voters) and the leadership hook.
+// its group, its saved state, the configuration a replica new to the
+// broker starts from, and the leadership hook. A new replica starts from
+// the group's initial voters (the partition's replica list at its
+// creation; replaying the log from its start then applies every
+// configuration change since, exactly as it happened), with itself as a
+// learner when it is not one of them. A replica that joins a group
+// already running (the partition was ever reassigned and this broker has
+// no state for it, or the metadata lists it as being added) is marked
+// joining: it never stands for election before it caught up with what
+// the leader committed (replica.RaftConfig.Joining).
 func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error) {
 	id := replica.GroupID{TopicID: t.ID, Partition: p}
-	st, _, err := c.states.Load(id)
+	st, saved, err := c.states.Load(id)
 	if err != nil {
 		return nil, err
 	}
-	voters := make([]uint64, 0, len(t.Assignments[p]))
-	for _, r := range t.Assignments[p] {
-		voters = append(voters, uint64(r))
+	initial := t.InitialReplicas(p)
+	voters := raftVoterIDs(initial)
+	var learners []uint64
+	if !slices.Contains(initial, c.self) {
+		learners = []uint64{uint64(c.self)}
 	}
+	adding, _, _ := t.Reassigning(p)
+	_, everMoved := t.Moves[p]
 	return &replica.RaftConfig{
-		Host: c.host, Group: id, State: st, Voters: voters,
+		Host: c.host, Group: id, State: st, Voters: voters, Learners: learners,
+		Joining:        (!saved && everMoved) || slices.Contains(adding, c.self),
 		ReplicaLagTime: time.Duration(c.b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		Snapshots:      c.transport.SnapshotFetcher(),
 		OnLeaderChange: func(uint64, uint64) { c.kickLeadership() },

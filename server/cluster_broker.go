@@ -149,6 +149,7 @@ func (c *cluster) reportLoop() {
 		case <-t.C:
 		case <-c.reportCh:
 		}
+		c.driveMoves()
 		c.reportLeadership()
 		c.leaveIfFenced()
 	}

@@ -49,10 +49,18 @@ type activeController struct {
 	// leaving are the brokers in controlled shutdown, with the broker
 	// epoch that asked: never unfenced again in that epoch.
 	leaving map[int32]int64
+	// rebalanced is when the last leader rebalance ended (zero: none
+	// yet in this process); rebalancing while one runs (43_elect_leaders.go).
+	rebalanced  time.Time
+	rebalancing bool
+	// drained is when drain last ran; drainWarned when it last warned
+	// about each broker it cannot drain (64_unregister_broker.go).
+	drained     time.Time
+	drainWarned map[int32]time.Time
 }
 
 func newActiveController(c *cluster) *activeController {
-	return &activeController{c: c, kickCh: make(chan struct{}, 1), heard: map[int32]time.Time{}, learners: map[int32]bool{}, leaving: map[int32]int64{}}
+	return &activeController{c: c, kickCh: make(chan struct{}, 1), heard: map[int32]time.Time{}, learners: map[int32]bool{}, leaving: map[int32]int64{}, drainWarned: map[int32]time.Time{}}
 }
 
 func (a *activeController) kick() {
@@ -140,6 +148,9 @@ func (a *activeController) check() {
 		a.learners[id] = true
 		a.mu.Unlock()
 	}
+	a.completeMoves()
+	a.drain()
+	a.rebalance()
 }
 
 // controllerCode maps a meta error of a controller change to a Kafka code.
@@ -213,7 +224,9 @@ func serveBrokerHeartbeat(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 	switch {
 	case req.WantShutdown || req.WantFence || leaving:
 		fence = true
-	case br.Fenced && caughtUp:
+	case br.Fenced && caughtUp && !(br.Decommissioning && len(replicasOn(b.meta.Topics(), br.NodeID)) == 0):
+		// A decommissioned broker that holds no replica any more stays
+		// fenced until it stops (activeController.retire).
 		fence = false
 	}
 	if fence != br.Fenced {

@@ -24,6 +24,16 @@ func kafkaErrorf(code *kerr.Error, format string, args ...any) error {
 	return &kafkaError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
+// kafkaErrorCode is a Kafka error by its code (another broker's answer),
+// with msg.
+func kafkaErrorCode(code int16, msg string) error {
+	ke, ok := kerr.ErrorForCode(code).(*kerr.Error)
+	if !ok {
+		ke = kerr.UnknownServerError
+	}
+	return &kafkaError{code: ke, msg: msg}
+}
+
 func errIs(err error, code *kerr.Error) bool { return errors.Is(err, code) }
 
 // kafkaCode maps an internal error to the Kafka error code a client sees.

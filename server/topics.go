@@ -172,13 +172,13 @@ func (b *Broker) checkTopic(r topicRequest) (meta.TopicSpec, error) {
 
 // usableBroker reports whether replicas may be placed on broker id: this
 // node for a single node; in a cluster a registered, unfenced broker
-// (KRaft's usable brokers).
+// (KRaft's usable brokers) that is not being decommissioned.
 func (b *Broker) usableBroker(id int32) bool {
 	if b.cl == nil {
 		return id == b.cfg.NodeID
 	}
 	br, ok := b.meta.Broker(id)
-	return ok && !br.Fenced
+	return ok && !br.Fenced && !br.Decommissioning
 }
 
 // place assigns rf replicas to each of n new partitions, after existing
@@ -201,7 +201,7 @@ func (b *Broker) place(existing, n int32, rf int16, leader0 int32) ([][]int32, e
 	down := b.cl.host.PeersDown()
 	var brokers []meta.PlacementBroker
 	for _, br := range b.meta.Brokers() {
-		if !br.Fenced && !slices.Contains(down, uint64(br.NodeID)) {
+		if !br.Fenced && !br.Decommissioning && !slices.Contains(down, uint64(br.NodeID)) {
 			brokers = append(brokers, meta.PlacementBroker{ID: br.NodeID, Rack: br.Rack})
 		}
 	}
@@ -243,7 +243,7 @@ func (b *Broker) usableBrokerCount() int {
 	down := b.cl.host.PeersDown()
 	n := 0
 	for _, br := range b.meta.Brokers() {
-		if !br.Fenced && !slices.Contains(down, uint64(br.NodeID)) {
+		if !br.Fenced && !br.Decommissioning && !slices.Contains(down, uint64(br.NodeID)) {
 			n++
 		}
 	}

@@ -203,6 +203,31 @@ type Config struct {
 	// ReplicaLagTime.
 	ReplicaLagTimeMaxMs int64
 
+	// AutoLeaderRebalanceEnable turns on the controller's leader
+	// rebalance: every LeaderImbalanceCheckIntervalSeconds, a broker
+	// leading too few of the partitions it is the preferred leader of
+	// (more than LeaderImbalancePerBrokerPercentage of them led
+	// elsewhere) gets their leaderships back, by preferred leader
+	// election (raft leadership transfer). Key
+	// auto.leader.rebalance.enable; default true (Kafka's).
+	AutoLeaderRebalanceEnable bool
+	// LeaderImbalanceCheckIntervalSeconds is how often the controller
+	// checks the leader balance. Key
+	// leader.imbalance.check.interval.seconds; seconds, long >= 1.
+	// Default 300 (Kafka's).
+	LeaderImbalanceCheckIntervalSeconds int64
+	// LeaderImbalancePerBrokerPercentage is the share of a broker's
+	// preferred partitions that may be led elsewhere before the
+	// rebalance moves them back. Key leader.imbalance.per.broker.percentage;
+	// percent, int 0-100. Default 10 (Kafka's).
+	LeaderImbalancePerBrokerPercentage int32
+	// UncleanLeaderElectionEnable is Kafka's unclean.leader.election.enable
+	// (also a topic config). Raft never elects a replica missing a
+	// committed record, so there is no unclean election to enable: the key
+	// is accepted and only changes the message an unclean ElectLeaders
+	// gets. Default false (Kafka's).
+	UncleanLeaderElectionEnable bool
+
 	// MetadataLogSegmentBytes is the segment size of the metadata log
 	// (__cluster_metadata-0) in cluster mode. Key
 	// metadata.log.segment.bytes (KRaft's); bytes, int >= 1024 (Kafka
@@ -627,57 +652,60 @@ type Config struct {
 // Default returns Sluice's defaults; see each field. It is valid.
 func Default() Config {
 	c := Config{
-		NodeID:                        1,
-		brokerID:                      -1,
-		Listeners:                     []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
-		ProcessRoles:                  RoleBroker | RoleController,
-		ControllerListenerNames:       []string{"CONTROLLER"},
-		BrokerHeartbeatIntervalMs:     2000,
-		BrokerSessionTimeoutMs:        9000,
-		ReplicaLagTimeMaxMs:           30000,
-		MetadataLogSegmentBytes:       8 << 20,
-		MetadataMaxRetentionBytes:     100 << 20,
-		RaftTickMs:                    100,
-		RaftElectionTicks:             10,
-		RaftHeartbeatTicks:            1,
-		RaftPreVoteEnable:             true,
-		RaftCheckQuorumEnable:         true,
-		RaftQuiesceEnable:             true,
-		RaftQuiesceTicks:              2,
-		RaftLivenessIntervalMs:        250,
-		RaftLivenessTimeoutMs:         1000,
-		RaftWorkers:                   2,
-		RaftMaxBatchGroups:            64,
-		LogDirs:                       []string{"./data"},
-		NumPartitions:                 1,
-		DefaultReplicationFactor:      1,
-		AutoCreateTopicsEnable:        true,
-		AutoCreateTopicsMaxPerRequest: 1000,
-		LogSegmentBytes:               1 << 30,
-		LogRollMs:                     168 * hourMs,
-		LogRetentionMs:                168 * hourMs,
-		LogRetentionBytes:             -1,
-		LogRetentionCheckIntervalMs:   300000,
-		LogFlushIntervalMessages:      1,
-		LogFlushIntervalMs:            math.MaxInt64,
-		MessageMaxBytes:               1048588,
-		SocketRequestMaxBytes:         100 << 20,
-		QueuedMaxRequestBytes:         512 << 20,
-		MaxConnections:                math.MaxInt32,
-		MaxConnectionsPerIP:           math.MaxInt32,
-		ConnectionsMaxIdleMs:          600000,
-		RequestReceiveTimeoutMs:       30000,
-		FetchMaxBytes:                 55 << 20,
-		MinInsyncReplicas:             1,
-		LogMessageTimestampType:       "CreateTime",
-		CompressionType:               "producer",
-		OffsetsTopicNumPartitions:     50,
-		OffsetsTopicReplicationFactor: 3,
-		GroupInitialRebalanceDelayMs:  3000,
-		LogIndexIntervalBytes:         4096,
-		LogIndexSizeMaxBytes:          10 << 20,
-		LogCleanupPolicy:              CleanupDelete,
-		LogSegmentDeleteDelayMs:       60000,
+		NodeID:                              1,
+		brokerID:                            -1,
+		Listeners:                           []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		ProcessRoles:                        RoleBroker | RoleController,
+		ControllerListenerNames:             []string{"CONTROLLER"},
+		BrokerHeartbeatIntervalMs:           2000,
+		BrokerSessionTimeoutMs:              9000,
+		ReplicaLagTimeMaxMs:                 30000,
+		AutoLeaderRebalanceEnable:           true,
+		LeaderImbalanceCheckIntervalSeconds: 300,
+		LeaderImbalancePerBrokerPercentage:  10,
+		MetadataLogSegmentBytes:             8 << 20,
+		MetadataMaxRetentionBytes:           100 << 20,
+		RaftTickMs:                          100,
+		RaftElectionTicks:                   10,
+		RaftHeartbeatTicks:                  1,
+		RaftPreVoteEnable:                   true,
+		RaftCheckQuorumEnable:               true,
+		RaftQuiesceEnable:                   true,
+		RaftQuiesceTicks:                    2,
+		RaftLivenessIntervalMs:              250,
+		RaftLivenessTimeoutMs:               1000,
+		RaftWorkers:                         2,
+		RaftMaxBatchGroups:                  64,
+		LogDirs:                             []string{"./data"},
+		NumPartitions:                       1,
+		DefaultReplicationFactor:            1,
+		AutoCreateTopicsEnable:              true,
+		AutoCreateTopicsMaxPerRequest:       1000,
+		LogSegmentBytes:                     1 << 30,
+		LogRollMs:                           168 * hourMs,
+		LogRetentionMs:                      168 * hourMs,
+		LogRetentionBytes:                   -1,
+		LogRetentionCheckIntervalMs:         300000,
+		LogFlushIntervalMessages:            1,
+		LogFlushIntervalMs:                  math.MaxInt64,
+		MessageMaxBytes:                     1048588,
+		SocketRequestMaxBytes:               100 << 20,
+		QueuedMaxRequestBytes:               512 << 20,
+		MaxConnections:                      math.MaxInt32,
+		MaxConnectionsPerIP:                 math.MaxInt32,
+		ConnectionsMaxIdleMs:                600000,
+		RequestReceiveTimeoutMs:             30000,
+		FetchMaxBytes:                       55 << 20,
+		MinInsyncReplicas:                   1,
+		LogMessageTimestampType:             "CreateTime",
+		CompressionType:                     "producer",
+		OffsetsTopicNumPartitions:           50,
+		OffsetsTopicReplicationFactor:       3,
+		GroupInitialRebalanceDelayMs:        3000,
+		LogIndexIntervalBytes:               4096,
+		LogIndexSizeMaxBytes:                10 << 20,
+		LogCleanupPolicy:                    CleanupDelete,
+		LogSegmentDeleteDelayMs:             60000,
 
 		LogCleanerEnable:                    true,
 		LogCleanerBackoffMs:                 15000,

@@ -1,0 +1,39 @@
+package replica
+
+import "go.etcd.io/raft/v3/raftpb"
+
+// Joining replicas (RaftConfig.Joining). A replica added to a group that
+// already ran starts from the group's first voters and replays the log,
+// configuration changes included; while it replays, the configuration it
+// has applied can be an old one, even one in which it was the only voter
+// (a partition moved away from it and back). A replica that ticked then
+// could stand for election and, in such a configuration, win alone.
+// So a joining replica does not tick, and the host does not campaign for
+// it, until it has applied the leader's commit index as of the first
+// append (or snapshot) it received: from then on its configuration is
+// the group's, as any follower's. A leadership transfer to it (raft's
+// MsgTimeoutNow) is not blocked: its leader asks for it only of a voter
+// that has caught up.
+
+// noteJoin records, for a joining replica, the commit index the first
+// append or snapshot from a leader carries (a heartbeat's commit is
+// capped at what the replica holds, so it does not count). Worker only.
+func (g *group) noteJoin(m raftpb.Message) {
+	if !g.joining || g.joinCommit != 0 {
+		return
+	}
+	switch m.Type {
+	case raftpb.MsgApp:
+		g.joinCommit = max(m.Commit, 1)
+	case raftpb.MsgSnap:
+		g.joinCommit = max(m.Snapshot.Metadata.Index, 1)
+	}
+}
+
+// joined ends a replica's joining once it applied the commit index it
+// waits for. Called by the worker after each apply.
+func (g *group) joined() {
+	if g.joining && g.joinCommit != 0 && g.state.Applied >= g.joinCommit {
+		g.joining = false
+	}
+}
