@@ -51,4 +51,17 @@
 // internal batches that take no offset and are never served. The
 // transport listens itself (ListenTCP) or serves connections a broker's
 // shared listener hands it (NewTCPTransport, ServeConn).
+//
+// Membership (raft_membership.go): the leader changes the group's
+// replicas one single ConfChangeV2 at a time (AddLearner, PromoteLearner,
+// RemoveReplica; TransferLeadership first when the leader goes), each
+// returning once proposed, refused with ErrConfChangePending while an
+// earlier one is not applied; Membership reports the configuration a
+// replica applied. A joining replica opens with the group's initial
+// voters and itself as a learner, and replays the log or takes a
+// snapshot (GroupState.ConfIndex keeps it from applying twice the
+// changes a snapshot's ConfState holds). A Throttle (raft_throttle.go,
+// HostConfig.Throttle) paces the appends and snapshots of the replicas
+// the broker lists as throttled (KIP-73's replication quotas), never
+// the traffic to in-sync replicas.
 package replica

@@ -8,6 +8,7 @@ require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/sluicemq/sluice/segment v0.0.0
 	go.etcd.io/raft/v3 v3.6.0
+	golang.org/x/time v0.16.0
 )
 
 require (

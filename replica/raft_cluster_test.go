@@ -46,6 +46,8 @@ type pcluster struct {
 	onLeader func(id uint64, g GroupID, p *atomic.Pointer[Partition]) func(lead, term uint64)
 	// state, when set, gives each replica's RaftConfig.SnapshotState.
 	state func(id uint64, g GroupID) SnapshotState
+	// throttle, when set, gives each host started its HostConfig.Throttle.
+	throttle func(id uint64) *Throttle
 }
 
 func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
@@ -77,11 +79,15 @@ func (c *pcluster) dir(g GroupID) string {
 func (c *pcluster) start(id uint64) {
 	c.t.Helper()
 	n := c.nodes[id]
+	var th *Throttle
+	if c.throttle != nil {
+		th = c.throttle(id)
+	}
 	h, err := NewHost(HostConfig{NodeID: id, Transport: c.net.sender(id), HardState: n.states, Logger: quiet(), TickInterval: -1,
 		// Ticks come from the test, one per millisecond or so: a long
 		// election timeout keeps a starved worker (the race detector,
 		// a loaded machine) from looking dead.
-		ElectionTicks: 40})
+		ElectionTicks: 40, Throttle: th})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -168,6 +168,12 @@ type HostConfig struct {
 	MaxBatch int
 	// Now is the clock for ReplicaProgress.CaughtUp. Default time.Now.
 	Now func() time.Time
+	// Throttle, when set, paces the catch-up traffic of throttled
+	// replicas (Kafka's replication quotas, raft_throttle.go): the host
+	// sends through it and Deliver goes through it. One host per
+	// Throttle; the host starts its goroutine and Close stops it.
+	// Default nil: nothing is paced.
+	Throttle *Throttle
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -361,6 +367,11 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg, sched: newScheduler(), groups: map[GroupID]*group{}, ticking: map[*group]struct{}{}, stopTick: make(chan struct{})}
+	if cfg.Throttle != nil {
+		if err := cfg.Throttle.attach(h); err != nil {
+			return nil, err
+		}
+	}
 	for range cfg.Workers {
 		h.wg.Add(1)
 		go h.work()
@@ -393,6 +404,9 @@ func (h *Host) Close() {
 	h.closeOnce.Do(func() { close(h.stopTick) })
 	h.sched.stop()
 	h.wg.Wait()
+	if t := h.cfg.Throttle; t != nil {
+		t.close() // after the workers: nothing sends through it any more
+	}
 	h.mu.Lock()
 	h.closed = true
 	gs := h.groups
@@ -513,8 +527,19 @@ func (h *Host) group(id GroupID) *group {
 }
 
 // Deliver hands messages received from other brokers to their groups.
-// Messages for groups not on the host are dropped.
+// Messages for groups not on the host are dropped. With a
+// HostConfig.Throttle, the appends of follower-throttled groups may be
+// held back (raft_throttle.go); it never blocks on the rate.
 func (h *Host) Deliver(msgs []GroupMessage) {
+	if t := h.cfg.Throttle; t != nil {
+		t.receive(msgs)
+		return
+	}
+	h.deliverNow(msgs)
+}
+
+// deliverNow is Deliver past the throttle.
+func (h *Host) deliverNow(msgs []GroupMessage) {
 	for i := range msgs {
 		g := h.group(msgs[i].Group)
 		if g == nil {
@@ -718,7 +743,7 @@ func (h *Host) handle(w *worker, batch []*group) {
 		r.sentEarly = true
 	}
 	if len(early) > 0 {
-		h.cfg.Transport.Send(early)
+		h.send(early)
 	}
 	clear(early)
 	w.out = early[:0]
@@ -836,7 +861,7 @@ func (h *Host) handle(w *worker, batch []*group) {
 		}
 	}
 	if len(out) > 0 {
-		h.cfg.Transport.Send(out)
+		h.send(out)
 	}
 	clear(out)
 	w.out = out[:0]
@@ -892,10 +917,20 @@ func (h *Host) handle(w *worker, batch []*group) {
 		}
 	}
 	if len(qout) > 0 {
-		h.cfg.Transport.Send(qout)
+		h.send(qout)
 	}
 	clear(qout)
 	w.out = qout[:0]
+}
+
+// send hands a worker's messages to the transport, through the
+// throttle if there is one. msgs is not kept (the worker reuses it).
+func (h *Host) send(msgs []GroupMessage) {
+	if t := h.cfg.Throttle; t != nil {
+		t.send(msgs)
+		return
+	}
+	h.cfg.Transport.Send(msgs)
 }
 
 // step moves a group's mailbox into its RawNode; false when the group

@@ -115,8 +115,8 @@ func (p *Partition) confChange(typ raftpb.ConfChangeType, id uint64) error {
 }
 
 // Progress returns the group's replicas as this leader sees them
-// (Host.Progress: match, learner flag, last caught-up time), in raft's
-// order. Errors: *NotLeaderError on a replica that does not lead;
+// (Host.Progress: match, learner flag, last caught-up time), ascending
+// by id. Errors: *NotLeaderError on a replica that does not lead;
 // ErrSingleReplica.
 func (p *Partition) Progress() ([]ReplicaProgress, error) {
 	rs := p.rs

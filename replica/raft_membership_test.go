@@ -720,3 +720,41 @@ func TestMembershipRejoinNeedsSnapshot(t *testing.T) {
 		t.Fatal("node 1's records differ from the leader's")
 	}
 }
+
+// A leader that applies its own removal (a raw ConfChange: RemoveReplica
+// refuses it) steps down at once (StepDownOnRemoval): it no longer
+// claims to lead, the others elect a leader of the new configuration,
+// and commits go on without it.
+func TestMembershipRemovedLeaderStepsDown(t *testing.T) {
+	c := newPCluster(t, 3, 1, 17)
+	c.startAll()
+	g := c.groups[0]
+	lead := c.waitLeader(g)
+	c.produceN(g, 0, 3)
+	self := lead.rs.self
+	cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode, NodeID: self}}}
+	if err := lead.rs.host.ProposeConfChange(g, cc); err != nil {
+		t.Fatal(err)
+	}
+	c.drive("the removed leader to step down", func() bool { return !lead.IsLeader() })
+	var next *Partition
+	c.drive("a leader of the new configuration", func() bool {
+		next = c.leaderOf(g)
+		if next == nil || next == lead {
+			return false
+		}
+		v, _, err := next.Membership()
+		return err == nil && !slices.Contains(v, self)
+	})
+	c.produceN(g, 3, 3)
+	for range 200 {
+		c.tick()
+		time.Sleep(time.Millisecond)
+	}
+	if lead.IsLeader() {
+		t.Fatal("the removed replica leads again")
+	}
+	if l := c.leaderOf(g); l != next {
+		t.Fatalf("the leadership moved again, from %d", next.rs.self)
+	}
+}

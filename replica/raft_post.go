@@ -8,6 +8,11 @@ import "go.etcd.io/raft/v3"
 // how a partition's proposals keep the order its producers' sequence
 // checks saw. It fails at once when the group is not on the host.
 func (h *Host) post(id GroupID, fn func(rn *raft.RawNode) error) error {
+	return h.postGroup(id, func(g *group) error { return fn(g.rn) })
+}
+
+// postGroup is post with the group itself.
+func (h *Host) postGroup(id GroupID, fn func(g *group) error) error {
 	g := h.group(id)
 	if g == nil {
 		return ErrNoGroup
@@ -17,7 +22,7 @@ func (h *Host) post(id GroupID, fn func(rn *raft.RawNode) error) error {
 		g.mu.Unlock()
 		return err
 	}
-	g.ops = append(g.ops, groupOp{fn: func(g *group) error { return fn(g.rn) }, wake: true, done: make(chan error, 1)})
+	g.ops = append(g.ops, groupOp{fn: fn, wake: true, done: make(chan error, 1)})
 	g.mu.Unlock()
 	h.sched.enqueue(g)
 	return nil

@@ -370,11 +370,19 @@ func (h *Host) ServeSnapshotFile(id GroupID, index uint64, f segment.SnapshotFil
 // replica to could not take the snapshot sent to it: raft then probes it
 // again and sends a new snapshot if it still needs one.
 func (h *Host) ReportSnapshotFailure(id GroupID, to uint64) error {
-	return h.call(id, true, func(g *group) error {
-		if src, ok := g.storage.(snapshotSource); ok {
-			src.snapshotFailed()
-		}
-		g.rn.ReportSnapshot(to, raft.SnapshotFailure)
-		return nil
-	})
+	return h.call(id, true, func(g *group) error { return snapshotFailed(g, to) })
+}
+
+// reportSnapshotFailureAsync is ReportSnapshotFailure without waiting
+// (a worker's send through the throttle dropped the snapshot).
+func (h *Host) reportSnapshotFailureAsync(id GroupID, to uint64) {
+	_ = h.postGroup(id, func(g *group) error { return snapshotFailed(g, to) })
+}
+
+func snapshotFailed(g *group, to uint64) error {
+	if src, ok := g.storage.(snapshotSource); ok {
+		src.snapshotFailed()
+	}
+	g.rn.ReportSnapshot(to, raft.SnapshotFailure)
+	return nil
 }
