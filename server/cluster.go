@@ -440,9 +440,8 @@ func (c *cluster) stopping() <-chan struct{} { return c.stop }
 // configuration change since, exactly as it happened), with itself as a
 // learner when it is not one of them. A replica that joins a group
 // already running (the partition was ever reassigned and this broker has
-// no state for it, or the metadata lists it as being added) is marked
-// joining: it never stands for election before it caught up with what
-// the leader committed (replica.RaftConfig.Joining).
+// no state for it) is marked joining: it never stands for election before
+// it caught up with what the leader committed (replica.RaftConfig.Joining).
 func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error) {
 	id := replica.GroupID{TopicID: t.ID, Partition: p}
 	st, saved, err := c.states.Load(id)
@@ -455,11 +454,13 @@ func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error)
 	if !slices.Contains(initial, c.self) {
 		learners = []uint64{uint64(c.self)}
 	}
-	adding, _, _ := t.Reassigning(p)
 	_, everMoved := t.Moves[p]
 	return &replica.RaftConfig{
 		Host: c.host, Group: id, State: st, Voters: voters, Learners: learners,
-		Joining:        (!saved && everMoved) || slices.Contains(adding, c.self),
+		// Only a replica without state: one restarted with its state
+		// ticks at once, so a group whose voters all restarted before
+		// its reassignment completed still elects a leader.
+		Joining:        !saved && everMoved,
 		ReplicaLagTime: time.Duration(c.b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		Snapshots:      c.transport.SnapshotFetcher(),
 		OnLeaderChange: func(uint64, uint64) { c.kickLeadership() },
