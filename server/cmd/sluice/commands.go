@@ -2,7 +2,7 @@ package main
 
 // The command lines of the operator commands: each parses its flags (one
 // flag.FlagSet per command, as serve does), checks them, and hands typed
-// options to its function in reassign.go.
+// options to its function in reassign.go, elect.go or decommission.go.
 
 import (
 	"context"
@@ -246,5 +246,68 @@ topic, partition, replicas, and the replicas being added and removed.`, stderr)
 	}
 	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
 		return reassignList(ctx, a, stdout)
+	})
+}
+
+func electLeadersCmd(args []string, stdout, stderr io.Writer) int {
+	const name = "sluice elect-leaders"
+	fs := newFlagSet(name, name+" [--topic T [--partition P]] [--type preferred|unclean]",
+		`Elects leaders (ElectLeaders), as Kafka's kafka-leader-election.sh: of every
+partition of the cluster, of a topic's, or of one partition. preferred
+moves leadership to each partition's first replica when it is in the ISR;
+unclean elects any live replica for a partition that has no leader, at the
+price of what the ISR had and it lacks. "No election needed" is not a
+failure.`, stderr)
+	topic := fs.String("topic", "", "only this `topic`'s partitions")
+	partition := fs.Int("partition", 0, "only this `partition` of --topic")
+	typ := fs.String("type", "preferred", "the election: `preferred|unclean`")
+	cf := addClusterFlags(fs)
+	if done, code := parseFlags(fs, args); done {
+		return code
+	}
+	o := electOptions{topic: *topic, partition: -1}
+	if isSet(fs, "partition") {
+		o.partition = int32(*partition)
+	}
+	switch *typ {
+	case "preferred":
+	case "unclean":
+		o.unclean = true
+	default:
+		return finish(name, usageErrorf("--type must be preferred or unclean, not %q", *typ), stderr)
+	}
+	if isSet(fs, "partition") && (*topic == "" || *partition < 0) {
+		return finish(name, usageErrorf("--partition needs --topic, and is 0 or more"), stderr)
+	}
+	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
+		return electLeaders(ctx, a, o, stdout)
+	})
+}
+
+func decommissionCmd(args []string, stdout, stderr io.Writer) int {
+	const name = "sluice decommission"
+	fs := newFlagSet(name, name+" --broker N [--wait DURATION]",
+		`Sends UnregisterBroker for broker N and prints its answer. In Sluice, a broker
+that holds replicas is decommissioned: its replicas move to the other
+brokers, then it is fenced, and it is unregistered once stopped. --wait
+polls Metadata until no partition names N and N is no longer listed.`, stderr)
+	broker := fs.Int("broker", 0, "the broker's `id`")
+	wait := fs.Duration("wait", 0, "poll until the broker is gone, for at most this long (e.g. 10m)")
+	cf := addClusterFlags(fs)
+	if done, code := parseFlags(fs, args); done {
+		return code
+	}
+	if !isSet(fs, "broker") {
+		return finish(name, usageErrorf("--broker is required"), stderr)
+	}
+	if *broker < 0 || *broker > 1<<31-1 {
+		return finish(name, usageErrorf("--broker %d is not a broker id", *broker), stderr)
+	}
+	if *wait < 0 {
+		return finish(name, usageErrorf("--wait must not be negative"), stderr)
+	}
+	o := decommissionOptions{broker: int32(*broker), wait: *wait}
+	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
+		return decommission(ctx, a, o, stdout)
 	})
 }

@@ -301,12 +301,88 @@ func TestReassignPlanCommand(t *testing.T) {
 	wantContains(t, "stderr", errOut, "a-0 has 3 replicas, but only 2 brokers are given")
 }
 
+func TestElectLeaders(t *testing.T) {
+	f, bs := newFakeCluster(t, 1, 2, 3)
+	f.addTopic("a", []int32{1, 2, 3}, []int32{2, 3, 1}, []int32{3, 1, 2})
+	f.mu.Lock()
+	f.parts[tp{"a", 0}].leader = 2          // preferred 1 is in the ISR: elected
+	f.parts[tp{"a", 2}].leader = 1          // preferred 3 is out of the ISR: fails
+	f.parts[tp{"a", 2}].isr = []int32{1, 2} //
+	f.mu.Unlock()
+
+	code, out, _ := sluice(t, "elect-leaders", "--bootstrap-server", bs)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantContains(t, "elect-leaders", out, "a-0: elected (leader 1)", "a-1: no election needed (its preferred replica leads)",
+		"a-2: PREFERRED_LEADER_NOT_AVAILABLE", "hint (PREFERRED_LEADER_NOT_AVAILABLE)", "preferred election: 1 elected, 1 not needed, 1 failed")
+	reqs := f.requestsOf(kmsg.ElectLeaders.Int16())
+	if r := reqs[len(reqs)-1].(*kmsg.ElectLeadersRequest); r.Topics != nil || r.ElectionType != 0 {
+		t.Errorf("request for every partition: topics %v, type %d; want null, 0", r.Topics, r.ElectionType)
+	}
+
+	code, out, _ = sluice(t, "elect-leaders", "--bootstrap-server", bs, "--topic", "a", "--partition", "1")
+	if code != 0 {
+		t.Errorf("exit %d, want 0 (not needed is not a failure)", code)
+	}
+	wantContains(t, "elect-leaders", out, "a-1: no election needed", "0 elected, 1 not needed, 0 failed")
+
+	code, _, _ = sluice(t, "elect-leaders", "--bootstrap-server", bs, "--topic", "a", "--type", "unclean")
+	if code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	reqs = f.requestsOf(kmsg.ElectLeaders.Int16())
+	r := reqs[len(reqs)-1].(*kmsg.ElectLeadersRequest)
+	if r.ElectionType != 1 || len(r.Topics) != 1 || !slices.Equal(r.Topics[0].Partitions, []int32{0, 1, 2}) {
+		t.Errorf("unclean request for topic a: type %d, topics %+v", r.ElectionType, r.Topics)
+	}
+
+	code, _, errOut := sluice(t, "elect-leaders", "--bootstrap-server", bs, "--topic", "nope")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantContains(t, "stderr", errOut, "topic nope: UNKNOWN_TOPIC_OR_PARTITION")
+}
+
+func TestDecommission(t *testing.T) {
+	f, bs := newFakeCluster(t, 1, 2, 3, 4)
+	f.addTopic("a", []int32{1, 2, 4}, []int32{4, 3, 1}, []int32{1, 2, 3})
+	code, out, _ := sluice(t, "decommission", "--bootstrap-server", bs, "--broker", "4", "--wait", "10s")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	wantContains(t, "decommission", out, "broker 4: broker 4 is being decommissioned: moving its replicas of 2 partitions",
+		"still named by 1 partition", "broker 4: no partition names it and it is no longer listed")
+	for _, p := range []tp{{"a", 0}, {"a", 1}} {
+		if got := f.part(p).replicas; slices.Contains(got, 4) {
+			t.Errorf("%s still on broker 4: %v", p, got)
+		}
+	}
+
+	code, _, errOut := sluice(t, "decommission", "--bootstrap-server", bs, "--broker", "9")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantContains(t, "stderr", errOut, "broker 9: BROKER_ID_NOT_REGISTERED: broker 9 is not registered", "hint: no broker with that id is registered")
+
+	// A decommission that does not finish in time: --wait gives up, and
+	// says where it is.
+	f, bs = newFakeCluster(t, 1, 2, 3)
+	f.addTopic("b", []int32{3, 1}, []int32{3, 2}, []int32{1, 3})
+	code, out, _ = sluice(t, "decommission", "--bootstrap-server", bs, "--broker", "3", "--wait", "1ms")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantContains(t, "decommission", out, "still named by", "after 1ms")
+}
+
 func TestUnsupportedAPI(t *testing.T) {
 	f, bs := newFakeCluster(t, 1, 2)
 	f.mu.Lock()
+	f.unsupported[kmsg.UnregisterBroker.Int16()] = true
 	f.unsupported[kmsg.ListPartitionReassignments.Int16()] = true
 	f.mu.Unlock()
-	for _, args := range [][]string{{"reassign", "list"}} {
+	for _, args := range [][]string{{"decommission", "--broker", "2"}, {"reassign", "list"}} {
 		code, _, errOut := sluice(t, append(args, "--bootstrap-server", bs)...)
 		if code != 1 {
 			t.Errorf("%v: exit %d, want 1", args, code)
@@ -363,6 +439,13 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"reassign", "cancel", "--partition", "1"}, 2, "--topic and --partition go together"},
 		{[]string{"reassign", "cancel", "--topic", "a", "--partition", "-1"}, 2, "--topic and --partition go together"},
 		{[]string{"reassign", "list", "x"}, 2, `unexpected argument "x"`},
+		{[]string{"elect-leaders", "--type", "dirty"}, 2, `--type must be preferred or unclean, not "dirty"`},
+		{[]string{"elect-leaders", "--partition", "1"}, 2, "--partition needs --topic"},
+		{[]string{"elect-leaders", "-h"}, 0, "usage: sluice elect-leaders"},
+		{[]string{"decommission"}, 2, "--broker is required"},
+		{[]string{"decommission", "--broker", "-1"}, 2, "--broker -1 is not a broker id"},
+		{[]string{"decommission", "--broker", "4", "--wait", "-1s"}, 2, "--wait must not be negative"},
+		{[]string{"decommission", "-h"}, 0, "usage: sluice decommission --broker N"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := sluice(t, tc.args...)
@@ -381,5 +464,6 @@ func TestTopLevelUsageListsCommands(t *testing.T) {
 	if code != 0 {
 		t.Errorf("exit %d", code)
 	}
-	wantContains(t, "usage", stdout, "sluice serve", "sluice dump-log", "sluice reassign plan|execute|verify|cancel|list", "--bootstrap-server")
+	wantContains(t, "usage", stdout, "sluice serve", "sluice dump-log", "sluice reassign plan|execute|verify|cancel|list",
+		"sluice elect-leaders", "sluice decommission --broker N", "--bootstrap-server")
 }

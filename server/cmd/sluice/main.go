@@ -3,6 +3,8 @@
 //	sluice serve [--config FILE] [--set key=value]...   run a broker
 //	sluice dump-log [flags] PATH...                     inspect segment files (as sluice-dump)
 //	sluice reassign plan|execute|verify|cancel|list     move partitions (as kafka-reassign-partitions.sh)
+//	sluice elect-leaders [flags]                        elect leaders (as kafka-leader-election.sh)
+//	sluice decommission --broker N [--wait DURATION]    move a broker's replicas away and retire it
 //
 // FILE uses Kafka's server.properties syntax and key names; --set
 // overrides any key and may repeat. With no flags the broker is one node
@@ -39,9 +41,11 @@ const usage = `usage:
   sluice serve [--config FILE] [--set key=value]...   (sluice serve -h lists every key)
   sluice dump-log [flags] PATH...   (sluice dump-log -h for its flags)
   sluice reassign plan|execute|verify|cancel|list [flags]   move partitions (sluice reassign -h)
+  sluice elect-leaders [--topic T [--partition P]] [--type preferred|unclean]
+  sluice decommission --broker N [--wait DURATION]
   sluice --version
 
-The cluster commands (reassign) take
+The cluster commands (reassign, elect-leaders, decommission) take
 --bootstrap-server host:port[,host:port] (default ` + defaultBootstrap + `); COMMAND -h lists a command's flags.
 `
 
@@ -105,6 +109,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return dump.MainAs("sluice dump-log", args[1:], stdout, stderr)
 	case "reassign":
 		return reassignCmd(args[1:], stdout, stderr)
+	case "elect-leaders":
+		return electLeadersCmd(args[1:], stdout, stderr)
+	case "decommission":
+		return decommissionCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
