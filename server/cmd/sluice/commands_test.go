@@ -392,12 +392,10 @@ func TestUnsupportedAPI(t *testing.T) {
 }
 
 func TestUnreachableCluster(t *testing.T) {
-	_, bs := newFakeCluster(t, 1)
 	// A port nothing listens on: the fake's, once closed.
-	f2, bs2 := newFakeCluster(t, 1)
-	f2.ln.Close()
-	_ = bs
-	code, _, errOut := sluice(t, "reassign", "list", "--bootstrap-server", bs2, "--timeout", "2s")
+	f, bs := newFakeCluster(t, 1)
+	f.ln.Close()
+	code, _, errOut := sluice(t, "reassign", "list", "--bootstrap-server", bs, "--timeout", "2s")
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
