@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # A local three-broker Sluice cluster on 127.0.0.1, each node a combined
-# broker and controller:
+# broker and controller, and two optional broker-only nodes to move
+# partitions onto:
 #
 #   node N (1..3)  PLAINTEXT://127.0.0.1:909(1+N)   clients (9092, 9093, 9094)
 #                  CONTROLLER://127.0.0.1:919(1+N)  the controller quorum (9192, 9193, 9194)
+#   node N (4, 5)  PLAINTEXT://127.0.0.1:909(1+N)   clients (9095, 9096); process.roles=broker,
+#                                                   no controller listener: it registers with
+#                                                   the quorum of nodes 1-3 and starts empty
 #
 # Usage:
-#   tools/cluster.sh start [N]     build the binary, start every node (or node N)
-#   tools/cluster.sh stop [N]      SIGTERM, wait (bounded), then SIGKILL
+#   tools/cluster.sh start [N]     build the binary, start nodes 1-3 (or node N, 1..5)
+#   tools/cluster.sh stop [N]      SIGTERM, wait (bounded), then SIGKILL (every node, or node N)
 #   tools/cluster.sh status        each node's pid and state; kcat -L if kcat is installed
 #   tools/cluster.sh restart N     stop node N, rebuild, start it again
 #   tools/cluster.sh kill N        SIGKILL node N (to try failover)
 #   tools/cluster.sh logs N [-f]   the last 100 lines of node N's log (-f follows)
 #   tools/cluster.sh flags N       print node N's `sluice serve` command line
+#
+# Nodes 4 and 5 exist only once started: stop and status without N cover
+# them when they have a directory in $CLUSTER_DIR.
 #
 # Node N keeps its data in $CLUSTER_DIR/nodeN (log.dirs), its log in
 # $CLUSTER_DIR/nodeN/sluice.log and its pid in $CLUSTER_DIR/nodeN/sluice.pid.
@@ -34,7 +41,8 @@ stop_timeout=${STOP_TIMEOUT:-20}
 case $stop_timeout in
 '' | *[!0-9]*) echo "cluster.sh: STOP_TIMEOUT must be a number of seconds" >&2 && exit 2 ;;
 esac
-nodes=(1 2 3)
+nodes=(1 2 3)     # the combined broker and controller nodes: what start with no N starts
+broker_only=(4 5) # broker-only nodes, started by name
 voters="1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194"
 bootstrap="127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
 
@@ -57,9 +65,39 @@ log_file() { echo "$(node_dir "$1")/sluice.log"; }
 
 check_node() {
 	case ${1:-} in
-	1 | 2 | 3) ;;
-	*) die "node must be 1, 2 or 3, not '${1:-}'" ;;
+	1 | 2 | 3 | 4 | 5) ;;
+	*) die "node must be 1, 2, 3, 4 or 5, not '${1:-}'" ;;
 	esac
+}
+
+# is_broker_only succeeds for the broker-only nodes (4, 5).
+is_broker_only() {
+	case $1 in
+	4 | 5) return 0 ;;
+	esac
+	return 1
+}
+
+# ports prints node N's ports, one a line: clients, then the controller's
+# (a broker-only node has none).
+ports() {
+	client_port "$1"
+	is_broker_only "$1" || controller_port "$1"
+}
+
+# known_nodes prints nodes 1-3 and each broker-only node that has a
+# directory (it was started at least once), one a line; with
+# brokers-first, the broker-only nodes come first (stop takes them down
+# while the controller quorum is still there for their controlled
+# shutdown).
+known_nodes() {
+	local n
+	[ "${1:-}" = brokers-first ] || printf '%s\n' "${nodes[@]}"
+	for n in "${broker_only[@]}"; do
+		[ -d "$(node_dir "$n")" ] && echo "$n"
+	done
+	[ "${1:-}" = brokers-first ] && printf '%s\n' "${nodes[@]}"
+	return 0
 }
 
 # bin prints the binary to run.
@@ -89,13 +127,22 @@ build() {
 	built=1
 }
 
-# flags prints node N's `sluice serve` arguments, one a line.
+# flags prints node N's `sluice serve` arguments, one a line. A
+# broker-only node has no CONTROLLER listener but still names it in
+# controller.listener.names, as in Kafka: that is how it reaches the
+# quorum of controller.quorum.voters.
 flags() {
-	local n=$1
+	local n=$1 roles=broker,controller listeners
+	listeners="PLAINTEXT://127.0.0.1:$(client_port "$n")"
+	if is_broker_only "$n"; then
+		roles=broker
+	else
+		listeners+=",CONTROLLER://127.0.0.1:$(controller_port "$n")"
+	fi
 	printf '%s\n' serve \
 		--set "node.id=$n" \
-		--set "process.roles=broker,controller" \
-		--set "listeners=PLAINTEXT://127.0.0.1:$(client_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n")" \
+		--set "process.roles=$roles" \
+		--set "listeners=$listeners" \
 		--set "controller.listener.names=CONTROLLER" \
 		--set "controller.quorum.voters=$voters" \
 		--set "log.dirs=$(node_dir "$n")" \
@@ -174,7 +221,7 @@ start_node() {
 		echo "node $n: removing stale pid file (pid $(cat "$f"))"
 		rm -f "$f"
 	fi
-	for port in "$(client_port "$n")" "$(controller_port "$n")"; do
+	for port in $(ports "$n"); do
 		if port_open "$port"; then
 			echo "node $n: 127.0.0.1:$port is already in use (by a node started without this script, or another program); not starting it" >&2
 			return 1
@@ -252,13 +299,15 @@ kill_node() {
 }
 
 status() {
-	local n pid any=
-	for n in "${nodes[@]}"; do
+	local n pid role any=
+	for n in $(known_nodes); do
 		if pid=$(live_pid "$n"); then
 			any=1
 			local state="not listening yet"
 			port_open "$(client_port "$n")" && state="listening"
-			echo "node $n: running, pid $pid, $state on 127.0.0.1:$(client_port "$n") (controller 127.0.0.1:$(controller_port "$n"))"
+			role="controller 127.0.0.1:$(controller_port "$n")"
+			is_broker_only "$n" && role="broker only"
+			echo "node $n: running, pid $pid, $state on 127.0.0.1:$(client_port "$n") ($role)"
 		elif [ -f "$(pid_file "$n")" ]; then
 			echo "node $n: dead (stale pid file: pid $(cat "$(pid_file "$n")"))"
 		else
@@ -304,7 +353,8 @@ start)
 	exit "$failed"
 	;;
 stop)
-	targets=("${nodes[@]}")
+	targets=()
+	while IFS= read -r n; do targets+=("$n"); done < <(known_nodes brokers-first)
 	if [ $# -gt 0 ]; then
 		check_node "$1"
 		targets=("$1")

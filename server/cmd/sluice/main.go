@@ -1,11 +1,19 @@
-// Command sluice is the Sluice broker.
+// Command sluice is the Sluice broker, and its operator's tool.
 //
 //	sluice serve [--config FILE] [--set key=value]...   run a broker
 //	sluice dump-log [flags] PATH...                     inspect segment files (as sluice-dump)
+//	sluice reassign plan|execute|verify|cancel|list     move partitions (as kafka-reassign-partitions.sh)
+//	sluice elect-leaders [flags]                        elect leaders (as kafka-leader-election.sh)
+//	sluice decommission --broker N [--wait DURATION]    move a broker's replicas away and retire it
 //
 // FILE uses Kafka's server.properties syntax and key names; --set
 // overrides any key and may repeat. With no flags the broker is one node
 // listening on 127.0.0.1:9092 with its data in ./data.
+//
+// The operator commands talk to any Kafka-compatible cluster with Kafka's
+// APIs (--bootstrap-server host:port[,host:port], default
+// 127.0.0.1:9092); they read and write Kafka's reassignment JSON, so
+// Kafka's own tools and these can be mixed.
 package main
 
 import (
@@ -32,7 +40,13 @@ func main() {
 const usage = `usage:
   sluice serve [--config FILE] [--set key=value]...   (sluice serve -h lists every key)
   sluice dump-log [flags] PATH...   (sluice dump-log -h for its flags)
+  sluice reassign plan|execute|verify|cancel|list [flags]   move partitions (sluice reassign -h)
+  sluice elect-leaders [--topic T [--partition P]] [--type preferred|unclean]
+  sluice decommission --broker N [--wait DURATION]
   sluice --version
+
+The cluster commands (reassign, elect-leaders, decommission) take
+--bootstrap-server host:port[,host:port] (default ` + defaultBootstrap + `); COMMAND -h lists a command's flags.
 `
 
 // version is the module version and VCS revision the binary was built
@@ -93,6 +107,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "dump-log":
 		return dump.MainAs("sluice dump-log", args[1:], stdout, stderr)
+	case "reassign":
+		return reassignCmd(args[1:], stdout, stderr)
+	case "elect-leaders":
+		return electLeadersCmd(args[1:], stdout, stderr)
+	case "decommission":
+		return decommissionCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
