@@ -177,7 +177,8 @@ func (p *proc) kill(d time.Duration) error {
 type procNode struct {
 	id       int // node.id, 1-based as in the voters list
 	port     int // PLAINTEXT, for clients
-	ctrlPort int // CONTROLLER
+	ctrlPort int // CONTROLLER (voters only)
+	dir      string // log.dirs
 	logPath  string
 	log      *os.File
 	proc     *proc
@@ -186,7 +187,8 @@ type procNode struct {
 func (n *procNode) addr() string { return fmt.Sprintf("127.0.0.1:%d", n.port) }
 
 // procCluster is three sluice processes on loopback, each a broker and a
-// controller voter, with the default config otherwise.
+// controller voter, and possibly broker-only ones, with the default
+// config otherwise.
 type procCluster struct {
 	b     *testing.B
 	nodes []*procNode
@@ -197,25 +199,41 @@ type procCluster struct {
 // and a controller. The processes are killed when the benchmark ends; a
 // failed benchmark logs each node's log tail.
 func startProcCluster(b *testing.B, bin string) *procCluster {
+	return startProcClusterWith(b, bin, 0)
+}
+
+// startProcClusterWith is startProcCluster with brokerOnly more nodes
+// (ids 4, 5, ...: process.roles=broker, no CONTROLLER listener) and the
+// extra --set values on every node.
+func startProcClusterWith(b *testing.B, bin string, brokerOnly int, extra ...string) *procCluster {
 	b.Helper()
 	root := b.TempDir() // before the cleanup below, so removed after it
 	c := &procCluster{b: b}
 	b.Cleanup(c.cleanup)
-	ports := freePorts(b, 2*procNodes)
+	total := procNodes + brokerOnly
+	ports := freePorts(b, 2*total)
 	var voters []string
-	for i := range procNodes {
+	for i := range total {
 		n := &procNode{id: i + 1, port: ports[2*i], ctrlPort: ports[2*i+1],
-			logPath: filepath.Join(root, fmt.Sprintf("node%d.log", i+1))}
+			logPath: filepath.Join(root, fmt.Sprintf("node%d.log", i+1)),
+			dir:     filepath.Join(root, fmt.Sprintf("node%d", i+1))}
 		c.nodes = append(c.nodes, n)
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.id, n.ctrlPort))
+		if i < procNodes {
+			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.id, n.ctrlPort))
+		}
 	}
 	for _, n := range c.nodes {
 		sets := []string{
 			fmt.Sprintf("node.id=%d", n.id),
-			"log.dirs=" + filepath.Join(root, fmt.Sprintf("node%d", n.id)),
+			"log.dirs=" + n.dir,
 			fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.port, n.ctrlPort),
 			"controller.quorum.voters=" + strings.Join(voters, ","),
 		}
+		if n.id > procNodes {
+			sets[2] = fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", n.port)
+			sets = append(sets, "process.roles=broker")
+		}
+		sets = append(sets, extra...)
 		args := []string{"serve"}
 		for _, s := range sets {
 			args = append(args, "--set", s)
@@ -311,14 +329,14 @@ func (c *procCluster) waitMetadata() {
 				return err
 			}
 			md := resp.(*kmsg.MetadataResponse)
-			if len(md.Brokers) != procNodes || md.ControllerID < 0 {
+			if len(md.Brokers) != len(c.nodes) || md.ControllerID < 0 {
 				return fmt.Errorf("%d brokers, controller %d", len(md.Brokers), md.ControllerID)
 			}
 			return nil
 		})
 		cl.Close()
 		if err != nil {
-			c.b.Fatalf("node %d: Metadata listing %d brokers and a controller: %v; its log ends:\n%s", n.id, procNodes, err, c.tail(n))
+			c.b.Fatalf("node %d: Metadata listing %d brokers and a controller: %v; its log ends:\n%s", n.id, len(c.nodes), err, c.tail(n))
 		}
 	}
 }
