@@ -175,9 +175,9 @@ func (p *proc) kill(d time.Duration) error {
 
 // procNode is one broker process of a procCluster.
 type procNode struct {
-	id       int // node.id, 1-based as in the voters list
-	port     int // PLAINTEXT, for clients
-	ctrlPort int // CONTROLLER (voters only)
+	id       int    // node.id, 1-based as in the voters list
+	port     int    // PLAINTEXT, for clients
+	ctrlPort int    // CONTROLLER (voters only)
 	dir      string // log.dirs
 	logPath  string
 	log      *os.File
