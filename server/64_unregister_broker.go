@@ -10,8 +10,10 @@ package server
 // a time), and removes the registration once no partition names it. The
 // answer comes as soon as the decommission started (error NONE, with a
 // message saying so); the broker leaves DescribeCluster and Metadata when
-// it is done (it is fenced then, and unregistered once stopped). A broker
-// holding no replica is unregistered at once, as in Kafka.
+// it is done (it is fenced then, and unregistered once stopped). A stopped
+// broker (its session expired) holding no replica is unregistered at
+// once, as in Kafka; a running one is fenced and unregistered once it
+// stops, so it does not register again as a new broker.
 
 import (
 	"context"
@@ -56,9 +58,15 @@ func serveUnregisterBroker(ctx context.Context, b *Broker, cc *clientConn, kreq 
 	var err error
 	var msg string
 	switch {
-	case n == 0:
+	case n == 0 && !b.cl.act.alive(req.BrokerID):
 		err = b.meta.UnregisterBroker(req.BrokerID)
 		msg = fmt.Sprintf("broker %d held no replica and is unregistered", req.BrokerID)
+	case n == 0 && !br.Decommissioning:
+		// Running: unregistered now, it would register again at its next
+		// heartbeat. It is fenced instead, and unregistered once stopped.
+		err = b.meta.DecommissionBroker(req.BrokerID, true)
+		msg = fmt.Sprintf("broker %d holds no replica: it is fenced now and unregistered once it stops", req.BrokerID)
+		b.cl.act.kick()
 	case br.Decommissioning:
 		msg = fmt.Sprintf("broker %d is being decommissioned already: %d partition(s) still name it", req.BrokerID, n)
 	default:
@@ -207,10 +215,7 @@ func (a *activeController) retire(br meta.Broker) {
 		b.logger.Info("sluice: controller: decommission done: the broker holds no replica and is fenced; stop it, and it is unregistered once its session expires", "broker", br.NodeID)
 		return
 	}
-	a.mu.Lock()
-	heard, ok := a.heard[br.NodeID]
-	a.mu.Unlock()
-	if ok && time.Since(heard) <= time.Duration(b.cfg.BrokerSessionTimeoutMs)*time.Millisecond {
+	if a.alive(br.NodeID) {
 		return // still running
 	}
 	if err := b.meta.UnregisterBroker(br.NodeID); err != nil && !errors.Is(err, meta.ErrUnknownBroker) {
@@ -218,6 +223,14 @@ func (a *activeController) retire(br meta.Broker) {
 		return
 	}
 	b.logger.Info("sluice: controller: a decommissioned broker stopped and is unregistered", "broker", br.NodeID)
+}
+
+// alive reports whether broker id heartbeated within its session.
+func (a *activeController) alive(id int32) bool {
+	a.mu.Lock()
+	heard, ok := a.heard[id]
+	a.mu.Unlock()
+	return ok && time.Since(heard) <= time.Duration(a.c.b.cfg.BrokerSessionTimeoutMs)*time.Millisecond
 }
 
 // warnDrainStuck logs, once a minute per broker, that a decommission

@@ -512,5 +512,17 @@ func TestClusterDecommission(t *testing.T) {
 	noPartitionDir(t, b4, dir4, "dc", 0)
 	noPartitionDir(t, b4, dir4, "dc", 1)
 	checkAllOnce(t, ctx, tc, "dc", acked)
+	// Still running, it stays registered but fenced; stopped, it is
+	// unregistered once its session expires.
+	if br, ok := tc.broker(0).meta.Broker(4); !ok || !br.Fenced || !br.Decommissioning {
+		t.Fatalf("broker 4 while running after its decommission: %+v (registered %v), want fenced and decommissioning", br, ok)
+	}
+	b4.Close()
+	eventually(t, 20*time.Second, "broker 4 unregistered once stopped", func() error {
+		if br, ok := tc.broker(0).meta.Broker(4); ok {
+			return fmt.Errorf("still registered: %+v", br)
+		}
+		return nil
+	})
 	_ = adm
 }
