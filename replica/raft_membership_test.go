@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -757,4 +758,106 @@ func TestMembershipRemovedLeaderStepsDown(t *testing.T) {
 	if l := c.leaderOf(g); l != next {
 		t.Fatalf("the leadership moved again, from %d", next.rs.self)
 	}
+}
+
+// joinExact starts node id (adding it to the cluster if new) as a joining
+// replica given the group's initial voters exactly (RaftConfig.Joining),
+// as the broker opens one.
+func (c *pcluster) joinExact(id uint64, initialVoters ...uint64) {
+	c.t.Helper()
+	if _, ok := c.nodes[id]; !ok {
+		c.addNode(id)
+	}
+	delete(c.joining, id)
+	c.joinVoters[id] = initialVoters
+	c.exactJoin[id] = true
+	c.start(id)
+}
+
+// The history of TestMembershipRejoinNeedsSnapshot (node 1, one of the
+// first replicas, was once the only voter; the partition then moved to
+// {4}), but node 1 rejoins as the broker opens a joiner: the initial
+// voters exactly and Joining. Its replay passes through the
+// configuration in which it alone was a voter without standing for
+// election (it does not tick until it caught up), and it ends a learner
+// of {4} with the leader's records. Without the joining guard it elects
+// itself in that old configuration.
+func TestMembershipRejoinReplaysExactHistory(t *testing.T) {
+	c := newPCluster(t, 3, 1, 17)
+	c.startAll()
+	g := c.groups[0]
+	c.drive("node 1 to lead", func() bool {
+		if c.leads(1) {
+			return true
+		}
+		if err := c.nodes[1].host.Campaign(g); err != nil {
+			t.Fatal(err)
+		}
+		return false
+	})
+	c.produceN(g, 0, 3)
+	c.remove(g, 2)
+	c.remove(g, 3)
+	// Written while 1 was the only voter: over raft's 1 MiB per append,
+	// so a replica replaying the log gets them in several appends and
+	// stops, between two, in the configuration where 1 alone votes.
+	big := strings.Repeat("x", 256<<10)
+	for i := range 12 {
+		if _, err := c.produceWait(c.leaderOf(g), valueBatch(fmt.Sprintf("big%d-%s", i, big)), AcksAll); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.join(4, 1, 2, 3)
+	c.addLearner(g, 4)
+	c.promote(g, 4)
+	for _, id := range []uint64{2, 3} {
+		c.stop(id) // removed: nothing of theirs is needed
+	}
+	c.settleOn(g, 1, 4)
+	c.drive("node 4 to lead", func() bool {
+		if c.leads(4) {
+			return true
+		}
+		var nl *NotLeaderError
+		if err := c.nodes[1].parts[g].TransferLeadership(4); err != nil && !errors.As(err, &nl) {
+			t.Fatal(err)
+		}
+		return false
+	})
+	c.remove(g, 1)
+	c.produceN(g, 6, 3)
+
+	c.wipe(1)
+	c.joinExact(1, 1, 2, 3)
+	c.addLearner(g, 1)
+	// Cut off from the leader as soon as its replay reached the
+	// configuration where it was the only voter: a replica that ticked
+	// now would elect itself there.
+	c.drive("node 1's replay to reach its old sole-voter configuration", func() bool {
+		v, _, err := c.nodes[1].parts[g].Membership()
+		return err == nil && slices.Equal(v, []uint64{1})
+	})
+	c.net.partition([]uint64{1}, []uint64{4})
+	for range 100 {
+		c.tick()
+	}
+	if c.nodes[1].parts[g].IsLeader() {
+		t.Fatal("the joining replica elected itself in an old configuration of its replay")
+	}
+	c.net.heal()
+	c.produceN(g, 9, 3)
+	c.settleOn(g, 4, 1)
+	if v, l := c.membershipOf(1, g); !slices.Equal(v, []uint64{4}) || !slices.Equal(l, []uint64{1}) {
+		t.Fatalf("node 1: voters %v learners %v, want [4] [1]", v, l)
+	}
+	if !slices.Equal(records(t, c.nodes[1].parts[g]), records(t, c.leaderOf(g))) {
+		t.Fatal("node 1's records differ from the leader's")
+	}
+	if _, err := c.nodes[1].host.Status(g); err != nil {
+		t.Fatalf("node 1's group: %v", err)
+	}
+	// Caught up, it is an ordinary learner; promoted, it can lead.
+	c.promote(g, 1)
+	c.produceN(g, 12, 3)
+	c.settleOn(g, 4, 1)
 }

@@ -78,12 +78,15 @@ type RaftConfig struct {
 	Voters, Learners []uint64
 	// Joining marks a replica joining a group that already ran (a
 	// reassignment adds it, or it is being added again): it starts from
-	// the group's first voters (Voters) and replays the log, so until it
-	// has applied what its leader had committed when it first heard from
-	// it, its configuration may be an old one; meanwhile it neither ticks
-	// nor campaigns (raft_join.go), and an old configuration in which it
-	// was a voter never elects it. A leadership transfer to it still
-	// works (it is asked). Default false.
+	// the group's first voters exactly (Voters; Learners empty: the
+	// configuration need not name it, since the log's own changes add
+	// it) and replays the log, configuration changes included, exactly as
+	// the group went through them. Until it has applied what its leader
+	// had committed when it first heard from it, its configuration is an
+	// old one; meanwhile it neither ticks nor campaigns (raft_join.go), so
+	// an old configuration in which it was a voter, even the only one,
+	// never elects it. A leadership transfer to it still works (its leader
+	// asks only a caught-up voter). Default false.
 	Joining bool
 	// ReplicaLagTime is Kafka's replica.lag.time.max.ms (default 30 s): a
 	// follower is in the ISR while it caught up with the leader's log end

@@ -139,7 +139,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 			}
 		}
 	}
-	if !slices.Contains(st.ConfState.Voters, self) && !slices.Contains(st.ConfState.Learners, self) {
+	if !rc.Joining && !slices.Contains(st.ConfState.Voters, self) && !slices.Contains(st.ConfState.Learners, self) {
 		// A replica must be one of its group's: raft would run it as a
 		// member it is not (a removed replica reopened, a placement
 		// mistake).

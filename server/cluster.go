@@ -435,28 +435,24 @@ func (c *cluster) stopping() <-chan struct{} { return c.stop }
 // raftConfig is the raft side of opening partition p of t on this broker:
 // its group, its saved state, the configuration a replica new to the
 // broker starts from, and the leadership hook. A new replica starts from
-// the group's initial voters (the partition's replica list at its
-// creation; replaying the log from its start then applies every
-// configuration change since, exactly as it happened), with itself as a
-// learner when it is not one of them. A replica that joins a group
-// already running (the partition was ever reassigned and this broker has
-// no state for it) is marked joining: it never stands for election before
-// it caught up with what the leader committed (replica.RaftConfig.Joining).
+// the group's initial voters exactly (the partition's replica list at its
+// creation): replaying the log from its start then applies every
+// configuration change since, exactly as the group went through them, its
+// own addition included. A replica that joins a group already running (the
+// partition was ever reassigned and this broker has no state for it) is
+// marked joining: its configuration need not name it yet, and it never
+// stands for election before it caught up with what the leader committed
+// (replica.RaftConfig.Joining), so no old configuration of its replay
+// elects it.
 func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error) {
 	id := replica.GroupID{TopicID: t.ID, Partition: p}
 	st, saved, err := c.states.Load(id)
 	if err != nil {
 		return nil, err
 	}
-	initial := t.InitialReplicas(p)
-	voters := raftVoterIDs(initial)
-	var learners []uint64
-	if !slices.Contains(initial, c.self) {
-		learners = []uint64{uint64(c.self)}
-	}
 	_, everMoved := t.Moves[p]
 	return &replica.RaftConfig{
-		Host: c.host, Group: id, State: st, Voters: voters, Learners: learners,
+		Host: c.host, Group: id, State: st, Voters: raftVoterIDs(t.InitialReplicas(p)),
 		// Only a replica without state: one restarted with its state
 		// ticks at once, so a group whose voters all restarted before
 		// its reassignment completed still elects a leader.
