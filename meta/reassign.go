@@ -254,26 +254,27 @@ type ReassignRequest struct {
 // handles it), one PartitionReassigned per accepted request, all in one
 // change (one synced batch; one proposed entry in replicated mode). The
 // requests apply in order, so a later request for the same partition
-// sees the earlier one. With original = the partition's replicas without
-// those a reassignment in progress adds:
+// sees the earlier one. With current = the partition's replica list (the
+// union during a move) and original = current without the replicas a
+// reassignment in progress adds:
 //
-//   - Target nil cancels: the replicas become original again, no
-//     reassignment in progress; ErrNoReassignmentInProgress when there is
-//     none. original keeps the current list's order, so the replicas the
-//     cancelled target kept come first (Kafka's revert does the same).
-//   - Target holding the same brokers as original: the replicas become
-//     Target (only the preferred order changes) and the reassignment is
-//     complete at once, ending one in progress.
-//   - Otherwise the replicas become Target ++ (original − Target), adding
-//     Target − original and removing original − Target. A reassignment in
-//     progress is replaced (the new one starts from original, as Kafka's
-//     does); CompleteReassignment ends it.
+//   - Target nil cancels: a move back to original. The replicas become
+//     original ++ adding, with the adding ones removing (on raft they may
+//     be voters already: they leave before the move completes); the
+//     reassignment completes as any other (CompleteReassignment).
+//     ErrNoReassignmentInProgress when none is in progress.
+//   - Otherwise, from current as Kafka's ReplicationControlManager does:
+//     the replicas become Target ++ (current − Target), removing
+//     current − Target (so a replica of a replaced move that Target
+//     leaves out is removed, not forgotten) and adding Target − original.
+//     Target with the same brokers as current and nothing in progress
+//     only changes the preferred order, complete at once.
 //
 // errs[i] is why reqs[i] was refused: ErrUnknownTopicID,
 // ErrUnknownPartition, ErrNoReassignmentInProgress, or
 // ErrInvalidReplicaAssignment (a topic kept without assignments, an empty
-// Target, a broker twice, a Target broker not registered or
-// decommissioning) with Kafka's messages; in replicated mode also an
+// Target, a broker twice, a Target broker that is not one of the current
+// replicas and is not registered or is decommissioning) with Kafka's messages; in replicated mode also an
 // error a record valid when proposed met at apply. err fails the whole
 // call as for CreateTopics (nothing applied, or for a timeout the outcome
 // unknown).
@@ -324,20 +325,28 @@ func (st *state) reassignRecord(rq ReassignRequest) (Record, error) {
 			ErrInvalidReplicaAssignment, t.Name)
 	}
 	adding, _, inProgress := t.Reassigning(p)
-	original := without(t.Assignments[p], adding)
+	current := t.Assignments[p]
+	original := without(current, adding)
 	rec := PartitionReassigned{TopicID: rq.TopicID, Partition: p}
 	if rq.Target == nil {
 		if !inProgress {
 			return nil, fmt.Errorf("%w: %s-%d", ErrNoReassignmentInProgress, t.Name, p)
 		}
-		rec.Replicas = original
+		// A cancel is a move back: the adding replicas, which may be
+		// raft voters already, stay listed (removing) until they left.
+		rec.Replicas = append(slices.Clone(original), adding...)
+		rec.Removing = slices.Clone(adding)
 		return rec, nil
 	}
-	if err := st.validateReplicas(rq.Target, nil); err != nil {
+	if err := st.validateReplicas(rq.Target, current); err != nil {
 		return nil, err
 	}
+	// From the current list (the union during a move), as Kafka's
+	// ReplicationControlManager: a replica of the move replaced that the
+	// new target leaves out is removing, not forgotten (it may be a raft
+	// voter already).
 	rec.Replicas = slices.Clone(rq.Target)
-	if rec.Removing = without(original, rq.Target); rec.Removing != nil {
+	if rec.Removing = without(current, rq.Target); rec.Removing != nil {
 		rec.Replicas = append(rec.Replicas, rec.Removing...)
 	}
 	rec.Adding = without(rq.Target, original)

@@ -252,20 +252,21 @@ func TestReassign(t *testing.T) {
 		{name: "shrink", reqs: []rq{{Partition: 0, Target: l(2)}},
 			want: []want{{replicas: l(2, 1, 3), removing: l(1, 3)}}},
 		{name: "cancel", pre: []rq{{Partition: 0, Target: l(4, 2, 3)}}, reqs: []rq{{Partition: 0}},
-			want: []want{{replicas: l(2, 3, 1)}}}, // the order of the current list, as Kafka's revert
+			want: []want{{replicas: l(2, 3, 1, 4), removing: l(4)}}}, // a move back: 4 leaves before it completes
 		{name: "cancel a shrink", pre: []rq{{Partition: 0, Target: l(3)}}, reqs: []rq{{Partition: 0}},
 			want: []want{{replicas: l(3, 1, 2)}}},
 		{name: "cancel without one", reqs: []rq{{Partition: 0}}, want: []want{{err: ErrNoReassignmentInProgress, replicas: l(1, 2, 3)}}},
 		{name: "cancel after a completed reorder", pre: []rq{{Partition: 0, Target: l(2, 1, 3)}}, reqs: []rq{{Partition: 0}},
 			want: []want{{err: ErrNoReassignmentInProgress, replicas: l(2, 1, 3)}}},
-		{name: "replace starts from original", pre: []rq{{Partition: 0, Target: l(4, 2, 3)}}, reqs: []rq{{Partition: 0, Target: l(1, 4)}},
+		{name: "replace starts from the current list", pre: []rq{{Partition: 0, Target: l(4, 2, 3)}}, reqs: []rq{{Partition: 0, Target: l(1, 4)}},
 			want: []want{{replicas: l(1, 4, 2, 3), adding: l(4), removing: l(2, 3)}}},
 		{name: "replace drops an added replica", pre: []rq{{Partition: 0, Target: l(4, 2, 3)}}, reqs: []rq{{Partition: 0, Target: l(2, 3, 1)}},
-			want: []want{{replicas: l(2, 3, 1)}}},
+			want: []want{{replicas: l(2, 3, 1, 4), removing: l(4)}}},
 		{name: "replace with a shrink", pre: []rq{{Partition: 0, Target: l(4, 2, 3)}}, reqs: []rq{{Partition: 0, Target: l(1, 2, 3)[1:]}},
-			want: []want{{replicas: l(2, 3, 1), removing: l(1)}}},
+			want: []want{{replicas: l(2, 3, 4, 1), removing: l(4, 1)}}},
 		{name: "two in one call see each other", reqs: []rq{{Partition: 0, Target: l(4, 2, 3)}, {Partition: 0}, {Partition: 0}},
-			want: []want{{}, {replicas: l(2, 3, 1)}, {err: ErrNoReassignmentInProgress, replicas: l(2, 3, 1)}}},
+			// The cancel is a move back (4 removing); cancelling that keeps 4.
+			want: []want{{}, {}, {replicas: l(2, 3, 1, 4)}}},
 		{name: "both partitions", reqs: []rq{{Partition: 1, Target: l(4, 3)}, {Partition: 0, Target: l(4, 2, 3)}},
 			want: []want{{replicas: l(4, 3, 2, 1), adding: l(4), removing: l(2, 1)}, {replicas: l(4, 2, 3, 1), adding: l(4), removing: l(1)}}},
 

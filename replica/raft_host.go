@@ -461,7 +461,7 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 	if err != nil {
 		return fmt.Errorf("replica: raft group %s: %w", gc.ID, err)
 	}
-	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine, state: gc.State, saved: gc.State, term: gc.State.HardState.Term, joining: gc.Joining}
+	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine, state: gc.State, saved: gc.State, term: gc.State.HardState.Term, joining: gc.Joining || gc.State.Joining}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -815,8 +815,8 @@ func (h *Host) handle(w *worker, batch []*group) {
 		if r.has && !raft.IsEmptyHardState(r.rd.HardState) {
 			hs = r.rd.HardState
 		}
-		if hs != r.g.saved.HardState || r.g.state.Applied != r.g.saved.Applied || r.g.confGen != r.g.savedConfGen {
-			states[r.g.id] = GroupState{HardState: hs, ConfState: r.g.state.ConfState, Applied: r.g.state.Applied, ConfIndex: r.g.state.ConfIndex}
+		if hs != r.g.saved.HardState || r.g.state.Applied != r.g.saved.Applied || r.g.confGen != r.g.savedConfGen || r.g.joining != r.g.saved.Joining {
+			states[r.g.id] = GroupState{HardState: hs, ConfState: r.g.state.ConfState, Applied: r.g.state.Applied, ConfIndex: r.g.state.ConfIndex, Joining: r.g.joining}
 			// Raft's contract: a new term or vote is durable before a
 			// message of its Ready leaves; a commit index, ConfState or
 			// applied index alone may be lost in a crash (raft and the
@@ -959,7 +959,6 @@ func (h *Host) step(g *group) bool {
 		g.ticked = ticks
 	}
 	for i := range inbox {
-		g.noteJoin(inbox[i].Msg)
 		if inbox[i].Quiesce {
 			h.quiesceFollower(g, inbox[i].Msg)
 			continue
@@ -967,6 +966,7 @@ func (h *Host) step(g *group) bool {
 		if err := g.rn.Step(inbox[i].Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 			h.cfg.Logger.Debug("replica: raft step", "group", g.id.String(), "err", err)
 		}
+		g.noteJoin(inbox[i].Msg)
 	}
 	for _, op := range ops {
 		op.done <- op.fn(g)

@@ -16,10 +16,14 @@ import "go.etcd.io/raft/v3/raftpb"
 // that has caught up.
 
 // noteJoin records, for a joining replica, the commit index the first
-// append or snapshot from a leader carries (a heartbeat's commit is
-// capped at what the replica holds, so it does not count). Worker only.
+// append or snapshot from its leader carries (a heartbeat's commit is
+// capped at what the replica holds, so it does not count); called after
+// raft stepped m, and only a message of the term raft is in counts (not
+// one of a deposed leader, which raft ignored). Worker only. The joining
+// state is saved with the group's (GroupState.Joining): a replica
+// restarted before it caught up is still joining.
 func (g *group) noteJoin(m raftpb.Message) {
-	if !g.joining || g.joinCommit != 0 {
+	if !g.joining || g.joinCommit != 0 || m.Term == 0 || m.Term != g.rn.BasicStatus().Term {
 		return
 	}
 	switch m.Type {

@@ -197,7 +197,7 @@ func (c *pcluster) remove(g GroupID, id uint64) {
 		if p.rs.self != id {
 			return true
 		}
-		if err := p.RemoveReplica(id); !errors.Is(err, ErrRemoveLeader) && !errors.Is(err, ErrNotLeader) {
+		if err := p.RemoveReplica(id); !errors.Is(err, ErrRemoveLeader) && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeaderNotAvailable) {
 			c.t.Fatalf("RemoveReplica of the leader: %v, want ErrRemoveLeader", err)
 		}
 		v, _, _ := p.Membership()

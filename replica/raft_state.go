@@ -24,9 +24,12 @@ import (
 // value (version 2):
 //
 //	+---------+------+------+--------+---------+-----------+-----------+------------+----------+
-//	| version | term | vote | commit | applied | confIndex | autoLeave | 4 id lists | CRC-32C  |
-//	| 1 byte  | 8    | 8    | 8      | 8       | 8         | 1 (0|1)   | see below  | 4 bytes  |
+//	| version | term | vote | commit | applied | confIndex | flags     | 4 id lists | CRC-32C  |
+//	| 1 byte  | 8    | 8    | 8      | 8       | 8         | 1         | see below  | 4 bytes  |
 //	+---------+------+------+--------+---------+-----------+-----------+------------+----------+
+//
+// flags: bit 0 the ConfState's AutoLeave, bit 1 Joining (version 1: only
+// bit 0).
 //
 // The id lists are the ConfState's Voters, Learners, VotersOutgoing and
 // LearnersNext, in that order, each a uint32 count then that many uint64
@@ -43,7 +46,7 @@ const (
 	stateVersion   = 2
 	stateVersion1  = 1 // no confIndex
 	stateKeyLen    = 16 + 4
-	stateFixedLen  = 1 + 8*5 + 1 // version, term, vote, commit, applied, confIndex, autoLeave
+	stateFixedLen  = 1 + 8*5 + 1 // version, term, vote, commit, applied, confIndex, flags
 	stateFixedLen1 = 1 + 8*4 + 1 // version 1: no confIndex
 	stateCRCLen    = 4
 	stateListCount = 4
@@ -69,6 +72,10 @@ type GroupState struct {
 	// index is above ConfIndex, so one already held is never applied
 	// twice (adding a learner again would demote a voter). 0: none.
 	ConfIndex uint64
+	// Joining is set while a joining replica has not caught up yet
+	// (RaftConfig.Joining, raft_join.go), so a restart keeps it from
+	// standing for election in an old configuration of its replay.
+	Joining bool
 }
 
 func stateKey(id GroupID) []byte {
@@ -86,11 +93,15 @@ func encodeGroupState(dst []byte, st GroupState) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, st.HardState.Commit)
 	dst = binary.BigEndian.AppendUint64(dst, st.Applied)
 	dst = binary.BigEndian.AppendUint64(dst, st.ConfIndex)
+	// The flags byte: bit 0 the ConfState's AutoLeave, bit 1 Joining.
+	var flags byte
 	if st.ConfState.AutoLeave {
-		dst = append(dst, 1)
-	} else {
-		dst = append(dst, 0)
+		flags |= 1
 	}
+	if st.Joining {
+		flags |= 2
+	}
+	dst = append(dst, flags)
 	for _, l := range [stateListCount][]uint64{st.ConfState.Voters, st.ConfState.Learners, st.ConfState.VotersOutgoing, st.ConfState.LearnersNext} {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(l)))
 		for _, id := range l {
@@ -129,13 +140,12 @@ func decodeGroupState(b []byte) (GroupState, error) {
 	if body[0] == stateVersion {
 		st.ConfIndex = binary.BigEndian.Uint64(body[33:])
 	}
-	switch body[fixed-1] {
-	case 0:
-	case 1:
-		st.ConfState.AutoLeave = true
-	default:
-		return st, fmt.Errorf("%w: autoLeave byte %d", ErrStateCorrupt, body[fixed-1])
+	flags := body[fixed-1]
+	if flags > 3 || (body[0] == stateVersion1 && flags > 1) {
+		return st, fmt.Errorf("%w: flags byte %d", ErrStateCorrupt, flags)
 	}
+	st.ConfState.AutoLeave = flags&1 != 0
+	st.Joining = flags&2 != 0
 	rest := body[fixed:]
 	var lists [stateListCount][]uint64
 	for i := range lists {

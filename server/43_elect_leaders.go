@@ -357,8 +357,8 @@ func (a *activeController) rebalance() {
 		}
 	}
 	for id, ets := range notLed {
-		if br, ok := b.meta.Broker(id); !ok || br.Fenced {
-			continue
+		if br, ok := b.meta.Broker(id); !ok || br.Fenced || br.Decommissioning {
+			continue // a leaving broker gets no leadership back
 		}
 		if 100*len(ets) > int(b.cfg.LeaderImbalancePerBrokerPercentage)*preferred[id] {
 			elect = append(elect, ets...)

@@ -73,9 +73,11 @@ func serveAlterPartitionReassignments(ctx context.Context, b *Broker, cc *client
 			case b.cl == nil:
 				err = singleNodeReassignment(b, rp.Replicas)
 			case req.Version >= 1 && !req.AllowReplicationFactorChange && rp.Replicas != nil &&
-				len(rp.Replicas) != len(originalReplicas(t, rp.Partition)):
+				len(rp.Replicas) != len(t.TargetReplicas(rp.Partition)):
+				// KIP-860: against the replication factor the partition has
+				// or, while it moves, is moving to.
 				err = kafkaErrorf(kerr.InvalidReplicationFactor, "the replication factor of %s-%d would change from %d to %d, and allowReplicationFactorChange is false",
-					rt.Topic, rp.Partition, len(originalReplicas(t, rp.Partition)), len(rp.Replicas))
+					rt.Topic, rp.Partition, len(t.TargetReplicas(rp.Partition)), len(rp.Replicas))
 			default:
 				target := rp.Replicas
 				if target != nil {
@@ -120,16 +122,6 @@ func reassignmentShows(t meta.Topic, p int32, target []int32) bool {
 	}
 	got := t.TargetReplicas(p)
 	return len(got) == len(target) && !slices.ContainsFunc(target, func(id int32) bool { return !slices.Contains(got, id) })
-}
-
-// originalReplicas are partition p's replicas with a reassignment in
-// progress reverted: its replica list without the adding ones.
-func originalReplicas(t meta.Topic, p int32) []int32 {
-	if int(p) >= len(t.Assignments) {
-		return nil
-	}
-	adding, _, _ := t.Reassigning(p)
-	return slices.DeleteFunc(slices.Clone(t.Assignments[p]), func(id int32) bool { return slices.Contains(adding, id) })
 }
 
 // singleNodeReassignment answers a reassignment on a single node: its one

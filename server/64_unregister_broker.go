@@ -139,6 +139,14 @@ func (a *activeController) drain() {
 		}
 		return false
 	}
+	gone := func(id int32) bool {
+		for _, br := range brokers {
+			if br.NodeID == id {
+				return br.Fenced || br.Decommissioning
+			}
+		}
+		return true
+	}
 	for _, br := range brokers {
 		if !br.Decommissioning {
 			continue
@@ -155,14 +163,9 @@ func (a *activeController) drain() {
 				moving++
 			}
 		}
-		for _, pr := range on {
-			if moving+len(reqs) >= drainConcurrency {
-				break
-			}
-			if isMoving(pr.t, pr.p) {
-				continue
-			}
-			cur := pr.t.Assignments[pr.p]
+		// pick is the usable broker holding the fewest replicas that
+		// the list does not name, or -1.
+		pick := func(cur []int32) int32 {
 			to := int32(-1)
 			for _, cand := range brokers {
 				id := cand.NodeID
@@ -173,11 +176,41 @@ func (a *activeController) drain() {
 					to = id
 				}
 			}
+			return to
+		}
+		for _, pr := range on {
+			target := pr.t.TargetReplicas(pr.p)
+			if isMoving(pr.t, pr.p) {
+				// A move whose new replica's broker is gone (fenced:
+				// its session expired; or decommissioning) would wait
+				// for it for ever: replace it by another (the replaced
+				// one leaves).
+				adding, _, _ := pr.t.Reassigning(pr.p)
+				i := slices.IndexFunc(target, func(id int32) bool { return slices.Contains(adding, id) && gone(id) })
+				if i < 0 {
+					continue
+				}
+				to := pick(pr.t.Assignments[pr.p])
+				if to < 0 {
+					a.warnDrainStuck(br.NodeID, pr)
+					continue
+				}
+				target = slices.Clone(target)
+				target[i] = to
+				load[to]++
+				reqs = append(reqs, meta.ReassignRequest{TopicID: pr.t.ID, Partition: pr.p, Target: target})
+				continue
+			}
+			if moving+len(reqs) >= drainConcurrency {
+				continue
+			}
+			cur := pr.t.Assignments[pr.p]
+			to := pick(cur)
 			if to < 0 {
 				a.warnDrainStuck(br.NodeID, pr)
 				continue
 			}
-			target := slices.Clone(cur)
+			target = slices.Clone(cur)
 			target[slices.Index(target, br.NodeID)] = to
 			load[to]++
 			reqs = append(reqs, meta.ReassignRequest{TopicID: pr.t.ID, Partition: pr.p, Target: target})

@@ -453,10 +453,14 @@ func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error)
 	_, everMoved := t.Moves[p]
 	return &replica.RaftConfig{
 		Host: c.host, Group: id, State: st, Voters: raftVoterIDs(t.InitialReplicas(p)),
-		// Only a replica without state: one restarted with its state
+		// A replica without state, or one whose saved configuration
+		// does not name it (it left the group and is being added again,
+		// or crashed while replaying): it catches up before it may
+		// stand. A restarted replica that was joining stays so by
+		// itself (its saved GroupState.Joining); one that caught up
 		// ticks at once, so a group whose voters all restarted before
 		// its reassignment completed still elects a leader.
-		Joining:        !saved && everMoved,
+		Joining:        (!saved && everMoved) || (saved && !slices.Contains(st.ConfState.Voters, uint64(c.self)) && !slices.Contains(st.ConfState.Learners, uint64(c.self))),
 		ReplicaLagTime: time.Duration(c.b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		Snapshots:      c.transport.SnapshotFetcher(),
 		OnLeaderChange: func(uint64, uint64) { c.kickLeadership() },

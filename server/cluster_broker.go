@@ -284,6 +284,9 @@ func (c *cluster) reportLeadership() {
 		}
 		_, epoch, _ := part.Leader()
 		isr := raftIDs(part.ISR())
+		if isMoving(t, tp.partition) {
+			isr = withLeaving(isr, part, t.TargetReplicas(tp.partition))
+		}
 		cur := t.Leaders[tp.partition]
 		if cur.Leader == c.self && cur.LeaderEpoch == epoch && slices.Equal(cur.ISR, isr) {
 			continue

@@ -208,6 +208,28 @@ func (a *activeController) completeMoves() {
 	}
 }
 
+// withLeaving adds to a moving partition's reported ISR the members of its
+// raft group that the target leaves out and that have not left the group
+// yet, in sync or not: the controller completes a reassignment only once
+// the ISR holds none of the removing replicas (ReassignmentDone), and a
+// removed replica's broker deletes its data at completion, so a voter that
+// lags or is down must have left raft first, not merely the ISR.
+func withLeaving(isr []int32, part *replica.Partition, target []int32) []int32 {
+	voters, learners, err := part.Membership()
+	if err != nil {
+		return isr
+	}
+	for _, id := range append(voters, learners...) {
+		if r := int32(id); !slices.Contains(target, r) && !slices.Contains(isr, r) {
+			isr = append(isr, r)
+		}
+	}
+	if len(isr) > 1 {
+		slices.Sort(isr[1:])
+	}
+	return isr
+}
+
 // isMoving reports whether partition p of t has a reassignment in
 // progress.
 func isMoving(t meta.Topic, p int32) bool {

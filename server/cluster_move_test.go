@@ -60,10 +60,18 @@ func TestNextMoveStep(t *testing.T) {
 // startBrokerOnly starts node id (>= 4) as a broker-only node of tc's
 // quorum; stopped at the test's end.
 func (tc *testCluster) startBrokerOnly(id int, extra ...string) (*Broker, string) {
+	tc.t.Helper()
+	ports := freePorts(tc.t, 1)
+	dir := tc.t.TempDir()
+	return tc.startBrokerOnlyAt(id, dir, ports[0], extra...), dir
+}
+
+// startBrokerOnlyAt starts node id as a broker-only node with its data in
+// dir and its client listener on port (a restart passes the same).
+func (tc *testCluster) startBrokerOnlyAt(id int, dir string, port int, extra ...string) *Broker {
 	t := tc.t
 	t.Helper()
-	ports := freePorts(t, 1)
-	dir := t.TempDir()
+	ports := []int{port}
 	var voters []string
 	for j := range tc.n {
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", j+1, tc.ctrl[j]))
@@ -90,7 +98,7 @@ func (tc *testCluster) startBrokerOnly(id int, extra ...string) (*Broker, string
 			t.Logf("broker %d log tail:\n%s", id, logs.tail(8000))
 		}
 	})
-	return b, dir
+	return b
 }
 
 // steadyProducer produces unique values to topic with an idempotent
@@ -525,4 +533,51 @@ func TestClusterDecommission(t *testing.T) {
 		return nil
 	})
 	_ = adm
+}
+
+// A reassignment survives restarts of the brokers it involves: the new
+// replica's broker down when the move starts and started again later (its
+// replica catches up from where it is), and the leader crashed in the
+// middle (the next leader continues from the group's configuration).
+func TestClusterReassignmentSurvivesRestarts(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	port4 := freePorts(t, 1)[0]
+	dir4 := t.TempDir()
+	b4 := tc.startBrokerOnlyAt(4, dir4, port4)
+	tc.waitBrokers(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	createAssigned(t, ctx, tc, "rs", []int32{1, 2, 3})
+	tc.waitLeaders("rs", 3)
+	stop := steadyProducer(t, tc, "rs")
+	time.Sleep(200 * time.Millisecond)
+
+	// Broker 4 stops after it joined as a learner, before the move ends.
+	reassign(t, ctx, adm, "rs", 0, []int32{2, 3, 4})
+	eventually(t, 20*time.Second, "broker 4 holds rs-0", func() error {
+		if _, ok := b4.partition("rs", 0); !ok {
+			return errors.New("not open")
+		}
+		return nil
+	})
+	b4.noControlledShutdown = true
+	b4.cl.transport.Close()
+	b4.Close()
+	// The leader crashes meanwhile; the move waits for broker 4.
+	ps := tc.waitLeaders("rs", 2)
+	lead := int(ps[0].leader)
+	if lead >= 1 && lead <= 3 {
+		tc.crash(lead - 1)
+		tc.start(lead - 1)
+	}
+	if rs, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"rs": {0: {}}}); err != nil || len(rs["rs"]) != 1 {
+		t.Fatalf("the move is not listed in progress while broker 4 is down: %v %+v", err, rs)
+	}
+	b4 = tc.startBrokerOnlyAt(4, dir4, port4)
+	tc.waitReplicas(adm, "rs", 0, []int32{2, 3, 4}, 60*time.Second)
+	noPartitionDir(t, tc.broker(0), tc.dirs[0], "rs", 0)
+	acked := stop()
+	checkAllOnce(t, ctx, tc, "rs", acked)
 }

@@ -88,10 +88,6 @@ type reconciler struct {
 	// failed is the last open error logged, per partition. Only the
 	// reconciler goroutine writes it, holding mu; openFailure reads it.
 	failed map[topicPartition]string
-	// rejoined are the partitions whose replica was removed once at open
-	// because its raft state no longer named this broker (openPartition):
-	// never twice in a row.
-	rejoined map[topicPartition]bool
 
 	mu      sync.Mutex
 	applied uint64        // the metadata offset the last pass covered
@@ -100,14 +96,13 @@ type reconciler struct {
 
 func newReconciler(b *Broker) *reconciler {
 	return &reconciler{
-		b:        b,
-		kick:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		held:     map[topicPartition]*heldPartition{},
-		failed:   map[topicPartition]string{},
-		rejoined: map[topicPartition]bool{},
-		passed:   make(chan struct{}),
+		b:      b,
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		held:   map[topicPartition]*heldPartition{},
+		failed: map[topicPartition]string{},
+		passed: make(chan struct{}),
 	}
 }
 
@@ -354,26 +349,9 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 			FileCache:                b.files,
 		},
 	})
-	if errors.Is(err, replica.ErrNotAReplica) && b.cl != nil && !r.rejoined[tp] {
-		// The replica's saved configuration no longer names this broker
-		// though the metadata does: it left the group and is being added
-		// again, or it crashed while replaying the log's configuration
-		// changes as a joining replica. Its data and state are of no use
-		// to the group (raft sends it the log anew): start it afresh.
-		b.logger.Warn("sluice: a partition replica's raft state does not name this broker though the metadata does; removing it and joining the group afresh", "topic", tp.topic, "partition", tp.partition, "err", err)
-		r.rejoined[tp] = true
-		if err := b.cl.states.Delete(replica.GroupID{TopicID: t.ID, Partition: tp.partition}); err != nil {
-			return nil, dir, err
-		}
-		if err := removePartitionDir(b.fs, dir); err != nil {
-			return nil, dir, err
-		}
-		return r.openPartition(tp, t)
-	}
 	if err != nil {
 		return nil, dir, err
 	}
-	delete(r.rejoined, tp)
 	if !found {
 		if err := writePartitionMetadata(b.fs, dir, t.ID); err != nil {
 			part.Close()
