@@ -5,8 +5,9 @@ package server
 //
 // Operations: SET a value, DELETE the override (the key returns to its
 // default; deleting a key not set is not an error), and APPEND to or
-// SUBTRACT from a list config (cleanup.policy), starting from its
-// effective value and adding only missing items; APPEND or SUBTRACT on a
+// SUBTRACT from a list config (cleanup.policy, the throttled replicas
+// lists), starting from its effective value and adding only missing
+// items; APPEND or SUBTRACT on a
 // config that is not a list is INVALID_CONFIG, an unknown operation
 // INVALID_REQUEST. The operations apply in order to a copy, and the
 // result is validated as a whole (unknown keys and bad values are

@@ -105,6 +105,21 @@ func (b *Broker) describeTopicConfigs(topic string, want func(string) bool, syno
 			}
 			chain = append(chain, configSynonym(k.Name, v, kmsg.ConfigSourceDynamicTopicConfig))
 		}
+		if k.BrokerKey == "" {
+			// No broker synonym (the throttled replicas lists): as
+			// Kafka, the topic's own value is the only synonym; without
+			// it the value is the default and no synonym is listed.
+			head := configSynonym(k.Name, k.Default, kmsg.ConfigSourceDefaultConfig)
+			if len(chain) > 0 {
+				head = chain[0]
+			}
+			c := describedConfig(k.Name, []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{head}, configType(k.Type), false, synonyms)
+			if synonyms {
+				c.ConfigSynonyms = chain
+			}
+			out = append(out, c)
+			continue
+		}
 		chain = append(chain, b.brokerChain(k.BrokerKey, &defaults)...)
 		out = append(out, describedConfig(k.Name, chain, configType(k.Type), false, synonyms))
 	}
