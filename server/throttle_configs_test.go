@@ -341,11 +341,18 @@ func TestThrottleRateResolution(t *testing.T) {
 			t.Errorf("own %v default %v: %d, want %d", c.own, c.def, got, c.want)
 		}
 	}
+	// Kafka's unlimited is the throttle's 0; Kafka's 0 (stop) its least.
+	for in, want := range map[int64]int64{math.MaxInt64: 0, 0: 1, 1: 1, 1 << 20: 1 << 20} {
+		if got := throttleRate(in); got != want {
+			t.Errorf("throttleRate(%d) = %d, want %d", in, got, want)
+		}
+	}
 }
 
 // In a cluster the rates are set for any broker id, registered or not,
 // and for the cluster default, on the active controller through any
-// broker; every broker describes its own.
+// broker; every broker describes its own and applies its effective rates
+// to its throttle.
 func TestClusterThrottleRateConfigs(t *testing.T) {
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
@@ -370,10 +377,17 @@ func TestClusterThrottleRateConfigs(t *testing.T) {
 	cfgWant(t, got[leaderRate], "1000000", kmsg.ConfigSourceDynamicBrokerConfig,
 		leaderRate+"=1000000/DYNAMIC_BROKER_CONFIG", leaderRate+"="+unlimitedRate+"/DEFAULT_CONFIG")
 	for i := range 3 {
-		eventually(t, 10*time.Second, fmt.Sprintf("broker %d's configs", i+1), func() error {
+		eventually(t, 10*time.Second, fmt.Sprintf("broker %d's rates", i+1), func() error {
 			b := tc.broker(i)
 			if n := b.meta.NodeConfigs(7)[leaderRate]; n != "7000" {
 				return fmt.Errorf("broker 7's rate %q", n)
+			}
+			wantLeader := int64(0)
+			if i == 1 {
+				wantLeader = 1000000
+			}
+			if l, f := b.cl.throttleRates(); l != wantLeader || f != 2000000 {
+				return fmt.Errorf("throttle rates %d %d, want %d 2000000", l, f, wantLeader)
 			}
 			return nil
 		})
@@ -421,10 +435,13 @@ func TestClusterThrottleRateConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		eventually(t, 10*time.Second, fmt.Sprintf("broker %d's configs deleted", i+1), func() error {
+		eventually(t, 10*time.Second, fmt.Sprintf("broker %d unlimited", i+1), func() error {
 			b := tc.broker(i)
 			if own, def := b.meta.NodeConfigs(2), b.meta.BrokerConfigs(); len(own) != 0 || len(def) != 0 {
 				return fmt.Errorf("broker 2's configs %v, the default's %v", own, def)
+			}
+			if l, f := b.cl.throttleRates(); l != 0 || f != 0 {
+				return fmt.Errorf("throttle rates %d %d", l, f)
 			}
 			return nil
 		})
