@@ -19,7 +19,8 @@ func TestTopicConfigTableShape(t *testing.T) {
 		if i > 0 && keys[i-1].Name == k.Name {
 			t.Errorf("%s listed twice", k.Name)
 		}
-		if k.BrokerKey == "" || k.Type.String() == "UNKNOWN" || k.parse == nil {
+		noBrokerKey := k.Name == "leader.replication.throttled.replicas" || k.Name == "follower.replication.throttled.replicas"
+		if (k.BrokerKey == "") != noBrokerKey || k.Type.String() == "UNKNOWN" || k.parse == nil {
 			t.Errorf("%s: incomplete entry %+v", k.Name, k)
 		}
 		if got, ok := LookupTopicConfig(k.Name); !ok || got.Name != k.Name {
@@ -91,6 +92,28 @@ func TestTopicConfigValues(t *testing.T) {
 		{"message.timestamp.type", "logappendtime", "", "String must be one of: CreateTime, LogAppendTime"},
 		{"compression.type", "zstd ", "zstd", ""},
 		{"compression.type", "none", "", "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"},
+		// Kafka's ThrottledReplicaListValidator: *, or partition:broker
+		// items (empty ones allowed), white space around items dropped.
+		{"leader.replication.throttled.replicas", "*", "*", ""},
+		{"leader.replication.throttled.replicas", " * ", "*", ""},
+		{"leader.replication.throttled.replicas", "0:1,0:2", "0:1,0:2", ""},
+		{"leader.replication.throttled.replicas", " 0:1 , 1:2 ", "0:1,1:2", ""},
+		{"leader.replication.throttled.replicas", "0:1,,0:2", "0:1,,0:2", ""},
+		{"leader.replication.throttled.replicas", "*,", "*,", ""},
+		{"follower.replication.throttled.replicas", "12:4", "12:4", ""},
+		{"follower.replication.throttled.replicas", "2147483647:2147483647", "2147483647:2147483647", ""},
+		{"leader.replication.throttled.replicas", "*,0:1", "", throttledReason("leader")},
+		{"leader.replication.throttled.replicas", "0:1:2", "", throttledReason("leader")},
+		{"leader.replication.throttled.replicas", "0", "", throttledReason("leader")},
+		{"leader.replication.throttled.replicas", "0:", "", throttledReason("leader")},
+		{"leader.replication.throttled.replicas", ":1", "", throttledReason("leader")},
+		{"leader.replication.throttled.replicas", "-1:1", "", throttledReason("leader")},
+		{"leader.replication.throttled.replicas", "+1:1", "", throttledReason("leader")},
+		{"leader.replication.throttled.replicas", "0 :1", "", throttledReason("leader")},
+		{"leader.replication.throttled.replicas", "a:b", "", throttledReason("leader")},
+		{"leader.replication.throttled.replicas", "**", "", throttledReason("leader")},
+		{"follower.replication.throttled.replicas", "0:2147483648", "", throttledReason("follower")},
+		{"follower.replication.throttled.replicas", "all", "", throttledReason("follower")},
 	} {
 		k, ok := LookupTopicConfig(c.key)
 		if !ok {
@@ -114,6 +137,61 @@ func TestTopicConfigValues(t *testing.T) {
 		} else if err != nil {
 			t.Errorf("%s=%q: resolve error %v", c.key, c.value, err)
 		}
+	}
+}
+
+func throttledReason(side string) string {
+	return side + ".replication.throttled.replicas must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+}
+
+// The throttled replicas keys parse to what the broker matches against:
+// "" throttles nothing, * everything, a list its pairs.
+func TestTopicConfigThrottledReplicas(t *testing.T) {
+	for _, c := range []struct {
+		value      string
+		none, all  bool
+		has, lacks [][2]int32
+	}{
+		{value: "", none: true, lacks: [][2]int32{{0, 1}}},
+		{value: " ", none: true},
+		{value: ",", none: true},
+		{value: "*", all: true, has: [][2]int32{{0, 1}, {7, 9}}},
+		{value: "0:1, 0:2,3:1", has: [][2]int32{{0, 1}, {0, 2}, {3, 1}}, lacks: [][2]int32{{1, 0}, {3, 2}, {0, 3}}},
+	} {
+		r, err := ParseThrottledReplicas(c.value)
+		if err != nil {
+			t.Fatalf("%q: %v", c.value, err)
+		}
+		if r.None() != c.none || r.All() != c.all {
+			t.Errorf("%q: none %v all %v", c.value, r.None(), r.All())
+		}
+		for _, pb := range c.has {
+			if !r.Has(pb[0], pb[1]) {
+				t.Errorf("%q lacks %d:%d", c.value, pb[0], pb[1])
+			}
+		}
+		for _, pb := range c.lacks {
+			if r.Has(pb[0], pb[1]) {
+				t.Errorf("%q has %d:%d", c.value, pb[0], pb[1])
+			}
+		}
+	}
+	if _, err := ParseThrottledReplicas("*,1:1"); err == nil {
+		t.Error("*,1:1 parsed")
+	}
+	// Not a partition setting: the resolved config is the default one.
+	tc, err := ResolveTopicConfig(map[string]string{"leader.replication.throttled.replicas": "*", "follower.replication.throttled.replicas": "0:1"}, nil)
+	if err != nil || tc != DefaultTopicConfig() {
+		t.Errorf("resolved %+v, %v", tc, err)
+	}
+	// No broker synonym: the broker lookup is never asked for "".
+	if _, err := ResolveTopicConfig(nil, func(k string) (string, bool) {
+		if k == "" {
+			t.Error("broker lookup of an empty key")
+		}
+		return "", false
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -9,9 +9,12 @@ package server
 //
 // Resources: TOPIC (every topic config with its effective value: the
 // topic's own, TOPIC_CONFIG, else the broker key's, STATIC_BROKER_CONFIG
-// when set in server.properties or --set, else DEFAULT_CONFIG) and BROKER
-// (named by node.id: every broker config, read-only; named "": the
-// cluster-wide dynamic defaults, which Sluice does not have, so none).
+// when set in server.properties or --set, else DEFAULT_CONFIG; the
+// throttled replicas lists, which have no broker synonym, the topic's own
+// or DEFAULT_CONFIG) and BROKER (named by node.id: every static broker
+// config, read-only, and the dynamic ones, DYNAMIC_BROKER_CONFIG or
+// DYNAMIC_DEFAULT_BROKER_CONFIG when set; named "": the cluster-wide
+// dynamic defaults set; configs_broker.go).
 // Other resource types are INVALID_REQUEST. See configs_admin.go.
 
 import (

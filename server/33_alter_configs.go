@@ -7,9 +7,13 @@ package server
 // TOPIC: every resulting key and value is validated (unknown keys and bad
 // values are INVALID_CONFIG naming the key), then the set is stored in
 // the metadata and applied to the topic's open partition logs; with
-// validate-only nothing changes. BROKER: Sluice's broker configs are
-// static, so changing any is INVALID_REQUEST (Kafka's answer for a config
-// that cannot be updated dynamically); an empty set succeeds. As in Kafka,
+// validate-only nothing changes. BROKER: the configs replace the broker
+// id's (or, named "", the cluster default's) whole set of dynamic configs
+// (configs_broker.go: the replication throttle rates); any other key is
+// INVALID_REQUEST (Kafka's answer for a config that cannot be updated
+// dynamically). A change forwarded to the active controller is answered
+// once this broker's metadata shows a broker resource's new configs
+// (5 s at most). As in Kafka,
 // a resource named twice, a key named twice and a null value are
 // INVALID_REQUEST. See configs_admin.go.
 
@@ -27,7 +31,7 @@ func init() {
 func serveAlterConfigs(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	if fresp, ok, err := b.forward(ctx, cc, req, nil); ok {
+	if fresp, ok, err := b.forward(ctx, cc, req, func(r kmsg.Response) bool { return b.alterConfigsSettled(req, r) }); ok {
 		if err != nil {
 			for _, rr := range req.Resources {
 				sr := kmsg.NewAlterConfigsResponseResource()
@@ -78,8 +82,42 @@ func (b *Broker) alterConfigs(rr *kmsg.AlterConfigsRequestResource, dup, validat
 			return configs, nil
 		})
 	case kmsg.ConfigResourceTypeBroker:
-		return b.changeBrokerConfigs(rr.ResourceName, keys)
+		// The resource's whole set of dynamic configs, as for a topic.
+		return b.changeBrokerConfigs(rr.ResourceName, keys, validateOnly, func(map[string]string) (map[string]string, error) {
+			return configs, nil
+		})
 	default:
 		return kafkaErrorf(kerr.InvalidRequest, "unsupported resource type %d", rr.ResourceType)
 	}
+}
+
+// alterConfigsSettled reports whether this broker's metadata shows the
+// dynamic configs of every broker resource the controller changed (topic
+// changes are not waited for).
+func (b *Broker) alterConfigsSettled(req *kmsg.AlterConfigsRequest, kresp kmsg.Response) bool {
+	resp, ok := kresp.(*kmsg.AlterConfigsResponse)
+	if !ok || req.ValidateOnly {
+		return true
+	}
+	for _, sr := range resp.Resources {
+		if sr.ErrorCode != 0 || sr.ResourceType != kmsg.ConfigResourceTypeBroker {
+			continue
+		}
+		for _, rr := range req.Resources {
+			if rr.ResourceType != sr.ResourceType || rr.ResourceName != sr.ResourceName {
+				continue
+			}
+			want := map[string]*string{}
+			for _, k := range dynamicBrokerTable {
+				want[k.name] = nil // left out: removed
+			}
+			for _, c := range rr.Configs {
+				want[c.Name] = c.Value
+			}
+			if !b.brokerConfigsSettled(rr.ResourceName, want) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -5,17 +5,20 @@ package server
 //
 // Operations: SET a value, DELETE the override (the key returns to its
 // default; deleting a key not set is not an error), and APPEND to or
-// SUBTRACT from a list config (cleanup.policy), starting from its
-// effective value and adding only missing items; APPEND or SUBTRACT on a
-// config that is not a list is INVALID_CONFIG, an unknown operation
-// INVALID_REQUEST. The operations apply in order to a copy, and the
-// result is validated as a whole (unknown keys and bad values are
-// INVALID_CONFIG naming the key) before it is stored and applied to the
-// topic's open partition logs; with validate-only nothing changes.
-// BROKER resources: as for AlterConfigs, changing any key is
-// INVALID_REQUEST. As in Kafka, a resource named twice, a key named twice
-// and a null value for anything but DELETE are INVALID_REQUEST. See
-// configs_admin.go.
+// SUBTRACT from a list config (cleanup.policy, the throttled replicas
+// lists), starting from its effective value and adding only missing
+// items; APPEND or SUBTRACT on a config that is not a list is
+// INVALID_CONFIG, an unknown operation INVALID_REQUEST. The operations
+// apply in order to a copy, and the result is validated as a whole
+// (unknown keys and bad values are INVALID_CONFIG naming the key) before
+// it is stored and applied to the topic's open partition logs; with
+// validate-only nothing changes. BROKER resources: SET and DELETE change a
+// broker id's (or, named "", the cluster default's) dynamic configs
+// (configs_broker.go: the replication throttle rates, which are not
+// lists); any other key is INVALID_REQUEST, as for AlterConfigs, and a
+// forwarded change is answered once this broker's metadata shows it. As
+// in Kafka, a resource named twice, a key named twice and a null value
+// for anything but DELETE are INVALID_REQUEST. See configs_admin.go.
 
 import (
 	"context"
@@ -32,7 +35,7 @@ func init() {
 func serveIncrementalAlterConfigs(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	if fresp, ok, err := b.forward(ctx, cc, req, nil); ok {
+	if fresp, ok, err := b.forward(ctx, cc, req, func(r kmsg.Response) bool { return b.incrementalAlterConfigsSettled(req, r) }); ok {
 		if err != nil {
 			for _, rr := range req.Resources {
 				sr := kmsg.NewIncrementalAlterConfigsResponseResource()
@@ -86,7 +89,14 @@ func (b *Broker) incrementalAlterConfigs(rr *kmsg.IncrementalAlterConfigsRequest
 			return configs, nil
 		})
 	case kmsg.ConfigResourceTypeBroker:
-		return b.changeBrokerConfigs(rr.ResourceName, keys)
+		return b.changeBrokerConfigs(rr.ResourceName, keys, validateOnly, func(configs map[string]string) (map[string]string, error) {
+			for _, c := range rr.Configs {
+				if err := applyBrokerConfigOp(configs, c); err != nil {
+					return nil, err
+				}
+			}
+			return configs, nil
+		})
 	default:
 		return kafkaErrorf(kerr.InvalidRequest, "unsupported resource type %d", rr.ResourceType)
 	}
@@ -127,4 +137,55 @@ func (b *Broker) applyConfigOp(configs map[string]string, c kmsg.IncrementalAlte
 		return kafkaErrorf(kerr.InvalidRequest, "unknown operation %d for %s", c.Op, c.Name)
 	}
 	return nil
+}
+
+// applyBrokerConfigOp applies one operation to a broker resource's dynamic
+// configs (their keys were checked).
+func applyBrokerConfigOp(configs map[string]string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) error {
+	switch c.Op {
+	case kmsg.IncrementalAlterConfigOpSet:
+		configs[c.Name] = *c.Value // validated with the rest
+	case kmsg.IncrementalAlterConfigOpDelete:
+		delete(configs, c.Name)
+	case kmsg.IncrementalAlterConfigOpAppend:
+		return kafkaErrorf(kerr.InvalidConfig, "Config value append is not allowed for config key: %s", c.Name)
+	case kmsg.IncrementalAlterConfigOpSubtract:
+		return kafkaErrorf(kerr.InvalidConfig, "Config value subtract is not allowed for config key: %s", c.Name)
+	default:
+		return kafkaErrorf(kerr.InvalidRequest, "unknown operation %d for %s", c.Op, c.Name)
+	}
+	return nil
+}
+
+// incrementalAlterConfigsSettled reports whether this broker's metadata
+// shows what the controller set and deleted for every broker resource it
+// changed (topic changes are not waited for).
+func (b *Broker) incrementalAlterConfigsSettled(req *kmsg.IncrementalAlterConfigsRequest, kresp kmsg.Response) bool {
+	resp, ok := kresp.(*kmsg.IncrementalAlterConfigsResponse)
+	if !ok || req.ValidateOnly {
+		return true
+	}
+	for _, sr := range resp.Resources {
+		if sr.ErrorCode != 0 || sr.ResourceType != kmsg.ConfigResourceTypeBroker {
+			continue
+		}
+		for _, rr := range req.Resources {
+			if rr.ResourceType != sr.ResourceType || rr.ResourceName != sr.ResourceName {
+				continue
+			}
+			want := map[string]*string{}
+			for _, c := range rr.Configs {
+				switch c.Op {
+				case kmsg.IncrementalAlterConfigOpSet:
+					want[c.Name] = c.Value
+				case kmsg.IncrementalAlterConfigOpDelete:
+					want[c.Name] = nil
+				}
+			}
+			if !b.brokerConfigsSettled(rr.ResourceName, want) {
+				return false
+			}
+		}
+	}
+	return true
 }

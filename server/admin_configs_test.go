@@ -205,9 +205,16 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 	for i := range rc.Configs {
 		got[rc.Configs[i].Key] = &rc.Configs[i]
 	}
-	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, config.Keys()) {
-		t.Errorf("broker keys %v, want %v", keys, config.Keys())
+	// The static keys and the dynamic ones (configs_broker.go).
+	wantKeys := slices.Sorted(slices.Values(append(config.Keys(), "leader.replication.throttled.rate", "follower.replication.throttled.rate")))
+	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, wantKeys) {
+		t.Errorf("broker keys %v, want %v", keys, wantKeys)
 	}
+	if !slices.IsSortedFunc(rc.Configs, func(a, b kadm.Config) int { return strings.Compare(a.Key, b.Key) }) {
+		t.Error("broker configs not sorted by name")
+	}
+	cfgWant(t, got["leader.replication.throttled.rate"], "9223372036854775807", kmsg.ConfigSourceDefaultConfig,
+		"leader.replication.throttled.rate=9223372036854775807/DEFAULT_CONFIG")
 	cfgWant(t, got["num.partitions"], "3", kmsg.ConfigSourceStaticBrokerConfig,
 		"num.partitions=3/STATIC_BROKER_CONFIG", "num.partitions=1/DEFAULT_CONFIG")
 	cfgWant(t, got["log.retention.ms"], strconv.Itoa(48*3600*1000), kmsg.ConfigSourceStaticBrokerConfig,
@@ -218,7 +225,7 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 	adv := "PLAINTEXT://" + addr
 	cfgWant(t, got["advertised.listeners"], adv, kmsg.ConfigSourceDefaultConfig, "advertised.listeners="+adv+"/DEFAULT_CONFIG")
 
-	// "" is the cluster-wide dynamic default: none in Sluice.
+	// "" is the cluster-wide dynamic default: none set.
 	rcs, err = adm.DescribeBrokerConfigs(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -71,6 +71,12 @@ type cluster struct {
 	// leadCh and reportCh are kicked when a held partition's leadership
 	// changes (buffered): the coordinator loop and the report loop.
 	leadCh, reportCh chan struct{}
+	// throttle paces the catch-up replication of this host's groups
+	// (HostConfig.Throttle); the report loop sets it (cluster_throttle.go),
+	// kicked through throttleCh when the metadata moved, and keeps thr.
+	throttle   *replica.Throttle
+	throttleCh chan struct{}
+	thr        throttleState
 
 	peersMu sync.Mutex
 	peers   map[int32]string // transport peers set so far
@@ -87,7 +93,8 @@ type cluster struct {
 func newCluster(b *Broker) (*cluster, error) {
 	cfg := &b.cfg
 	c := &cluster{b: b, self: cfg.NodeID, voters: map[int32]string{}, peers: map[int32]string{},
-		leadCh: make(chan struct{}, 1), reportCh: make(chan struct{}, 1), stop: make(chan struct{})}
+		leadCh: make(chan struct{}, 1), reportCh: make(chan struct{}, 1), stop: make(chan struct{}),
+		throttle: replica.NewThrottle(), throttleCh: make(chan struct{}, 1), thr: throttleState{metaAt: -1}}
 	for _, v := range cfg.QuorumVoters {
 		c.voters[v.ID] = v.Addr()
 	}
@@ -101,6 +108,7 @@ func newCluster(b *Broker) (*cluster, error) {
 	hc.Transport = c.transport
 	hc.HardState = states
 	hc.Logger = b.logger
+	hc.Throttle = c.throttle
 	host, err := replica.NewHost(hc)
 	if err != nil {
 		c.transport.Close()
@@ -380,7 +388,8 @@ func (c *cluster) applyFrom(buf []byte, from, hw int64) ([]byte, error) {
 
 // applied runs after the metadata moved: the transport learns new brokers'
 // addresses, the reconciler makes the partitions match, the active
-// controller looks at its duties.
+// controller looks at its duties, the report loop updates the replication
+// throttle.
 func (c *cluster) applied() {
 	for _, br := range c.b.meta.Brokers() {
 		if addr, ok := c.peerAddr(br); ok {
@@ -389,6 +398,7 @@ func (c *cluster) applied() {
 	}
 	c.b.recon.kickSoon(nil)
 	c.act.kick()
+	c.kickThrottles()
 }
 
 // start runs what needs the listeners up: registration, heartbeats,

@@ -135,9 +135,10 @@ func (c *cluster) kickLeadership() {
 	}
 }
 
-// reportLoop reports this broker's leaderships to the controller; it has
-// a goroutine of its own, so a controller slow to answer never delays the
-// coordinator's loads (coordinatorLoop).
+// reportLoop reports this broker's leaderships to the controller, drives
+// the moves of the partitions it leads and updates the replication
+// throttle; it has a goroutine of its own, so a controller slow to answer
+// never delays the coordinator's loads (coordinatorLoop).
 func (c *cluster) reportLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(leadershipCheckEvery)
@@ -148,8 +149,14 @@ func (c *cluster) reportLoop() {
 			return
 		case <-t.C:
 		case <-c.reportCh:
+		case <-c.throttleCh:
+			c.updateThrottles() // the metadata moved
+			continue
 		}
 		c.driveMoves()
+		// After the moves: a replica just added is paced from its first
+		// append (its throttle follows the metadata's target).
+		c.updateThrottles()
 		c.reportLeadership()
 		c.leaveIfFenced()
 	}

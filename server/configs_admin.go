@@ -34,11 +34,12 @@ import (
 // table's Live (see replica's topicconfig.go): segment.index.bytes sizes
 // index files from the next roll.
 //
-// Broker configs are static (server.properties and --set): every one is
-// reported read-only, and a change to one is refused with INVALID_REQUEST,
-// Kafka's answer to a config that "cannot be updated dynamically". The
-// broker resource named "" is Kafka's cluster-wide default of the dynamic
-// broker configs; Sluice has none, so it describes as an empty list.
+// Broker configs are static (server.properties and --set), reported
+// read-only, and a change to one is refused with INVALID_REQUEST, Kafka's
+// answer to a config that "cannot be updated dynamically", except the
+// dynamic broker configs of configs_broker.go (the replication throttle
+// rates), set per broker id or for the cluster default (the broker
+// resource named "").
 
 // configType is a topic config's type as DescribeConfigs v3+ reports it.
 // replica's ConfigType has the protocol's values (TestConfigTypesMatchKmsg).
@@ -52,9 +53,10 @@ type configResource struct {
 	name string
 }
 
-// checkBrokerResource accepts the broker resources this node answers for:
+// checkBrokerResource accepts the broker resources this node describes:
 // its node.id, or "" (the cluster-wide default). Errors are
-// INVALID_REQUEST, with Kafka's messages.
+// INVALID_REQUEST, with Kafka's messages. (A cluster changes any broker
+// id's dynamic configs: checkBrokerAlterResource.)
 func (b *Broker) checkBrokerResource(name string) error {
 	if name == "" {
 		return nil
@@ -105,29 +107,23 @@ func (b *Broker) describeTopicConfigs(topic string, want func(string) bool, syno
 			}
 			chain = append(chain, configSynonym(k.Name, v, kmsg.ConfigSourceDynamicTopicConfig))
 		}
-		chain = append(chain, b.brokerChain(k.BrokerKey, &defaults)...)
-		out = append(out, describedConfig(k.Name, chain, configType(k.Type), false, synonyms))
-	}
-	return out, nil
-}
-
-// describeBrokerConfigs describes every static broker config that want
-// accepts, sorted by name; name "" (the cluster-wide dynamic defaults)
-// has none.
-func (b *Broker) describeBrokerConfigs(name string, want func(string) bool, synonyms bool) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
-	if err := b.checkBrokerResource(name); err != nil {
-		return nil, err
-	}
-	out := []kmsg.DescribeConfigsResponseResourceConfig{}
-	if name == "" {
-		return out, nil
-	}
-	defaults := config.Default()
-	for _, k := range config.Keys() {
-		if !want(k) {
+		if k.BrokerKey == "" {
+			// No broker synonym (the throttled replicas lists): as
+			// Kafka, the topic's own value is the only synonym; without
+			// it the value is the default and no synonym is listed.
+			head := configSynonym(k.Name, k.Default, kmsg.ConfigSourceDefaultConfig)
+			if len(chain) > 0 {
+				head = chain[0]
+			}
+			c := describedConfig(k.Name, []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{head}, configType(k.Type), false, synonyms)
+			if synonyms {
+				c.ConfigSynonyms = chain
+			}
+			out = append(out, c)
 			continue
 		}
-		out = append(out, describedConfig(k, b.brokerChain(k, &defaults), kmsg.ConfigTypeUnknown, true, synonyms))
+		chain = append(chain, b.brokerChain(k.BrokerKey, &defaults)...)
+		out = append(out, describedConfig(k.Name, chain, configType(k.Type), false, synonyms))
 	}
 	return out, nil
 }
@@ -261,18 +257,4 @@ func subtractList(list, sub string) string {
 		}
 	}
 	return strings.Join(items, ",")
-}
-
-// changeBrokerConfigs answers a change to a broker resource: a valid
-// resource with no keys to change succeeds (there is nothing to do); any
-// key is refused, since Sluice has no dynamic broker configs yet.
-func (b *Broker) changeBrokerConfigs(name string, keys []string) error {
-	if err := b.checkBrokerResource(name); err != nil {
-		return err
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	return kafkaErrorf(kerr.InvalidRequest, "cannot update these configs dynamically: %s (Sluice does not support dynamic broker configs yet; set them in server.properties or with --set and restart)",
-		strings.Join(keys, ", "))
 }

@@ -16,12 +16,15 @@ func (b *Broker) topicConfig(overrides map[string]string) (replica.TopicConfig, 
 }
 
 // topicConfigValue returns a topic config's effective value as text: the
-// topic's own, else the broker's.
+// topic's own, else the broker's, else (a key without a broker synonym)
+// Kafka's default.
 func (b *Broker) topicConfigValue(configs map[string]string, key string) string {
 	if v, ok := configs[key]; ok {
 		return v
 	}
 	k, _ := replica.LookupTopicConfig(key)
-	v, _ := b.cfg.String(k.BrokerKey)
-	return v
+	if v, ok := b.cfg.String(k.BrokerKey); ok && k.BrokerKey != "" {
+		return v
+	}
+	return k.Default
 }
