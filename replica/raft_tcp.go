@@ -69,6 +69,11 @@ const (
 	// peerQueue is how many batches may wait for one peer before new ones
 	// are dropped.
 	peerQueue = 256
+	// frameTarget is the size a sender cuts its frames at: a batch of
+	// catch-up appends (raft sends up to its in-flight bound at once,
+	// 1 MiB each) goes out as several frames, each far below
+	// maxRaftFrame, which the receiver would refuse.
+	frameTarget = 8 << 20
 )
 
 type tcpPeer struct {
@@ -344,11 +349,15 @@ next:
 			hello = binary.BigEndian.AppendUint64(hello, t.id)
 			w.Write(hello)
 		}
-		frame = encodeRaftFrame(frame[:0], batch)
-		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		_, err := w.Write(frame)
-		if err == nil {
-			err = w.Flush()
+		var err error
+		for rest := batch; len(rest) > 0 && err == nil; {
+			n := frameCut(rest, frameTarget)
+			frame = encodeRaftFrame(frame[:0], rest[:n])
+			rest = rest[n:]
+			conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err = w.Write(frame); err == nil {
+				err = w.Flush()
+			}
 		}
 		if err != nil {
 			t.logger.Debug("replica: raft transport: write", "peer", id, "err", err)
@@ -356,6 +365,17 @@ next:
 			conn, w = nil, nil
 		}
 	}
+}
+
+// frameCut is how many of msgs (at least one) the next frame holds: as
+// many as fit in target bytes of raft messages.
+func frameCut(msgs []GroupMessage, target int) int {
+	n, size := 0, 0
+	for n < len(msgs) && (n == 0 || size+msgs[n].Msg.Size() <= target) {
+		size += msgs[n].Msg.Size()
+		n++
+	}
+	return n
 }
 
 // encodeRaftFrame appends one frame holding msgs to dst.
