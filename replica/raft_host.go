@@ -451,7 +451,7 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 		// A follower catching up gets at most this many bytes of appends
 		// in flight (with MaxInflightMsgs): a bounded frame queue, and
 		// memory, instead of 256 MiB at once.
-		MaxInflightBytes: 32 << 20,
+		MaxInflightBytes:          32 << 20,
 		CheckQuorum:               !h.cfg.DisableCheckQuorum,
 		PreVote:                   !h.cfg.DisablePreVote,
 		DisableProposalForwarding: true, // Kafka: produce to the leader only
