@@ -350,7 +350,9 @@ next:
 			w.Write(hello)
 		}
 		var err error
-		for rest := batch; len(rest) > 0 && err == nil; {
+		// An empty batch is still one (empty) frame: the liveness
+		// heartbeat.
+		for rest, first := batch, true; (first || len(rest) > 0) && err == nil; first = false {
 			n := frameCut(rest, frameTarget)
 			frame = encodeRaftFrame(frame[:0], rest[:n])
 			rest = rest[n:]
@@ -370,7 +372,7 @@ next:
 // frameCut is how many of msgs (at least one) the next frame holds: as
 // many as fit in target bytes of raft messages.
 func frameCut(msgs []GroupMessage, target int) int {
-	n, size := 0, 0
+	n, size := 0, 0 // none only for none (an empty frame: a heartbeat)
 	for n < len(msgs) && (n == 0 || size+msgs[n].Msg.Size() <= target) {
 		size += msgs[n].Msg.Size()
 		n++
