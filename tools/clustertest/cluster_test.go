@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/tools/faultproxy"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -466,16 +467,16 @@ func (c *cluster) partitions(ctx context.Context, topic string) (kadm.PartitionD
 // test asks the nodes on the majority's side, since an isolated, paused
 // or stopping node may answer from a stale view.
 func (c *cluster) partitionsFrom(ctx context.Context, id int, topic string) (kadm.PartitionDetails, error) {
-	adm := c.adm
+	cl := c.cl
 	if id != 0 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.node(id).addr()), kgo.RequestRetries(0))
+		var err error
+		cl, err = kgo.NewClient(kgo.SeedBrokers(c.node(id).addr()), kgo.RequestRetries(0))
 		if err != nil {
 			return nil, err
 		}
 		defer cl.Close()
-		adm = kadm.NewClient(cl)
 	}
-	md, err := adm.Metadata(ctx, topic)
+	md, err := freshMetadata(ctx, cl, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -487,6 +488,42 @@ func (c *cluster) partitionsFrom(ctx context.Context, id int, topic string) (kad
 		return nil, fmt.Errorf("topic %q: %w", topic, td.Err)
 	}
 	return td.Partitions, nil
+}
+
+// freshMetadata is one Metadata request of topics (every topic when none)
+// answered by a broker now (any of cl's, or the one broker of a
+// kgo.Broker), in kadm's shape. kadm's own Metadata answers
+// from the client's cache while it is younger than MetadataMinAge (5 s),
+// which would let a poll see a partition as it was seconds ago.
+func freshMetadata(ctx context.Context, cl kmsg.Requestor, topics ...string) (kadm.Metadata, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return kadm.Metadata{}, err
+	}
+	md := kadm.Metadata{Controller: resp.ControllerID, Topics: kadm.TopicDetails{}}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		td := kadm.TopicDetail{Topic: *t.Topic, ID: t.TopicID, IsInternal: t.IsInternal,
+			Partitions: kadm.PartitionDetails{}, Err: kerr.ErrorForCode(t.ErrorCode)}
+		for _, p := range t.Partitions {
+			td.Partitions[p.Partition] = kadm.PartitionDetail{Topic: td.Topic, Partition: p.Partition,
+				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
+				OfflineReplicas: p.OfflineReplicas, Err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+		md.Topics[td.Topic] = td
+	}
+	for _, b := range resp.Brokers {
+		md.Brokers = append(md.Brokers, kgo.BrokerMetadata{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+	}
+	return md, nil
 }
 
 // Leader is the leader of topic's partition p in Metadata, polled until
