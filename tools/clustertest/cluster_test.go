@@ -593,15 +593,17 @@ func (c *cluster) Controller() int32 {
 	var id int32 = -1
 	c.poll("the active controller", 30*time.Second, func(ctx context.Context) error {
 		var err error
-		id, err = c.controllerOnce(ctx)
+		id, err = c.controllerOnce(ctx, c.cl)
 		return err
 	})
 	return id
 }
 
-func (c *cluster) controllerOnce(ctx context.Context) (int32, error) {
+// controllerOnce is the controller one DescribeCluster names, asked of
+// any of a client's brokers or of one kgo.Broker.
+func (c *cluster) controllerOnce(ctx context.Context, r kmsg.Requestor) (int32, error) {
 	req := kmsg.NewPtrDescribeClusterRequest()
-	resp, err := req.RequestWith(ctx, c.cl)
+	resp, err := req.RequestWith(ctx, r)
 	if err != nil {
 		return -1, err
 	}
