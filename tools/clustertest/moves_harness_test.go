@@ -146,9 +146,15 @@ func revert(l listing) []int32 {
 // Reassignments is one ListPartitionReassignments of every partition
 // (null topics), sent to the active controller (kgo routes it there).
 func (c *cluster) Reassignments(ctx context.Context) (map[tp]listing, error) {
+	return reassignmentsFrom(ctx, c.cl)
+}
+
+// reassignmentsFrom is Reassignments asked of r: a client (routed to the
+// controller) or one kgo.Broker.
+func reassignmentsFrom(ctx context.Context, r kmsg.Requestor) (map[tp]listing, error) {
 	req := kmsg.NewPtrListPartitionReassignmentsRequest()
 	req.TimeoutMillis = 5000
-	resp, err := req.RequestWith(ctx, c.cl)
+	resp, err := req.RequestWith(ctx, r)
 	if err != nil {
 		return nil, err
 	}

@@ -279,7 +279,10 @@ func TestMoveControllerKill(t *testing.T) {
 		return nil
 	})
 	ctrlMs := time.Since(killed).Milliseconds()
-	if got, err := c.Reassignments(c.ctx); err != nil || len(got) != len(want) {
+	ctx, cancel := c.bounded(5 * time.Second)
+	got, err := reassignmentsFrom(ctx, c.cl.Broker(int(next)))
+	cancel()
+	if err != nil || len(got) != len(want) {
 		t.Errorf("the new controller %d lists %v (%v), want the %d moves in progress", next, got, err, len(want))
 	}
 	c.Resume(4)
