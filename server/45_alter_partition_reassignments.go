@@ -2,7 +2,8 @@ package server
 
 // AlterPartitionReassignments (v0-1) and ListPartitionReassignments (v0),
 // KIP-455: move a partition's replicas to a new set online, cancel a move
-// (null replicas), and list the moves in progress. v1 of
+// (null replicas), and list the moves in progress. Both are served by the
+// active controller (forwarded from any broker). v1 of
 // AlterPartitionReassignments adds AllowReplicationFactorChange (KIP-860):
 // false refuses a target whose size differs from the current replicas'.
 //
@@ -165,6 +166,16 @@ func serveListPartitionReassignments(ctx context.Context, b *Broker, cc *clientC
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 	if b.cl == nil {
 		return resp, nil // a single node never has one
+	}
+	// The active controller answers, as Kafka's brokers forward it: this
+	// broker's copy of the metadata may be behind (a client takes any
+	// broker that names itself the controller for it).
+	if fresp, ok, err := b.forward(ctx, cc, req, nil); ok {
+		if err != nil {
+			resp.ErrorCode, resp.ErrorMessage = kafkaCode(err), errMessage(err)
+			return resp, nil
+		}
+		return fresp, nil
 	}
 	var want map[string][]int32 // nil: every partition
 	if req.Topics != nil {

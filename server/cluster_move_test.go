@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -580,4 +581,53 @@ func TestClusterReassignmentSurvivesRestarts(t *testing.T) {
 	noPartitionDir(t, tc.broker(0), tc.dirs[0], "rs", 0)
 	acked := stop()
 	checkAllOnce(t, ctx, tc, "rs", acked)
+}
+
+// ListPartitionReassignments is the active controller's answer wherever it
+// is sent (Kafka's brokers forward it in KRaft mode), not the receiving
+// broker's own copy of the metadata, which may lag: here broker 4's raft
+// transport is closed, so its copy stops before the reassignment. (Seen
+// in tools/clustertest: a broker resumed after a SIGSTOP, its metadata
+// behind, named itself the controller in Metadata, and kgo sent it the
+// ListPartitionReassignments, which it answered empty mid-move.)
+func TestClusterListReassignmentsForwarded(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	b4, _ := tc.startBrokerOnly(4)
+	tc.waitBrokers(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	createAssigned(t, ctx, tc, "lr", []int32{1, 2, 3})
+	tc.waitLeaders("lr", 3)
+	b4.noControlledShutdown = true
+	b4.cl.transport.Close()
+	reassign(t, ctx, adm, "lr", 0, []int32{1, 2, 4}) // cannot finish: 4 hears nothing
+	if _, _, moving := mustTopic(t, b4, "lr").Reassigning(0); moving {
+		t.Fatal("broker 4's own metadata shows the reassignment: the test needs it behind")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b4.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := kresp.(*kmsg.ListPartitionReassignmentsResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 ||
+		!slices.Equal(resp.Topics[0].Partitions[0].Replicas, []int32{1, 2, 4, 3}) {
+		t.Fatalf("broker 4 answered %+v, want the controller's lr-0 on [1 2 4 3]", resp)
+	}
+}
+
+func mustTopic(t *testing.T, b *Broker, name string) meta.Topic {
+	t.Helper()
+	tp, ok := b.meta.Topic(name)
+	if !ok {
+		t.Fatalf("broker %d has no topic %s", b.cfg.NodeID, name)
+	}
+	return tp
 }

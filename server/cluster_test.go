@@ -1108,3 +1108,32 @@ func TestClusterNotLeaderHints(t *testing.T) {
 		t.Fatalf("NodeEndpoints %+v, want broker %d at port %d", pr.Brokers, lead, tc.cports[lead-1])
 	}
 }
+
+// A group lookup at a broker that is not the active controller has the
+// controller create __consumer_offsets at once. The broker forwards a
+// FindCoordinator of its own; sent at v4+ (what a Sluice controller
+// negotiates) with only the v0-3 key, it named no key, the controller
+// looked nothing up and created nothing, and the broker answered
+// COORDINATOR_NOT_AVAILABLE after localMetadataWait, until some client's
+// lookup reached the controller itself.
+func TestClusterOffsetsTopicCreatedThroughBroker(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctrl, _, err := tc.controller(ctx)
+	if err != nil || ctrl < 1 {
+		t.Fatalf("controller %d: %v", ctrl, err)
+	}
+	other := int(ctrl) % 3 // the 0-based index of the node after the controller
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey, req.CoordinatorKeys = "g", []string{"g"}
+	start := time.Now()
+	if _, err := req.RequestWith(ctx, tc.direct(other).Broker(other+1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tc.broker(other).meta.Topic(offsetsTopic); !ok {
+		t.Fatalf("FindCoordinator at broker %d (the controller is %d) answered after %v; %s does not exist",
+			other+1, ctrl, time.Since(start).Round(time.Millisecond), offsetsTopic)
+	}
+}

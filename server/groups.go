@@ -100,7 +100,10 @@ func (b *Broker) ensureOffsetsTopic() error {
 // this broker waits, bounded, until its own metadata has it.
 func (b *Broker) ensureOffsetsTopicRemote() error {
 	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.CoordinatorKey = "sluice-internal"
+	// The key in both forms: v0-3 carry CoordinatorKey, v4+ (what the
+	// controller's client negotiates) only CoordinatorKeys; without it the
+	// controller has no key to look up and creates nothing.
+	req.CoordinatorKey, req.CoordinatorKeys = "sluice-internal", []string{"sluice-internal"}
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 	defer cancel()
 	if _, err := b.cl.ctrl.request(ctx, req); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/tools/faultproxy"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -38,7 +39,15 @@ const (
 
 // clusterOpts configures newCluster.
 type clusterOpts struct {
-	nodes int // 3 when 0
+	// nodes are the controller voters (process.roles=broker,controller),
+	// ids 1..nodes: 1, 3 or 5; 3 when 0.
+	nodes int
+	// brokers are broker-only nodes (process.roles=broker, no CONTROLLER
+	// listener), ids nodes+1..nodes+brokers. Their voters list names each
+	// voter through a proxy like the voters' own; the others reach them
+	// directly at their registered (PLAINTEXT) endpoint, so such a
+	// cluster cannot Isolate.
+	brokers int
 	// standalone starts each node as today's single-node broker (no
 	// cluster keys) with the proxies forwarding to the nodes' client
 	// listeners: the harness's self-tests use it against a binary whose
@@ -53,8 +62,9 @@ type link struct{ from, to int }
 // node is one broker's fixed configuration and its current process.
 type node struct {
 	id       int // node.id, 1-based as in the voters list
-	port     int // PLAINTEXT, for clients
-	ctrlPort int // CONTROLLER: raft, controller and inter-broker traffic
+	voter    bool
+	port     int // PLAINTEXT, for clients (and, on a broker-only node, every other node)
+	ctrlPort int // CONTROLLER: raft, controller and inter-broker traffic; 0 on a broker-only node
 	dir      string
 	logPath  string
 	args     []string
@@ -72,7 +82,7 @@ type cluster struct {
 	ctx     context.Context // the test's overall bound
 	opts    clusterOpts
 	bin     string
-	nodes   []*node // nodes[i] has id i+1
+	nodes   []*node // nodes[i] has id i+1; the voters first, then the broker-only nodes
 	proxies map[link]*faultproxy.Proxy
 	cl      *kgo.Client
 	adm     *kadm.Client
@@ -86,24 +96,33 @@ func newCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster {
 	if opts.nodes == 0 {
 		opts.nodes = 3
 	}
+	if !opts.standalone && opts.nodes != 1 && opts.nodes != 3 && opts.nodes != 5 {
+		t.Fatalf("newCluster: %d voters; a quorum here has 1, 3 or 5", opts.nodes)
+	}
+	if opts.standalone && opts.brokers > 0 {
+		t.Fatal("newCluster: broker-only nodes need cluster mode")
+	}
 	if opts.cut == 0 {
 		opts.cut = faultproxy.Blackhole
 	}
 	root := t.TempDir() // before the cleanup below, which reads the logs in it, so removed after it
 	c := &cluster{t: t, ctx: ctx, opts: opts, bin: sluiceBinary(t), proxies: map[link]*faultproxy.Proxy{}}
 	t.Cleanup(c.cleanup)
-	for i := 0; i < opts.nodes; i++ {
-		n := &node{id: i + 1, dir: filepath.Join(root, fmt.Sprintf("node%d", i+1)), logPath: filepath.Join(root, fmt.Sprintf("node%d.log", i+1))}
+	for i := 0; i < opts.nodes+opts.brokers; i++ {
+		n := &node{id: i + 1, voter: i < opts.nodes, dir: filepath.Join(root, fmt.Sprintf("node%d", i+1)), logPath: filepath.Join(root, fmt.Sprintf("node%d.log", i+1))}
 		c.nodes = append(c.nodes, n)
 	}
-	ports := freePorts(t, 2*opts.nodes)
-	for i, n := range c.nodes {
-		n.port, n.ctrlPort = ports[2*i], ports[2*i+1]
+	ports := freePorts(t, 2*opts.nodes+opts.brokers)
+	for _, n := range c.nodes {
+		n.port, ports = ports[0], ports[1:]
+		if n.voter {
+			n.ctrlPort, ports = ports[0], ports[1:]
+		}
 	}
-	// The proxy i->j is where node i reaches node j.
+	// The proxy i->j is where node i reaches voter j.
 	for _, from := range c.nodes {
 		for _, to := range c.nodes {
-			if from == to {
+			if from == to || !to.voter {
 				continue
 			}
 			target := fmt.Sprintf("127.0.0.1:%d", to.ctrlPort)
@@ -139,7 +158,7 @@ func newCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster {
 }
 
 // args is node n's command line: its own voters list names itself at
-// its real controller address and every other node j at the proxy n->j.
+// its real controller address and every other voter j at the proxy n->j.
 func (c *cluster) args(n *node) []string {
 	sets := []string{
 		"node.id=" + fmt.Sprint(n.id),
@@ -150,15 +169,25 @@ func (c *cluster) args(n *node) []string {
 	} else {
 		var voters []string
 		for _, o := range c.nodes {
+			if !o.voter {
+				continue
+			}
 			addr := fmt.Sprintf("127.0.0.1:%d", o.ctrlPort)
 			if o != n {
 				addr = c.proxies[link{n.id, o.id}].Addr()
 			}
 			voters = append(voters, fmt.Sprintf("%d@%s", o.id, addr))
 		}
+		if n.voter {
+			sets = append(sets,
+				"process.roles=broker,controller",
+				fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.port, n.ctrlPort))
+		} else {
+			sets = append(sets,
+				"process.roles=broker",
+				fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", n.port))
+		}
 		sets = append(sets,
-			"process.roles=broker,controller",
-			fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.port, n.ctrlPort),
 			"controller.quorum.voters="+strings.Join(voters, ","),
 			fmt.Sprintf("broker.heartbeat.interval.ms=%d", heartbeatMs),
 			fmt.Sprintf("broker.session.timeout.ms=%d", sessionMs),
@@ -359,9 +388,14 @@ func (c *cluster) running(id int) *node {
 }
 
 // Isolate cuts node id off from every other node: the proxies id->j and
-// j->id stop forwarding, in the cluster's cut mode.
+// j->id stop forwarding, in the cluster's cut mode. A cluster with
+// broker-only nodes refuses: the links to those have no proxy, so any
+// node would keep a link up.
 func (c *cluster) Isolate(id int) {
 	c.t.Helper()
+	if c.opts.brokers > 0 {
+		c.t.Fatalf("Isolate(%d): the cluster has broker-only nodes, which the others reach directly (no proxy to cut)", id)
+	}
 	for l, p := range c.proxies {
 		if l.from == id || l.to == id {
 			if err := p.Cut(c.opts.cut); err != nil {
@@ -466,16 +500,16 @@ func (c *cluster) partitions(ctx context.Context, topic string) (kadm.PartitionD
 // test asks the nodes on the majority's side, since an isolated, paused
 // or stopping node may answer from a stale view.
 func (c *cluster) partitionsFrom(ctx context.Context, id int, topic string) (kadm.PartitionDetails, error) {
-	adm := c.adm
+	cl := c.cl
 	if id != 0 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.node(id).addr()), kgo.RequestRetries(0))
+		var err error
+		cl, err = kgo.NewClient(kgo.SeedBrokers(c.node(id).addr()), kgo.RequestRetries(0))
 		if err != nil {
 			return nil, err
 		}
 		defer cl.Close()
-		adm = kadm.NewClient(cl)
 	}
-	md, err := adm.Metadata(ctx, topic)
+	md, err := freshMetadata(ctx, cl, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -487,6 +521,42 @@ func (c *cluster) partitionsFrom(ctx context.Context, id int, topic string) (kad
 		return nil, fmt.Errorf("topic %q: %w", topic, td.Err)
 	}
 	return td.Partitions, nil
+}
+
+// freshMetadata is one Metadata request of topics (every topic when none)
+// answered by a broker now (any of cl's, or the one broker of a
+// kgo.Broker), in kadm's shape. kadm's own Metadata answers
+// from the client's cache while it is younger than MetadataMinAge (5 s),
+// which would let a poll see a partition as it was seconds ago.
+func freshMetadata(ctx context.Context, cl kmsg.Requestor, topics ...string) (kadm.Metadata, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return kadm.Metadata{}, err
+	}
+	md := kadm.Metadata{Controller: resp.ControllerID, Topics: kadm.TopicDetails{}}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		td := kadm.TopicDetail{Topic: *t.Topic, ID: t.TopicID, IsInternal: t.IsInternal,
+			Partitions: kadm.PartitionDetails{}, Err: kerr.ErrorForCode(t.ErrorCode)}
+		for _, p := range t.Partitions {
+			td.Partitions[p.Partition] = kadm.PartitionDetail{Topic: td.Topic, Partition: p.Partition,
+				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
+				OfflineReplicas: p.OfflineReplicas, Err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+		md.Topics[td.Topic] = td
+	}
+	for _, b := range resp.Brokers {
+		md.Brokers = append(md.Brokers, kgo.BrokerMetadata{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+	}
+	return md, nil
 }
 
 // Leader is the leader of topic's partition p in Metadata, polled until
@@ -523,15 +593,17 @@ func (c *cluster) Controller() int32 {
 	var id int32 = -1
 	c.poll("the active controller", 30*time.Second, func(ctx context.Context) error {
 		var err error
-		id, err = c.controllerOnce(ctx)
+		id, err = c.controllerOnce(ctx, c.cl)
 		return err
 	})
 	return id
 }
 
-func (c *cluster) controllerOnce(ctx context.Context) (int32, error) {
+// controllerOnce is the controller one DescribeCluster names, asked of
+// any of a client's brokers or of one kgo.Broker.
+func (c *cluster) controllerOnce(ctx context.Context, r kmsg.Requestor) (int32, error) {
 	req := kmsg.NewPtrDescribeClusterRequest()
-	resp, err := req.RequestWith(ctx, c.cl)
+	resp, err := req.RequestWith(ctx, r)
 	if err != nil {
 		return -1, err
 	}

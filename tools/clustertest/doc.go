@@ -13,35 +13,49 @@
 //     thread with Pdeathsig, so even a test binary killed by -timeout
 //     takes its brokers with it; TestMain fails the run when a process
 //     outlived its test.
-//   - cluster_test.go is the cluster: N nodes on free loopback ports, each
-//     with its own controller.quorum.voters list that names every other
-//     node through a tools/faultproxy proxy (the proxy "i->j" is where
-//     node i reaches node j), a data dir under t.TempDir() and a log file
-//     whose tail is printed when the test fails; Kill, Start, Stop
-//     (Terminate + WaitExit), Pause, Resume, Isolate, Heal; queries that
-//     poll with deadlines (Leader, LeaderFrom a given node, Controller
-//     from DescribeCluster, WaitWritable, WaitISR, WaitNotLeader, start
-//     and end offsets, a replica's own end offset).
+//   - cluster_test.go is the cluster: N voters (1, 3 or 5) and optional
+//     broker-only nodes (process.roles=broker, ids after the voters) on
+//     free loopback ports, each with its own controller.quorum.voters list
+//     that names every other voter through a tools/faultproxy proxy (the
+//     proxy "i->j" is where node i reaches voter j; the others reach a
+//     broker-only node directly, so a cluster with one cannot Isolate), a
+//     data dir under t.TempDir() and a log file whose tail is printed when
+//     the test fails; Kill, Start, Stop (Terminate + WaitExit), Pause,
+//     Resume, Isolate, Heal; queries that poll with deadlines (Leader,
+//     LeaderFrom a given node, Controller from DescribeCluster,
+//     WaitWritable, WaitISR, WaitNotLeader, start and end offsets, a
+//     replica's own end offset), each Metadata asked of a broker
+//     (freshMetadata), never of kadm's cache.
+//   - moves_harness_test.go adds explicit assignments, reassignments,
+//     a watch of ListPartitionReassignments, replica lists, ISRs and
+//     preferred leaders as every running node's Metadata shows them, and
+//     the partition folders in a node's log dir.
 //   - workload_test.go is an idempotent acks=all producer writing unique
 //     values "p0-<seq>" round-robin over the partitions and a consumer
 //     group member; Finish stops them, reads the topic with a fresh
 //     consumer and with kcat, and checks the history.
 //   - harness_test.go tests the harness against today's binary, each node
 //     standalone (no cluster keys).
-//   - scenarios_test.go holds the fault scenarios on three nodes.
+//   - scenarios_test.go holds the fault scenarios on three nodes;
+//     moves_test.go the partition-moving ones (reassignment, cancel,
+//     decommission, a controller killed mid-move, preferred leader
+//     elections and the automatic rebalance), with a broker-only node 4
+//     where a move needs a fourth broker.
 //
 // The scenarios run with the package's tests (./test.sh runs them; go test
 // -short skips them):
 //
-//	cd tools && go test -count=1 -v -run Scenario ./clustertest
+//	cd tools && go test -count=1 -v -run 'Scenario|Move|Rebalance|Elect' ./clustertest
 //
-// Each is bounded (90 s; the rolling restart, two of three down and the
-// retention catch-up 180 s) and prints its failover times as "FAILOVER <what> ms=<n> ...".
+// Each is bounded (90 s; the rolling restart, two of three down, the
+// retention catch-up and the two multi-step move scenarios 180 s) and
+// prints its times as "FAILOVER <what> ms=<n> ...", "MOVE <what> ms=<n>
+// ...", "REBALANCE ms=<n> ..." and "ELECT ms=<n> ...".
 // What they assume of the cluster, beyond Kafka's protocol: the KRaft
 // keys of DESIGN.md's plan (process.roles, a CONTROLLER listener,
 // controller.quorum.voters, broker.heartbeat.interval.ms,
-// broker.session.timeout.ms); that all inter-broker traffic goes to the
-// voters' addresses (so the proxies can cut it); DescribeCluster's
+// broker.session.timeout.ms); that all inter-broker traffic to a voter
+// goes to its voters address (so the proxies can cut it); DescribeCluster's
 // ControllerID names the active controller; and a ListOffsets with
 // ReplicaID -2 (Kafka's debugging replica id) is answered by a follower
 // from its own log (the retention scenario compares a follower's log end

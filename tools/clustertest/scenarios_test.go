@@ -160,7 +160,7 @@ func TestScenarioControllerKill(t *testing.T) {
 	killed := time.Now()
 	var next int32
 	c.poll(fmt.Sprintf("an active controller other than the killed node %d", ctrl), 20*time.Second, func(ctx context.Context) error {
-		id, err := c.controllerOnce(ctx)
+		id, err := c.controllerOnce(ctx, c.cl)
 		if err != nil {
 			return err
 		}
