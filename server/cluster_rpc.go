@@ -116,7 +116,7 @@ func (cc *controllerClients) requestOnce(ctx context.Context, req kmsg.Request, 
 	if len(seeds) == 0 {
 		return nil, errNoController
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, cc.tryTimeout(req))
 	defer cancel()
 	resp, err := seeds[0].Request(rctx, req)
 	if err != nil {
@@ -126,6 +126,18 @@ func (cc *controllerClients) requestOnce(ctx context.Context, req kmsg.Request, 
 		return nil, fmt.Errorf("server: node %d answered NOT_CONTROLLER", id)
 	}
 	return resp, nil
+}
+
+// tryTimeout bounds one try of req at one voter. Registration and
+// heartbeats get a broker heartbeat interval (at least 250 ms): a paused
+// or cut-off controller must not hold a heartbeat past the session a new
+// controller gives every broker when it takes over (it would fence them
+// all), so the next try asks the next voter. Other requests: 10 s.
+func (cc *controllerClients) tryTimeout(req kmsg.Request) time.Duration {
+	if laneOf(req) == 1 {
+		return max(time.Duration(cc.c.b.cfg.BrokerHeartbeatIntervalMs)*time.Millisecond, 250*time.Millisecond)
+	}
+	return 10 * time.Second
 }
 
 // topLevelCode is a response's top-level error code, for the responses
