@@ -71,7 +71,7 @@ func serveUnregisterBroker(ctx context.Context, b *Broker, cc *clientConn, kreq 
 		msg = fmt.Sprintf("broker %d is being decommissioned already: %d partition(s) still name it", req.BrokerID, n)
 	default:
 		err = b.meta.DecommissionBroker(req.BrokerID, true)
-		msg = fmt.Sprintf("decommissioning broker %d: its replicas of %d partition(s) move to other brokers; it is unregistered once it holds none (watch ListPartitionReassignments and DescribeCluster)", req.BrokerID, n)
+		msg = fmt.Sprintf("decommissioning broker %d: its replicas of %d partition(s) move to other brokers; once it holds none it is fenced (out of Metadata and DescribeCluster), then stop it and it is unregistered once its session expires (watch ListPartitionReassignments)", req.BrokerID, n)
 		b.cl.act.kick()
 	}
 	if err != nil {

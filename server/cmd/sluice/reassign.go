@@ -375,6 +375,12 @@ func reassignCancel(ctx context.Context, a *admin, parts []tp, preserveThrottles
 	}
 	h.print(w)
 	fmt.Fprintf(w, "Cancelled %d of %d partitions' reassignments\n", cancelled, len(parts))
+	if cancelled > 0 {
+		// On Sluice a cancel is a move back: the replicas it had added
+		// leave raft before the partition is done (on Kafka it is done at
+		// once). Wait for that, so the throttle is removed after it.
+		waitCancelled(ctx, a, parts, cancelMoveBackWait, w)
+	}
 	if !preserveThrottles {
 		if err := clearThrottles(ctx, a, topics, w); err != nil {
 			return err
@@ -384,6 +390,32 @@ func reassignCancel(ctx context.Context, a *admin, parts []tp, preserveThrottles
 		return errReported
 	}
 	return nil
+}
+
+// cancelMoveBackWait bounds how long cancel waits for the cancelled
+// partitions to be listed no more.
+const cancelMoveBackWait = time.Minute
+
+// waitCancelled polls ListPartitionReassignments until none of parts is
+// listed in progress or d passes, saying so once when it must wait.
+func waitCancelled(ctx context.Context, a *admin, parts []tp, d time.Duration, w io.Writer) {
+	deadline := time.Now().Add(d)
+	said := false
+	for {
+		moving, err := a.listReassignments(ctx, parts)
+		if err != nil || len(moving) == 0 {
+			return
+		}
+		if !said {
+			fmt.Fprintf(w, "Waiting for %d cancelled partition(s) to finish moving back (their added replicas leave first)\n", len(moving))
+			said = true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			fmt.Fprintf(w, "%d partition(s) still moving back after %v\n", len(moving), d)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // reassignList prints every reassignment in progress.
