@@ -2,6 +2,7 @@ package meta
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -83,20 +84,40 @@ func (s *Store) AlterNodeConfigs(id int32, set map[string]string, del []string) 
 // (ErrUnknownTopicID, ErrUnknownPartition, ErrFencedLeaderEpoch,
 // ErrInvalidRecord); err is a failure of the whole change.
 func (s *Store) ChangePartitions(changes []PartitionChanged) (errs []error, err error) {
-	outs, err := s.change(func(*state) ([]Record, error) {
-		recs := make([]Record, len(changes))
+	return s.ChangePartitionsAt(changes, nil)
+}
+
+// ChangePartitionsAt is ChangePartitions where each report names the
+// partition epoch it was computed at (moveEpochs[i], PartitionMove.Epoch;
+// nil: unchecked): a report at another epoch than the partition's is
+// refused with ErrStaleMoveEpoch (Kafka's INVALID_UPDATE_VERSION) and
+// not recorded, checked against the state the change is built on (under
+// the proposal lock in replicated mode).
+func (s *Store) ChangePartitionsAt(changes []PartitionChanged, moveEpochs []int32) (errs []error, err error) {
+	errs = make([]error, len(changes))
+	var idx []int
+	outs, err := s.change(func(st *state) ([]Record, error) {
+		var recs []Record
+		idx = idx[:0]
 		for i, c := range changes {
+			errs[i] = nil
+			if moveEpochs != nil {
+				if t, ok := st.topics[c.TopicID]; ok && t.Moves[c.Partition].Epoch != moveEpochs[i] {
+					errs[i] = fmt.Errorf("%w: %s-%d is at partition epoch %d, the report at %d", ErrStaleMoveEpoch, t.Name, c.Partition, t.Moves[c.Partition].Epoch, moveEpochs[i])
+					continue
+				}
+			}
 			c.ISR = slices.Clone(c.ISR)
-			recs[i] = c
+			recs = append(recs, c)
+			idx = append(idx, i)
 		}
 		return recs, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	errs = make([]error, len(changes))
-	for i, o := range outs {
-		errs[i] = o.err
+	for j, o := range outs {
+		errs[idx[j]] = o.err
 	}
 	return errs, nil
 }

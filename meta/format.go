@@ -48,6 +48,10 @@ var (
 	// partition that has none in progress (Kafka's
 	// NO_REASSIGNMENT_IN_PROGRESS).
 	ErrNoReassignmentInProgress = errors.New("meta: no partition reassignment in progress")
+	// ErrStaleMoveEpoch: a leader's report computed at an earlier
+	// partition epoch than the partition's (ChangePartitionsAt; Kafka's
+	// INVALID_UPDATE_VERSION).
+	ErrStaleMoveEpoch = errors.New("meta: the report's partition epoch is not the partition's")
 	// ErrFencedLeaderEpoch: a partition change with a leader epoch below
 	// the stored one (Kafka's FENCED_LEADER_EPOCH).
 	ErrFencedLeaderEpoch = errors.New("meta: fenced leader epoch")
@@ -379,6 +383,7 @@ func encodeMove(m PartitionMove) []byte {
 	e.i32List(m.Initial)
 	e.i32List(m.Adding)
 	e.i32List(m.Removing)
+	e.i32(m.Epoch)
 	return e.b
 }
 
@@ -388,5 +393,8 @@ func decodeMove(b []byte) (PartitionMove, error) {
 	}
 	d := decoder{b: b[1:]}
 	m := PartitionMove{Initial: d.i32List(), Adding: d.i32List(), Removing: d.i32List()}
+	if d.err == nil && len(d.b) > 0 {
+		m.Epoch = d.i32() // absent in the first values written: 0
+	}
 	return m, d.finish()
 }

@@ -197,9 +197,9 @@ func (st *state) planReassigned(r PartitionReassigned) (delta, error) {
 	if err := validateMove(r.Replicas, r.Adding, r.Removing); err != nil {
 		return delta{}, err
 	}
-	initial := cur
+	initial, epoch := cur, int32(0)
 	if m, ok := t.Moves[p]; ok {
-		initial = m.Initial
+		initial, epoch = m.Initial, m.Epoch
 	}
 	n := *t
 	n.Assignments = slices.Clone(t.Assignments)
@@ -208,8 +208,23 @@ func (st *state) planReassigned(r PartitionReassigned) (delta, error) {
 	if n.Moves == nil {
 		n.Moves = map[int32]PartitionMove{}
 	}
-	n.Moves[p] = PartitionMove{Initial: slices.Clone(initial), Adding: nonEmpty(r.Adding), Removing: nonEmpty(r.Removing)}
-	return delta{topic: &n, moveOf: &n, movePart: p}, nil
+	n.Moves[p] = PartitionMove{Initial: slices.Clone(initial), Adding: nonEmpty(r.Adding), Removing: nonEmpty(r.Removing), Epoch: epoch + 1}
+	d := delta{topic: &n, moveOf: &n, movePart: p}
+	if pl := t.Leaders[p]; pl.LeaderEpoch >= 0 && len(r.Removing) > 0 {
+		// The last ISR report predates this change: until the leader
+		// reports at the new epoch, count the removing replicas in it,
+		// so that report alone never completes the move.
+		n.Leaders = slices.Clone(t.Leaders)
+		isr := slices.Clone(pl.ISR)
+		for _, id := range r.Removing {
+			if !slices.Contains(isr, id) {
+				isr = append(isr, id)
+			}
+		}
+		n.Leaders[p] = PartitionLeader{Leader: pl.Leader, LeaderEpoch: pl.LeaderEpoch, ISR: isr}
+		d.leaderOf, d.leaderPart = &n, p
+	}
+	return d, nil
 }
 
 // loadMoves reads the topic/move/ keys into st's topics (not shared yet),

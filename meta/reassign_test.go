@@ -186,7 +186,12 @@ func TestPlanPartitionReassigned(t *testing.T) {
 				t.Fatal("the topic value was modified in place")
 			}
 			p := tc.rec.Partition
-			if !reflect.DeepEqual(after.Assignments[p], tc.replicas) || !reflect.DeepEqual(after.Moves[p], tc.move) {
+			if after.Moves[p].Epoch != before.Moves[p].Epoch+1 {
+				t.Fatalf("partition epoch %d after %d", after.Moves[p].Epoch, before.Moves[p].Epoch)
+			}
+			got := after.Moves[p]
+			got.Epoch = 0 // checked above
+			if !reflect.DeepEqual(after.Assignments[p], tc.replicas) || !reflect.DeepEqual(got, tc.move) {
 				t.Fatalf("replicas %v move %+v; want %v %+v", after.Assignments[p], after.Moves[p], tc.replicas, tc.move)
 			}
 			if !reflect.DeepEqual(after.Assignments[1-p], before.Assignments[1-p]) {
@@ -400,7 +405,7 @@ func TestCompleteReassignment(t *testing.T) {
 	report(0, 2, 4, 3)
 	complete(tid, 0, true, nil)
 	tp, _ := s.TopicByID(tid)
-	if !reflect.DeepEqual(tp.Assignments[0], []int32{3, 4}) || !reflect.DeepEqual(tp.Moves[0], PartitionMove{Initial: []int32{1, 2, 3}}) {
+	if !reflect.DeepEqual(tp.Assignments[0], []int32{3, 4}) || !reflect.DeepEqual(tp.Moves[0], PartitionMove{Initial: []int32{1, 2, 3}, Epoch: 2}) {
 		t.Fatalf("completed: %v %+v", tp.Assignments[0], tp.Moves[0])
 	}
 	if !reflect.DeepEqual(tp.Leaders[0], PartitionLeader{Leader: 4, LeaderEpoch: 2, ISR: []int32{4, 3}}) {

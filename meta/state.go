@@ -40,11 +40,18 @@ type PartitionMove struct {
 	// Adding and Removing are the replicas a reassignment in progress
 	// adds and removes; both nil when none is in progress.
 	Adding, Removing []int32
+	// Epoch counts the PartitionReassigned records applied to the
+	// partition (Kafka's partition epoch, for its replica changes): a
+	// leader's ISR report names the epoch it was computed at
+	// (AlterPartition's PartitionEpoch) and one of an earlier epoch is
+	// refused (ChangePartitionsAt), so a report from before a cancel or a
+	// new target never completes it.
+	Epoch int32
 }
 
 func (m PartitionMove) clone() PartitionMove {
 	return PartitionMove{Initial: slices.Clone(m.Initial), Adding: slices.Clone(m.Adding),
-		Removing: slices.Clone(m.Removing)}
+		Removing: slices.Clone(m.Removing), Epoch: m.Epoch}
 }
 
 // PartitionLeader is a partition's leader, leader epoch and ISR as its

@@ -303,6 +303,7 @@ func (c *cluster) reportLeadership() {
 		}
 		rp := kmsg.NewAlterPartitionRequestTopicPartition()
 		rp.Partition, rp.LeaderEpoch, rp.NewISR = tp.partition, epoch, isr
+		rp.PartitionEpoch = t.Moves[tp.partition].Epoch // as of this broker's metadata
 		byTopic[t.ID] = append(byTopic[t.ID], rp)
 	}
 	if len(byTopic) == 0 {

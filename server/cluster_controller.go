@@ -254,12 +254,17 @@ func serveAlterPartition(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.
 		return resp, nil
 	}
 	var changes []meta.PartitionChanged
+	var epochs []int32
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			changes = append(changes, meta.PartitionChanged{TopicID: t.TopicID, Partition: p.Partition, Leader: req.BrokerID, LeaderEpoch: p.LeaderEpoch, ISR: p.NewISR})
+			epochs = append(epochs, p.PartitionEpoch)
 		}
 	}
-	errs, err := b.meta.ChangePartitions(changes)
+	// The partition epoch (Kafka's) counts the partition's reassignment
+	// records: a report computed before the latest one is refused
+	// (INVALID_UPDATE_VERSION), so it cannot complete a move it predates.
+	errs, err := b.meta.ChangePartitionsAt(changes, epochs)
 	if err != nil {
 		resp.ErrorCode = controllerCode(err)
 		return resp, nil
@@ -272,7 +277,10 @@ func serveAlterPartition(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.
 			rp := kmsg.NewAlterPartitionResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.LeaderID, rp.LeaderEpoch, rp.ISR = req.BrokerID, p.LeaderEpoch, p.NewISR
-			if errs[i] != nil {
+			switch {
+			case errors.Is(errs[i], meta.ErrStaleMoveEpoch):
+				rp.ErrorCode = kerr.InvalidUpdateVersion.Code
+			case errs[i] != nil:
 				rp.ErrorCode = kerr.FencedLeaderEpoch.Code
 			}
 			i++

@@ -3,60 +3,15 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/replica"
-	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// reviewBrokerOnlyAt is startBrokerOnly on a given port and folder (so a
-// node can be restarted with its data).
-func (tc *testCluster) reviewBrokerOnlyAt(id, port int, dir string) *Broker {
-	t := tc.t
-	t.Helper()
-	var voters []string
-	for j := range tc.n {
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", j+1, tc.ctrl[j]))
-	}
-	cfg, err := config.Load("", []string{fmt.Sprintf("node.id=%d", id), "process.roles=broker", "log.dirs=" + dir,
-		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", port),
-		"controller.quorum.voters=" + strings.Join(voters, ","),
-		"broker.heartbeat.interval.ms=200", "broker.session.timeout.ms=1500"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	var b *Broker
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err = New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-		if err == nil {
-			if err = b.Start(); err != nil {
-				b.Close()
-			}
-		}
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		b.Close()
-		if t.Failed() {
-			t.Logf("broker %d log tail:\n%s", id, logs.tail(8000))
-		}
-	})
-	return b
-}
 
 func reviewCrash(b *Broker) {
 	b.noControlledShutdown = true
@@ -159,10 +114,10 @@ func TestClusterRestartedJoinerStaysJoining(t *testing.T) {
 	tc.waitBrokers(3)
 	port4 := freePorts(t, 1)[0]
 	dir4 := t.TempDir()
-	b4 := tc.reviewBrokerOnlyAt(4, port4, dir4)
+	b4 := tc.startBrokerOnlyAt(4, dir4, port4)
 	port5 := freePorts(t, 1)[0]
 	dir5 := t.TempDir()
-	b5 := tc.reviewBrokerOnlyAt(5, port5, dir5)
+	b5 := tc.startBrokerOnlyAt(5, dir5, port5)
 	tc.waitBrokers(5)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
@@ -203,7 +158,7 @@ func TestClusterRestartedJoinerStaysJoining(t *testing.T) {
 	}
 	reviewCrash(b4)
 	reviewCrash(b5) // the real group {5} is down (or unreachable)
-	b4 = tc.reviewBrokerOnlyAt(4, port4, dir4)
+	b4 = tc.startBrokerOnlyAt(4, dir4, port4)
 	var won bool
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -228,7 +183,7 @@ func TestClusterRestartedJoinerStaysJoining(t *testing.T) {
 	perr := cl.ProduceSync(ctx, &kgo.Record{Topic: "jn", Value: []byte("split-brain")}).FirstErr()
 	defer func() {
 		// The real group comes back: where does the acknowledged record go?
-		b5 = tc.reviewBrokerOnlyAt(5, port5, dir5)
+		b5 = tc.startBrokerOnlyAt(5, dir5, port5)
 		time.Sleep(10 * time.Second)
 		for _, b := range []*Broker{b4, b5} {
 			if p, ok := b.partition("jn", 0); ok {

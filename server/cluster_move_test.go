@@ -86,11 +86,23 @@ func (tc *testCluster) startBrokerOnlyAt(id int, dir string, port int, extra ...
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	b, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
+	var b *Broker
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// A restart may find the port still held by the run before: retry
+		// a little, as testCluster.start does.
+		b, err = New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		if err == nil {
+			if err = b.Start(); err != nil {
+				b.Close()
+			}
+		}
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if err := b.Start(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
