@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -270,7 +269,7 @@ func createAssigned(t *testing.T, ctx context.Context, tc *testCluster, topic st
 func TestClusterReassignment(t *testing.T) {
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
-	b4, dir4 := tc.startBrokerOnly(4)
+	b4, _ := tc.startBrokerOnly(4)
 	tc.waitBrokers(4)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -310,7 +309,6 @@ func TestClusterReassignment(t *testing.T) {
 		t.Fatal("nothing acknowledged")
 	}
 	checkAllOnce(t, ctx, tc, "mv", acked)
-	_ = dir4
 }
 
 // A reassignment whose new replica cannot catch up (its broker is down)
@@ -319,7 +317,7 @@ func TestClusterReassignment(t *testing.T) {
 func TestClusterReassignmentCancel(t *testing.T) {
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
-	b4, dir4 := tc.startBrokerOnly(4)
+	b4, _ := tc.startBrokerOnly(4)
 	tc.waitBrokers(4)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -401,8 +399,6 @@ func TestClusterReassignmentCancel(t *testing.T) {
 	if len(seen) != 200 {
 		t.Errorf("read %d distinct records, want 200", len(seen))
 	}
-	_ = dir4
-	_ = os.Remove
 }
 
 // Preferred leader election moves leadership back to the first replica;
@@ -496,7 +492,6 @@ func TestClusterDecommission(t *testing.T) {
 	tc.waitBrokers(4)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(tc.client())
 	createAssigned(t, ctx, tc, "dc", []int32{4, 1, 2}, []int32{1, 4, 3}, []int32{2, 3, 1})
 	tc.waitLeaders("dc", 3)
 	stop := steadyProducer(t, tc, "dc")
@@ -545,7 +540,6 @@ func TestClusterDecommission(t *testing.T) {
 		}
 		return nil
 	})
-	_ = adm
 }
 
 // A reassignment survives restarts of the brokers it involves: the new
