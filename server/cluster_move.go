@@ -126,7 +126,10 @@ func (c *cluster) driveMoves() {
 	now := time.Now()
 	for tp, part := range parts {
 		t, ok := b.meta.Topic(tp.topic)
-		if !ok || int(tp.partition) >= len(t.Assignments) {
+		if !ok || int(tp.partition) >= len(t.Assignments) || !isMoving(t, tp.partition) {
+			// Not moving: the group is at its replica list (a move
+			// completes only once the group holds exactly its target,
+			// withLeaving), so no worker call per partition each pass.
 			continue
 		}
 		target := raftVoterIDs(t.TargetReplicas(tp.partition))
