@@ -67,6 +67,12 @@ func startWorkload(t *testing.T, c *cluster, opts workloadOpts) *workload {
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is on by default
 		kgo.RecordRetries(1<<30),
 		kgo.ProduceRequestTimeout(5*time.Second),
+		// A paused (SIGSTOPped) broker keeps its connections open and
+		// never answers: kgo gives up on a request to it after the
+		// request's timeout plus this overhead (10 s by default, so a
+		// produce 15 s and then a metadata request to the same broker
+		// 10 s more). 3 s bounds that outage to about 8 s + 3 s.
+		kgo.RequestTimeoutOverhead(3*time.Second),
 		kgo.RecordDeliveryTimeout(60*time.Second),
 		kgo.MaxBufferedRecords(20_000),
 	)
@@ -76,7 +82,8 @@ func startWorkload(t *testing.T, c *cluster, opts workloadOpts) *workload {
 	w.cons, err = kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics(opts.topic),
 		kgo.ConsumerGroup(opts.group), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitInterval(500*time.Millisecond), kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond))
+		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond),
+		kgo.RequestTimeoutOverhead(3*time.Second)) // as the producer's
 	if err != nil {
 		w.prod.Close()
 		t.Fatal(err)

@@ -1,0 +1,125 @@
+package chaos
+
+import (
+	"fmt"
+	"time"
+)
+
+// A history is what the runner's clients did and saw, as Jepsen records
+// it: every operation with when it was invoked and when it completed
+// (times since the run's start), what it asked and what it got. The
+// checker (check.go) and the report (report.go) read only this, so a
+// history saved as JSON (history.json in the run's folder) can be checked
+// again without a cluster.
+
+// OpKind is what an operation did.
+type OpKind string
+
+const (
+	// OpSend is one produce (an idempotent acks=all franz-go producer):
+	// Topic, Partition, Key, Value; on OK, Offset is where the broker
+	// acknowledged it.
+	OpSend OpKind = "send"
+	// OpPoll is one consumer poll: Records, in the order the client
+	// returned them. Always OK.
+	OpPoll OpKind = "poll"
+	// OpAssign is a consumer's assignment changing (a rebalance): from
+	// End on, it owns Partitions of Topic. A consumer's position in a
+	// partition it did not own before may start anywhere (its group's
+	// committed offset), so the poll checks restart there. Always OK.
+	OpAssign OpKind = "assign"
+	// OpCommit is an OffsetCommit of Offsets (partition: the next offset
+	// to consume) for Group.
+	OpCommit OpKind = "commit"
+	// OpFetchOffsets is an OffsetFetch of Group: Offsets is what it
+	// returned (partitions without a committed offset are absent).
+	OpFetchOffsets OpKind = "fetch-offsets"
+	// OpAppend is the log workload's produce of Value to Partition; on
+	// OK, Offset is its offset.
+	OpAppend OpKind = "append"
+	// OpRead is the log workload's read of Partition from offset 0 to its
+	// high watermark: Values is the whole log as read (Offset = len).
+	OpRead OpKind = "read"
+)
+
+// Outcome is how an operation ended, in Jepsen's terms.
+type Outcome string
+
+const (
+	// OK: it happened, and Offset/Records/Offsets say what it saw.
+	OK Outcome = "ok"
+	// Fail: it certainly did not happen (the broker refused it before
+	// writing anything, or the client never sent it).
+	Fail Outcome = "fail"
+	// Info: it may or may not have happened (a timeout, a lost
+	// connection, the run ended first). End is when the client gave up.
+	Info Outcome = "info"
+)
+
+// Record is one record as a client saw it.
+type Record struct {
+	Partition int32  `json:"p"`
+	Offset    int64  `json:"o"`
+	Value     string `json:"v"`
+}
+
+func (r Record) String() string { return fmt.Sprintf("p%d@%d=%q", r.Partition, r.Offset, r.Value) }
+
+// Op is one operation of a client.
+type Op struct {
+	// Process names the client (a producer, a consumer, an offsets
+	// client): "producer-0", "consumer-2", ... A process's operations do
+	// not overlap in time, except sends (a producer pipelines).
+	Process string `json:"process"`
+	Kind    OpKind `json:"f"`
+	// Start is when the operation was invoked, End when it completed;
+	// since the run's start. End is zero for an operation that never
+	// completed (Outcome Info).
+	Start time.Duration `json:"start"`
+	End   time.Duration `json:"end"`
+	// Outcome is OK, Fail or Info.
+	Outcome Outcome `json:"type"`
+
+	Topic     string          `json:"topic,omitempty"`
+	Group     string          `json:"group,omitempty"`
+	Partition int32           `json:"partition"`
+	Key       string          `json:"key,omitempty"`
+	Value     string          `json:"value,omitempty"`
+	Offset    int64           `json:"offset"`
+	Records   []Record        `json:"records,omitempty"`
+	Values    []string        `json:"values,omitempty"`
+	Offsets   map[int32]int64 `json:"offsets,omitempty"`
+	Parts     []int32         `json:"partitions,omitempty"`
+	Err       string          `json:"error,omitempty"`
+}
+
+// Fault is one injected fault, from when it was injected to when it was
+// healed (End zero: it lasted to the end of the fault phase).
+type Fault struct {
+	Kind  string        `json:"kind"` // "kill", "pause", "partition", "disk", "clock", "restart", "move", ...
+	Nodes []int         `json:"nodes"`
+	What  string        `json:"what"` // a line for people: "SIGKILL node 2 (leader of queue/0)"
+	Start time.Duration `json:"start"`
+	End   time.Duration `json:"end"`
+}
+
+// History is a whole run.
+type History struct {
+	Seed     int64         `json:"seed"`
+	Nodes    int           `json:"nodes"`
+	Started  time.Time     `json:"started"`  // the wall clock at time 0
+	Healed   time.Duration `json:"healed"`   // when every fault was healed
+	Finished time.Duration `json:"finished"` // when the final reads began
+	Ops      []Op          `json:"ops"`
+	Faults   []Fault       `json:"faults"`
+	// Final is, per topic and partition, a read of the whole partition
+	// by a fresh consumer after the run (from its log start offset to its
+	// high watermark), and LogStart each partition's log start offset
+	// then.
+	Final    map[string]map[int32][]Record `json:"final"`
+	LogStart map[string]map[int32]int64    `json:"log_start"`
+	// Liveness is, per topic and partition, how long after Healed it first
+	// had a leader that accepted a write (negative: it never did within
+	// the runner's bound).
+	Liveness map[string]map[int32]time.Duration `json:"liveness"`
+}
