@@ -1,0 +1,546 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/tools/faultproxy"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// The nemesis's fault kinds. Every choice a fault makes (its target's
+// role, durations, the partition of the nodes, a delay, an offset) comes
+// from the run's seed; which node has that role (the leader of a
+// partition, the active controller) is the cluster's answer at the time.
+const (
+	FaultKillLeader     = "kill-leader"     // SIGKILL the leader of a partition of the queue topic; restart it after the hold
+	FaultKillFollower   = "kill-follower"   // SIGKILL a follower of such a partition
+	FaultKillController = "kill-controller" // SIGKILL the active controller
+	FaultPause          = "pause"           // SIGSTOP a node (a leader half the time) past broker.session.timeout.ms and the election timeout, then SIGCONT
+	FaultIsolate        = "isolate"         // cut one node (a leader half the time) from every other
+	FaultPartition      = "partition"       // split the nodes into a majority and a minority
+	FaultBridge         = "bridge"          // two halves that cannot reach each other, and one node that reaches both
+	FaultDiskSlow       = "disk-slow"       // delay one node's fsyncs and writes (test build)
+	FaultDiskFail       = "disk-fail"       // fail one node's writes with EIO (test build)
+	FaultClock          = "clock"           // jump one node's wall clock by minutes to an hour, either way (test build)
+	FaultRollingRestart = "rolling-restart" // SIGTERM (controlled shutdown) and restart each node in turn
+	FaultMove           = "move"            // reassign a partition to another replica set while the next fault runs, then move it back
+)
+
+// AllFaults are every kind, in the order of a sequential schedule.
+var AllFaults = []string{FaultKillLeader, FaultKillFollower, FaultKillController, FaultPause,
+	FaultIsolate, FaultPartition, FaultBridge, FaultDiskSlow, FaultDiskFail, FaultClock,
+	FaultRollingRestart, FaultMove}
+
+// ParseFaults parses a comma-separated list of kinds ("all" for every one).
+func ParseFaults(s string) ([]string, error) {
+	if s == "" || s == "all" {
+		return slices.Clone(AllFaults), nil
+	}
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		if !slices.Contains(AllFaults, k) {
+			return nil, fmt.Errorf("chaos: unknown fault %q (known: %s)", k, strings.Join(AllFaults, ", "))
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// Nemesis injects faults into a cluster on a schedule drawn from its
+// random source and records each one.
+type Nemesis struct {
+	c          *Cluster
+	rng        *rand.Rand
+	since      func() time.Duration
+	topic      string // the topic whose partitions' leaders are targets
+	partitions int32
+	log        *slog.Logger
+
+	faults []Fault
+	// holds: what to undo at the end (Heal) for a fault still in force.
+	killed  map[int]bool
+	paused  map[int]bool
+	diskSet map[int]bool
+	moves   []pendingMove
+	// unsupported is set once a test-build fault was not applied by the
+	// broker (a binary built without -tags faults).
+	unsupported bool
+}
+
+type pendingMove struct {
+	fault    int // index in faults
+	tp       int32
+	original []int32
+}
+
+// NewNemesis returns a nemesis for c whose choices come from rng.
+func NewNemesis(c *Cluster, rng *rand.Rand, since func() time.Duration, topic string, partitions int32, log *slog.Logger) *Nemesis {
+	return &Nemesis{c: c, rng: rng, since: since, topic: topic, partitions: partitions, log: log,
+		killed: map[int]bool{}, paused: map[int]bool{}, diskSet: map[int]bool{}}
+}
+
+// Faults are the faults injected so far.
+func (n *Nemesis) Faults() []Fault { return slices.Clone(n.faults) }
+
+// Run injects faults until d has passed: one at a time, each held for a
+// few seconds, healed, then a quiet gap. kinds in order when sequential,
+// else drawn at random. A fault that cannot be applied (no leader to
+// find) is skipped and logged.
+func (n *Nemesis) Run(ctx context.Context, kinds []string, sequential bool, d time.Duration) error {
+	end := time.Now().Add(d)
+	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
+		var k string
+		if sequential {
+			k = kinds[i%len(kinds)]
+		} else {
+			k = kinds[n.rng.IntN(len(kinds))]
+		}
+		if err := n.episode(ctx, k, kinds); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			n.log.Warn("chaos: nemesis: fault not applied", "kind", k, "err", err)
+		}
+		if err := n.sleep(ctx, n.dur(2*time.Second, 5*time.Second)); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// episode applies one fault, holds it, heals it. A move overlaps the
+// next (non-move) fault.
+func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) error {
+	if kind == FaultMove {
+		if err := n.startMove(ctx); err != nil {
+			return err
+		}
+		others := slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == FaultMove })
+		if len(others) > 0 {
+			if err := n.episode(ctx, others[n.rng.IntN(len(others))], nil); err != nil {
+				n.log.Warn("chaos: nemesis: fault during a move not applied", "err", err)
+			}
+		} else if err := n.sleep(ctx, n.dur(3*time.Second, 6*time.Second)); err != nil {
+			return err
+		}
+		return n.finishMoves(ctx, 30*time.Second)
+	}
+	hold := n.dur(3*time.Second, 8*time.Second)
+	switch kind {
+	case FaultKillLeader, FaultKillFollower, FaultKillController:
+		id, what, err := n.target(ctx, kind)
+		if err != nil {
+			return err
+		}
+		f := n.begin("kill", what, id)
+		if err := n.c.Kill(id); err != nil {
+			return err
+		}
+		n.killed[id] = true
+		if err := n.sleep(ctx, hold); err != nil {
+			return err
+		}
+		err = n.restart(ctx, id)
+		n.end(f)
+		return err
+	case FaultPause:
+		id, what, err := n.target(ctx, n.pick(FaultKillLeader, ""))
+		if err != nil {
+			return err
+		}
+		hold = SessionMs*time.Millisecond + n.dur(time.Second, 5*time.Second)
+		f := n.begin("pause", fmt.Sprintf("SIGSTOP %s for %v", what, hold.Round(time.Millisecond)), id)
+		if err := n.c.Pause(id); err != nil {
+			return err
+		}
+		n.paused[id] = true
+		if err := n.sleep(ctx, hold); err != nil {
+			return err
+		}
+		err = n.c.Resume(id)
+		delete(n.paused, id)
+		n.end(f)
+		return err
+	case FaultIsolate, FaultPartition, FaultBridge:
+		comps, what, err := n.components(ctx, kind)
+		if err != nil {
+			return err
+		}
+		mode := faultproxy.Blackhole
+		if n.rng.IntN(2) == 0 {
+			mode = faultproxy.Reset
+		}
+		f := n.begin("partition", fmt.Sprintf("%s (%v)", what, mode), flatten(comps)...)
+		if kind == FaultBridge {
+			err = n.c.CutLinks(bridgeLinks(comps), mode)
+		} else {
+			err = n.c.Partition(comps, mode)
+		}
+		if err != nil {
+			return err
+		}
+		if err := n.sleep(ctx, hold); err != nil {
+			return err
+		}
+		err = n.c.HealNetwork()
+		n.end(f)
+		return err
+	case FaultDiskSlow, FaultDiskFail, FaultClock:
+		if n.unsupported {
+			return errors.New("the broker binary applies no test-build faults (build it with -tags faults)")
+		}
+		id, what, err := n.target(ctx, n.pick(FaultKillLeader, ""))
+		if err != nil {
+			return err
+		}
+		var nf NodeFaults
+		var desc, fk string
+		switch kind {
+		case FaultDiskSlow:
+			nf.FsyncDelayMs, nf.WriteDelayMs = 50+n.rng.IntN(450), n.rng.IntN(20)
+			desc, fk = fmt.Sprintf("slow disk on %s: fsync +%d ms, write +%d ms", what, nf.FsyncDelayMs, nf.WriteDelayMs), "disk"
+		case FaultDiskFail:
+			nf.FailWrites = true
+			desc, fk = fmt.Sprintf("failing disk on %s: writes fail with EIO", what), "disk"
+		case FaultClock:
+			off := time.Minute + time.Duration(n.rng.Int64N(int64(59*time.Minute)))
+			if n.rng.IntN(2) == 0 {
+				off = -off
+			}
+			nf.ClockOffsetMs = off.Milliseconds()
+			desc, fk = fmt.Sprintf("clock of %s jumps %+v", what, off.Round(time.Second)), "clock"
+		}
+		f := n.begin(fk, desc, id)
+		if err := n.setFaults(ctx, id, nf); err != nil {
+			return err
+		}
+		n.diskSet[id] = true
+		if err := n.sleep(ctx, hold); err != nil {
+			return err
+		}
+		err = n.c.SetFaults(id, NodeFaults{})
+		delete(n.diskSet, id)
+		n.end(f)
+		return err
+	case FaultRollingRestart:
+		order := n.rng.Perm(len(n.c.Nodes()))
+		f := n.begin("restart", fmt.Sprintf("rolling restart (SIGTERM, start) in the order %v", plusOne(order)), plusOne(order)...)
+		defer n.end(f)
+		for _, i := range order {
+			id := i + 1
+			if err := n.c.Stop(id); err != nil {
+				n.log.Warn("chaos: nemesis: controlled shutdown", "node", id, "err", err)
+			}
+			n.killed[id] = true
+			if err := n.restart(ctx, id); err != nil {
+				return err
+			}
+			if err := n.c.WaitReady(ctx, 60*time.Second); err != nil {
+				return fmt.Errorf("after restarting node %d: %w", id, err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("chaos: unknown fault %q", kind)
+}
+
+// pick returns a half the time, else b.
+func (n *Nemesis) pick(a, b string) string {
+	if n.rng.IntN(2) == 0 {
+		return a
+	}
+	return b
+}
+
+func (n *Nemesis) dur(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(n.rng.Int64N(int64(hi-lo)))
+}
+
+func (n *Nemesis) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func (n *Nemesis) begin(kind, what string, nodes ...int) int {
+	n.faults = append(n.faults, Fault{Kind: kind, Nodes: nodes, What: what, Start: n.since()})
+	n.log.Info("chaos: nemesis: fault", "kind", kind, "what", what)
+	return len(n.faults) - 1
+}
+
+func (n *Nemesis) end(i int) {
+	n.faults[i].End = n.since()
+	n.log.Info("chaos: nemesis: healed", "kind", n.faults[i].Kind, "what", n.faults[i].What)
+}
+
+// restart starts a killed or stopped node again.
+func (n *Nemesis) restart(ctx context.Context, id int) error {
+	if err := n.c.Start(ctx, id); err != nil {
+		return err
+	}
+	delete(n.killed, id)
+	return nil
+}
+
+// target finds the node a fault aims at: the leader or a follower of a
+// random partition of the topic, the active controller, or (kind "") any
+// node that is running and not paused.
+func (n *Nemesis) target(ctx context.Context, kind string) (int, string, error) {
+	p := int32(n.rng.IntN(int(n.partitions)))
+	follower := n.rng.IntN(2)
+	switch kind {
+	case FaultKillController:
+		id, err := n.c.Controller(ctx)
+		if err != nil {
+			return 0, "", err
+		}
+		return id, fmt.Sprintf("node %d (the active controller)", id), nil
+	case FaultKillLeader, FaultKillFollower:
+		md, err := n.c.Metadata(ctx, 0, n.topic)
+		if err != nil {
+			return 0, "", err
+		}
+		pd, ok := md.Topics[n.topic].Partitions[p]
+		if !ok || pd.Leader < 0 {
+			return 0, "", fmt.Errorf("%s/%d has no leader", n.topic, p)
+		}
+		if kind == FaultKillLeader {
+			return int(pd.Leader), fmt.Sprintf("node %d (leader of %s/%d)", pd.Leader, n.topic, p), nil
+		}
+		var fs []int32
+		for _, r := range pd.Replicas {
+			if r != pd.Leader {
+				fs = append(fs, r)
+			}
+		}
+		if len(fs) == 0 {
+			return 0, "", fmt.Errorf("%s/%d has no follower", n.topic, p)
+		}
+		id := int(fs[follower%len(fs)])
+		return id, fmt.Sprintf("node %d (follower of %s/%d)", id, n.topic, p), nil
+	}
+	var up []int
+	for _, nd := range n.c.Nodes() {
+		if n.c.Running(nd.ID) && !n.c.Paused(nd.ID) {
+			up = append(up, nd.ID)
+		}
+	}
+	if len(up) == 0 {
+		return 0, "", errors.New("no node running")
+	}
+	id := up[n.rng.IntN(len(up))]
+	return id, fmt.Sprintf("node %d", id), nil
+}
+
+// components draws the sides of a network partition.
+func (n *Nemesis) components(ctx context.Context, kind string) ([][]int, string, error) {
+	ids := plusOne(n.rng.Perm(len(n.c.Nodes())))
+	switch kind {
+	case FaultIsolate:
+		id, what, err := n.target(ctx, n.pick(FaultKillLeader, ""))
+		if err != nil {
+			return nil, "", err
+		}
+		rest := slices.DeleteFunc(ids, func(x int) bool { return x == id })
+		return [][]int{{id}, rest}, "isolate " + what, nil
+	case FaultPartition:
+		k := (len(ids) - 1) / 2
+		minority, majority := ids[:k], ids[k:]
+		return [][]int{minority, majority}, fmt.Sprintf("minority %v | majority %v", minority, majority), nil
+	default: // bridge: halves ids[:h] and ids[h+1:], ids[h] reaches both
+		h := len(ids) / 2
+		return [][]int{ids[:h], {ids[h]}, ids[h+1:]}, fmt.Sprintf("bridge: %v | %d | %v", ids[:h], ids[h], ids[h+1:]), nil
+	}
+}
+
+// bridgeLinks are the links between the first and last of three
+// components, both directions.
+func bridgeLinks(comps [][]int) [][2]int {
+	var ls [][2]int
+	for _, a := range comps[0] {
+		for _, b := range comps[2] {
+			ls = append(ls, [2]int{a, b}, [2]int{b, a})
+		}
+	}
+	return ls
+}
+
+func flatten(comps [][]int) []int {
+	var out []int
+	for _, c := range comps {
+		out = append(out, c...)
+	}
+	return out
+}
+
+func plusOne(perm []int) []int {
+	out := make([]int, len(perm))
+	for i, x := range perm {
+		out[i] = x + 1
+	}
+	return out
+}
+
+// setFaults writes a node's fault file and checks, once, that its broker
+// applies it (a line "sluice: faults: applied" in its log within 3 s).
+func (n *Nemesis) setFaults(ctx context.Context, id int, nf NodeFaults) error {
+	node := n.c.Nodes()[id-1]
+	before := countInFile(node.LogPath, "sluice: faults: applied")
+	if err := n.c.SetFaults(id, nf); err != nil {
+		return err
+	}
+	return Poll(ctx, 3*time.Second, func(context.Context) error {
+		if countInFile(node.LogPath, "sluice: faults: applied") > before {
+			return nil
+		}
+		if n.c.Paused(id) {
+			return nil // it applies it when resumed
+		}
+		return errors.New("not applied")
+	})
+}
+
+func countInFile(path, s string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), s)
+}
+
+// startMove reassigns a random partition of the topic: on three nodes it
+// drops one replica (replication factor 3 to 2), on five it replaces one
+// replica by a node outside the list. The move back happens in
+// finishMoves.
+func (n *Nemesis) startMove(ctx context.Context) error {
+	p := int32(n.rng.IntN(int(n.partitions)))
+	md, err := n.c.Metadata(ctx, 0, n.topic)
+	if err != nil {
+		return err
+	}
+	pd, ok := md.Topics[n.topic].Partitions[p]
+	if !ok || len(pd.Replicas) == 0 {
+		return fmt.Errorf("%s/%d: no replicas in metadata", n.topic, p)
+	}
+	orig := slices.Clone(pd.Replicas)
+	target := slices.Clone(orig)
+	drop := n.rng.IntN(len(target))
+	if len(n.c.Nodes()) > len(orig) {
+		var outside []int32
+		for _, nd := range n.c.Nodes() {
+			if !slices.Contains(orig, int32(nd.ID)) {
+				outside = append(outside, int32(nd.ID))
+			}
+		}
+		target[drop] = outside[n.rng.IntN(len(outside))]
+	} else {
+		target = slices.Delete(target, drop, drop+1)
+	}
+	f := n.begin("move", fmt.Sprintf("reassign %s/%d from %v to %v", n.topic, p, orig, target), toInts(union(orig, target))...)
+	if err := n.reassign(ctx, p, target); err != nil {
+		n.end(f)
+		return err
+	}
+	n.moves = append(n.moves, pendingMove{fault: f, tp: p, original: orig})
+	return nil
+}
+
+func (n *Nemesis) reassign(ctx context.Context, p int32, replicas []int32) error {
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(n.topic, p, replicas)
+	return Poll(ctx, 20*time.Second, func(ctx context.Context) error {
+		resp, err := n.c.Admin().AlterPartitionAssignments(ctx, req)
+		if err != nil {
+			return err
+		}
+		return resp.Error()
+	})
+}
+
+// finishMoves waits (up to d each) until every started move completed,
+// then moves each partition back to its original replicas.
+func (n *Nemesis) finishMoves(ctx context.Context, d time.Duration) error {
+	var errs []error
+	for _, m := range n.moves {
+		if err := n.waitMoved(ctx, m.tp, d); err != nil {
+			errs = append(errs, err)
+		}
+		if err := n.reassign(ctx, m.tp, m.original); err != nil {
+			errs = append(errs, err)
+		}
+		if err := n.waitMoved(ctx, m.tp, d); err != nil {
+			errs = append(errs, err)
+		}
+		n.end(m.fault)
+	}
+	n.moves = nil
+	return errors.Join(errs...)
+}
+
+// waitMoved waits until the partition has no reassignment in progress.
+func (n *Nemesis) waitMoved(ctx context.Context, p int32, d time.Duration) error {
+	return Poll(ctx, d, func(ctx context.Context) error {
+		resp, err := n.c.Admin().ListPartitionReassignments(ctx, kadm.TopicsSet{n.topic: {p: struct{}{}}})
+		if err != nil {
+			return err
+		}
+		if r, ok := resp[n.topic][p]; ok && (len(r.AddingReplicas) > 0 || len(r.RemovingReplicas) > 0) {
+			return fmt.Errorf("%s/%d still moving: adding %v, removing %v", n.topic, p, r.AddingReplicas, r.RemovingReplicas)
+		}
+		return nil
+	})
+}
+
+func union(a, b []int32) []int32 {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func toInts(xs []int32) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x)
+	}
+	return out
+}
+
+// Heal ends every fault still in force: resumes paused nodes, starts
+// killed ones, heals the network, clears the fault files, and finishes
+// the moves.
+func (n *Nemesis) Heal(ctx context.Context) error {
+	var errs []error
+	for id := range n.paused {
+		errs = append(errs, n.c.Resume(id))
+	}
+	n.paused = map[int]bool{}
+	for _, nd := range n.c.Nodes() {
+		if !n.c.Running(nd.ID) {
+			errs = append(errs, n.restart(ctx, nd.ID))
+		}
+	}
+	errs = append(errs, n.c.HealNetwork())
+	for _, nd := range n.c.Nodes() {
+		errs = append(errs, n.c.SetFaults(nd.ID, NodeFaults{}))
+	}
+	errs = append(errs, n.finishMoves(ctx, 60*time.Second))
+	for i := range n.faults {
+		if n.faults[i].End == 0 {
+			n.end(i)
+		}
+	}
+	return errors.Join(errs...)
+}
