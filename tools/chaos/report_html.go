@@ -158,7 +158,7 @@ func xOf(t, end time.Duration) float64 {
 
 // timeAxis draws the x axis at y: ticks in seconds, a label, and the
 // heal and final-read lines over the chart from top.
-func timeAxis(w *bufio.Writer, h *History, end time.Duration, top, y float64) {
+func timeAxis(w *bufio.Writer, h *History, end time.Duration, top, y float64, labels bool) {
 	secsEnd := end.Seconds()
 	step := 1.0
 	for _, s := range []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600} {
@@ -184,13 +184,16 @@ func timeAxis(w *bufio.Writer, h *History, end time.Duration, top, y float64) {
 		x := xOf(m.at, end)
 		fmt.Fprintf(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" stroke-dasharray=\"4 3\"><title>%s at %s</title></line>\n",
 			x, top, x, y, m.label, secs(m.at))
+		if labels {
+			fmt.Fprintf(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n", x-2, top-4, m.label)
+		}
 	}
 }
 
 // writeFaults draws one band per fault, in a row of its own.
 func writeFaults(w *bufio.Writer, h *History, end time.Duration) {
 	rows := max(1, len(h.Faults))
-	top := 20.0
+	top := 30.0
 	height := top + float64(rows*(bandHeight+4)) + 54
 	fmt.Fprintf(w, "<svg width=\"%d\" height=\"%.0f\" xmlns=\"http://www.w3.org/2000/svg\">\n", svgWidth, height)
 	fmt.Fprintf(w, "<text x=\"4\" y=\"12\" font-weight=\"bold\">faults (one band each; colour: kind)</text>\n")
@@ -212,7 +215,7 @@ func writeFaults(w *bufio.Writer, h *History, end time.Duration) {
 		}
 	}
 	y := top + float64(rows*(bandHeight+4)) + 2
-	timeAxis(w, h, end, top, y)
+	timeAxis(w, h, end, top, y, true)
 	var items [][2]string
 	for _, k := range kinds {
 		items = append(items, [2]string{faultColor(k), k})
@@ -277,7 +280,7 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 func writeSends(w *bufio.Writer, h *History, end time.Duration) {
 	b := bucketSends(h, end)
 	bw := plotWidth / float64(len(b.ok))
-	top, base := 24.0, 24.0+chartHeight
+	top, base := 36.0, 36.0+chartHeight
 
 	// Throughput.
 	peak := max(1, slices.Max(b.ok))
@@ -302,10 +305,10 @@ func writeSends(w *bufio.Writer, h *History, end time.Duration) {
 				continue
 			}
 			fmt.Fprintf(w, "<rect class=\"send-%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"5\" fill=\"%s\"><title>%ds: %d %s sends</title></rect>\n",
-				strings.Fields(m.what)[0], xOf(time.Duration(i)*bucket, end), top-12+float64(j)*6, max(bw-1, 1), m.color, i, m.n, m.what)
+				strings.Fields(m.what)[0], xOf(time.Duration(i)*bucket, end), top-13+float64(j)*6, max(bw-1, 1), m.color, i, m.n, m.what)
 		}
 	}
-	timeAxis(w, h, end, top, base)
+	timeAxis(w, h, end, top, base, false)
 	legend(w, base+44, [][2]string{{"#1f77b4", "OK acks"}, {"#d62728", "a second with failed sends"}, {"#ff7f0e", "a second with sends of unknown outcome"}})
 	fmt.Fprintf(w, "</svg>\n")
 
@@ -359,7 +362,7 @@ func writeSends(w *bufio.Writer, h *History, end time.Duration) {
 				xOf(time.Duration(i)*bucket, end), top-10, max(bw-1, 1), map[bool]string{true: "#d62728", false: "#ff7f0e"}[b.fail[i] > 0], i, b.fail[i], b.info[i])
 		}
 	}
-	timeAxis(w, h, end, top, base)
+	timeAxis(w, h, end, top, base, false)
 	legend(w, base+44, [][2]string{{"#2ca02c", "p50"}, {"#ff7f0e", "p99"}, {"#d62728", "max"}})
 	fmt.Fprintf(w, "</svg>\n")
 }
