@@ -73,6 +73,8 @@ func TestCheck(t *testing.T) {
 
 		{name: "inconsistent offsets (and the acknowledged value lost)", want: want{KindInconsistentOffsets: 1, KindLostWrite: 1}, h: History{
 			Ops: ops(abc(), []Op{poll("consumer-0", 10, 11, rec(0, 0, "x"), b, c)})}},
+		{name: "another value at the offset is not a lost write", want: want{KindInconsistentOffsets: 1}, h: History{
+			Ops: ops(abc()[:1], []Op{poll("consumer-0", 10, 11, rec(0, 0, "x"))})}},
 		{name: "duplicate", want: want{KindDuplicate: 1}, h: History{
 			Ops:   ops(abc(), []Op{poll("consumer-0", 10, 11, a, b, c, rec(0, 3, "a"))}),
 			Final: final(a, b, c, rec(0, 3, "a"))}},
