@@ -3,6 +3,7 @@ module github.com/sluicemq/sluice/tools
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/sluicemq/sluice/index v0.0.0
 	github.com/sluicemq/sluice/segment v0.0.0
 	github.com/twmb/franz-go v1.22.3
