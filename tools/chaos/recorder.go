@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Recorder collects the operations of a run's clients, safe for
@@ -183,4 +185,25 @@ func (s *stopper) goFn(f func()) {
 		defer s.wg.Done()
 		f()
 	}()
+}
+
+// kgoLogger logs a kgo client's messages at level and above to l.
+type kgoLogger struct {
+	l     *slog.Logger
+	level kgo.LogLevel
+}
+
+func (k kgoLogger) Level() kgo.LogLevel { return k.level }
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	sl := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		sl = slog.LevelError
+	case kgo.LogLevelWarn:
+		sl = slog.LevelWarn
+	case kgo.LogLevelInfo:
+		sl = slog.LevelInfo
+	}
+	k.l.Log(context.Background(), sl, "kgo: "+msg, keyvals...)
 }

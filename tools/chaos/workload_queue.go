@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -18,7 +19,7 @@ import (
 // values "<process>-<n>" at a steady rate (OpSend), half keyed (a key of
 // queueKeys, partitioned by Kafka's murmur2 of the key) and half unkeyed
 // with a partition chosen at random; Consumers processes "consumer-<k>"
-// in one group (Topic+"-group") poll (OpPoll, only polls that returned
+// in one group (Topic+"-group"; see ProtocolRandom for their protocol) poll (OpPoll, only polls that returned
 // records), commit what they polled every ~300 ms (OpCommit) and record
 // every assignment change (OpAssign: the whole new owned set of the
 // topic); with Churn, a random consumer closes and a new one (the next
@@ -34,18 +35,25 @@ import (
 
 // Consumer group protocols of QueueOptions.Protocol.
 const (
-	// ProtocolMixed alternates by consumer number: even k classic
-	// (JoinGroup/SyncGroup, cooperative-sticky), odd k KIP-848
-	// (ConsumerGroupHeartbeat). Sluice, like Kafka with its migration
-	// policy off, refuses a member of the other protocol while the group
-	// has members, so in a mixed run the consumers of the protocol the
-	// group is not in keep failing to join (GROUP_ID_NOT_FOUND or
-	// INCONSISTENT_GROUP_PROTOCOL) until it empties.
-	ProtocolMixed = "mixed"
-	// ProtocolClassic: every consumer uses the classic protocol.
+	// ProtocolRandom (the default) picks ProtocolClassic or
+	// ProtocolConsumer for the whole run with the run's Rand, so runs
+	// of different seeds exercise both.
+	ProtocolRandom = "random"
+	// ProtocolClassic: every consumer uses the classic protocol
+	// (JoinGroup/SyncGroup, kgo's cooperative-sticky balancer).
 	ProtocolClassic = "classic"
-	// ProtocolConsumer: every consumer uses KIP-848.
+	// ProtocolConsumer: every consumer uses KIP-848
+	// (ConsumerGroupHeartbeat, the server-side sticky assignor).
 	ProtocolConsumer = "consumer"
+	// ProtocolMixed alternates by consumer number in the one group: even
+	// k classic, odd k KIP-848. Sluice refuses a member of the other
+	// protocol while the group has members (no KIP-848 online
+	// migration: INCONSISTENT_GROUP_PROTOCOL to a JoinGroup,
+	// GROUP_ID_NOT_FOUND to a ConsumerGroupHeartbeat), so in a mixed run
+	// the consumers of the protocol the group is not in keep failing to
+	// join until it empties: usually one or two consumers do all the
+	// work. Useful once online migration exists.
+	ProtocolMixed = "mixed"
 )
 
 // queueKeys are the keys of keyed sends.
@@ -57,7 +65,7 @@ type QueueOptions struct {
 	Consumers int           // 3 when 0
 	Interval  time.Duration // between sends of a producer; 5ms when 0
 	Churn     time.Duration // mean time between a consumer leaving and a new one joining; 0: none
-	Protocol  string        // ProtocolMixed ("" too), ProtocolClassic or ProtocolConsumer
+	Protocol  string        // ProtocolRandom ("" too), ProtocolClassic, ProtocolConsumer or ProtocolMixed
 }
 
 type queueWorkload struct {
@@ -107,8 +115,11 @@ func StartQueue(ctx context.Context, cfg WorkloadConfig, o QueueOptions) (Worklo
 		o.Interval = 5 * time.Millisecond
 	}
 	switch o.Protocol {
-	case "":
-		o.Protocol = ProtocolMixed
+	case "", ProtocolRandom:
+		o.Protocol = ProtocolClassic
+		if cfg.Rand.IntN(2) == 1 {
+			o.Protocol = ProtocolConsumer
+		}
 	case ProtocolMixed, ProtocolClassic, ProtocolConsumer:
 	default:
 		return nil, fmt.Errorf("chaos: queue workload: unknown protocol %q", o.Protocol)
@@ -299,6 +310,15 @@ type consumer struct {
 	owned map[int32]bool // the assignment, as the callbacks told it
 }
 
+// kgoLevel is the level of the consumers' kgo logs: Info when
+// CHAOS_KGO_LOG is set in the environment, Warn otherwise.
+func (w *queueWorkload) kgoLevel() kgo.LogLevel {
+	if os.Getenv("CHAOS_KGO_LOG") != "" {
+		return kgo.LogLevelInfo
+	}
+	return kgo.LogLevelWarn
+}
+
 // startConsumer starts consumer number w.next.
 func (w *queueWorkload) startConsumer() (*consumer, error) {
 	w.mu.Lock()
@@ -308,7 +328,7 @@ func (w *queueWorkload) startConsumer() (*consumer, error) {
 	w.names = append(w.names, name)
 	w.mu.Unlock()
 	c := &consumer{w: w, name: name, done: make(chan struct{}), owned: map[int32]bool{}}
-	opts := append(clientOpts(w.cfg.Seeds, name),
+	opts := append(clientOpts(w.cfg.Seeds, name), kgo.WithLogger(kgoLogger{w.cfg.logger().With("process", name), w.kgoLevel()}),
 		kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.cfg.Topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
