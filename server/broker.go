@@ -107,11 +107,10 @@ type Options struct {
 	// offsets, metadata records; ListOffsets by timestamp finds them),
 	// and is the "now" of retention, segment.ms, producer ID expiry and
 	// the coordinator (commit and expiry timestamps, group state times).
-	// Elapsed-time measurements (timeouts, deadlines) keep time.Now. A
-	// Now returning time.Now().Add(offset) keeps Go's monotonic reading,
-	// so durations taken from differences of its values stay right while
-	// its wall readings jump (the faults build's clock_offset_ms, package
-	// server/faultinject).
+	// Elapsed-time measurements (timeouts, deadlines, replica lag, the
+	// raft host's HostConfig.Now) keep time.Now: never compare a reading
+	// of Now with one of time.Now. The faults build's clock_offset_ms
+	// (package server/faultinject) makes it time.Now().Add(offset).
 	Now func() time.Time
 }
 

@@ -109,7 +109,6 @@ func newCluster(b *Broker) (*cluster, error) {
 	hc.HardState = states
 	hc.Logger = b.logger
 	hc.Throttle = c.throttle
-	hc.Now = b.now
 	host, err := replica.NewHost(hc)
 	if err != nil {
 		c.transport.Close()

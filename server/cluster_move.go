@@ -123,7 +123,7 @@ func (c *cluster) driveMoves() {
 		}
 	}
 	b.mu.RUnlock()
-	now := b.now() // compared with the host's CaughtUp (HostConfig.Now)
+	now := time.Now()
 	for tp, part := range parts {
 		t, ok := b.meta.Topic(tp.topic)
 		if !ok || int(tp.partition) >= len(t.Assignments) || !isMoving(t, tp.partition) {
