@@ -30,9 +30,10 @@ type Broker struct {
 	fs     vfs.FS    // partition logs' file system
 	lock   io.Closer // the log dir's .lock
 	meta   *meta.Store
-	metaFS pebblevfs.FS // the metadata's and the raft states' file system (Options.MetaFS)
-	cl     *cluster     // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
-	recon  *reconciler  // opens, reconfigures and closes partitions (reconcile.go)
+	metaFS pebblevfs.FS     // the metadata's and the raft states' file system (Options.MetaFS)
+	now    func() time.Time // the wall clock (Options.Now)
+	cl     *cluster         // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
+	recon  *reconciler      // opens, reconfigures and closes partitions (reconcile.go)
 	sweep  *segment.Sweeper
 	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
 	clean  *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
@@ -101,6 +102,16 @@ type Options struct {
 	// <log.dirs>/__sluice_metadata). Default the OS; crash tests pass
 	// Pebble's crashable in-memory FS.
 	MetaFS pebblevfs.FS
+	// Now is the broker's wall clock. Default time.Now. It stamps the
+	// record timestamps the broker writes (LogAppendTime, committed
+	// offsets, metadata records; ListOffsets by timestamp finds them),
+	// and is the "now" of retention, segment.ms, producer ID expiry and
+	// the coordinator (commit and expiry timestamps, group state times).
+	// Elapsed-time measurements (timeouts, deadlines, replica lag, the
+	// raft host's HostConfig.Now) keep time.Now: never compare a reading
+	// of Now with one of time.Now. The faults build's clock_offset_ms
+	// (package server/faultinject) makes it time.Now().Add(offset).
+	Now func() time.Time
 }
 
 // New opens the broker's metadata and every partition log in log.dirs,
@@ -118,6 +129,9 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	}
 	if opts.FS == nil {
 		opts.FS = vfs.Default
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -143,7 +157,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	}
 	lock := io.Closer(locks)
 	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
-	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
+	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, now: opts.Now, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
 	mopts := meta.Options{FS: opts.MetaFS, Logger: logger}
 	if cfg.Clustered() {
 		cl, err := newCluster(b)

@@ -229,7 +229,7 @@ func (c *cluster) openMetaLog() error {
 		Internal: true,
 		Raft:     rc,
 		Sweeper:  b.sweep, // retention (metaTopicConfig)
-		Log:      segment.Options{Logger: b.logger, FileCache: b.files},
+		Log:      segment.Options{Now: b.now, Logger: b.logger, FileCache: b.files},
 	})
 	if err != nil {
 		return fmt.Errorf("server: metadata log %s: %w", dir, err)
@@ -272,7 +272,7 @@ func (c *cluster) Propose(ctx context.Context, recs [][]byte) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()
-	now := time.Now().UnixMilli()
+	now := c.b.now().UnixMilli()
 	rs := make([]batch.Record, len(recs))
 	for i, r := range recs {
 		rs[i] = batch.Record{Timestamp: now, Value: r}

@@ -258,7 +258,7 @@ func (c *cluster) coordinatorLeadership(loaded map[int32]loadedShard) {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			if err := b.coord.Load(p, offsetsLog{part}); err != nil {
+			if err := b.coord.Load(p, offsetsLog{part, b.now}); err != nil {
 				b.logger.Warn("sluice: group coordinator: loading a __consumer_offsets partition failed; retried", "partition", p, "err", err)
 				l.failed.Store(true)
 				c.kickLeadership()

@@ -19,7 +19,7 @@ import (
 func recordCount(t *testing.T, part *replica.Partition) int {
 	t.Helper()
 	n := 0
-	if err := (offsetsLog{part}).Replay(func(coordinator.Record) error { n++; return nil }); err != nil {
+	if err := (offsetsLog{p: part}).Replay(func(coordinator.Record) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return n

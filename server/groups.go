@@ -46,6 +46,7 @@ func (b *Broker) newCoordinator() *coordinator.Coordinator {
 		ConsumerMaxSize:               c.GroupConsumerMaxSize,
 		Topics:                        brokerTopics{b},
 		Logger:                        b.logger,
+		Clock:                         brokerClock{b.now},
 	})
 }
 
@@ -57,7 +58,7 @@ func (b *Broker) loadOffsetsPartition(p int32, part *replica.Partition) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		if err := b.coord.Load(p, offsetsLog{part}); err != nil {
+		if err := b.coord.Load(p, offsetsLog{part, b.now}); err != nil {
 			b.logger.Error("sluice: loading group coordinator state", "partition", p, "err", err)
 		}
 	}()
@@ -116,13 +117,26 @@ func (b *Broker) ensureOffsetsTopicRemote() error {
 	return nil
 }
 
+// brokerClock is the coordinator's clock: the broker's wall clock
+// (Options.Now) and real timers.
+type brokerClock struct{ now func() time.Time }
+
+func (c brokerClock) Now() time.Time { return c.now() }
+
+func (brokerClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return coordinator.RealClock{}.AfterFunc(d, f)
+}
+
 // offsetsLog is a __consumer_offsets partition as the coordinator uses it.
-type offsetsLog struct{ p *replica.Partition }
+type offsetsLog struct {
+	p   *replica.Partition
+	now func() time.Time // the broker's wall clock (Options.Now)
+}
 
 // Append writes recs as one uncompressed batch stamped with the current
 // time and returns once the partition committed it.
 func (l offsetsLog) Append(ctx context.Context, recs []coordinator.Record) error {
-	now := time.Now().UnixMilli()
+	now := l.now().UnixMilli()
 	rs := make([]batch.Record, len(recs))
 	for i, r := range recs {
 		rs[i] = batch.Record{Timestamp: now, Key: r.Key, Value: r.Value}
@@ -134,7 +148,7 @@ func (l offsetsLog) Append(ctx context.Context, recs []coordinator.Record) error
 // AppendAsync is Append without waiting for the commit
 // (coordinator.AsyncLog): offset commits to one partition overlap.
 func (l offsetsLog) AppendAsync(recs []coordinator.Record) (func(context.Context) error, error) {
-	now := time.Now().UnixMilli()
+	now := l.now().UnixMilli()
 	rs := make([]batch.Record, len(recs))
 	for i, r := range recs {
 		rs[i] = batch.Record{Timestamp: now, Key: r.Key, Value: r.Value}

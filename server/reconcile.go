@@ -343,6 +343,7 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 		Cleaner:              b.clean,
 		ProducerIDExpiration: time.Duration(b.cfg.ProducerIDExpirationMs) * time.Millisecond,
 		Log: segment.Options{
+			Now:                      b.now,
 			Logger:                   b.logger,
 			CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
 			OnFail:                   r.kickSoon,

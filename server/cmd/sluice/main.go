@@ -153,7 +153,9 @@ func serve(args []string, stderr io.Writer) int {
 	} else if after != before {
 		logger.Info("sluice: raised the open-file limit (RLIMIT_NOFILE) to the hard limit", "from", before, "to", after)
 	}
-	b, err := server.New(cfg, logger)
+	opts := server.Options{Logger: logger}
+	installFaults(&opts) // the faults build only (faults_on.go)
+	b, err := server.NewWithOptions(cfg, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return 1
