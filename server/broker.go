@@ -31,6 +31,7 @@ type Broker struct {
 	lock   io.Closer // the log dir's .lock
 	meta   *meta.Store
 	metaFS pebblevfs.FS     // the metadata's and the raft states' file system (Options.MetaFS)
+	fatal  chan error       // Fatal's; buffered 1
 	now    func() time.Time // the wall clock (Options.Now)
 	cl     *cluster         // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
 	recon  *reconciler      // opens, reconfigures and closes partitions (reconcile.go)
@@ -157,7 +158,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	}
 	lock := io.Closer(locks)
 	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
-	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, now: opts.Now, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions()}
+	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, now: opts.Now, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions(), fatal: make(chan error, 1)}
 	mopts := meta.Options{FS: opts.MetaFS, Logger: logger}
 	if cfg.Clustered() {
 		cl, err := newCluster(b)
@@ -223,6 +224,13 @@ func (b *Broker) partition(topic string, p int32) (*replica.Partition, bool) {
 	part, ok := b.parts[topicPartition{topic, p}]
 	return part, ok
 }
+
+// Fatal receives, once, an error after which the broker cannot go on
+// serving and its process must stop: the metadata log's storage failed
+// (Kafka halts the broker when its metadata log dir fails, KIP-858). The
+// caller closes the broker and exits non-zero; an operator fixes the disk
+// and restarts it.
+func (b *Broker) Fatal() <-chan error { return b.fatal }
 
 // Close stops accepting, lets in-flight requests finish (their reads are
 // shut so no new request starts), syncs and closes every log and the

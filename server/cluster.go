@@ -240,8 +240,38 @@ func (c *cluster) openMetaLog() error {
 
 // startApplier starts the applier, once the reconciler exists.
 func (c *cluster) startApplier() {
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.applyLoop()
+	go c.watchMetaLog()
+}
+
+// metaLogCheck is how often watchMetaLog looks at the metadata log.
+const metaLogCheck = 250 * time.Millisecond
+
+// watchMetaLog stops the broker (Broker.Fatal) once the metadata log's
+// writes failed (an IO error): raft cannot go on over a log that refuses
+// appends, and the broker would serve ever staler metadata. Kafka halts
+// the broker when its metadata log dir fails (KIP-858).
+func (c *cluster) watchMetaLog() {
+	defer c.wg.Done()
+	t := time.NewTicker(metaLogCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		if err := c.metaPart.Failed(); err != nil {
+			c.b.logger.Error("sluice: the metadata log cannot be written; the broker stops (as Kafka halts when its metadata log dir fails): fix the disk and restart it",
+				"dir", c.metaPart.Dir(), "err", err)
+			select {
+			case c.b.fatal <- fmt.Errorf("server: metadata log: %w", err):
+			default:
+			}
+			return
+		}
+	}
 }
 
 // isController reports whether this node is the active controller.

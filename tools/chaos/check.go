@@ -58,6 +58,12 @@
 //     linearizable as an append-only log (Knossos-style, as in Jepsen's
 //     linearizable checks). A porcupine timeout is reported as a Note and
 //     LinCheck.Result "unknown", not as an anomaly.
+//   - unpolled (consumer liveness; Jepsen's :unseen counts sends no poll
+//     returned): when History.Drained is set, OK sends to DrainTopic that
+//     no consumer poll returned although the producers had stopped and the
+//     group was given a bound to catch up: a partition nobody consumed (no
+//     member assigned it), or a consumer stuck. One anomaly per
+//     partition, Count the number of sends.
 //   - no-leader-after-heal: a partition whose History.Liveness is
 //     negative: after every fault was healed it never had a leader that
 //     accepted a write within the runner's bound.
@@ -92,6 +98,7 @@ const (
 	KindOffsetsNotLinearizable AnomalyKind = "offsets-not-linearizable"
 	KindLogNotLinearizable     AnomalyKind = "log-not-linearizable"
 	KindNoLeaderAfterHeal      AnomalyKind = "no-leader-after-heal"
+	KindUnpolled               AnomalyKind = "unpolled"
 )
 
 // Kinds is every anomaly kind, in report order.
@@ -99,7 +106,7 @@ var Kinds = []AnomalyKind{
 	KindInconsistentOffsets, KindDuplicate, KindLostWrite, KindUnseen,
 	KindPollSkip, KindIntPollSkip, KindNonmonotonicPoll, KindIntNonmonotonicPoll,
 	KindNonmonotonicSend, KindCommitBackwards, KindOffsetsNotLinearizable,
-	KindLogNotLinearizable, KindNoLeaderAfterHeal,
+	KindLogNotLinearizable, KindNoLeaderAfterHeal, KindUnpolled,
 }
 
 // Anomaly is one thing the history shows went wrong.
@@ -659,6 +666,36 @@ func (c *checker) commitChecks() {
 // livenessChecks reports partitions that never had a leader after the
 // heal.
 func (c *checker) livenessChecks() {
+	if c.h.Drained > 0 {
+		polled := map[string]bool{}
+		for i := range c.h.Ops {
+			if op := &c.h.Ops[i]; op.Kind == OpPoll && op.Outcome == OK {
+				for _, r := range op.Records {
+					polled[r.Value] = true
+				}
+			}
+		}
+		left := map[int32][]int{}
+		for i := range c.h.Ops {
+			if op := &c.h.Ops[i]; op.Kind == OpSend && op.Outcome == OK && op.Topic == c.h.DrainTopic && !polled[op.Value] {
+				left[op.Partition] = append(left[op.Partition], i)
+			}
+		}
+		for _, p := range slices.Sorted(maps.Keys(left)) {
+			ops := left[p]
+			var ex []string
+			var recs []Record
+			for _, i := range ops {
+				op := c.h.Ops[i]
+				ex = append(ex, fmt.Sprintf("%q at %d (%s)", op.Value, op.Offset, c.opRef(i)))
+				recs = append(recs, Record{p, op.Offset, op.Value})
+			}
+			c.add(Anomaly{Kind: KindUnpolled, Topic: c.h.DrainTopic, Partition: p, Count: len(ops),
+				Msg: fmt.Sprintf("%s/%d: %d acknowledged sends no consumer polled, though the producers stopped at %s and the group had until %s: %s",
+					c.h.DrainTopic, p, len(ops), secs(c.h.Drained), secs(c.h.Finished), examples(ex)),
+				Ops: ops, Records: recs})
+		}
+	}
 	for _, topic := range slices.Sorted(maps.Keys(c.h.Liveness)) {
 		for _, p := range slices.Sorted(maps.Keys(c.h.Liveness[topic])) {
 			if c.h.Liveness[topic][p] >= 0 {

@@ -201,6 +201,14 @@ func TestCheck(t *testing.T) {
 		{name: "log: a failed append does not appear", want: want{KindLogNotLinearizable: 1}, h: History{
 			Ops: []Op{appendOp("log-0", "a", Fail, 0, 0, 10), readOp("log-1", 20, 30, "a")}}},
 
+		{name: "unpolled after the drain", want: want{KindUnpolled: 1}, h: History{Drained: ms(50), DrainTopic: "q", Finished: ms(100),
+			Ops: ops(abc(), []Op{poll("consumer-0", 10, 11, rec(0, 0, "a"), rec(0, 1, "b"))}), Final: final(rec(0, 0, "a"), rec(0, 1, "b"), rec(0, 2, "c"))}},
+		{name: "every send polled after the drain", want: want{}, h: History{Drained: ms(50), DrainTopic: "q", Finished: ms(100),
+			Ops:   ops(abc(), []Op{poll("consumer-0", 10, 11, rec(0, 0, "a"), rec(0, 1, "b")), poll("consumer-1", 60, 61, rec(0, 2, "c"))}),
+			Final: final(rec(0, 0, "a"), rec(0, 1, "b"), rec(0, 2, "c"))}},
+		{name: "unpolled without a drain is not checked", want: want{}, h: History{
+			Ops: ops(abc(), []Op{poll("consumer-0", 10, 11, rec(0, 0, "a"), rec(0, 1, "b"))}), Final: final(rec(0, 0, "a"), rec(0, 1, "b"), rec(0, 2, "c"))}},
+
 		{name: "no leader after heal", want: want{KindNoLeaderAfterHeal: 1}, h: History{
 			Liveness: map[string]map[int32]time.Duration{"q": {0: -1, 1: 2 * time.Second}}}},
 	}

@@ -166,6 +166,10 @@ func (c *Cluster) args(n *Node) []string {
 		fmt.Sprintf("default.replication.factor=%d", rf),
 		"min.insync.replicas=2",
 		fmt.Sprintf("offsets.topic.replication.factor=%d", rf),
+		// Kafka's 3 s delay of a new group's first rebalance (extended
+		// by each wave of joins) would leave a short run's consumers
+		// mostly idle while the workload churns members.
+		"group.initial.rebalance.delay.ms=0",
 	}
 	sets = append(sets, c.cfg.Sets...)
 	args := []string{"serve"}
@@ -576,6 +580,28 @@ func (c *Cluster) WaitReady(ctx context.Context, d time.Duration) error {
 		}
 		if md.Controller < 0 {
 			return errors.New("no controller")
+		}
+		return nil
+	})
+}
+
+// WaitInSync waits until every partition of topic has a leader and
+// every replica in its ISR: no under-replicated partition, which is what
+// an operator waits for between two brokers of a rolling restart.
+func (c *Cluster) WaitInSync(ctx context.Context, topic string, d time.Duration) error {
+	return Poll(ctx, d, func(ctx context.Context) error {
+		md, err := c.Metadata(ctx, 0, topic)
+		if err != nil {
+			return err
+		}
+		td, ok := md.Topics[topic]
+		if !ok || len(td.Partitions) == 0 {
+			return fmt.Errorf("no metadata for %s", topic)
+		}
+		for _, p := range td.Partitions.Sorted() {
+			if p.Err != nil || p.Leader < 0 || len(p.ISR) < len(p.Replicas) {
+				return fmt.Errorf("%s/%d: leader %d, replicas %v, ISR %v, %v", topic, p.Partition, p.Leader, p.Replicas, p.ISR, p.Err)
+			}
 		}
 		return nil
 	})

@@ -110,8 +110,14 @@ type History struct {
 	Started  time.Time     `json:"started"`  // the wall clock at time 0
 	Healed   time.Duration `json:"healed"`   // when every fault was healed
 	Finished time.Duration `json:"finished"` // when the final reads began
-	Ops      []Op          `json:"ops"`
-	Faults   []Fault       `json:"faults"`
+	// Drained is when the queue workload's producers stopped and its
+	// consumers were given a bound to poll every acknowledged send
+	// (Jepsen's final polls); zero when the run did not drain. When set,
+	// an OK send to DrainTopic that no poll returned is an anomaly.
+	Drained    time.Duration `json:"drained,omitempty"`
+	DrainTopic string        `json:"drain_topic,omitempty"`
+	Ops        []Op          `json:"ops"`
+	Faults     []Fault       `json:"faults"`
 	// Final is, per topic and partition, a read of the whole partition
 	// by a fresh consumer after the run (from its log start offset to its
 	// high watermark), and LogStart each partition's log start offset

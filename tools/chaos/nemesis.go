@@ -221,6 +221,13 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		}
 		f := n.begin(fk, desc, id)
 		if err := n.setFaults(ctx, id, nf); err != nil {
+			// Not applied: a binary without -tags faults. Keep no
+			// record of a fault that never happened.
+			n.c.SetFaults(id, NodeFaults{})
+			n.faults = n.faults[:f]
+			if countInFile(n.c.Nodes()[id-1].LogPath, "sluice: faults: applied") == 0 {
+				n.unsupported = true
+			}
 			return err
 		}
 		n.diskSet[id] = true
@@ -229,6 +236,12 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		}
 		err = n.c.SetFaults(id, NodeFaults{})
 		delete(n.diskSet, id)
+		if !n.c.Running(id) {
+			// A broker may stop on a failing disk (Kafka halts when its
+			// metadata log dir fails); the operator starts it again.
+			n.log.Info("chaos: nemesis: the broker had stopped during the fault; starting it", "node", id)
+			err = errors.Join(err, n.restart(ctx, id))
+		}
 		n.end(f)
 		return err
 	case FaultRollingRestart:
@@ -245,6 +258,9 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 				return err
 			}
 			if err := n.c.WaitReady(ctx, 60*time.Second); err != nil {
+				return fmt.Errorf("after restarting node %d: %w", id, err)
+			}
+			if err := n.c.WaitInSync(ctx, n.topic, 60*time.Second); err != nil {
 				return fmt.Errorf("after restarting node %d: %w", id, err)
 			}
 		}

@@ -72,7 +72,8 @@ type queueWorkload struct {
 	cfg   WorkloadConfig
 	o     QueueOptions
 	group string
-	s     *stopper // producers, churn, the offsets reader
+	s     *stopper // the offsets reader
+	ps    *stopper // producers and churn (Drain stops them first)
 
 	prods  []*kgo.Client
 	reader *groupClient
@@ -127,7 +128,7 @@ func StartQueue(ctx context.Context, cfg WorkloadConfig, o QueueOptions) (Worklo
 	if cfg.Partitions <= 0 {
 		return nil, errors.New("chaos: queue workload: no partitions")
 	}
-	w := &queueWorkload{cfg: cfg, o: o, group: cfg.Topic + "-group", s: newStopper()}
+	w := &queueWorkload{cfg: cfg, o: o, group: cfg.Topic + "-group", s: newStopper(), ps: newStopper()}
 	fail := func(err error) (Workload, error) {
 		w.Stop(ctx)
 		return nil, err
@@ -143,7 +144,7 @@ func StartQueue(ctx context.Context, cfg WorkloadConfig, o QueueOptions) (Worklo
 		}
 		w.prods = append(w.prods, cl)
 		rnd := cfg.childRand()
-		w.s.goFn(func() { w.produce(name, cl, keyed, rnd) })
+		w.ps.goFn(func() { w.produce(name, cl, keyed, rnd) })
 	}
 	reader, err := newGroupClient(cfg.Seeds, "offsets-reader", w.group, cfg.Topic, cfg.Partitions)
 	if err != nil {
@@ -161,7 +162,7 @@ func StartQueue(ctx context.Context, cfg WorkloadConfig, o QueueOptions) (Worklo
 	}
 	if o.Churn > 0 {
 		rnd := cfg.childRand()
-		w.s.goFn(func() { w.churn(rnd) })
+		w.ps.goFn(func() { w.churn(rnd) })
 	}
 	cfg.logger().Info("chaos: queue workload started", "topic", cfg.Topic, "group", w.group,
 		"producers", o.Producers, "consumers", o.Consumers, "protocol", o.Protocol, "churn", o.Churn)
@@ -173,7 +174,7 @@ func (w *queueWorkload) produce(name string, cl *kgo.Client, keyed keyTopicParti
 	defer tick.Stop()
 	for n := 0; ; n++ {
 		select {
-		case <-w.s.ctx.Done():
+		case <-w.ps.ctx.Done():
 			return
 		case <-tick.C:
 		}
@@ -219,18 +220,18 @@ func (w *queueWorkload) churn(rnd *rand.Rand) {
 	for {
 		d := max(time.Duration(rnd.ExpFloat64()*float64(w.o.Churn)), 100*time.Millisecond)
 		slot := rnd.IntN(len(w.consumers))
-		if !sleepCtx(w.s.ctx, d) {
+		if !sleepCtx(w.ps.ctx, d) {
 			return
 		}
 		w.mu.Lock()
 		old := w.consumers[slot]
 		w.mu.Unlock()
-		ctx, cancel := context.WithTimeout(w.s.ctx, 15*time.Second)
+		ctx, cancel := context.WithTimeout(w.ps.ctx, 15*time.Second)
 		if err := old.stop(ctx); err != nil {
 			w.cfg.logger().Warn("chaos: queue: closing a consumer", "process", old.name, "err", err)
 		}
 		cancel()
-		if w.s.ctx.Err() != nil {
+		if w.ps.ctx.Err() != nil {
 			return
 		}
 		c, err := w.startConsumer()
@@ -252,12 +253,55 @@ func (w *queueWorkload) ConsumerNames() []string {
 	return slices.Clone(w.names)
 }
 
+// Drain stops the producers (flushing what they buffered) and the
+// churn, then waits until the consumers polled every send acknowledged
+// in the topic (Jepsen's final polls), or ctx ends. The consumers and
+// the offsets reader keep running until Stop.
+func (w *queueWorkload) Drain(ctx context.Context) error {
+	w.ps.cancel()
+	errs := []error{waitGroupCtx(ctx, &w.ps.wg)}
+	for _, cl := range w.prods {
+		if err := cl.Flush(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("producer flush: %w", err))
+		}
+	}
+	for {
+		left := unpolled(w.cfg.Rec.Ops(), w.cfg.Topic)
+		if left == 0 {
+			return errors.Join(errs...)
+		}
+		if !sleepCtx(ctx, 250*time.Millisecond) {
+			return errors.Join(append(errs, fmt.Errorf("%d acknowledged sends never polled: %w", left, ctx.Err()))...)
+		}
+	}
+}
+
+// unpolled counts the OK sends to topic whose value no poll returned.
+func unpolled(ops []Op, topic string) int {
+	polled := map[string]bool{}
+	for i := range ops {
+		if ops[i].Kind == OpPoll {
+			for _, r := range ops[i].Records {
+				polled[r.Value] = true
+			}
+		}
+	}
+	n := 0
+	for i := range ops {
+		if op := &ops[i]; op.Kind == OpSend && op.Outcome == OK && op.Topic == topic && !polled[op.Value] {
+			n++
+		}
+	}
+	return n
+}
+
 // Stop stops producing and flushes (bounded by ctx), stops the churn
 // and the offsets reader, and closes every consumer (each commits what
 // it polled first).
 func (w *queueWorkload) Stop(ctx context.Context) error {
+	w.ps.cancel()
 	w.s.cancel()
-	errs := []error{waitGroupCtx(ctx, &w.s.wg)}
+	errs := []error{waitGroupCtx(ctx, &w.ps.wg), waitGroupCtx(ctx, &w.s.wg)}
 	var wg sync.WaitGroup
 	for _, cl := range w.prods {
 		wg.Add(1)

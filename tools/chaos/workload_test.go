@@ -8,10 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,28 +18,6 @@ import (
 
 // The workloads against one single-node broker (replication factor 1, no
 // faults): what they record must agree with what the broker kept.
-
-// spawn starts cmd from one goroutine locked to its OS thread, with
-// Pdeathsig: Linux kills the child when that thread exits, so a test
-// binary killed by -timeout takes its broker with it (as
-// tools/clustertest/main_test.go does).
-var spawnCh = sync.OnceValue(func() chan func() {
-	ch := make(chan func())
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-		for f := range ch {
-			f()
-		}
-	}()
-	return ch
-})
-
-func spawn(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	errc := make(chan error, 1)
-	spawnCh() <- func() { errc <- cmd.Start() }
-	return <-errc
-}
 
 // startBroker builds the sluice binary and starts one standalone broker
 // on a free loopback port; the test's cleanup kills it.

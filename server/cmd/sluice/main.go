@@ -167,8 +167,14 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	s := <-sig
-	logger.Info("sluice: shutting down", "signal", s.String())
+	select {
+	case s := <-sig:
+		logger.Info("sluice: shutting down", "signal", s.String())
+	case err := <-b.Fatal():
+		logger.Error("sluice: stopping", "err", err)
+		b.Close()
+		return 1
+	}
 	if err := b.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 		logger.Error("sluice: shutdown", "err", err)
 		return 1
