@@ -43,6 +43,7 @@ const usage = `usage:
   sluice reassign plan|execute|verify|cancel|list [flags]   move partitions (sluice reassign -h)
   sluice elect-leaders [--topic T [--partition P]] [--type preferred|unclean]
   sluice decommission --broker N [--wait DURATION]
+  sluice chaos [--seed N] [--time-limit D] [--faults K,...]   the fault runner on a local cluster (sluice chaos -h)
   sluice --version
 
 The cluster commands (reassign, elect-leaders, decommission) take
@@ -113,6 +114,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return electLeadersCmd(args[1:], stdout, stderr)
 	case "decommission":
 		return decommissionCmd(args[1:], stdout, stderr)
+	case "chaos":
+		return chaosCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
