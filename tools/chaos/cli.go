@@ -41,6 +41,7 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 		keep      = fs.Bool("keep-data", false, "keep the brokers' data folders of valid runs (a run with anomalies always keeps them)")
 		recheck   = fs.String("recheck", "", "check a saved history.json again and rewrite its reports; no cluster")
 		verbose   = fs.Bool("v", false, "log the runner's progress (nemesis, workloads) to stderr")
+		acks1     = fs.Bool("unsafe-acks1", false, "the queue's producers use acks=1 without idempotence, which may lose acknowledged writes when a leader fails: to see the checks find them")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -109,7 +110,7 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 		dir := filepath.Join(*out, fmt.Sprintf("seed-%d", s))
 		os.RemoveAll(dir)
 		h, res, err := Run(ctx, RunOptions{Binary: bin, Dir: dir, Nodes: *nodes, Seed: s,
-			Workloads: strings.Split(*workloads, ","), Faults: kinds, Sequential: *seq, Duration: *limit, Logger: log})
+			Workloads: strings.Split(*workloads, ","), Faults: kinds, Sequential: *seq, Duration: *limit, Acks1: *acks1, Logger: log})
 		if err != nil {
 			fmt.Fprintf(stdout, "ERROR seed=%d: %v (node logs in %s)\n", s, err, dir)
 			status = 2

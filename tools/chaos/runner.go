@@ -44,7 +44,10 @@ type RunOptions struct {
 	// LivenessBound is how long after healing every partition must have
 	// accepted a write (60 s when 0).
 	LivenessBound time.Duration
-	Logger        *slog.Logger
+	// Acks1 runs the queue's producers with acks=1 and no idempotence
+	// (QueueOptions.Acks1): a run that should find lost writes.
+	Acks1  bool
+	Logger *slog.Logger
 }
 
 func (o *RunOptions) defaults() {
@@ -144,7 +147,7 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 		switch name {
 		case WorkloadQueue:
 			wc.Topic, wc.Partitions = QueueTopic, partitionsOf[QueueTopic]
-			w, err = StartQueue(ctx, wc, QueueOptions{Producers: 2, Consumers: 3, Churn: 8 * time.Second})
+			w, err = StartQueue(ctx, wc, QueueOptions{Producers: 2, Consumers: 3, Churn: 8 * time.Second, Acks1: o.Acks1})
 		case WorkloadLog:
 			wc.Topic, wc.Partitions = LogTopic, partitionsOf[LogTopic]
 			w, err = StartLog(ctx, wc, LogOptions{Writers: 2, Readers: 1, Interval: 100 * time.Millisecond})

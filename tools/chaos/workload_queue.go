@@ -66,6 +66,11 @@ type QueueOptions struct {
 	Interval  time.Duration // between sends of a producer; 5ms when 0
 	Churn     time.Duration // mean time between a consumer leaving and a new one joining; 0: none
 	Protocol  string        // ProtocolRandom ("" too), ProtocolClassic, ProtocolConsumer or ProtocolMixed
+	// Acks1 makes the producers use acks=1 without idempotence: a leader
+	// acknowledges a write before any replica has it, so a leader cut off
+	// or killed may lose acknowledged writes (as in Kafka). It exists to
+	// show that the runner finds such losses.
+	Acks1 bool
 }
 
 type queueWorkload struct {
@@ -136,9 +141,13 @@ func StartQueue(ctx context.Context, cfg WorkloadConfig, o QueueOptions) (Worklo
 	keyed := keyTopicPartitioner{kgo.StickyKeyPartitioner(nil).ForTopic(cfg.Topic)}
 	for i := range o.Producers {
 		name := fmt.Sprintf("producer-%d", i)
-		cl, err := kgo.NewClient(append(producerOpts(cfg.Seeds, name), kgo.DefaultProduceTopic(cfg.Topic),
+		opts := append(producerOpts(cfg.Seeds, name), kgo.DefaultProduceTopic(cfg.Topic),
 			kgo.RecordPartitioner(keyPartitioner{kgo.StickyKeyPartitioner(nil)}),
-			kgo.MaxBufferedRecords(20_000))...)
+			kgo.MaxBufferedRecords(20_000))
+		if o.Acks1 {
+			opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return fail(err)
 		}
