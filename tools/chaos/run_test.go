@@ -13,6 +13,17 @@ import (
 	"time"
 )
 
+// TestMain removes the broker binary faultsBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if faultsDir != "" {
+		os.RemoveAll(faultsDir)
+	}
+	os.Exit(code)
+}
+
+var faultsDir string // faultsBinary's folder
+
 // faultsBinary builds the broker with -tags faults, once per test binary.
 var faultsBinary = func() func(t *testing.T) string {
 	var once sync.Once
@@ -26,6 +37,7 @@ var faultsBinary = func() func(t *testing.T) string {
 				err = derr
 				return
 			}
+			faultsDir = dir
 			bin = filepath.Join(dir, "sluice-faults")
 			build := exec.Command("go", "build", "-tags", "faults", "-o", bin, "./cmd/sluice")
 			build.Dir = filepath.Join("..", "..", "server")
@@ -101,7 +113,7 @@ func TestChaosFindsAcks1Losses(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h, res, err := Run(ctx, RunOptions{Binary: faultsBinary(t), Dir: t.TempDir(), Nodes: 3, Seed: 2, Sequential: true,
 		Workloads: []string{WorkloadQueue}, Faults: []string{FaultIsolate, FaultKillLeader},
-		Duration: 40 * time.Second, Acks1: true, Logger: log})
+		Duration: 40 * time.Second, DrainBound: 10 * time.Second, Acks1: true, Logger: log})
 	if err != nil {
 		t.Fatalf("run: %v\nrunner log:\n%s", err, logs.String())
 	}

@@ -44,6 +44,9 @@ type RunOptions struct {
 	// LivenessBound is how long after healing every partition must have
 	// accepted a write (60 s when 0).
 	LivenessBound time.Duration
+	// DrainBound is how long the queue's consumers get to poll every
+	// acknowledged send once the producers stopped (60 s when 0).
+	DrainBound time.Duration
 	// Acks1 runs the queue's producers with acks=1 and no idempotence
 	// (QueueOptions.Acks1): a run that should find lost writes.
 	Acks1  bool
@@ -72,14 +75,13 @@ func (o *RunOptions) defaults() {
 	if o.LivenessBound == 0 {
 		o.LivenessBound = 60 * time.Second
 	}
+	if o.DrainBound == 0 {
+		o.DrainBound = 60 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 }
-
-// drainBound is how long the queue's consumers get to poll every
-// acknowledged send once the producers stopped.
-const drainBound = 60 * time.Second
 
 // partitionsOf are the workload topics' partition counts.
 var partitionsOf = map[string]int32{QueueTopic: 6, LogTopic: 3, RegistersTopic: 3}
@@ -189,8 +191,8 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 	for _, w := range wls {
 		if d, ok := w.(interface{ Drain(context.Context) error }); ok {
 			h.Drained, h.DrainTopic = rec.Since(), QueueTopic
-			log.Info("chaos: draining the queue: producers stopped, consumers poll what is left", "bound", drainBound)
-			dctx, cancel := context.WithTimeout(ctx, drainBound)
+			log.Info("chaos: draining the queue: producers stopped, consumers poll what is left", "bound", o.DrainBound)
+			dctx, cancel := context.WithTimeout(ctx, o.DrainBound)
 			if err := d.Drain(dctx); err != nil {
 				log.Warn("chaos: drain", "err", err)
 			}
