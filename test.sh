@@ -48,7 +48,12 @@ done
 
 echo "== go test"
 for m in $modules; do
-	(cd "$m" && go test -race -count=1 ${SLUICE_TEST_SHORT:+-short} ./...)
+	# tools' multi-process tests (clustertest's scenarios, the chaos
+	# runner's schedules) each start a cluster of broker processes: one
+	# package at a time, so that two clusters never share the two cores.
+	p=""
+	[ "$m" = tools ] && p="-p 1"
+	(cd "$m" && go test -race -count=1 $p ${SLUICE_TEST_SHORT:+-short} ./...)
 done
 
 echo "== benchmarks compile and run once"
