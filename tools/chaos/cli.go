@@ -38,7 +38,7 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 		workloads = fs.String("workloads", "queue,log,offsets", "workloads, comma-separated: queue, log, offsets")
 		out       = fs.String("out", "chaos-runs", "folder for the runs' folders")
 		binary    = fs.String("binary", "", "the sluice binary (default: build server/cmd/sluice with -tags faults)")
-		keep      = fs.Bool("keep-data", false, "keep the brokers' data folders of valid runs (a run with anomalies always keeps them)")
+		keep      = fs.Bool("keep-data", false, "keep the brokers' data folders and history.json of valid runs (a run with anomalies always keeps them)")
 		recheck   = fs.String("recheck", "", "check a saved history.json again and rewrite its reports; no cluster")
 		verbose   = fs.Bool("v", false, "log the runner's progress (nemesis, workloads) to stderr")
 		acks1     = fs.Bool("unsafe-acks1", false, "the queue's producers use acks=1 without idempotence, which may lose acknowledged writes when a leader fails: to see the checks find them")
@@ -125,6 +125,8 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 			for id := 1; id <= h.Nodes; id++ {
 				os.RemoveAll(filepath.Join(dir, fmt.Sprintf("node%d", id)))
 			}
+			os.Remove(filepath.Join(dir, "history.json")) // about 0.5 MB per second of run
+
 		}
 	}
 	sum.elapsed = time.Since(began)
