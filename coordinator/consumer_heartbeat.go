@@ -33,6 +33,14 @@ const (
 // partitions the target takes away from it (keeping its epoch until it
 // reports them gone), then receives the new partitions that no other member
 // still owns, at the target epoch.
+//
+// Nothing is pushed: a member learns of a revocation, and of partitions
+// another member released, only in the response to its own heartbeat. So
+// after members join together, the ones whose targets the first member
+// still owns have nothing until that member has heartbeated twice (told,
+// then acknowledged) and they have heartbeated again, up to about two
+// group.consumer.heartbeat.interval.ms (5 s by default, which clients use
+// instead of their own), as in Kafka.
 func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())

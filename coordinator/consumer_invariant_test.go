@@ -177,3 +177,107 @@ func TestConsumerHeartbeatToClassicGroup(t *testing.T) {
 		t.Fatalf("heartbeat to a classic group: %s, want %s", out, want)
 	}
 }
+
+// TestConsumerGroupConverges is the liveness side of
+// TestConsumerGroupNoDoubleOwnership: after random joins (several at once),
+// leaves and heartbeats, a few rounds of heartbeats of every live member,
+// sent as franz-go sends them (owned partitions only when they changed
+// since the last heartbeat that carried them, a keepalive otherwise), settle
+// the group: Stable, each partition owned by exactly one member, in the
+// coordinator's view and in what the members were told, with sizes
+// differing by at most one. A member revoking needs two of its heartbeats
+// (told, then acknowledged) and a member waiting for a released partition
+// one more, so four rounds are enough.
+func TestConsumerGroupConverges(t *testing.T) {
+	for seed := range uint64(32) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			h := newCGHarness(t)
+			h.topics.set("v", 4)
+			rng := rand.New(rand.NewPCG(seed, 4848))
+			live := map[string]bool{}
+			lastSent := map[string]partitionSet{}
+			var trace []string
+			hb := func(m string, keepalive bool) {
+				a := map[string]string{"member": m}
+				cl := h.client(m)
+				if keepalive && lastSent[m] != nil && lastSent[m].equal(cl.owned) {
+					a["owned"] = "none"
+				} else {
+					lastSent[m] = cl.owned.clone()
+				}
+				out := h.heartbeat(a)
+				trace = append(trace, out)
+				if strings.Contains(out, "_") {
+					t.Fatalf("%s\ntrace:\n%s", out, strings.Join(trace, "\n"))
+				}
+			}
+			next := 0
+			for range 20 + rng.IntN(40) {
+				switch op := rng.IntN(10); {
+				case op < 3 || len(live) == 0: // one to three members join at once
+					for range 1 + rng.IntN(3) {
+						m := fmt.Sprintf("m%d", next)
+						next++
+						trace = append(trace, h.heartbeat(map[string]string{"member": m, "epoch": "0", "topics": "v"}))
+						live[m], lastSent[m] = true, nil
+					}
+				case op < 4 && len(live) > 1:
+					m := sortedKeys(live)[rng.IntN(len(live))]
+					trace = append(trace, h.heartbeat(map[string]string{"member": m, "epoch": "-1"}))
+					delete(live, m)
+				default:
+					hb(sortedKeys(live)[rng.IntN(len(live))], rng.IntN(2) == 0)
+				}
+				if err := h.checkOwnership(); err != nil {
+					t.Fatalf("%v\ntrace:\n%s", err, strings.Join(trace, "\n"))
+				}
+			}
+			trace = append(trace, "settle")
+			for range 4 {
+				members := sortedKeys(live)
+				rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+				for _, m := range members {
+					hb(m, true)
+				}
+			}
+			if err := h.checkSpread("v", live); err != nil {
+				t.Fatalf("not settled after 4 rounds of heartbeats: %v\n%s\ntrace:\n%s", err, h.describe("g"), strings.Join(trace, "\n"))
+			}
+		})
+	}
+}
+
+// checkSpread checks that group g is Stable with exactly the live members,
+// and that each partition of topic is owned by exactly one of them (in the
+// coordinator and as they were told), the counts differing by at most one.
+func (h *cgHarness) checkSpread(topic string, live map[string]bool) error {
+	if err := h.checkOwnership(); err != nil {
+		return err
+	}
+	info, _ := h.topics.ByName(topic)
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	cg := h.c.shards[0].groups["g"].consumer
+	if s := cg.stateName(); s != "Stable" {
+		return fmt.Errorf("group is %s", s)
+	}
+	if len(cg.members) != len(live) {
+		return fmt.Errorf("%d members, %d live", len(cg.members), len(live))
+	}
+	owned, lo, hi := 0, int(info.Partitions), 0
+	for id, m := range cg.members {
+		if !live[id] {
+			return fmt.Errorf("member %s is not live", id)
+		}
+		n := m.assigned.count()
+		owned += n
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	switch {
+	case owned != int(info.Partitions):
+		return fmt.Errorf("%d of %d partitions owned", owned, info.Partitions)
+	case hi-lo > 1:
+		return fmt.Errorf("member sizes from %d to %d", lo, hi)
+	}
+	return nil
+}

@@ -170,6 +170,11 @@ func (c *Cluster) args(n *Node) []string {
 		// by each wave of joins) would leave a short run's consumers
 		// mostly idle while the workload churns members.
 		"group.initial.rebalance.delay.ms=0",
+		// KIP-848 members heartbeat at the broker's interval (5 s by
+		// default; kgo's HeartbeatInterval is ignored), and a member
+		// waiting for partitions another one releases gets them only at
+		// its next heartbeat: the queue's kgo interval instead.
+		"group.consumer.heartbeat.interval.ms=500",
 	}
 	sets = append(sets, c.cfg.Sets...)
 	args := []string{"serve"}

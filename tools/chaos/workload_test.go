@@ -45,7 +45,13 @@ func startBroker(t *testing.T) string {
 		"--set", "listeners=PLAINTEXT://"+addr,
 		// A classic group's first rebalance waits 3 s by default (and 3 s
 		// more for each wave of joins, up to the rebalance timeout).
-		"--set", "group.initial.rebalance.delay.ms=0")
+		"--set", "group.initial.rebalance.delay.ms=0",
+		// A KIP-848 member heartbeats at the broker's interval (kgo's
+		// HeartbeatInterval is ignored), 5 s by default: a member waiting
+		// for partitions another member releases gets them only at its
+		// next heartbeat, which a 5 s run with churn barely sees. The
+		// queue's kgo interval, 500 ms, for both protocols.
+		"--set", "group.consumer.heartbeat.interval.ms=500")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := spawn(cmd); err != nil {
 		t.Fatal(err)

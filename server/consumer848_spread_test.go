@@ -1,0 +1,308 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// spreadMember is one franz-go KIP-848 consumer of a spread test: what its
+// assignment callbacks told it it owns, and the records it polled.
+type spreadMember struct {
+	name   string
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	owned map[int32]bool
+}
+
+func (m *spreadMember) ownedParts() []int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.owned))
+}
+
+func (m *spreadMember) callback(add bool) func(context.Context, *kgo.Client, map[string][]int32) {
+	return func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, ps := range a {
+			for _, p := range ps {
+				if add {
+					m.owned[p] = true
+				} else {
+					delete(m.owned, p)
+				}
+			}
+		}
+	}
+}
+
+// spreadGroup runs franz-go KIP-848 consumers of one group on one topic,
+// recording which member polled each record.
+type spreadGroup struct {
+	t           *testing.T
+	ctx         context.Context
+	addr, topic string
+	group       string
+	parts       int32
+	interval    time.Duration // the broker's group.consumer.heartbeat.interval.ms
+	admin       *kgo.Client
+	producer    *kgo.Client
+	mu          sync.Mutex
+	seen        map[string]string // record value -> member name
+	produced    int
+	members     []*spreadMember // the live ones
+	next        int
+}
+
+func newSpreadGroup(t *testing.T, interval time.Duration, parts int32) *spreadGroup {
+	t.Helper()
+	_, addr := startBroker(t, "", fmt.Sprintf("group.consumer.heartbeat.interval.ms=%d", interval.Milliseconds()))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	sg := &spreadGroup{t: t, ctx: ctx, addr: addr, topic: "spread", group: "g848spread", parts: parts,
+		interval: interval, seen: map[string]string{}}
+	sg.admin = newClient(t, addr)
+	if _, err := kadm.NewClient(sg.admin).CreateTopic(ctx, parts, 1, nil, sg.topic); err != nil {
+		t.Fatal(err)
+	}
+	sg.producer = newClient(t, addr, kgo.DefaultProduceTopic(sg.topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	return sg
+}
+
+// produce produces n more records, round robin over the partitions.
+func (sg *spreadGroup) produce(n int) {
+	sg.t.Helper()
+	for range n {
+		v := fmt.Appendf(nil, "r%d", sg.produced)
+		sg.produced++
+		if err := sg.producer.ProduceSync(sg.ctx, &kgo.Record{Value: v}).FirstErr(); err != nil {
+			sg.t.Fatal(err)
+		}
+	}
+}
+
+// join starts a new member polling in its own goroutine.
+func (sg *spreadGroup) join() *spreadMember {
+	sg.t.Helper()
+	m := &spreadMember{name: fmt.Sprintf("consumer-%d", sg.next), done: make(chan struct{}), owned: map[int32]bool{}}
+	sg.next++
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sg.addr), kgo.ConsumerGroup(sg.group), kgo.ConsumeTopics(sg.topic),
+		kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(m.callback(true)), kgo.OnPartitionsRevoked(m.callback(false)),
+		kgo.OnPartitionsLost(m.callback(false)))
+	if err != nil {
+		sg.t.Fatal(err)
+	}
+	m.cl = cl
+	ctx, cancel := context.WithCancel(sg.ctx)
+	m.cancel = cancel
+	go func() {
+		defer close(m.done)
+		for ctx.Err() == nil {
+			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			fs := cl.PollFetches(pctx)
+			pcancel()
+			fs.EachError(func(topic string, p int32, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					sg.t.Logf("%s: fetch error %s/%d: %v", m.name, topic, p, err)
+				}
+			})
+			sg.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				if by, ok := sg.seen[string(r.Value)]; ok && by != m.name {
+					// Uncommitted records may be read again by the
+					// next owner after a revocation: allowed, but
+					// logged.
+					sg.t.Logf("%s: %s also read by %s", m.name, r.Value, by)
+				}
+				sg.seen[string(r.Value)] = m.name
+			})
+			sg.mu.Unlock()
+			// Commit what was polled before the poll lets a revocation
+			// through, so the next owner resumes after it.
+			if err := cl.CommitUncommittedOffsets(sg.ctx); err != nil && sg.ctx.Err() == nil {
+				sg.t.Logf("%s: commit: %v", m.name, err)
+			}
+			cl.AllowRebalance()
+		}
+	}()
+	sg.members = append(sg.members, m)
+	return m
+}
+
+// leave stops member m's polling, commits and closes it (a KIP-848 leave).
+func (sg *spreadGroup) leave(m *spreadMember) {
+	m.cancel()
+	<-m.done
+	if err := m.cl.CommitUncommittedOffsets(sg.ctx); err != nil {
+		sg.t.Logf("%s: final commit: %v", m.name, err)
+	}
+	m.cl.CloseAllowingRebalance()
+	sg.members = slices.DeleteFunc(sg.members, func(o *spreadMember) bool { return o == m })
+}
+
+func (sg *spreadGroup) close() {
+	for _, m := range slices.Clone(sg.members) {
+		sg.leave(m)
+	}
+}
+
+// spread is the state the test waits for: the group is Stable with the
+// live members only, each partition is owned by exactly one of them (as the
+// coordinator describes it and as the clients' callbacks tell it), and
+// sizes differ by at most one.
+func (sg *spreadGroup) spread() (bool, string) {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{sg.group}
+	resp, err := req.RequestWith(sg.ctx, sg.admin)
+	if err != nil {
+		return false, err.Error()
+	}
+	g := resp.Groups[0]
+	desc := map[string][]int32{}
+	for _, dm := range g.Members {
+		for _, tp := range dm.Assignment.TopicPartitions {
+			desc[dm.MemberID] = append(desc[dm.MemberID], tp.Partitions...)
+		}
+	}
+	state := fmt.Sprintf("group %s epoch %d (assignment %d), described %v", g.State, g.Epoch, g.AssignmentEpoch, desc)
+	clients := map[string][]int32{}
+	byOwner := map[int32][]string{}
+	for _, m := range sg.members {
+		id, _ := m.cl.GroupMetadata()
+		ps := m.ownedParts()
+		clients[m.name+"/"+id] = ps
+		for _, p := range ps {
+			byOwner[p] = append(byOwner[p], m.name)
+		}
+	}
+	state += fmt.Sprintf(", clients %v", clients)
+	if g.ErrorCode != 0 || g.State != "Stable" || len(g.Members) != len(sg.members) {
+		return false, state
+	}
+	descOwner := map[int32]int{}
+	lo, hi := int(sg.parts), 0
+	for _, dm := range g.Members {
+		n := 0
+		for _, tp := range dm.Assignment.TopicPartitions {
+			for _, p := range tp.Partitions {
+				descOwner[p]++
+				n++
+			}
+		}
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	for p := range sg.parts {
+		if descOwner[p] != 1 || len(byOwner[p]) != 1 {
+			return false, state
+		}
+	}
+	return hi-lo <= 1, state
+}
+
+// waitSpread polls spread until it holds or within fails the test.
+func (sg *spreadGroup) waitSpread(why string, within time.Duration) {
+	sg.t.Helper()
+	start := time.Now()
+	deadline := start.Add(within)
+	for {
+		ok, state := sg.spread()
+		if ok {
+			sg.t.Logf("%s: spread after %v: %s", why, time.Since(start).Round(time.Millisecond), state)
+			return
+		}
+		if time.Now().After(deadline) || sg.ctx.Err() != nil {
+			sg.t.Fatalf("%s: partitions not spread over the members within %v: %s", why, within, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitConsumed waits until every produced record was polled.
+func (sg *spreadGroup) waitConsumed(within time.Duration) {
+	sg.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		sg.mu.Lock()
+		n := len(sg.seen)
+		sg.mu.Unlock()
+		if n == sg.produced {
+			return
+		}
+		if time.Now().After(deadline) || sg.ctx.Err() != nil {
+			ok, state := sg.spread()
+			sg.t.Fatalf("polled %d of %d records within %v (spread %v: %s)", n, sg.produced, within, ok, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The reconciliation a KIP-848 group goes through when members join at
+// once is a handful of heartbeats: a join, a revocation and its
+// acknowledgement (franz-go sends that one at once), then the released
+// partitions picked up by each waiting member's next regular heartbeat,
+// up to one group.consumer.heartbeat.interval.ms later (the broker's
+// interval, which franz-go uses instead of its own). The deadline allows
+// for that with slack; runs take about one to two intervals.
+func spreadDeadline(interval time.Duration) time.Duration { return 6*interval + 5*time.Second }
+
+// Three franz-go KIP-848 consumers that join together share a 4-partition
+// topic: every partition ends up owned by exactly one member, and every
+// record is polled. (The chaos queue workload's "partitions 2 and 3
+// unassigned for the whole 5 s" was this reconciliation at the default
+// 5 s heartbeat interval: the members waiting for them had not
+// heartbeated again yet.)
+func TestConsumerGroup848SpreadJoinTogether(t *testing.T) {
+	for _, interval := range []time.Duration{200 * time.Millisecond, 2 * time.Second} {
+		t.Run(interval.String(), func(t *testing.T) {
+			sg := newSpreadGroup(t, interval, 4)
+			defer sg.close()
+			sg.produce(40)
+			for range 3 {
+				sg.join()
+			}
+			sg.waitSpread("3 members", spreadDeadline(interval))
+			sg.produce(40)
+			sg.waitConsumed(spreadDeadline(interval))
+		})
+	}
+}
+
+// Three members share the topic; one leaves and a new one joins: the
+// partitions spread again over the three live members and every record is
+// polled.
+func TestConsumerGroup848SpreadChurn(t *testing.T) {
+	for _, interval := range []time.Duration{200 * time.Millisecond, 2 * time.Second} {
+		t.Run(interval.String(), func(t *testing.T) {
+			sg := newSpreadGroup(t, interval, 4)
+			defer sg.close()
+			sg.produce(40)
+			for range 3 {
+				sg.join()
+			}
+			sg.waitSpread("3 members", spreadDeadline(interval))
+			sg.produce(20)
+			sg.leave(sg.members[0])
+			sg.join()
+			sg.produce(20)
+			sg.waitSpread("one left, one joined", spreadDeadline(interval))
+			sg.produce(40)
+			sg.waitConsumed(spreadDeadline(interval))
+		})
+	}
+}
