@@ -1,12 +1,16 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The builders of hand-made histories. Times are in milliseconds.
@@ -357,5 +361,25 @@ func TestAssignmentReassigned(t *testing.T) {
 	want := [][]int32{{0, 1}, {0, 1}, {0}, {0, 1}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("assignments %v, want %v", got, want)
+	}
+}
+
+func TestProduceOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want Outcome
+	}{
+		{nil, OK},
+		{kgo.ErrMaxBuffered, Fail},
+		{kerr.MessageTooLarge, Fail},
+		{fmt.Errorf("wrapped: %w", kerr.InvalidRecord), Fail},
+		{kerr.InvalidTimestamp, Info}, // a retry after a clock jump
+		{kerr.NotLeaderForPartition, Info},
+		{kgo.ErrRecordTimeout, Info},
+		{context.DeadlineExceeded, Info},
+	} {
+		if got := produceOutcome(tc.err); got != tc.want {
+			t.Errorf("produceOutcome(%v) = %s, want %s", tc.err, got, tc.want)
+		}
 	}
 }
