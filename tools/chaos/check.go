@@ -33,11 +33,18 @@
 //   - nonmonotonic-poll / int-nonmonotonic-poll (Jepsen: :nonmonotonic-poll,
 //     :int-nonmonotonic-poll): same scope, b <= a (the consumer went back
 //     or saw an offset twice), across two polls or inside one.
-//     For both poll checks, the tracking of a consumer's partitions of a
-//     topic restarts at every OpAssign of that topic (a rebalance may
-//     rewind the consumer to its group's committed offset; Jepsen likewise
-//     does not compare across assign/subscribe). A consumer with no
-//     OpAssign is tracked from its first poll on.
+//     For both poll checks, a consumer's operations are taken in End
+//     order (a poll's records are those of the assignment at its End, and
+//     an OpAssign may fall inside a poll), and an OpAssign of a topic
+//     restarts the tracking of the partitions it newly assigns (a
+//     consumer's position in a partition it did not own before starts at
+//     its group's committed offset; Jepsen likewise does not compare
+//     across assign/subscribe). A partition the consumer owned before and
+//     still owns keeps its tracking: kgo calls the assignment callbacks at
+//     every rebalance, so restarting every partition there would hide the
+//     skips of all but the shortest stretches. The first OpAssign of a
+//     topic restarts all its partitions; a consumer with no OpAssign is
+//     tracked from its first poll on.
 //   - nonmonotonic-send (Jepsen: :nonmonotonic-send): within one producer
 //     process and partition, OK sends ordered by Start whose acknowledged
 //     offsets do not increase.
@@ -528,15 +535,20 @@ func (c *checker) pollChecks() {
 	procs, by := c.byProcess()
 	for _, proc := range procs {
 		pos := map[tp]last{}
-		for _, i := range by[proc] {
+		owned := map[string][]int32{} // topic: the last OpAssign's partitions
+		ops := slices.Clone(by[proc])
+		slices.SortStableFunc(ops, func(a, b int) int { return cmp.Compare(c.h.Ops[a].End, c.h.Ops[b].End) })
+		for _, i := range ops {
 			op := c.h.Ops[i]
 			switch op.Kind {
 			case OpAssign:
+				prev, known := owned[op.Topic]
 				for k := range pos {
-					if k.topic == op.Topic {
+					if k.topic == op.Topic && (!known || !slices.Contains(prev, k.p) || !slices.Contains(op.Parts, k.p)) {
 						delete(pos, k)
 					}
 				}
+				owned[op.Topic] = op.Parts
 			case OpPoll:
 				for _, rec := range op.Records {
 					k := tp{op.Topic, rec.Partition}

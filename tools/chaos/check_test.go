@@ -1,12 +1,16 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The builders of hand-made histories. Times are in milliseconds.
@@ -130,6 +134,18 @@ func TestCheck(t *testing.T) {
 		{name: "rewind after losing and regaining the partition is fine", want: want{}, h: History{
 			Ops: ops(abc(), []Op{poll("consumer-0", 10, 11, a, b), assign("consumer-0", 11, 12),
 				assign("consumer-0", 13, 14, 0), poll("consumer-0", 15, 16, b, c)}),
+			Final: final(a, b, c)}},
+		{name: "a skip in a partition kept across a rebalance", want: want{KindPollSkip: 1}, h: History{
+			Ops: ops(abc(), []Op{assign("consumer-0", 5, 5, 0), poll("consumer-0", 10, 11, a),
+				assign("consumer-0", 11, 11, 0), assign("consumer-0", 11, 11, 0, 1), poll("consumer-0", 12, 13, c)}),
+			Final: final(a, b, c)}},
+		{name: "a rewind in a partition kept across a rebalance", want: want{KindNonmonotonicPoll: 1}, h: History{
+			Ops: ops(abc(), []Op{assign("consumer-0", 5, 5, 0), poll("consumer-0", 10, 11, a, b),
+				assign("consumer-0", 11, 11, 0, 1), poll("consumer-0", 12, 13, a, b, c)}),
+			Final: final(a, b, c)}},
+		{name: "losing and regaining the partition inside one poll", want: want{}, h: History{
+			Ops: ops(abc(), []Op{assign("consumer-0", 5, 5, 0), poll("consumer-0", 10, 11, a, b),
+				poll("consumer-0", 12, 20, b, c), assign("consumer-0", 13, 13), assign("consumer-0", 14, 14, 0)}),
 			Final: final(a, b, c)}},
 		{name: "rewind after another topic's rebalance is not", want: want{KindNonmonotonicPoll: 1}, h: History{
 			Ops: ops(abc(), []Op{poll("consumer-0", 10, 11, a, b),
@@ -325,5 +341,45 @@ func TestCheckTimeout(t *testing.T) {
 		}
 	default:
 		t.Errorf("result %q", r.Checks[0].Result)
+	}
+}
+
+// TestAssignmentReassigned checks that a consumer's assignment callback
+// handing it partitions it owns already (kgo's reassignment of a topic in
+// full) is recorded as losing them first, so the poll checks restart
+// there.
+func TestAssignmentReassigned(t *testing.T) {
+	rec := NewRecorder(time.Now())
+	c := &consumer{w: &queueWorkload{cfg: WorkloadConfig{Rec: rec, Topic: "q"}}, name: "consumer-0", owned: map[int32]bool{}}
+	c.assignment([]int32{0, 1}, true)
+	c.assignment(nil, true)        // a rebalance that changed nothing
+	c.assignment([]int32{1}, true) // 1 again, in full
+	var got [][]int32
+	for _, op := range rec.Ops() {
+		got = append(got, op.Parts)
+	}
+	want := [][]int32{{0, 1}, {0, 1}, {0}, {0, 1}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("assignments %v, want %v", got, want)
+	}
+}
+
+func TestProduceOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want Outcome
+	}{
+		{nil, OK},
+		{kgo.ErrMaxBuffered, Fail},
+		{kerr.MessageTooLarge, Fail},
+		{fmt.Errorf("wrapped: %w", kerr.InvalidRecord), Fail},
+		{kerr.InvalidTimestamp, Info}, // a retry after a clock jump
+		{kerr.NotLeaderForPartition, Info},
+		{kgo.ErrRecordTimeout, Info},
+		{context.DeadlineExceeded, Info},
+	} {
+		if got := produceOutcome(tc.err); got != tc.want {
+			t.Errorf("produceOutcome(%v) = %s, want %s", tc.err, got, tc.want)
+		}
 	}
 }

@@ -122,7 +122,8 @@ func (n *Nemesis) Run(ctx context.Context, kinds []string, sequential bool, d ti
 func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) error {
 	if kind == FaultMove {
 		if err := n.startMove(ctx); err != nil {
-			return err
+			// The reassignment may have been applied all the same.
+			return errors.Join(err, n.finishMoves(ctx, 30*time.Second))
 		}
 		others := slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == FaultMove })
 		if len(others) > 0 {
@@ -149,9 +150,11 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		if err := n.sleep(ctx, hold); err != nil {
 			return err
 		}
-		err = n.restart(ctx, id)
+		if err := n.restart(ctx, id); err != nil {
+			return err // still down: Heal starts it and ends the fault
+		}
 		n.end(f)
-		return err
+		return nil
 	case FaultPause:
 		id, what, err := n.target(ctx, n.pick(FaultKillLeader, ""))
 		if err != nil {
@@ -186,6 +189,10 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 			err = n.c.Partition(comps, mode)
 		}
 		if err != nil {
+			// Some links may be cut: heal them now rather than leave
+			// them in force under the faults that follow.
+			err = errors.Join(err, n.c.HealNetwork())
+			n.end(f)
 			return err
 		}
 		if err := n.sleep(ctx, hold); err != nil {
@@ -462,12 +469,10 @@ func (n *Nemesis) startMove(ctx context.Context) error {
 		target = slices.Delete(target, drop, drop+1)
 	}
 	f := n.begin("move", fmt.Sprintf("reassign %s/%d from %v to %v", n.topic, p, orig, target), toInts(union(orig, target))...)
-	if err := n.reassign(ctx, p, target); err != nil {
-		n.end(f)
-		return err
-	}
+	// Pending even if reassign fails: an attempt it retried may have been
+	// applied (its answer lost), and the move back is a no-op otherwise.
 	n.moves = append(n.moves, pendingMove{fault: f, tp: p, original: orig})
-	return nil
+	return n.reassign(ctx, p, target)
 }
 
 func (n *Nemesis) reassign(ctx context.Context, p int32, replicas []int32) error {
@@ -486,19 +491,22 @@ func (n *Nemesis) reassign(ctx context.Context, p int32, replicas []int32) error
 // then moves each partition back to its original replicas.
 func (n *Nemesis) finishMoves(ctx context.Context, d time.Duration) error {
 	var errs []error
+	var left []pendingMove // not moved back: Heal tries again
 	for _, m := range n.moves {
 		if err := n.waitMoved(ctx, m.tp, d); err != nil {
 			errs = append(errs, err)
 		}
 		if err := n.reassign(ctx, m.tp, m.original); err != nil {
 			errs = append(errs, err)
+			left = append(left, m)
+			continue
 		}
 		if err := n.waitMoved(ctx, m.tp, d); err != nil {
 			errs = append(errs, err)
 		}
 		n.end(m.fault)
 	}
-	n.moves = nil
+	n.moves = left
 	return errors.Join(errs...)
 }
 
@@ -539,8 +547,10 @@ func toInts(xs []int32) []int {
 // the moves.
 func (n *Nemesis) Heal(ctx context.Context) error {
 	var errs []error
-	for id := range n.paused {
-		errs = append(errs, n.c.Resume(id))
+	for _, nd := range n.c.Nodes() {
+		if n.paused[nd.ID] || n.c.Paused(nd.ID) {
+			errs = append(errs, n.c.Resume(nd.ID))
+		}
 	}
 	n.paused = map[int]bool{}
 	for _, nd := range n.c.Nodes() {

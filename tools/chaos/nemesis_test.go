@@ -3,9 +3,12 @@ package chaos
 import (
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/tools/faultproxy"
 )
 
 // The network partitions the nemesis draws: sides that cover every node
@@ -90,4 +93,45 @@ func identity(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// A network partition that fails part-way (a proxy that refuses its cut)
+// leaves no link cut behind it: the faults that follow must not run
+// under it.
+func TestNemesisPartitionFailureHeals(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := &Cluster{proxies: map[link]*faultproxy.Proxy{}}
+	for i := range 3 {
+		c.nodes = append(c.nodes, &Node{ID: i + 1})
+	}
+	for _, a := range c.nodes {
+		for _, b := range c.nodes {
+			if a == b {
+				continue
+			}
+			p, err := faultproxy.New("127.0.0.1:0", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			c.proxies[link{a.ID, b.ID}] = p
+		}
+	}
+	c.proxies[link{1, 2}].Close() // its Cut fails
+	n := NewNemesis(c, rand.New(rand.NewPCG(1, 1)), func() time.Duration { return time.Second }, "t", 1, slog.Default())
+	if err := n.episode(t.Context(), FaultPartition, nil); err == nil {
+		t.Fatal("a partition with a closed proxy applied")
+	}
+	for l, p := range c.proxies {
+		if l != (link{1, 2}) && p.Mode() != 0 {
+			t.Errorf("link %d->%d left %v", l.from, l.to, p.Mode())
+		}
+	}
+	if f := n.Faults(); len(f) != 1 || f[0].End == 0 {
+		t.Errorf("faults %+v: the failed partition is not ended", f)
+	}
 }

@@ -216,6 +216,12 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 		}
 		h.Final[t], h.LogStart[t] = recs, starts
 	}
+	if err := ctx.Err(); err != nil {
+		// Interrupted: the probes, the drain and the final reads were cut
+		// short, and checking would report what they did not get to as
+		// no-leader-after-heal and unpolled anomalies.
+		return nil, nil, fmt.Errorf("chaos: run interrupted: %w", err)
+	}
 	h.Ops = rec.Ops()
 	res := Check(h)
 	if err := writeReports(o.Dir, h, res); err != nil {

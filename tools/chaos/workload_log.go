@@ -55,7 +55,10 @@ func producerOpts(seeds []string, id string) []kgo.Opt {
 // certainly was not written (kgo never buffered it, or the broker
 // refused it with an error it would have given every attempt, before
 // appending), Info otherwise (a timeout, a lost connection, the client
-// closed with the record in flight).
+// closed with the record in flight). INVALID_TIMESTAMP is Info: it
+// depends on the broker's clock, which the clock fault moves, so a retry
+// may be refused after an earlier attempt was written (Kafka validates
+// timestamps before it looks for an idempotent duplicate).
 func produceOutcome(err error) Outcome {
 	if err == nil {
 		return OK
@@ -69,7 +72,7 @@ func produceOutcome(err error) Outcome {
 		case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code, kerr.InvalidRecord.Code,
 			kerr.InvalidTopicException.Code, kerr.TopicAuthorizationFailed.Code,
 			kerr.ClusterAuthorizationFailed.Code, kerr.InvalidRequiredAcks.Code,
-			kerr.InvalidTimestamp.Code, kerr.UnsupportedForMessageFormat.Code:
+			kerr.UnsupportedForMessageFormat.Code:
 			return Fail
 		}
 	}

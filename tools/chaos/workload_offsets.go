@@ -375,6 +375,8 @@ func StartOffsets(ctx context.Context, cfg WorkloadConfig, o OffsetsOptions) (Wo
 		name := fmt.Sprintf("offsets-%d", i)
 		g, err := newGroupClient(cfg.Seeds, name, group, cfg.Topic, cfg.Partitions)
 		if err != nil {
+			w.s.cancel() // the processes started so far
+			w.s.wg.Wait()
 			w.closeClients()
 			return nil, err
 		}

@@ -406,9 +406,22 @@ func (w *queueWorkload) startConsumer() (*consumer, error) {
 }
 
 // assignment applies an assignment callback's partitions (added or
-// removed) and records the whole new owned set.
+// removed) and records the whole new owned set. The checker restarts its
+// tracking of a partition only where an OpAssign newly assigns it, so a
+// partition assigned again while owned (kgo hands a topic whose cursors a
+// new session must assign in full) is recorded as lost, then assigned.
 func (c *consumer) assignment(parts []int32, add bool) {
 	c.mu.Lock()
+	if add && slices.ContainsFunc(parts, func(p int32) bool { return c.owned[p] }) {
+		var kept []int32
+		for p := range c.owned {
+			if !slices.Contains(parts, p) {
+				kept = append(kept, p)
+			}
+		}
+		slices.Sort(kept)
+		c.w.cfg.Rec.Add(Op{Process: c.name, Kind: OpAssign, Outcome: OK, Topic: c.w.cfg.Topic, Group: c.w.group, Parts: kept})
+	}
 	for _, p := range parts {
 		if add {
 			c.owned[p] = true

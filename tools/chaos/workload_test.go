@@ -156,6 +156,12 @@ func runWorkload(t *testing.T, ctx context.Context, addr, topic string, parts in
 		counts[string(op.Kind)+"/"+string(op.Outcome)]++
 	}
 	t.Logf("%d ops: %v", len(ops), counts)
+	// Without faults, the checker finds nothing in the history.
+	res := Check(&History{Ops: ops, Final: map[string]map[int32][]Record{topic: final},
+		LogStart: map[string]map[int32]int64{topic: starts}})
+	for _, a := range res.Anomalies {
+		t.Errorf("%s: %s", a.Kind, a.Msg)
+	}
 	return ops, final, w
 }
 
