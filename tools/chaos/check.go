@@ -71,6 +71,9 @@
 //     group was given a bound to catch up: a partition nobody consumed (no
 //     member assigned it), or a consumer stuck. One anomaly per
 //     partition, Count the number of sends.
+//   - final-read-failed (liveness): a topic whose final read, after the
+//     heal, did not complete within the runner's bound
+//     (History.FinalErrors); the checks that need the final read skip it.
 //   - no-leader-after-heal: a partition whose History.Liveness is
 //     negative: after every fault was healed it never had a leader that
 //     accepted a write within the runner's bound.
@@ -106,6 +109,7 @@ const (
 	KindLogNotLinearizable     AnomalyKind = "log-not-linearizable"
 	KindNoLeaderAfterHeal      AnomalyKind = "no-leader-after-heal"
 	KindUnpolled               AnomalyKind = "unpolled"
+	KindFinalReadFailed        AnomalyKind = "final-read-failed"
 )
 
 // Kinds is every anomaly kind, in report order.
@@ -113,7 +117,7 @@ var Kinds = []AnomalyKind{
 	KindInconsistentOffsets, KindDuplicate, KindLostWrite, KindUnseen,
 	KindPollSkip, KindIntPollSkip, KindNonmonotonicPoll, KindIntNonmonotonicPoll,
 	KindNonmonotonicSend, KindCommitBackwards, KindOffsetsNotLinearizable,
-	KindLogNotLinearizable, KindNoLeaderAfterHeal, KindUnpolled,
+	KindLogNotLinearizable, KindNoLeaderAfterHeal, KindUnpolled, KindFinalReadFailed,
 }
 
 // Anomaly is one thing the history shows went wrong.
@@ -678,6 +682,10 @@ func (c *checker) commitChecks() {
 // livenessChecks reports partitions that never had a leader after the
 // heal.
 func (c *checker) livenessChecks() {
+	for _, topic := range slices.Sorted(maps.Keys(c.h.FinalErrors)) {
+		c.add(Anomaly{Kind: KindFinalReadFailed, Topic: topic,
+			Msg: fmt.Sprintf("%s: the final read after the heal did not complete: %s", topic, c.h.FinalErrors[topic])})
+	}
 	if c.h.Drained > 0 {
 		polled := map[string]bool{}
 		for i := range c.h.Ops {

@@ -225,6 +225,9 @@ func TestCheck(t *testing.T) {
 		{name: "unpolled without a drain is not checked", want: want{}, h: History{
 			Ops: ops(abc(), []Op{poll("consumer-0", 10, 11, rec(0, 0, "a"), rec(0, 1, "b"))}), Final: final(rec(0, 0, "a"), rec(0, 1, "b"), rec(0, 2, "c"))}},
 
+		{name: "a final read that failed", want: want{KindFinalReadFailed: 1}, h: History{
+			FinalErrors: map[string]string{"q": "context deadline exceeded"}}},
+
 		{name: "no leader after heal", want: want{KindNoLeaderAfterHeal: 1}, h: History{
 			Liveness: map[string]map[int32]time.Duration{"q": {0: -1, 1: 2 * time.Second}}}},
 	}

@@ -128,4 +128,8 @@ type History struct {
 	// had a leader that accepted a write (negative: it never did within
 	// the runner's bound).
 	Liveness map[string]map[int32]time.Duration `json:"liveness"`
+	// FinalErrors are the topics whose final read did not complete within
+	// the runner's bound after healing, with the error: a liveness
+	// anomaly (the checks that need Final skip those topics).
+	FinalErrors map[string]string `json:"final_errors,omitempty"`
 }

@@ -212,6 +212,10 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 		cancel()
 		if err != nil {
 			log.Warn("chaos: final read", "topic", t, "err", err)
+			if h.FinalErrors == nil {
+				h.FinalErrors = map[string]string{}
+			}
+			h.FinalErrors[t] = err.Error()
 			continue
 		}
 		h.Final[t], h.LogStart[t] = recs, starts
