@@ -1,0 +1,173 @@
+// Package procs starts and tracks the broker processes of the local
+// clusters that tools/chaos, tools/clustertest and bench run.
+//
+// Every process is started from one goroutine locked to its OS thread,
+// with Pdeathsig set to SIGKILL: Linux kills the child when the thread
+// that forked it exits, and that thread lives as long as the parent
+// process, so a parent killed by a signal or by go test's -timeout (whose
+// cleanups never run) takes its brokers with it. A child started from an
+// ordinary goroutine could be killed whenever the runtime retires the
+// thread it happened to fork on.
+//
+// Linux only: Pdeathsig is a Linux feature.
+package procs
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type spawnReq struct {
+	cmd   *exec.Cmd
+	reply chan error
+}
+
+var (
+	spawnOnce sync.Once
+	spawnCh   = make(chan spawnReq)
+
+	liveMu sync.Mutex
+	live   = map[*Proc]struct{}{} // every process started and not yet reaped
+)
+
+// spawn starts cmd from the locked thread, with Pdeathsig=SIGKILL.
+func spawn(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for r := range spawnCh {
+				r.reply <- r.cmd.Start()
+			}
+		}()
+	})
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	r := spawnReq{cmd, make(chan error, 1)}
+	spawnCh <- r
+	return <-r.reply
+}
+
+// Proc is one started process.
+type Proc struct {
+	Cmd  *exec.Cmd
+	done chan struct{} // closed once the process was reaped
+	err  error         // Wait's result, set before done is closed
+}
+
+// Start starts cmd (see the package doc) with its stdout and stderr to
+// out (an *os.File is handed to the child as is), and reaps it in the
+// background. The process counts in Live until it is reaped.
+func Start(cmd *exec.Cmd, out io.Writer) (*Proc, error) {
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := spawn(cmd); err != nil {
+		return nil, err
+	}
+	p := &Proc{Cmd: cmd, done: make(chan struct{})}
+	liveMu.Lock()
+	live[p] = struct{}{}
+	liveMu.Unlock()
+	go func() {
+		p.err = cmd.Wait()
+		liveMu.Lock()
+		delete(live, p)
+		liveMu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.Cmd.Process.Pid }
+
+// Done is closed once the process was reaped.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Err is Wait's result: nil for a clean exit, an *exec.ExitError
+// otherwise. It is meaningful only once Done is closed (nil before).
+func (p *Proc) Err() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// Exited reports whether the process was reaped.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
+
+// Kill sends SIGKILL (after SIGCONT, so a stopped process dies at once
+// too) and waits up to d for the process to be reaped.
+func (p *Proc) Kill(d time.Duration) error {
+	p.Cmd.Process.Signal(syscall.SIGCONT)
+	p.Cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(d):
+		return fmt.Errorf("pid %d not reaped %v after SIGKILL", p.Pid(), d)
+	}
+}
+
+// Live is every process started and not yet reaped.
+func Live() []*Proc {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	ps := make([]*Proc, 0, len(live))
+	for p := range live {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// KillLive kills every process in Live, waiting up to d for each reap,
+// and returns their pids (none: nil). It is for a test binary's last
+// check that every test's cleanup reaped what it started.
+func KillLive(d time.Duration) []int {
+	var pids []int
+	for _, p := range Live() {
+		pids = append(pids, p.Pid())
+		p.Kill(d)
+	}
+	return pids
+}
+
+// FreePorts picks n distinct free loopback ports (each was free when
+// picked; the listeners close together at the end so none repeats).
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
