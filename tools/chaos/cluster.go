@@ -11,13 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sluicemq/sluice/tools/faultproxy"
+	"github.com/sluicemq/sluice/tools/procs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -93,7 +93,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		cfg.Logger = slog.Default()
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, proxies: map[link]*faultproxy.Proxy{}}
-	ports, err := freePorts(2 * cfg.Nodes)
+	ports, err := procs.FreePorts(2 * cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -184,25 +184,6 @@ func (c *Cluster) args(n *Node) []string {
 	return args
 }
 
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // Seeds are every node's client listener.
 func (c *Cluster) Seeds() []string {
 	var s []string
@@ -231,8 +212,8 @@ func (c *Cluster) node(id int) (*Node, error) {
 func (c *Cluster) start(n *Node) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n.proc != nil && !n.proc.exited() {
-		return fmt.Errorf("node %d: already running (pid %d)", n.ID, n.proc.cmd.Process.Pid)
+	if n.proc != nil && !n.proc.Exited() {
+		return fmt.Errorf("node %d: already running (pid %d)", n.ID, n.proc.Pid())
 	}
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return err
@@ -271,8 +252,8 @@ func (c *Cluster) waitListening(ctx context.Context, n *Node) error {
 			return nil
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("node %d exited at start-up (%v); its log ends:\n%s", n.ID, p.err, c.Tail(n.ID, 30))
+		case <-p.Done():
+			return fmt.Errorf("node %d exited at start-up (%v); its log ends:\n%s", n.ID, p.Err(), c.Tail(n.ID, 30))
 		case <-ctx.Done():
 			return fmt.Errorf("node %d not listening on %s after %v (%v)", n.ID, n.Addr(), startTimeout, err)
 		case <-time.After(20 * time.Millisecond):
@@ -288,7 +269,7 @@ func (c *Cluster) Running(id int) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return n.proc != nil && !n.proc.exited()
+	return n.proc != nil && !n.proc.Exited()
 }
 
 // Paused reports whether node id was paused and not resumed.
@@ -299,7 +280,7 @@ func (c *Cluster) Paused(id int) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return n.paused && n.proc != nil && !n.proc.exited()
+	return n.paused && n.proc != nil && !n.proc.Exited()
 }
 
 // Start starts node id (after a kill or stop) and waits until it listens.
@@ -320,7 +301,7 @@ func (c *Cluster) Kill(id int) error {
 	if err != nil {
 		return err
 	}
-	return p.kill(killTimeout)
+	return p.Kill(killTimeout)
 }
 
 // Stop sends SIGTERM (a controlled shutdown) to node id and waits until
@@ -330,14 +311,14 @@ func (c *Cluster) Stop(id int) error {
 	if err != nil {
 		return err
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return nil
 	case <-time.After(stopTimeout):
-		p.kill(killTimeout)
+		p.Kill(killTimeout)
 		return fmt.Errorf("node %d did not exit within %v of SIGTERM", id, stopTimeout)
 	}
 }
@@ -353,7 +334,7 @@ func (c *Cluster) signal(id int, sig syscall.Signal, paused bool) error {
 	if err != nil {
 		return err
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Signal(sig); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -370,7 +351,7 @@ func (c *Cluster) runningProc(id int) (*proc, error) {
 	c.mu.Lock()
 	p := n.proc
 	c.mu.Unlock()
-	if p == nil || p.exited() {
+	if p == nil || p.Exited() {
 		return nil, fmt.Errorf("node %d is not running", id)
 	}
 	return p, nil
@@ -477,8 +458,8 @@ func (c *Cluster) Close() error {
 		if p == nil {
 			continue
 		}
-		if !p.exited() {
-			errs = append(errs, p.kill(killTimeout))
+		if !p.Exited() {
+			errs = append(errs, p.Kill(killTimeout))
 		}
 		p.log.Close()
 	}
@@ -632,75 +613,17 @@ func (c *Cluster) CreateTopic(ctx context.Context, topic string, partitions int3
 
 // ---- processes
 
-// Every broker process is started from one goroutine locked to its OS
-// thread, with Pdeathsig set: Linux kills the child when the thread that
-// forked it exits, so a runner killed by a signal takes its brokers with
-// it.
-type spawnReq struct {
-	cmd   *exec.Cmd
-	reply chan error
-}
-
-var (
-	spawnOnce sync.Once
-	spawnCh   = make(chan spawnReq)
-)
-
-func spawn(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for r := range spawnCh {
-				r.reply <- r.cmd.Start()
-			}
-		}()
-	})
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	r := spawnReq{cmd, make(chan error, 1)}
-	spawnCh <- r
-	return <-r.reply
-}
-
+// proc is one started broker process (see tools/procs) and the log file
+// its output goes to.
 type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once reaped
-	err  error         // Wait's result, set before done is closed
-	log  *os.File
+	*procs.Proc
+	log *os.File
 }
 
 func startProc(cmd *exec.Cmd, log *os.File) (*proc, error) {
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := spawn(cmd); err != nil {
+	p, err := procs.Start(cmd, log)
+	if err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), log: log}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// kill sends SIGCONT then SIGKILL and waits up to d for the reap.
-func (p *proc) kill(d time.Duration) error {
-	p.cmd.Process.Signal(syscall.SIGCONT)
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(d):
-		return fmt.Errorf("pid %d not reaped %v after SIGKILL", p.cmd.Process.Pid, d)
-	}
+	return &proc{p, log}, nil
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/tools/procs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -30,12 +32,11 @@ func startBroker(t *testing.T) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/sluice in %s: %v\n%s", build.Dir, err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := procs.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	logPath := filepath.Join(dir, "broker.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -52,15 +53,14 @@ func startBroker(t *testing.T) string {
 		// next heartbeat, which a 5 s run with churn barely sees. The
 		// queue's kgo interval, 500 ms, for both protocols.
 		"--set", "group.consumer.heartbeat.interval.ms=500")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := spawn(cmd); err != nil {
+	p, err := procs.Start(cmd, logf)
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
+		if err := p.Kill(killTimeout); err != nil {
+			t.Error(err)
+		}
 		logf.Close()
 		if t.Failed() {
 			if b, err := os.ReadFile(logPath); err == nil {
@@ -77,7 +77,7 @@ func startBroker(t *testing.T) string {
 			return addr
 		}
 		select {
-		case <-done:
+		case <-p.Done():
 			b, _ := os.ReadFile(logPath)
 			t.Fatalf("the broker exited at start-up:\n%s", b)
 		case <-time.After(20 * time.Millisecond):
