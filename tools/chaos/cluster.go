@@ -60,7 +60,8 @@ type Node struct {
 	Faults   string // the SLUICE_FAULTS control file
 	args     []string
 	starts   int
-	proc     *proc // nil before the first start; may have exited
+	proc     *procs.Proc // nil before the first start; may have exited
+	log      *os.File    // proc's output
 	paused   bool
 }
 
@@ -78,7 +79,7 @@ type Cluster struct {
 	nodes   []*Node // nodes[i] has id i+1
 	proxies map[link]*faultproxy.Proxy
 
-	mu sync.Mutex // guards the nodes' proc, paused and starts
+	mu sync.Mutex // guards the nodes' proc, log, paused and starts
 
 	cl  *kgo.Client
 	adm *kadm.Client
@@ -222,20 +223,21 @@ func (c *Cluster) start(n *Node) error {
 	if err != nil {
 		return err
 	}
-	if n.proc != nil {
-		n.proc.log.Close()
+	if n.log != nil {
+		n.log.Close()
 	}
 	n.starts++
 	fmt.Fprintf(log, "=== chaos: start %d of node %d at %s: %s %s\n", n.starts, n.ID,
 		time.Now().Format(time.RFC3339Nano), c.cfg.Binary, strings.Join(n.args, " "))
 	cmd := exec.Command(c.cfg.Binary, n.args...)
 	cmd.Env = append(os.Environ(), "SLUICE_FAULTS="+n.Faults)
-	p, err := startProc(cmd, log)
+	p, err := procs.Start(cmd, log)
 	if err != nil {
 		log.Close()
+		n.log = nil
 		return fmt.Errorf("node %d: %w", n.ID, err)
 	}
-	n.proc, n.paused = p, false
+	n.proc, n.log, n.paused = p, log, false
 	return nil
 }
 
@@ -343,7 +345,7 @@ func (c *Cluster) signal(id int, sig syscall.Signal, paused bool) error {
 	return nil
 }
 
-func (c *Cluster) runningProc(id int) (*proc, error) {
+func (c *Cluster) runningProc(id int) (*procs.Proc, error) {
 	n, err := c.node(id)
 	if err != nil {
 		return nil, err
@@ -453,7 +455,7 @@ func (c *Cluster) Close() error {
 	var errs []error
 	for _, n := range c.nodes {
 		c.mu.Lock()
-		p := n.proc
+		p, log := n.proc, n.log
 		c.mu.Unlock()
 		if p == nil {
 			continue
@@ -461,7 +463,7 @@ func (c *Cluster) Close() error {
 		if !p.Exited() {
 			errs = append(errs, p.Kill(killTimeout))
 		}
-		p.log.Close()
+		log.Close()
 	}
 	for _, p := range c.proxies {
 		p.Close()
@@ -609,21 +611,4 @@ func (c *Cluster) CreateTopic(ctx context.Context, topic string, partitions int3
 		}
 		return err
 	})
-}
-
-// ---- processes
-
-// proc is one started broker process (see tools/procs) and the log file
-// its output goes to.
-type proc struct {
-	*procs.Proc
-	log *os.File
-}
-
-func startProc(cmd *exec.Cmd, log *os.File) (*proc, error) {
-	p, err := procs.Start(cmd, log)
-	if err != nil {
-		return nil, err
-	}
-	return &proc{p, log}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/tools/faultproxy"
+	"github.com/sluicemq/sluice/tools/procs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -69,7 +70,8 @@ type node struct {
 	logPath  string
 	args     []string
 	starts   int
-	proc     *proc // nil when not started; may have exited
+	proc     *procs.Proc // nil when not started; may have exited
+	log      *os.File    // proc's output
 	paused   bool
 }
 
@@ -112,7 +114,10 @@ func newCluster(t *testing.T, ctx context.Context, opts clusterOpts) *cluster {
 		n := &node{id: i + 1, voter: i < opts.nodes, dir: filepath.Join(root, fmt.Sprintf("node%d", i+1)), logPath: filepath.Join(root, fmt.Sprintf("node%d.log", i+1))}
 		c.nodes = append(c.nodes, n)
 	}
-	ports := freePorts(t, 2*opts.nodes+opts.brokers)
+	ports, err := procs.FreePorts(2*opts.nodes + opts.brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range c.nodes {
 		n.port, ports = ports[0], ports[1:]
 		if n.voter {
@@ -204,28 +209,6 @@ func (c *cluster) args(n *node) []string {
 	return args
 }
 
-// freePorts picks n distinct free loopback ports (each was free when
-// picked; the listeners close together at the end so none repeats).
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
 // seeds are the client listeners clients bootstrap from: every node's,
 // or node 1's alone in standalone mode (each node is its own cluster).
 func (c *cluster) seeds() []string {
@@ -250,8 +233,8 @@ func (c *cluster) node(id int) *node {
 // start starts n's process with its fixed configuration, its output
 // appended to its log file.
 func (c *cluster) start(n *node) error {
-	if n.proc != nil && !n.proc.exited() {
-		return fmt.Errorf("node %d: already running (pid %d)", n.id, n.proc.cmd.Process.Pid)
+	if n.proc != nil && !n.proc.Exited() {
+		return fmt.Errorf("node %d: already running (pid %d)", n.id, n.proc.Pid())
 	}
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return err
@@ -263,12 +246,12 @@ func (c *cluster) start(n *node) error {
 	n.starts++
 	fmt.Fprintf(log, "=== clustertest: start %d of node %d at %s: %s %s\n", n.starts, n.id,
 		time.Now().Format(time.RFC3339Nano), c.bin, strings.Join(n.args, " "))
-	p, err := startProc(exec.Command(c.bin, n.args...), log)
+	p, err := procs.Start(exec.Command(c.bin, n.args...), log)
 	if err != nil {
 		log.Close()
 		return fmt.Errorf("node %d: %w", n.id, err)
 	}
-	n.proc, n.paused = p, false
+	n.proc, n.log, n.paused = p, log, false
 	return nil
 }
 
@@ -284,8 +267,8 @@ func (c *cluster) waitListening(n *node) error {
 			return nil
 		}
 		select {
-		case <-n.proc.done:
-			return fmt.Errorf("node %d exited at start-up (%v); its log ends:\n%s", n.id, n.proc.err, c.tail(n))
+		case <-n.proc.Done():
+			return fmt.Errorf("node %d exited at start-up (%v); its log ends:\n%s", n.id, n.proc.Err(), c.tail(n))
 		case <-ctx.Done():
 			return fmt.Errorf("node %d not listening on %s after %v (%v); its log ends:\n%s", n.id, n.addr(), startTimeout, err, c.tail(n))
 		case <-time.After(20 * time.Millisecond):
@@ -304,14 +287,14 @@ func (c *cluster) Start(id int) {
 	if err := c.waitListening(n); err != nil {
 		c.t.Fatal(err)
 	}
-	c.t.Logf("node %d started (pid %d)", id, n.proc.cmd.Process.Pid)
+	c.t.Logf("node %d started (pid %d)", id, n.proc.Pid())
 }
 
 // Kill sends SIGKILL to node id and waits until it is reaped.
 func (c *cluster) Kill(id int) {
 	c.t.Helper()
 	n := c.running(id)
-	if err := n.proc.kill(killTimeout); err != nil {
+	if err := n.proc.Kill(killTimeout); err != nil {
 		c.t.Fatalf("node %d: %v", id, err)
 	}
 	c.t.Logf("node %d killed (SIGKILL)", id)
@@ -330,7 +313,7 @@ func (c *cluster) Stop(id int) time.Duration {
 func (c *cluster) Terminate(id int) time.Time {
 	c.t.Helper()
 	n := c.running(id)
-	if err := n.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := n.proc.Signal(syscall.SIGTERM); err != nil {
 		c.t.Fatal(err)
 	}
 	return time.Now()
@@ -342,13 +325,13 @@ func (c *cluster) WaitExit(id int, start time.Time) time.Duration {
 	c.t.Helper()
 	n := c.node(id)
 	select {
-	case <-n.proc.done:
+	case <-n.proc.Done():
 	case <-time.After(time.Until(start.Add(stopTimeout))):
-		n.proc.kill(killTimeout)
+		n.proc.Kill(killTimeout)
 		c.t.Fatalf("node %d did not exit within %v of SIGTERM; its log ends:\n%s", id, stopTimeout, c.tail(n))
 	}
 	d := time.Since(start)
-	c.t.Logf("node %d stopped (SIGTERM) in %v: %v", id, d.Round(time.Millisecond), n.proc.err)
+	c.t.Logf("node %d stopped (SIGTERM) in %v: %v", id, d.Round(time.Millisecond), n.proc.Err())
 	return d
 }
 
@@ -356,7 +339,7 @@ func (c *cluster) WaitExit(id int, start time.Time) time.Duration {
 func (c *cluster) Pause(id int) {
 	c.t.Helper()
 	n := c.running(id)
-	if err := n.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := n.proc.Signal(syscall.SIGSTOP); err != nil {
 		c.t.Fatal(err)
 	}
 	n.paused = true
@@ -366,7 +349,7 @@ func (c *cluster) Pause(id int) {
 func (c *cluster) Resume(id int) {
 	c.t.Helper()
 	n := c.running(id)
-	if err := n.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := n.proc.Signal(syscall.SIGCONT); err != nil {
 		c.t.Fatal(err)
 	}
 	n.paused = false
@@ -377,10 +360,10 @@ func (c *cluster) Resume(id int) {
 func (c *cluster) running(id int) *node {
 	c.t.Helper()
 	n := c.node(id)
-	if n.proc == nil || n.proc.exited() {
+	if n.proc == nil || n.proc.Exited() {
 		var why error
 		if n.proc != nil {
-			why = n.proc.err
+			why = n.proc.Err()
 		}
 		c.t.Fatalf("node %d is not running (%v); its log ends:\n%s", id, why, c.tail(n))
 	}
@@ -438,12 +421,12 @@ func (c *cluster) cleanup() {
 		if n.proc == nil {
 			continue
 		}
-		if !n.proc.exited() {
-			if err := n.proc.kill(killTimeout); err != nil {
+		if !n.proc.Exited() {
+			if err := n.proc.Kill(killTimeout); err != nil {
 				c.t.Errorf("cleanup: node %d: %v", n.id, err)
 			}
 		}
-		n.proc.log.Close()
+		n.log.Close()
 	}
 	for _, p := range c.proxies {
 		p.Close()

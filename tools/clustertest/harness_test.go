@@ -7,7 +7,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"syscall"
@@ -43,7 +42,7 @@ func TestHarnessProcesses(t *testing.T) {
 	}
 	pids := map[int]int{}
 	for _, n := range c.nodes {
-		pids[n.id] = n.proc.cmd.Process.Pid
+		pids[n.id] = n.proc.Pid()
 	}
 
 	// Kill and restart: the same port and data dir, both starts in the log.
@@ -51,8 +50,8 @@ func TestHarnessProcesses(t *testing.T) {
 	if err := apiVersions(c.node(1).addr(), time.Second); err == nil {
 		t.Fatal("node 1 answers after SIGKILL")
 	}
-	if st, ok := c.node(1).proc.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
-		t.Fatalf("node 1 exit: %v", c.node(1).proc.err)
+	if st, ok := c.node(1).proc.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
+		t.Fatalf("node 1 exit: %v", c.node(1).proc.Err())
 	}
 	c.Start(1)
 	if err := apiVersions(c.node(1).addr(), 5*time.Second); err != nil {
@@ -100,7 +99,7 @@ func TestHarnessProcesses(t *testing.T) {
 	if d := c.Stop(3); d > stopTimeout {
 		t.Fatalf("stop took %v", d)
 	}
-	if err := c.node(3).proc.err; err != nil {
+	if err := c.node(3).proc.Err(); err != nil {
 		t.Fatalf("node 3 exit after SIGTERM: %v", err)
 	}
 	if log, _ := os.ReadFile(c.node(3).logPath); !strings.Contains(string(log), "shutting down") {
@@ -111,14 +110,14 @@ func TestHarnessProcesses(t *testing.T) {
 	// The cleanup (run now, as at the end of a test) kills every process.
 	c.cleanup()
 	for _, n := range c.nodes {
-		if !n.proc.exited() {
+		if !n.proc.Exited() {
 			t.Fatalf("node %d still running after cleanup", n.id)
 		}
-		if err := syscall.Kill(n.proc.cmd.Process.Pid, 0); err == nil {
-			t.Fatalf("node %d (pid %d) still exists after cleanup", n.id, n.proc.cmd.Process.Pid)
+		if err := syscall.Kill(n.proc.Pid(), 0); err == nil {
+			t.Fatalf("node %d (pid %d) still exists after cleanup", n.id, n.proc.Pid())
 		}
 	}
-	if pids[1] == c.node(1).proc.cmd.Process.Pid {
+	if pids[1] == c.node(1).proc.Pid() {
 		t.Fatal("node 1 kept its pid across a restart")
 	}
 }
@@ -175,22 +174,5 @@ func TestHarnessWorkloadSingleNode(t *testing.T) {
 	res := w.Finish(healed)
 	if res.Acked < 600 || res.Consumed == 0 {
 		t.Fatalf("%+v", res)
-	}
-}
-
-// The port helper hands out distinct ports.
-func TestFreePorts(t *testing.T) {
-	ports := freePorts(t, 20)
-	seen := map[int]bool{}
-	for _, p := range ports {
-		if seen[p] {
-			t.Fatalf("port %d twice", p)
-		}
-		seen[p] = true
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			t.Fatalf("port %d: %v", p, err)
-		}
-		ln.Close()
 	}
 }

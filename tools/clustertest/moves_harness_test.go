@@ -323,7 +323,7 @@ func (c *cluster) waitOffsetsTopic(d time.Duration) {
 func (c *cluster) answering() []int {
 	var ids []int
 	for _, n := range c.nodes {
-		if n.proc != nil && !n.proc.exited() && !n.paused {
+		if n.proc != nil && !n.proc.Exited() && !n.paused {
 			ids = append(ids, n.id)
 		}
 	}

@@ -214,8 +214,8 @@ func TestMoveReassignCancelDecommission(t *testing.T) {
 		}
 	}
 	c.waitNoPartitionDirs(4, moved, 20*time.Second)
-	if d := c.Stop(4); c.node(4).proc.err != nil {
-		t.Errorf("node 4's exit after SIGTERM (%v): %v", d, c.node(4).proc.err)
+	if d := c.Stop(4); c.node(4).proc.Err() != nil {
+		t.Errorf("node 4's exit after SIGTERM (%v): %v", d, c.node(4).proc.Err())
 	}
 	c.poll("node 4 unregistered once stopped", 30*time.Second, func(ctx context.Context) error {
 		ids, err := c.registered(ctx)
@@ -349,8 +349,8 @@ func TestMoveControllerKill(t *testing.T) {
 	watch.Stop()
 	fmt.Printf("MOVE off-node ms=%d node=%d partitions=%d\n", ms, off, len(moves))
 	c.waitNoPartitionDirs(int(off), held, 20*time.Second)
-	if d := c.Stop(int(off)); c.node(int(off)).proc.err != nil {
-		t.Errorf("node %d's exit after SIGTERM (%v): %v", off, d, c.node(int(off)).proc.err)
+	if d := c.Stop(int(off)); c.node(int(off)).proc.Err() != nil {
+		t.Errorf("node %d's exit after SIGTERM (%v): %v", off, d, c.node(int(off)).proc.Err())
 	}
 	healed := time.Now()
 	w.WaitAcks(afterAcks, 30*time.Second)

@@ -222,7 +222,7 @@ func TestScenarioRollingRestart(t *testing.T) {
 		ms := moved.Sub(start).Milliseconds()
 		t.Logf("node %d: its %d leaderships (%v) moved %d ms after SIGTERM; it exited after %v", n.id, len(led), led, ms, exit.Round(time.Millisecond))
 		fmt.Printf("FAILOVER controlled-shutdown ms=%d node=%d leaderships=%d exit-ms=%d\n", ms, n.id, len(led), exit.Milliseconds())
-		if err := n.proc.err; err != nil {
+		if err := n.proc.Err(); err != nil {
 			t.Errorf("node %d exit after SIGTERM: %v", n.id, err)
 		}
 		c.Start(n.id)

@@ -2,6 +2,8 @@ package procs
 
 import (
 	"bytes"
+	"fmt"
+	"net"
 	"os/exec"
 	"slices"
 	"strings"
@@ -103,5 +105,10 @@ func TestFreePorts(t *testing.T) {
 			t.Fatalf("port %d (of %v)", p, ports)
 		}
 		seen[p] = true
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			t.Fatalf("port %d: %v", p, err)
+		}
+		ln.Close()
 	}
 }
