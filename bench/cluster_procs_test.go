@@ -9,13 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/tools/procs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,108 +68,20 @@ func sluiceBinary(b *testing.B) string {
 	return bin
 }
 
-// Every broker process is started from one goroutine locked to its OS
-// thread, with Pdeathsig set: Linux kills the child when the thread that
-// forked it exits, so a benchmark binary killed by -timeout (whose
-// cleanups never run) takes its brokers with it.
-type spawnReq struct {
-	cmd   *exec.Cmd
-	reply chan error
-}
-
-var (
-	spawnOnce sync.Once
-	spawnCh   = make(chan spawnReq)
-
-	procsMu sync.Mutex
-	procs   = map[*proc]struct{}{} // every process started and not yet reaped
-)
-
-func spawn(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for r := range spawnCh {
-				r.reply <- r.cmd.Start()
-			}
-		}()
-		onClose(killLeftovers)
-	})
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	r := spawnReq{cmd, make(chan error, 1)}
-	spawnCh <- r
-	return <-r.reply
-}
+// The broker processes are started with tools/procs, so a benchmark
+// binary killed by -timeout (whose cleanups never run) takes its brokers
+// with it. The first start registers killLeftovers to run when the
+// benchmarks end.
+var checkLeftovers sync.Once
 
 // killLeftovers kills every process a benchmark's cleanup did not reap
 // (there should be none) and reports them.
 func killLeftovers() error {
-	procsMu.Lock()
-	left := make([]*proc, 0, len(procs))
-	for p := range procs {
-		left = append(left, p)
-	}
-	procsMu.Unlock()
-	if len(left) == 0 {
+	pids := procs.KillLive(procKillTimeout)
+	if len(pids) == 0 {
 		return nil
-	}
-	var pids []int
-	for _, p := range left {
-		pids = append(pids, p.cmd.Process.Pid)
-		p.kill(procKillTimeout)
 	}
 	return fmt.Errorf("broker processes left running after the benchmarks (killed now): %v", pids)
-}
-
-// proc is one running broker process.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process was reaped
-	err  error         // Wait's result, set before done is closed
-}
-
-func startProc(cmd *exec.Cmd, log *os.File) (*proc, error) {
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := spawn(cmd); err != nil {
-		return nil, err
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	procsMu.Lock()
-	procs[p] = struct{}{}
-	procsMu.Unlock()
-	go func() {
-		p.err = cmd.Wait()
-		procsMu.Lock()
-		delete(procs, p)
-		procsMu.Unlock()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// kill sends SIGKILL (after SIGCONT, so a stopped process dies at once
-// too) and waits up to d for the process to be reaped.
-func (p *proc) kill(d time.Duration) error {
-	p.cmd.Process.Signal(syscall.SIGCONT)
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(d):
-		return fmt.Errorf("pid %d not reaped %v after SIGKILL", p.cmd.Process.Pid, d)
-	}
 }
 
 // procNode is one broker process of a procCluster.
@@ -181,7 +92,7 @@ type procNode struct {
 	dir      string // log.dirs
 	logPath  string
 	log      *os.File
-	proc     *proc
+	proc     *procs.Proc
 }
 
 func (n *procNode) addr() string { return fmt.Sprintf("127.0.0.1:%d", n.port) }
@@ -211,7 +122,10 @@ func startProcClusterWith(b *testing.B, bin string, brokerOnly int, extra ...str
 	c := &procCluster{b: b}
 	b.Cleanup(c.cleanup)
 	total := procNodes + brokerOnly
-	ports := freePorts(b, 2*total)
+	ports, err := procs.FreePorts(2 * total)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var voters []string
 	for i := range total {
 		n := &procNode{id: i + 1, port: ports[2*i], ctrlPort: ports[2*i+1],
@@ -243,7 +157,8 @@ func startProcClusterWith(b *testing.B, bin string, brokerOnly int, extra ...str
 			b.Fatal(err)
 		}
 		n.log = log
-		if n.proc, err = startProc(exec.Command(bin, args...), log); err != nil {
+		checkLeftovers.Do(func() { onClose(killLeftovers) })
+		if n.proc, err = procs.Start(exec.Command(bin, args...), log); err != nil {
 			b.Fatalf("node %d: %v", n.id, err)
 		}
 	}
@@ -254,28 +169,6 @@ func startProcClusterWith(b *testing.B, bin string, brokerOnly int, extra ...str
 	}
 	c.waitMetadata()
 	return c
-}
-
-// freePorts picks n distinct free loopback ports (each was free when
-// picked; the listeners close together at the end so none repeats).
-func freePorts(b *testing.B, n int) []int {
-	b.Helper()
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 // seeds are every node's client listener.
@@ -298,8 +191,8 @@ func (c *procCluster) waitListening(n *procNode) error {
 			return nil
 		}
 		select {
-		case <-n.proc.done:
-			return fmt.Errorf("node %d exited at start-up (%v); its log ends:\n%s", n.id, n.proc.err, c.tail(n))
+		case <-n.proc.Done():
+			return fmt.Errorf("node %d exited at start-up (%v); its log ends:\n%s", n.id, n.proc.Err(), c.tail(n))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -319,8 +212,8 @@ func (c *procCluster) waitMetadata() {
 			c.b.Fatal(err)
 		}
 		err = poll(procClusterTimeout, func(ctx context.Context) error {
-			if n.proc.exited() {
-				return fmt.Errorf("exited (%v)", n.proc.err)
+			if n.proc.Exited() {
+				return fmt.Errorf("exited (%v)", n.proc.Err())
 			}
 			req := kmsg.NewPtrMetadataRequest()
 			req.Topics = []kmsg.MetadataRequestTopic{} // brokers only
@@ -428,8 +321,8 @@ func (c *procCluster) tail(n *procNode) string {
 
 func (c *procCluster) cleanup() {
 	for _, n := range c.nodes {
-		if n.proc != nil && !n.proc.exited() {
-			if err := n.proc.kill(procKillTimeout); err != nil {
+		if n.proc != nil && !n.proc.Exited() {
+			if err := n.proc.Kill(procKillTimeout); err != nil {
 				c.b.Errorf("cleanup: node %d: %v", n.id, err)
 			}
 		}

@@ -8,6 +8,7 @@ require (
 	github.com/sluicemq/sluice/replica v0.0.0
 	github.com/sluicemq/sluice/segment v0.0.0
 	github.com/sluicemq/sluice/server v0.0.0
+	github.com/sluicemq/sluice/tools v0.0.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
