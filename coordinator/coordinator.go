@@ -110,6 +110,13 @@ type Config struct {
 	Clock Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Suspect, when set and true, makes every group request answer
+	// NOT_COORDINATOR, as for a partition not served here: the broker
+	// may have been paused (SIGSTOP, a frozen VM) and another broker may
+	// lead its __consumer_offsets partitions by now, so what it holds in
+	// memory may be stale (an OffsetFetch would read a superseded
+	// commit). The client finds the coordinator again and retries.
+	Suspect func() bool
 }
 
 // DefaultConfig returns Kafka's defaults (Topics is left for the caller).
@@ -380,6 +387,9 @@ func (c *Coordinator) Close() {
 func (c *Coordinator) shardLocked(groupID string) (*shard, int16) {
 	if c.closed {
 		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	if c.cfg.Suspect != nil && c.cfg.Suspect() {
+		return nil, kerr.NotCoordinator.Code
 	}
 	s := c.shards[c.Partition(groupID)]
 	switch {

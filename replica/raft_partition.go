@@ -249,6 +249,10 @@ func (p *Partition) Leader() (id uint64, epoch int32, ok bool) {
 	return p.rs.leader, p.leaderEpoch, p.rs.leader != 0
 }
 
+// Replicated reports whether the partition is a raft group (Options.Raft),
+// not a single replica.
+func (p *Partition) Replicated() bool { return p.rs != nil }
+
 // IsLeader reports whether this replica is the partition's leader (always
 // for a single replica).
 func (p *Partition) IsLeader() bool {

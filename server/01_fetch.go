@@ -162,7 +162,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 			epochErr = part.CheckLeaderEpoch(fp.leaderEpoch)
 		}
 		if ok && epochErr == nil {
-			epochErr = notLeader(part, "fetch")
+			epochErr = b.notLeader(part, "fetch")
 		}
 		if epochErr != nil {
 			sp.ErrorCode = kafkaCode(epochErr)

@@ -48,7 +48,7 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 			// Kafka's debugging replica id (-2) may ask any replica, which
 			// answers from its own log (its log end offset for latest).
 			debug := req.ReplicaID == debuggingReplicaID
-			if err := notLeader(part, "ListOffsets"); err != nil && !debug {
+			if err := b.notLeader(part, "ListOffsets"); err != nil && !debug {
 				sp.ErrorCode = kafkaCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue

@@ -33,8 +33,8 @@ func serveOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *clientConn, kreq
 				sp.ErrorCode = b.missingPartitionCode(rt.Topic, rp.Partition)
 			case req.Version >= 2 && part.CheckLeaderEpoch(rp.CurrentLeaderEpoch) != nil:
 				sp.ErrorCode = kafkaCode(part.CheckLeaderEpoch(rp.CurrentLeaderEpoch))
-			case notLeader(part, "OffsetForLeaderEpoch") != nil:
-				sp.ErrorCode = kafkaCode(notLeader(part, "OffsetForLeaderEpoch"))
+			case b.notLeader(part, "OffsetForLeaderEpoch") != nil:
+				sp.ErrorCode = kafkaCode(b.notLeader(part, "OffsetForLeaderEpoch"))
 			default:
 				// From the log's leader epochs (Kafka's
 				// LeaderEpochFileCache.endOffsetFor): -1/-1 for an

@@ -32,6 +32,7 @@ type Broker struct {
 	meta   *meta.Store
 	metaFS pebblevfs.FS     // the metadata's and the raft states' file system (Options.MetaFS)
 	fatal  chan error       // Fatal's; buffered 1
+	pause  *pauseGuard      // clustered brokers only (pauseguard.go)
 	now    func() time.Time // the wall clock (Options.Now)
 	cl     *cluster         // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
 	recon  *reconciler      // opens, reconfigures and closes partitions (reconcile.go)
@@ -167,6 +168,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 			return nil, err
 		}
 		b.cl = cl
+		b.pause = newPauseGuard(logger)
 		mopts.Replicator = cl
 	}
 	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), mopts)

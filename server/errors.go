@@ -119,8 +119,11 @@ func currentLeader(err error) (id, epoch int32, ok bool) {
 // answers a client's Produce (the partition's own), Fetch, ListOffsets or
 // OffsetForLeaderEpoch with, nil on the leader (always, for a single
 // replica). Follower fetching (KIP-392) is not served.
-func notLeader(part *replica.Partition, what string) error {
+func (b *Broker) notLeader(part *replica.Partition, what string) error {
 	if part.IsLeader() {
+		if part.Replicated() && b.pause.suspect() {
+			return &replica.NotLeaderError{Reason: what + ": this broker may have been paused and is not sure it still leads (pauseguard.go)"}
+		}
 		return nil
 	}
 	lead, epoch, _ := part.Leader()

@@ -47,6 +47,7 @@ func (b *Broker) newCoordinator() *coordinator.Coordinator {
 		Topics:                        brokerTopics{b},
 		Logger:                        b.logger,
 		Clock:                         brokerClock{b.now},
+		Suspect:                       b.pause.suspect, // nil-safe: a single node is never suspect
 	})
 }
 

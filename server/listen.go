@@ -72,6 +72,10 @@ func (b *Broker) Start() error {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.summariesDone = make(chan struct{})
 	go b.flushSummaries(b.summariesDone)
+	if b.pause != nil {
+		b.wg.Add(1)
+		go func() { defer b.wg.Done(); b.pause.run(b.ctx) }()
+	}
 	for i, ln := range b.lns {
 		name := b.cfg.Listeners[i].Name
 		b.logger.Info("sluice: listening", "listener", name, "addr", ln.Addr().String(), "log_dirs", b.cfg.LogDirs, "node_id", b.cfg.NodeID)
