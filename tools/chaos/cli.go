@@ -24,7 +24,9 @@ import (
 // --binary is not given (out is the --out folder). It returns the exit
 // status: 0 when every run was valid, 1 when one found an anomaly, 2 when
 // a run could not be carried out or the flags are wrong.
-func Main(name string, args []string, stdout, stderr io.Writer, broker func(out string) (string, error)) int {
+//
+// binaryDefault says, in --binary's help, what broker returns.
+func Main(name string, args []string, stdout, stderr io.Writer, broker func(out string) (string, error), binaryDefault string) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -32,19 +34,36 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 		seed      = fs.Int64("seed", 0, "the first run's seed (0: from the clock)")
 		seeds     = fs.Int("seeds", 1, "runs, with seeds seed, seed+1, ...")
 		soak      = fs.Duration("soak", 0, "keep starting runs with new seeds until this much time passed (overrides --seeds)")
-		limit     = fs.Duration("time-limit", 60*time.Second, "each run's fault phase")
+		limit     = fs.Duration("time-limit", 60*time.Second, "each run's fault phase; a run takes about 30 s more (warm-up, heal, liveness, recovery, drain, final reads), up to 90 s more when consumers cannot catch up")
 		faults    = fs.String("faults", "all", "fault kinds, comma-separated: "+strings.Join(AllFaults, ","))
 		seq       = fs.Bool("sequential", false, "inject the kinds in the order given, not at random")
 		workloads = fs.String("workloads", "queue,log,offsets", "workloads, comma-separated: queue, log, offsets")
 		out       = fs.String("out", "chaos-runs", "folder for the runs' folders")
-		binary    = fs.String("binary", "", "the sluice binary (default: build server/cmd/sluice with -tags faults)")
+		binary    = fs.String("binary", "", "the sluice binary (default: "+binaryDefault+")")
 		keep      = fs.Bool("keep-data", false, "keep the brokers' data folders and history.json of valid runs (a run with anomalies always keeps them)")
 		recheck   = fs.String("recheck", "", "check a saved history.json again and rewrite its reports; no cluster")
 		verbose   = fs.Bool("v", false, "log the runner's progress (nemesis, workloads) to stderr")
 		acks1     = fs.Bool("unsafe-acks1", false, "the queue's producers use acks=1 without idempotence, which may lose acknowledged writes when a leader fails: to see the checks find them")
 	)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
+	}
+	if *limit <= 0 {
+		fmt.Fprintln(stderr, name+": --time-limit must be positive")
+		return 2
+	}
+	if *nodes != 3 && *nodes != 5 {
+		fmt.Fprintf(stderr, "%s: --nodes %d: a cluster here has 3 or 5 voters\n", name, *nodes)
+		return 2
+	}
+	for _, w := range strings.Split(*workloads, ",") {
+		if w != WorkloadQueue && w != WorkloadLog && w != WorkloadOffsets {
+			fmt.Fprintf(stderr, "%s: unknown workload %q (known: queue, log, offsets)\n", name, w)
+			return 2
+		}
 	}
 	level := slog.LevelWarn
 	if *verbose {
@@ -120,13 +139,13 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 		sum.add(h, res)
 		if !res.Valid() {
 			status = max(status, 1)
-			WriteText(stdout, h, res)
+			fmt.Fprintf(stdout, "  every anomaly with its records: %s; the history: %s\n",
+				filepath.Join(dir, "report.txt"), filepath.Join(dir, "history.json"))
 		} else if !*keep {
 			for id := 1; id <= h.Nodes; id++ {
 				os.RemoveAll(filepath.Join(dir, fmt.Sprintf("node%d", id)))
 			}
 			os.Remove(filepath.Join(dir, "history.json")) // about 0.5 MB per second of run
-
 		}
 	}
 	sum.elapsed = time.Since(began)

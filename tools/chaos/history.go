@@ -96,7 +96,7 @@ type Op struct {
 // Fault is one injected fault, from when it was injected to when it was
 // healed (End zero: it lasted to the end of the fault phase).
 type Fault struct {
-	Kind  string        `json:"kind"` // "kill", "pause", "partition", "disk", "clock", "restart", "move", ...
+	Kind  string        `json:"kind"` // the nemesis kind: FaultKillLeader, FaultPause, FaultBridge, ...
 	Nodes []int         `json:"nodes"`
 	What  string        `json:"what"` // a line for people: "SIGKILL node 2 (leader of queue/0)"
 	Start time.Duration `json:"start"`

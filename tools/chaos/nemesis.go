@@ -142,7 +142,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		if err != nil {
 			return err
 		}
-		f := n.begin("kill", what, id)
+		f := n.begin(kind, what, id)
 		if err := n.c.Kill(id); err != nil {
 			return err
 		}
@@ -161,7 +161,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 			return err
 		}
 		hold = SessionMs*time.Millisecond + n.dur(time.Second, 5*time.Second)
-		f := n.begin("pause", fmt.Sprintf("SIGSTOP %s for %v", what, hold.Round(time.Millisecond)), id)
+		f := n.begin(kind, fmt.Sprintf("SIGSTOP %s for %v", what, hold.Round(time.Millisecond)), id)
 		if err := n.c.Pause(id); err != nil {
 			return err
 		}
@@ -182,7 +182,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		if n.rng.IntN(2) == 0 {
 			mode = faultproxy.Reset
 		}
-		f := n.begin("partition", fmt.Sprintf("%s (%v)", what, mode), flatten(comps)...)
+		f := n.begin(kind, fmt.Sprintf("%s (%v)", what, mode), flatten(comps)...)
 		if kind == FaultBridge {
 			err = n.c.CutLinks(bridgeLinks(comps), mode)
 		} else {
@@ -214,17 +214,17 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		switch kind {
 		case FaultDiskSlow:
 			nf.FsyncDelayMs, nf.WriteDelayMs = 50+n.rng.IntN(450), n.rng.IntN(20)
-			desc, fk = fmt.Sprintf("slow disk on %s: fsync +%d ms, write +%d ms", what, nf.FsyncDelayMs, nf.WriteDelayMs), "disk"
+			desc, fk = fmt.Sprintf("slow disk on %s: fsync +%d ms, write +%d ms", what, nf.FsyncDelayMs, nf.WriteDelayMs), kind
 		case FaultDiskFail:
 			nf.FailWrites = true
-			desc, fk = fmt.Sprintf("failing disk on %s: writes fail with EIO", what), "disk"
+			desc, fk = fmt.Sprintf("failing disk on %s: writes fail with EIO", what), kind
 		case FaultClock:
 			off := time.Minute + time.Duration(n.rng.Int64N(int64(59*time.Minute)))
 			if n.rng.IntN(2) == 0 {
 				off = -off
 			}
 			nf.ClockOffsetMs = off.Milliseconds()
-			desc, fk = fmt.Sprintf("clock of %s jumps %+v", what, off.Round(time.Second)), "clock"
+			desc, fk = fmt.Sprintf("clock of %s jumps %+v", what, off.Round(time.Second)), kind
 		}
 		f := n.begin(fk, desc, id)
 		if err := n.setFaults(ctx, id, nf); err != nil {
@@ -253,7 +253,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		return err
 	case FaultRollingRestart:
 		order := n.rng.Perm(len(n.c.Nodes()))
-		f := n.begin("restart", fmt.Sprintf("rolling restart (SIGTERM, start) in the order %v", plusOne(order)), plusOne(order)...)
+		f := n.begin(FaultRollingRestart, fmt.Sprintf("rolling restart (SIGTERM, start) in the order %v", plusOne(order)), plusOne(order)...)
 		defer n.end(f)
 		for _, i := range order {
 			id := i + 1
@@ -298,6 +298,8 @@ func (n *Nemesis) sleep(ctx context.Context, d time.Duration) error {
 }
 
 func (n *Nemesis) begin(kind, what string, nodes ...int) int {
+	nodes = slices.Clone(nodes)
+	slices.Sort(nodes)
 	n.faults = append(n.faults, Fault{Kind: kind, Nodes: nodes, What: what, Start: n.since()})
 	n.log.Info("chaos: nemesis: fault", "kind", kind, "what", what)
 	return len(n.faults) - 1
@@ -468,7 +470,7 @@ func (n *Nemesis) startMove(ctx context.Context) error {
 	} else {
 		target = slices.Delete(target, drop, drop+1)
 	}
-	f := n.begin("move", fmt.Sprintf("reassign %s/%d from %v to %v", n.topic, p, orig, target), toInts(union(orig, target))...)
+	f := n.begin(FaultMove, fmt.Sprintf("reassign %s/%d from %v to %v", n.topic, p, orig, target), toInts(union(orig, target))...)
 	// Pending even if reassign fails: an attempt it retried may have been
 	// applied (its answer lost), and the move back is a no-op otherwise.
 	n.moves = append(n.moves, pendingMove{fault: f, tp: p, original: orig})

@@ -32,8 +32,10 @@ const (
 
 // faultColors are the bands' colours per fault kind.
 var faultColors = map[string]string{
-	"kill": "#d62728", "pause": "#ff7f0e", "partition": "#9467bd", "disk": "#8c564b",
-	"clock": "#17becf", "restart": "#e377c2", "move": "#1f77b4",
+	FaultKillLeader: "#d62728", FaultKillFollower: "#ff9896", FaultKillController: "#a50f15",
+	FaultPause: "#ff7f0e", FaultIsolate: "#9467bd", FaultPartition: "#c5b0d5", FaultBridge: "#6a3d9a",
+	FaultDiskSlow: "#c49c94", FaultDiskFail: "#8c564b", FaultClock: "#17becf",
+	FaultRollingRestart: "#e377c2", FaultMove: "#1f77b4",
 }
 
 func faultColor(kind string) string {

@@ -59,7 +59,7 @@ var faultsBinary = func() func(t *testing.T) string {
 // SLUICE_CHAOS_OUT when set.
 func TestChaosShortSchedule(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a three-broker cluster for about three minutes")
+		t.Skip("starts a three-broker cluster for about two and a half minutes")
 	}
 	dir := t.TempDir()
 	if out := os.Getenv("SLUICE_CHAOS_OUT"); out != "" {
@@ -89,7 +89,8 @@ func TestChaosShortSchedule(t *testing.T) {
 	for _, f := range h.Faults {
 		kinds[f.Kind]++
 	}
-	for _, k := range []string{"kill", "pause", "partition", "restart", "move", "disk", "clock"} {
+	for _, k := range []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKillController, FaultRollingRestart,
+		FaultPartition, FaultMove, FaultDiskFail, FaultClock, FaultBridge, FaultKillFollower, FaultDiskSlow} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s fault was injected (faults: %v)\nrunner log:\n%s", k, kinds, logs.String())
 		}

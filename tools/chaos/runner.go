@@ -19,7 +19,7 @@ import (
 const (
 	QueueTopic     = "chaos-queue"
 	LogTopic       = "chaos-log"
-	RegistersTopic = "chaos-registers"
+	RegistersTopic = "chaos-offsets"
 )
 
 // Workload names.

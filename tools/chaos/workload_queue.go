@@ -369,7 +369,7 @@ func (w *queueWorkload) kgoLevel() kgo.LogLevel {
 	if os.Getenv("CHAOS_KGO_LOG") != "" {
 		return kgo.LogLevelInfo
 	}
-	return kgo.LogLevelWarn
+	return kgo.LogLevelError // a fault's connection warnings are expected
 }
 
 // startConsumer starts consumer number w.next.

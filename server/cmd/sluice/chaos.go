@@ -18,5 +18,5 @@ func chaosCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return os.Executable()
 	}
-	return chaos.Main("sluice chaos", args, stdout, stderr, self)
+	return chaos.Main("sluice chaos", args, stdout, stderr, self, "this sluice binary")
 }
