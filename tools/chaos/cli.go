@@ -216,7 +216,7 @@ func (s *summary) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "runs %d (%d with anomalies), seeds %v, %s, %d operations\n", s.runs, s.invalid, s.seeds, s.elapsed.Round(time.Second), s.ops)
 	for _, k := range slices.Sorted(maps.Keys(s.faults)) {
-		fmt.Fprintf(&b, "  fault %-10s %d\n", k, s.faults[k])
+		fmt.Fprintf(&b, "  fault %-16s %d\n", k, s.faults[k])
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.anomalies)) {
 		fmt.Fprintf(&b, "  anomaly %-24s %d\n", k, s.anomalies[k])
