@@ -53,7 +53,7 @@ for m in $modules; do
 	# package at a time, so that two clusters never share the two cores.
 	p=""
 	[ "$m" = tools ] && p="-p 1"
-	(cd "$m" && go test -race -count=1 $p ${SLUICE_TEST_SHORT:+-short} ./...)
+	(cd "$m" && go test -race -count=1 -timeout 20m $p ${SLUICE_TEST_SHORT:+-short} ./...)
 done
 
 echo "== benchmarks compile and run once"

@@ -73,8 +73,9 @@ func (b *Broker) Start() error {
 	b.summariesDone = make(chan struct{})
 	go b.flushSummaries(b.summariesDone)
 	if b.pause != nil {
-		b.wg.Add(1)
-		go func() { defer b.wg.Done(); b.pause.run(b.ctx) }()
+		// Not in b.wg: Close waits for b.wg before it cancels b.ctx,
+		// which is what ends the guard.
+		go b.pause.run(b.ctx)
 	}
 	for i, ln := range b.lns {
 		name := b.cfg.Listeners[i].Name
