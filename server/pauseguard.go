@@ -3,7 +3,8 @@ package server
 import (
 	"context"
 	"log/slog"
-	"sync"
+	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,18 +34,29 @@ const (
 	pauseHold = 2 * time.Second
 )
 
+// pauseGuard is read on every fetched partition of a replicated leader,
+// so it holds no lock: the times are nanoseconds since base (monotonic
+// readings), in atomics.
 type pauseGuard struct {
 	logger *slog.Logger
 	now    func() time.Time // the monotonic clock: time.Now (tests set it)
+	base   time.Time
 
-	mu    sync.Mutex
-	last  time.Time // the last beat
-	until time.Time // suspect before this
+	last  atomic.Int64 // the last beat
+	until atomic.Int64 // suspect before this
 }
 
 func newPauseGuard(logger *slog.Logger) *pauseGuard {
-	return &pauseGuard{logger: logger, now: time.Now, last: time.Now()}
+	g := &pauseGuard{logger: logger, now: time.Now, base: time.Now()}
+	g.setLast(g.base)
+	g.until.Store(math.MinInt64) // never suspect before a late beat
+	return g
 }
+
+func (g *pauseGuard) nanos(t time.Time) int64 { return int64(t.Sub(g.base)) }
+
+// setLast records a beat at t (tests set it back to stage a pause).
+func (g *pauseGuard) setLast(t time.Time) { g.last.Store(g.nanos(t)) }
 
 // run beats until ctx ends.
 func (g *pauseGuard) run(ctx context.Context) {
@@ -61,14 +73,12 @@ func (g *pauseGuard) run(ctx context.Context) {
 }
 
 func (g *pauseGuard) beat() {
-	now := g.now()
-	g.mu.Lock()
-	gap := now.Sub(g.last)
+	now := g.nanos(g.now())
+	gap := time.Duration(now - g.last.Load()) // only beat (and tests) store last
 	if gap > pauseGap {
-		g.until = now.Add(pauseHold)
+		g.until.Store(now + int64(pauseHold)) // before last moves: no reader sees neither
 	}
-	g.last = now
-	g.mu.Unlock()
+	g.last.Store(now)
 	if gap > pauseGap {
 		g.logger.Warn("sluice: the broker did not run for a while (paused or starved); it serves no reads as a leader or coordinator until raft has caught up",
 			"gap_ms", gap.Milliseconds(), "hold_ms", pauseHold.Milliseconds())
@@ -81,8 +91,6 @@ func (g *pauseGuard) suspect() bool {
 	if g == nil {
 		return false
 	}
-	now := g.now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return now.Sub(g.last) > pauseGap || now.Before(g.until)
+	now := g.nanos(g.now())
+	return time.Duration(now-g.last.Load()) > pauseGap || now < g.until.Load()
 }

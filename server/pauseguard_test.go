@@ -22,7 +22,7 @@ func TestPauseGuard(t *testing.T) {
 	now := time.Unix(1000, 0)
 	g := newPauseGuard(slog.New(slog.DiscardHandler))
 	g.now = func() time.Time { return now }
-	g.last = now
+	g.setLast(now)
 	step := func(d time.Duration) { now = now.Add(d); g.beat() }
 	for range 30 {
 		step(pauseBeat)
@@ -131,9 +131,7 @@ func TestPausedBrokerServesNoReads(t *testing.T) {
 	}
 
 	// The pause: the guard's last beat 3 s ago, as after a SIGSTOP.
-	b.pause.mu.Lock()
-	b.pause.last = time.Now().Add(-pauseGap - time.Second)
-	b.pause.mu.Unlock()
+	b.pause.setLast(time.Now().Add(-pauseGap - time.Second))
 	if code, _, err := fetchOffset(); err != nil || code != kerr.NotCoordinator.Code {
 		t.Fatalf("just after a pause: OffsetFetch code %d (%v), want NOT_COORDINATOR", code, err)
 	}
