@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -41,7 +41,7 @@ type clusterFlags struct {
 	timeout   time.Duration
 }
 
-func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
+func addClusterFlags(fs *pflag.FlagSet) *clusterFlags {
 	c := &clusterFlags{}
 	fs.StringVar(&c.bootstrap, "bootstrap-server", defaultBootstrap, "the cluster: any of its brokers, comma-separated `host:port`s")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long one request to the cluster may take")
@@ -496,23 +496,6 @@ func finish(name string, err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hint: %s\n", h)
 	}
 	return 1
-}
-
-// parseFlags parses args, refusing positional arguments. It returns
-// done with the exit code when there is nothing more to do (-h: 0, a bad
-// flag: 2).
-func parseFlags(fs *flag.FlagSet, args []string) (done bool, code int) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return true, 0
-		}
-		return true, 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return true, 2
-	}
-	return false, 0
 }
 
 // parseIDs parses a comma-separated list of broker ids.

@@ -1,131 +1,86 @@
 package main
 
-// The command lines of the operator commands: each parses its flags (one
-// flag.FlagSet per command, as serve does), checks them, and hands typed
-// options to its function in reassign.go, elect.go or decommission.go.
+// The command lines of the operator commands: each is a cobra command
+// whose flags are checked here before typed options go to its function in
+// reassign.go, elect.go or decommission.go.
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"io"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 const clusterFlagsHelp = `Every command takes --bootstrap-server host:port[,host:port] (default ` + defaultBootstrap + `)
 and --timeout DURATION (each request's bound, default 30s).
 `
 
-const reassignUsage = `usage: sluice reassign COMMAND [flags]   (Kafka's kafka-reassign-partitions.sh, same APIs and file)
-
-  plan     --topics a,b --brokers 2,3,4 [--replication-factor N] [--out FILE]
-           print the topics' current assignment and a proposal spreading them over the brokers
-  execute  --file FILE [--throttle BYTES_PER_SEC] [--additional]
-           start moving every partition of FILE (Kafka's reassignment JSON)
-  verify   --file FILE [--wait DURATION] [--preserve-throttles]
-           report each partition; once all are complete, remove the throttle
-  cancel   --file FILE | --topic T --partition P [--preserve-throttles]
-           cancel reassignments: each partition goes back to the replicas it had
-  list     print every reassignment in progress
-
-` + clusterFlagsHelp + `sluice reassign COMMAND -h lists a command's flags.
-`
-
-func reassignCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, reassignUsage)
-		return 2
-	}
-	switch args[0] {
-	case "plan":
-		return reassignPlanCmd(args[1:], stdout, stderr)
-	case "execute":
-		return reassignExecuteCmd(args[1:], stdout, stderr)
-	case "verify":
-		return reassignVerifyCmd(args[1:], stdout, stderr)
-	case "cancel":
-		return reassignCancelCmd(args[1:], stdout, stderr)
-	case "list":
-		return reassignListCmd(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, reassignUsage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "sluice reassign: unknown command %q\n%s", args[0], reassignUsage)
-	return 2
+func init() {
+	register(newReassignCmd)
+	register(newElectLeadersCmd)
+	register(newDecommissionCmd)
 }
 
-// newFlagSet is a command's flag set; -h prints synopsis, then what it
-// does, then the flags.
-func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s\n\n%s\n\nflags:\n", synopsis, about)
-		fs.PrintDefaults()
+func newReassignCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "reassign COMMAND",
+		Short: "Move partitions between brokers (as kafka-reassign-partitions.sh, same APIs and JSON file)",
+		Long: `Moves partitions between brokers, as Kafka's kafka-reassign-partitions.sh
+does, with the same APIs (AlterPartitionReassignments,
+ListPartitionReassignments) and the same reassignment JSON file.
+
+` + clusterFlagsHelp,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageErrorf("a command is required: plan, execute, verify, cancel or list")
+		},
 	}
-	return fs
+	c.AddCommand(newReassignPlanCmd(), newReassignExecuteCmd(), newReassignVerifyCmd(), newReassignCancelCmd(), newReassignListCmd())
+	return c
 }
 
-// isSet reports whether the command line gave flag name.
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			set = true
-		}
-	})
-	return set
-}
-
-// withAdmin connects to the cluster and runs fn, stopping it on SIGINT or
-// SIGTERM, and returns the exit code.
-func withAdmin(name string, cf *clusterFlags, stderr io.Writer, fn func(context.Context, *admin) error) int {
+// runAdmin connects to the cluster of cf and runs fn, stopping it on
+// SIGINT or SIGTERM (the command's context is cancelled).
+func runAdmin(cmd *cobra.Command, cf *clusterFlags, fn func(context.Context, *admin) error) error {
 	a, err := cf.connect()
 	if err != nil {
-		return finish(name, err, stderr)
+		return err
 	}
 	defer a.close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return finish(name, fn(ctx, a), stderr)
+	return fn(cmd.Context(), a)
 }
 
-func reassignPlanCmd(args []string, stdout, stderr io.Writer) int {
-	const name = "sluice reassign plan"
-	fs := newFlagSet(name, name+" --topics a,b --brokers 2,3,4 [--replication-factor N] [--out FILE]",
-		`Prints the topics' current assignment and a proposed one, both in Kafka's
+func newReassignPlanCmd() *cobra.Command {
+	c := command("plan --topics a,b --brokers 2,3,4 [--replication-factor N] [--out FILE]", `Prints the topics' current assignment and a proposed one, both in Kafka's
 reassignment JSON: every topic's replicas, and all of them together, spread
 evenly over the brokers; replicas already on a listed broker stay where the
 spread allows; preferred leaders (first replicas) spread evenly too. It
-changes nothing: give the proposal to sluice reassign execute.`, stderr)
+changes nothing: give the proposal to sluice reassign execute.`)
+	fs := c.Flags()
 	topics := fs.String("topics", "", "the `topics` to place, comma-separated")
 	brokers := fs.String("brokers", "", "the broker `ids` to spread them over, comma-separated")
 	rf := fs.Int("replication-factor", 0, "`replicas` per partition (default: each partition's current count)")
 	out := fs.String("out", "", "also write the proposal to `FILE`")
 	cf := addClusterFlags(fs)
-	if done, code := parseFlags(fs, args); done {
-		return code
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		o := planOptions{rf: *rf, out: *out}
+		var err error
+		if o.topics, err = parseNames("--topics", *topics); err != nil {
+			return err
+		}
+		if o.brokers, err = parseIDs("--brokers", *brokers); err != nil {
+			return err
+		}
+		if fs.Changed("replication-factor") && *rf < 1 {
+			return usageErrorf("--replication-factor must be at least 1, not %d", *rf)
+		}
+		if *rf > len(o.brokers) {
+			return usageErrorf("--replication-factor %d needs %d brokers, but --brokers lists %d", *rf, *rf, len(o.brokers))
+		}
+		return runAdmin(cmd, cf, func(ctx context.Context, a *admin) error {
+			return reassignPlan(ctx, a, o, cmd.OutOrStdout())
+		})
 	}
-	o := planOptions{rf: *rf, out: *out}
-	var err error
-	if o.topics, err = parseNames("--topics", *topics); err != nil {
-		return finish(name, err, stderr)
-	}
-	if o.brokers, err = parseIDs("--brokers", *brokers); err != nil {
-		return finish(name, err, stderr)
-	}
-	if isSet(fs, "replication-factor") && *rf < 1 {
-		return finish(name, usageErrorf("--replication-factor must be at least 1, not %d", *rf), stderr)
-	}
-	if *rf > len(o.brokers) {
-		return finish(name, usageErrorf("--replication-factor %d needs %d brokers, but --brokers lists %d", *rf, *rf, len(o.brokers)), stderr)
-	}
-	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
-		return reassignPlan(ctx, a, o, stdout)
-	})
+	return c
 }
 
 // fileFlag reads --file, which is required.
@@ -136,10 +91,8 @@ func fileFlag(file string) ([]assignment, error) {
 	return readReassignmentFile(file)
 }
 
-func reassignExecuteCmd(args []string, stdout, stderr io.Writer) int {
-	const name = "sluice reassign execute"
-	fs := newFlagSet(name, name+" --file FILE [--throttle BYTES_PER_SEC] [--additional]",
-		`Starts moving every partition of FILE to its replicas there
+func newReassignExecuteCmd() *cobra.Command {
+	c := command("execute --file FILE [--throttle BYTES_PER_SEC] [--additional]", `Starts moving every partition of FILE to its replicas there
 (AlterPartitionReassignments), after printing the current assignment to
 roll back with. With --throttle it first limits the replication the moves
 cause, as Kafka's tool does: the topic configs
@@ -147,167 +100,164 @@ leader.replication.throttled.replicas and
 follower.replication.throttled.replicas name the moving partitions' current
 and new replicas, and leader.replication.throttled.rate and
 follower.replication.throttled.rate are set on every broker involved.
-sluice reassign verify removes them once the moves are complete.`, stderr)
+sluice reassign verify removes them once the moves are complete.`)
+	fs := c.Flags()
 	file := fs.String("file", "", "the reassignment, a `file` of Kafka's JSON")
 	throttle := fs.Int64("throttle", 0, "limit the moves' replication to this many `bytes/s` per broker (default: no throttle)")
 	additional := fs.Bool("additional", false, "start even while other reassignments are in progress")
 	cf := addClusterFlags(fs)
-	if done, code := parseFlags(fs, args); done {
-		return code
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if fs.Changed("throttle") && *throttle <= 0 {
+			return usageErrorf("--throttle must be a positive number of bytes per second, not %d", *throttle)
+		}
+		plan, err := fileFlag(*file)
+		if err != nil {
+			return err
+		}
+		o := executeOptions{file: *file, throttle: *throttle, additional: *additional}
+		return runAdmin(cmd, cf, func(ctx context.Context, a *admin) error {
+			return reassignExecute(ctx, a, plan, o, cmd.OutOrStdout())
+		})
 	}
-	if isSet(fs, "throttle") && *throttle <= 0 {
-		return finish(name, usageErrorf("--throttle must be a positive number of bytes per second, not %d", *throttle), stderr)
-	}
-	plan, err := fileFlag(*file)
-	if err != nil {
-		return finish(name, err, stderr)
-	}
-	o := executeOptions{file: *file, throttle: *throttle, additional: *additional}
-	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
-		return reassignExecute(ctx, a, plan, o, stdout)
-	})
+	return c
 }
 
-func reassignVerifyCmd(args []string, stdout, stderr io.Writer) int {
-	const name = "sluice reassign verify"
-	fs := newFlagSet(name, name+" --file FILE [--wait DURATION] [--preserve-throttles]",
-		`Reports each partition of FILE: complete (its replicas are the file's and it
+func newReassignVerifyCmd() *cobra.Command {
+	c := command("verify --file FILE [--wait DURATION] [--preserve-throttles]", `Reports each partition of FILE: complete (its replicas are the file's and it
 is not moving), in progress (with the replicas being added and removed), or
 a mismatch. Once all are complete it removes the replication throttle
 (the topic configs of FILE's topics and every broker's rates, keeping
 those of topics, or brokers, that other reassignments still use). Exits 0
-only if all are complete.`, stderr)
+only if all are complete.`)
+	fs := c.Flags()
 	file := fs.String("file", "", "the reassignment, a `file` of Kafka's JSON")
 	wait := fs.Duration("wait", 0, "poll until every partition is complete, for at most this long (e.g. 10m)")
 	preserve := fs.Bool("preserve-throttles", false, "leave the throttle configs in place")
 	cf := addClusterFlags(fs)
-	if done, code := parseFlags(fs, args); done {
-		return code
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *wait < 0 {
+			return usageErrorf("--wait must not be negative")
+		}
+		plan, err := fileFlag(*file)
+		if err != nil {
+			return err
+		}
+		o := verifyOptions{wait: *wait, preserveThrottles: *preserve}
+		return runAdmin(cmd, cf, func(ctx context.Context, a *admin) error {
+			return reassignVerify(ctx, a, plan, o, cmd.OutOrStdout())
+		})
 	}
-	if *wait < 0 {
-		return finish(name, usageErrorf("--wait must not be negative"), stderr)
-	}
-	plan, err := fileFlag(*file)
-	if err != nil {
-		return finish(name, err, stderr)
-	}
-	o := verifyOptions{wait: *wait, preserveThrottles: *preserve}
-	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
-		return reassignVerify(ctx, a, plan, o, stdout)
-	})
+	return c
 }
 
-func reassignCancelCmd(args []string, stdout, stderr io.Writer) int {
-	const name = "sluice reassign cancel"
-	fs := newFlagSet(name, name+" --file FILE | --topic T --partition P [--preserve-throttles]",
-		`Cancels the reassignment of FILE's partitions, or of one partition
+func newReassignCancelCmd() *cobra.Command {
+	c := command("cancel --file FILE | --topic T --partition P [--preserve-throttles]", `Cancels the reassignment of FILE's partitions, or of one partition
 (AlterPartitionReassignments with null replicas): each goes back to the
 replicas it had. A partition not moving is reported, not a failure. Then
-it removes the throttle as verify does.`, stderr)
+it removes the throttle as verify does.`)
+	fs := c.Flags()
 	file := fs.String("file", "", "cancel every partition of this `file` (Kafka's JSON)")
 	topic := fs.String("topic", "", "cancel one partition: its `topic`")
 	partition := fs.Int("partition", 0, "and its `partition` number")
 	preserve := fs.Bool("preserve-throttles", false, "leave the throttle configs in place")
 	cf := addClusterFlags(fs)
-	if done, code := parseFlags(fs, args); done {
-		return code
-	}
-	var parts []tp
-	switch {
-	case *file != "" && (*topic != "" || isSet(fs, "partition")):
-		return finish(name, usageErrorf("give --file, or --topic and --partition, not both"), stderr)
-	case *file != "":
-		plan, err := readReassignmentFile(*file)
-		if err != nil {
-			return finish(name, err, stderr)
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		var parts []tp
+		switch {
+		case *file != "" && (*topic != "" || fs.Changed("partition")):
+			return usageErrorf("give --file, or --topic and --partition, not both")
+		case *file != "":
+			plan, err := readReassignmentFile(*file)
+			if err != nil {
+				return err
+			}
+			for _, p := range plan {
+				parts = append(parts, p.tp())
+			}
+		case *topic == "" && !fs.Changed("partition"):
+			return usageErrorf("give --file FILE, or --topic T --partition P")
+		case *topic == "" || !fs.Changed("partition") || *partition < 0:
+			return usageErrorf("--topic and --partition go together (partition 0 or more)")
+		default:
+			parts = []tp{{*topic, int32(*partition)}}
 		}
-		for _, p := range plan {
-			parts = append(parts, p.tp())
-		}
-	case *topic == "" && !isSet(fs, "partition"):
-		return finish(name, usageErrorf("give --file FILE, or --topic T --partition P"), stderr)
-	case *topic == "" || !isSet(fs, "partition") || *partition < 0:
-		return finish(name, usageErrorf("--topic and --partition go together (partition 0 or more)"), stderr)
-	default:
-		parts = []tp{{*topic, int32(*partition)}}
+		return runAdmin(cmd, cf, func(ctx context.Context, a *admin) error {
+			return reassignCancel(ctx, a, parts, *preserve, cmd.OutOrStdout())
+		})
 	}
-	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
-		return reassignCancel(ctx, a, parts, *preserve, stdout)
-	})
+	return c
 }
 
-func reassignListCmd(args []string, stdout, stderr io.Writer) int {
-	const name = "sluice reassign list"
-	fs := newFlagSet(name, name, `Prints every partition reassignment in progress (ListPartitionReassignments):
-topic, partition, replicas, and the replicas being added and removed.`, stderr)
+func newReassignListCmd() *cobra.Command {
+	c := command("list", `Prints every partition reassignment in progress (ListPartitionReassignments):
+topic, partition, replicas, and the replicas being added and removed.`)
+	fs := c.Flags()
 	cf := addClusterFlags(fs)
-	if done, code := parseFlags(fs, args); done {
-		return code
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runAdmin(cmd, cf, func(ctx context.Context, a *admin) error {
+			return reassignList(ctx, a, cmd.OutOrStdout())
+		})
 	}
-	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
-		return reassignList(ctx, a, stdout)
-	})
+	return c
 }
 
-func electLeadersCmd(args []string, stdout, stderr io.Writer) int {
-	const name = "sluice elect-leaders"
-	fs := newFlagSet(name, name+" [--topic T [--partition P]] [--type preferred|unclean]",
-		`Elects leaders (ElectLeaders), as Kafka's kafka-leader-election.sh: of every
+func newElectLeadersCmd() *cobra.Command {
+	c := command("elect-leaders [--topic T [--partition P]] [--type preferred|unclean]", `Elects leaders (ElectLeaders), as Kafka's kafka-leader-election.sh: of every
 partition of the cluster, of a topic's, or of one partition. preferred
 moves leadership to each partition's first replica when it is in the ISR;
 unclean elects any live replica for a partition that has no leader, at the
 price of what the ISR had and it lacks. "No election needed" is not a
-failure.`, stderr)
+failure.`)
+	fs := c.Flags()
 	topic := fs.String("topic", "", "only this `topic`'s partitions")
 	partition := fs.Int("partition", 0, "only this `partition` of --topic")
 	typ := fs.String("type", "preferred", "the election: `preferred|unclean`")
 	cf := addClusterFlags(fs)
-	if done, code := parseFlags(fs, args); done {
-		return code
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		o := electOptions{topic: *topic, partition: -1}
+		if fs.Changed("partition") {
+			o.partition = int32(*partition)
+		}
+		switch *typ {
+		case "preferred":
+		case "unclean":
+			o.unclean = true
+		default:
+			return usageErrorf("--type must be preferred or unclean, not %q", *typ)
+		}
+		if fs.Changed("partition") && (*topic == "" || *partition < 0) {
+			return usageErrorf("--partition needs --topic, and is 0 or more")
+		}
+		return runAdmin(cmd, cf, func(ctx context.Context, a *admin) error {
+			return electLeaders(ctx, a, o, cmd.OutOrStdout())
+		})
 	}
-	o := electOptions{topic: *topic, partition: -1}
-	if isSet(fs, "partition") {
-		o.partition = int32(*partition)
-	}
-	switch *typ {
-	case "preferred":
-	case "unclean":
-		o.unclean = true
-	default:
-		return finish(name, usageErrorf("--type must be preferred or unclean, not %q", *typ), stderr)
-	}
-	if isSet(fs, "partition") && (*topic == "" || *partition < 0) {
-		return finish(name, usageErrorf("--partition needs --topic, and is 0 or more"), stderr)
-	}
-	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
-		return electLeaders(ctx, a, o, stdout)
-	})
+	return c
 }
 
-func decommissionCmd(args []string, stdout, stderr io.Writer) int {
-	const name = "sluice decommission"
-	fs := newFlagSet(name, name+" --broker N [--wait DURATION]",
-		`Sends UnregisterBroker for broker N and prints its answer. In Sluice, a broker
+func newDecommissionCmd() *cobra.Command {
+	c := command("decommission --broker N [--wait DURATION]", `Sends UnregisterBroker for broker N and prints its answer. In Sluice, a broker
 that holds replicas is decommissioned: its replicas move to the other
 brokers, then it is fenced, and it is unregistered once stopped. --wait
-polls Metadata until no partition names N and N is no longer listed.`, stderr)
+polls Metadata until no partition names N and N is no longer listed.`)
+	fs := c.Flags()
 	broker := fs.Int("broker", 0, "the broker's `id`")
 	wait := fs.Duration("wait", 0, "poll until the broker is gone, for at most this long (e.g. 10m)")
 	cf := addClusterFlags(fs)
-	if done, code := parseFlags(fs, args); done {
-		return code
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !fs.Changed("broker") {
+			return usageErrorf("--broker is required")
+		}
+		if *broker < 0 || *broker > 1<<31-1 {
+			return usageErrorf("--broker %d is not a broker id", *broker)
+		}
+		if *wait < 0 {
+			return usageErrorf("--wait must not be negative")
+		}
+		o := decommissionOptions{broker: int32(*broker), wait: *wait}
+		return runAdmin(cmd, cf, func(ctx context.Context, a *admin) error {
+			return decommission(ctx, a, o, cmd.OutOrStdout())
+		})
 	}
-	if !isSet(fs, "broker") {
-		return finish(name, usageErrorf("--broker is required"), stderr)
-	}
-	if *broker < 0 || *broker > 1<<31-1 {
-		return finish(name, usageErrorf("--broker %d is not a broker id", *broker), stderr)
-	}
-	if *wait < 0 {
-		return finish(name, usageErrorf("--wait must not be negative"), stderr)
-	}
-	o := decommissionOptions{broker: int32(*broker), wait: *wait}
-	return withAdmin(name, cf, stderr, func(ctx context.Context, a *admin) error {
-		return decommission(ctx, a, o, stdout)
-	})
+	return c
 }

@@ -1,10 +1,12 @@
 // Command sluice is the Sluice broker, and its operator's tool.
 //
 //	sluice serve [--config FILE] [--set key=value]...   run a broker
+//	sluice topic|group|produce|consume|cluster ...     Kafka's everyday tools, against any Kafka cluster
 //	sluice dump-log [flags] PATH...                     inspect segment files (as sluice-dump)
 //	sluice reassign plan|execute|verify|cancel|list     move partitions (as kafka-reassign-partitions.sh)
 //	sluice elect-leaders [flags]                        elect leaders (as kafka-leader-election.sh)
 //	sluice decommission --broker N [--wait DURATION]    move a broker's replicas away and retire it
+//	sluice completion bash|zsh|fish|powershell          shell completion
 //
 // FILE uses Kafka's server.properties syntax and key names; --set
 // overrides any key and may repeat. With no flags the broker is one node
@@ -13,12 +15,12 @@
 // The operator commands talk to any Kafka-compatible cluster with Kafka's
 // APIs (--bootstrap-server host:port[,host:port], default
 // 127.0.0.1:9092); they read and write Kafka's reassignment JSON, so
-// Kafka's own tools and these can be mixed.
+// Kafka's own tools and these can be mixed. The command tree is built with
+// cobra (root.go); every command file registers its commands in init.
 package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sluicemq/sluice/server"
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/sluicemq/sluice/tools/dump"
@@ -36,19 +40,6 @@ import (
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
-
-const usage = `usage:
-  sluice serve [--config FILE] [--set key=value]...   (sluice serve -h lists every key)
-  sluice dump-log [flags] PATH...   (sluice dump-log -h for its flags)
-  sluice reassign plan|execute|verify|cancel|list [flags]   move partitions (sluice reassign -h)
-  sluice elect-leaders [--topic T [--partition P]] [--type preferred|unclean]
-  sluice decommission --broker N [--wait DURATION]
-  sluice chaos [--seed N] [--time-limit D] [--faults K,...]   the fault runner on a local cluster (sluice chaos -h)
-  sluice --version
-
-The cluster commands (reassign, elect-leaders, decommission) take
---bootstrap-server host:port[,host:port] (default ` + defaultBootstrap + `); COMMAND -h lists a command's flags.
-`
 
 // version is the module version and VCS revision the binary was built
 // from, as Go records them.
@@ -86,70 +77,64 @@ func keysHelp(w io.Writer) {
 	}
 }
 
-// setFlags collects repeated --set key=value flags.
-type setFlags []string
-
-func (s *setFlags) String() string { return strings.Join(*s, ",") }
-func (s *setFlags) Set(v string) error {
-	if !strings.Contains(v, "=") {
-		return fmt.Errorf("want key=value, got %q", v)
-	}
-	*s = append(*s, v)
-	return nil
+func init() {
+	register(newServeCmd)
+	register(newDumpLogCmd)
+	register(newChaosCmd)
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+func newServeCmd() *cobra.Command {
+	c := command("serve [--config FILE] [--set key=value]...", `Runs a broker. FILE uses Kafka's server.properties syntax and key names;
+--set overrides one key and may repeat. With no flags the broker is one
+node listening on 127.0.0.1:9092 with its data in ./data.`)
+	file := c.Flags().String("config", "", "a server.properties `FILE` (Kafka syntax and key names)")
+	sets := c.Flags().StringArray("set", nil, "override one config `key=value` (repeatable)")
+	c.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "%s\n\nusage:\n  %s\n\nflags:\n%s", cmd.Long, cmd.UseLine(), cmd.Flags().FlagUsages())
+		keysHelp(w)
+	})
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		for _, s := range *sets {
+			if !strings.Contains(s, "=") {
+				return usageErrorf("--set: want key=value, got %q", s)
+			}
+		}
+		return serve(*file, *sets, cmd.ErrOrStderr())
 	}
-	switch args[0] {
-	case "serve":
-		return serve(args[1:], stderr)
-	case "dump-log":
-		return dump.MainAs("sluice dump-log", args[1:], stdout, stderr)
-	case "reassign":
-		return reassignCmd(args[1:], stdout, stderr)
-	case "elect-leaders":
-		return electLeadersCmd(args[1:], stdout, stderr)
-	case "decommission":
-		return decommissionCmd(args[1:], stdout, stderr)
-	case "chaos":
-		return chaosCmd(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	case "--version", "version":
-		fmt.Fprintln(stdout, version())
-		return 0
-	}
-	fmt.Fprintf(stderr, "sluice: unknown command %q\n%s", args[0], usage)
-	return 2
+	return c
 }
 
-func serve(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("config", "", "a server.properties `FILE` (Kafka syntax and key names)")
-	var sets setFlags
-	fs.Var(&sets, "set", "override one config `key=value` (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice serve [--config FILE] [--set key=value]...")
-		fs.PrintDefaults()
-		keysHelp(stderr)
+// newDumpLogCmd and newChaosCmd hand their arguments to their packages'
+// own command lines (tools/dump, tools/chaos), which parse their flags.
+func newDumpLogCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "dump-log [flags] PATH...",
+		Short:              "Print segment, index and snapshot files (as sluice-dump; dump-log -h for its flags)",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exitCode(dump.MainAs("sluice dump-log", args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+}
+
+func newChaosCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "chaos [--seed N] [--time-limit D] [--faults K,...]",
+		Short:              "Run the fault runner on a local cluster of this binary (chaos -h for its flags)",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exitCode(chaosCmd(args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
+}
+
+// serve runs a broker until SIGTERM or SIGINT, or until it fails.
+func serve(file string, sets []string, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg, err := config.Load(*file, sets)
+	cfg, err := config.Load(file, sets)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-		return 2
+		return usageErrorf("%v", err)
 	}
 	if before, after, err := server.RaiseOpenFileLimit(); err != nil {
 		logger.Warn("sluice: cannot raise the open-file limit (RLIMIT_NOFILE)", "soft", before, "err", err)
@@ -160,13 +145,11 @@ func serve(args []string, stderr io.Writer) int {
 	installFaults(&opts) // the faults build only (faults_on.go)
 	b, err := server.NewWithOptions(cfg, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-		return 1
+		return err
 	}
 	if err := b.Start(); err != nil {
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		b.Close()
-		return 1
+		return err
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -176,12 +159,12 @@ func serve(args []string, stderr io.Writer) int {
 	case err := <-b.Fatal():
 		logger.Error("sluice: stopping", "err", err)
 		b.Close()
-		return 1
+		return errReported
 	}
 	if err := b.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 		logger.Error("sluice: shutdown", "err", err)
-		return 1
+		return errReported
 	}
 	logger.Info("sluice: stopped")
-	return 0
+	return nil
 }
