@@ -88,13 +88,13 @@ func TestBinaryVersionAndKeys(t *testing.T) {
 	if err != nil || !bytes.HasPrefix(out, []byte("sluice ")) {
 		t.Fatalf("--version: %q %v", out, err)
 	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "serve", "-h")
-	cmd.Stderr = &stderr
-	cmd.Run()
+	help, err := exec.Command(bin, "serve", "-h").Output()
+	if err != nil {
+		t.Fatalf("serve -h: %v", err)
+	}
 	for _, want := range []string{"log.segment.bytes=1073741824", "node.id=1", "log.flush.interval.messages=1"} {
-		if !bytes.Contains(stderr.Bytes(), []byte(want)) {
-			t.Errorf("serve -h does not list %s:\n%s", want, stderr.String())
+		if !bytes.Contains(help, []byte(want)) {
+			t.Errorf("serve -h does not list %s:\n%s", want, help)
 		}
 	}
 }
