@@ -144,6 +144,9 @@ func progressWriter(cmd *cobra.Command) io.Writer {
 // finish prints the result and turns its failures into the command's
 // error.
 func finish(cmd *cobra.Command, c *common, r Result, st *stats, err error) error {
+	if !r.started {
+		return err
+	}
 	if werr := r.write(cmd.OutOrStdout(), c.json); werr != nil && err == nil {
 		err = werr
 	}

@@ -115,6 +115,10 @@ type Result struct {
 	// client's creation) to the first record's receipt, group join
 	// included.
 	TimeToFirstRecordMs *float64 `json:"time_to_first_record_ms,omitempty"`
+
+	// started is set once the load began (the topic was there): a run
+	// that failed before has no result to print.
+	started bool
 }
 
 // Latency is a latency distribution in milliseconds.
@@ -131,6 +135,7 @@ type Latency struct {
 func (s *stats) result(r Result, start time.Time) Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	r.started = true
 	r.Records, r.Bytes, r.Errors, r.Aborted = s.records, s.bytes, s.errors, s.aborted
 	if s.firstErr != nil {
 		r.FirstError = errorText(s.firstErr)
