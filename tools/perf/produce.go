@@ -56,10 +56,10 @@ type producerFlags struct {
 func addProducerFlags(c *cobra.Command, linger time.Duration) *producerFlags {
 	p := &producerFlags{}
 	fs := c.Flags()
-	fs.StringVar(&p.acks, "acks", "all", "acknowledgements: `all`, 1 or 0 (Kafka's acks)")
-	fs.StringVar(&p.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
+	fs.StringVar(&p.acks, "acks", "all", "the acknowledgements a record waits for (Kafka's acks): `all|1|0`")
+	fs.StringVar(&p.compression, "compression", "none", "record batch compression: `none|gzip|snappy|lz4|zstd` (Kafka's compression.type)")
 	fs.DurationVar(&p.linger, "linger", linger, "how long a partition's batch waits for more records (Kafka's linger.ms)")
-	fs.Int32Var(&p.batchMaxBytes, "batch-max-bytes", 1000012, "a record batch's largest size in `bytes` (Kafka's batch.size bounds batches by it too)")
+	fs.Int32Var(&p.batchMaxBytes, "batch-max-bytes", 1000012, "the largest record batch, in `bytes` (Kafka's batch.size is the closest)")
 	fs.BoolVar(&p.idempotent, "idempotent", true, "idempotent writes (Kafka's enable.idempotence; only with --acks all)")
 	fs.IntVar(&p.maxBuffered, "max-buffered-records", 50000, "records a client buffers before Produce blocks (Kafka's buffer.memory, counted in records)")
 	fs.DurationVar(&p.deliveryTimeout, "delivery-timeout", 2*time.Minute, "fail a record not acknowledged this long after Produce (Kafka's delivery.timeout.ms)")
