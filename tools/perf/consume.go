@@ -103,7 +103,6 @@ func runConsume(ctx context.Context, o consumeOptions, clk clock, st *stats, pro
 	var got int64
 	lastRecord := start
 	var runErr error
-loop:
 	for (o.n == 0 || got < o.n) && ctx.Err() == nil {
 		// One poll waits at most until the end, or the idle timeout.
 		now := clk.Now()
@@ -142,7 +141,7 @@ loop:
 		}
 		if ferr != nil {
 			runErr = ferr
-			break loop
+			break
 		}
 	}
 	stop()

@@ -175,6 +175,9 @@ func (r Result) Summary() string {
 	if r.TimeToFirstRecordMs != nil {
 		s += fmt.Sprintf(" %.2f ms to the first record.", *r.TimeToFirstRecordMs)
 	}
+	if r.Aborted > 0 {
+		s += fmt.Sprintf(" %d records abandoned by the interruption.", r.Aborted)
+	}
 	return s
 }
 
