@@ -46,7 +46,7 @@ load tests, partition moves. Every cluster command takes
 		SilenceErrors: true,
 		Args:          noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageErrorf("a command is required (sluice -h lists them)")
+			return usageErrorf("a command is required")
 		},
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
