@@ -363,3 +363,58 @@ func TestConsoleReadOnlyAndStatic(t *testing.T) {
 		t.Fatalf("alerts %+v", al)
 	}
 }
+
+// A live member of a classic group and of a KIP-848 group shows with its
+// assignment.
+func TestConsoleAPIGroupMembers(t *testing.T) {
+	e := newEnv(t, console.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.adm.CreateTopic(ctx, 2, 1, nil, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	e.produce(ctx, &kgo.Record{Topic: "jobs", Partition: 0, Value: []byte("j0")}, &kgo.Record{Topic: "jobs", Partition: 1, Value: []byte("j1")})
+	for _, tc := range []struct {
+		group, typ string
+		opts       []kgo.Opt
+	}{
+		{"workers-classic", "classic", nil},
+		{"workers-848", "consumer", []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer())}},
+	} {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.addr), kgo.ConsumerGroup(tc.group), kgo.ConsumeTopics("jobs"),
+			kgo.ClientID("worker-1"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, tc.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		for got := 0; got < 2; {
+			fs := cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				t.Fatal(err)
+			}
+			got += fs.NumRecords()
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			var g struct {
+				Type, State string
+				Members     []struct {
+					ClientID   string
+					Assignment []struct {
+						Topic      string
+						Partitions []int32
+					}
+				}
+			}
+			e.get("/ui/api/groups/"+tc.group, 200, &g)
+			if g.Type == tc.typ && g.State == "Stable" && len(g.Members) == 1 && g.Members[0].ClientID == "worker-1" &&
+				len(g.Members[0].Assignment) == 1 && g.Members[0].Assignment[0].Topic == "jobs" && len(g.Members[0].Assignment[0].Partitions) == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", tc.group, g)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}

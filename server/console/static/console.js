@@ -22,6 +22,11 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
+// put replaces node's children with kids, skipping null ones.
+function put(node, ...kids) {
+  node.replaceChildren(...kids.filter(k => k !== null && k !== undefined));
+}
+
 function table(id, heads, rows) {
   const thead = el("thead", {}, el("tr", {}, ...heads.map(h => {
     const [name, cls] = Array.isArray(h) ? h : [h, ""];
@@ -59,11 +64,11 @@ async function refreshBanner() {
   const b = document.getElementById("banner");
   try {
     const res = await get("alerts");
-    b.replaceChildren(...res.alerts.map(a =>
+    put(b, ...res.alerts.map(a =>
       el("div", { class: "alert " + (a.severity === "critical" ? "critical" : "warning"), "data-title": a.title },
         el("b", { text: a.title }), a.detail ? el("span", { text: a.detail }) : null)));
   } catch (e) {
-    b.replaceChildren(el("div", { class: "alert critical" }, el("b", { text: "the console cannot reach its broker" }), el("span", { text: e.message })));
+    put(b, el("div", { class: "alert critical" }, el("b", { text: "the console cannot reach its broker" }), el("span", { text: e.message })));
   }
   b.dataset.loaded = "1";
 }
@@ -73,11 +78,15 @@ async function refreshBanner() {
 function sparkline(values, cls) {
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("class", "spark");
+  svg.setAttribute("class", "spark " + cls);
   svg.setAttribute("viewBox", "0 0 160 28");
   svg.setAttribute("preserveAspectRatio", "none");
   const vs = values.map(v => (v === null ? 0 : v));
   const hi = Math.max(1, ...vs);
+  svg.dataset.max = String(Math.max(0, ...vs));
+  const title = document.createElementNS(ns, "title");
+  title.textContent = "peak " + rateText(Math.max(0, ...vs));
+  svg.append(title);
   if (vs.length > 1) {
     const pts = vs.map((v, i) => (i * 160 / (vs.length - 1)).toFixed(1) + "," + (27 - v * 26 / hi).toFixed(1));
     const pl = document.createElementNS(ns, "polyline");
@@ -97,17 +106,17 @@ function rateText(v) { return v === null ? "–" : (v < 10 ? v.toFixed(1) : Math
 
 async function drawCharts(container, only) {
   let r;
-  try { r = await get("rates"); } catch (e) { container.replaceChildren(el("p", { class: "error", text: e.message })); return; }
+  try { r = await get("rates"); } catch (e) { put(container, el("p", { class: "error", text: e.message })); return; }
   const series = r.topics.filter(s => !only || s.topic === only);
   if (r.times.length < 2) {
-    container.replaceChildren(el("p", { class: "muted", text: "Collecting samples (one every " + r.intervalMs / 1000 + " s)…" }));
+    put(container, el("p", { class: "muted", text: "Collecting samples (one every " + r.intervalMs / 1000 + " s)…" }));
     return;
   }
   const rows = series.map(s => el("tr", { "data-topic": s.topic },
     el("td", {}, el("a", { href: topicHref(s.topic), text: s.topic })),
     el("td", {}, sparkline(s.produce, "produce")), el("td", { class: "num", text: rateText(lastRate(s.produce)) }),
     el("td", {}, sparkline(s.consume, "consume")), el("td", { class: "num", text: rateText(lastRate(s.consume)) })));
-  container.replaceChildren(
+  put(container, 
     el("p", { class: "muted" }, "Records/s over the last " + Math.round(r.windowMs / 60000) + " min: ",
       el("span", { class: "legend-p", text: "produced" }), " (log end offsets), ",
       el("span", { class: "legend-c", text: "consumed" }), " (offsets committed by groups)."),
@@ -125,7 +134,7 @@ async function pageOverview(main) {
     el("td", { class: "num", text: bytes(b.bytes) })));
   const card = (k, v, cls, id) => el("div", { class: "card" }, el("div", { class: "v " + (cls || ""), id, text: v }), el("div", { class: "k", text: k }));
   const charts = el("div", { id: "charts-box" });
-  main.replaceChildren(
+  put(main, 
     el("h1", { text: "Cluster overview" }),
     el("div", { class: "cards" },
       card("health", o.healthy ? "healthy" : "attention", o.healthy ? "ok" : "bad", "health"),
@@ -153,7 +162,7 @@ async function pageTopics(main) {
     el("td", { class: t.offline || t.underReplicated ? "bad" : "ok",
       text: t.offline ? t.offline + " offline" : t.underReplicated ? t.underReplicated + " under-replicated" : (t.error || "ok") })));
   const charts = el("div", { id: "charts-box" });
-  main.replaceChildren(el("h1", { text: "Topics" }),
+  put(main, el("h1", { text: "Topics" }),
     table("topics", ["Topic", ["Partitions", "num"], ["Replication", "num"], ["Records", "num"], ["Size", "num"], "Health"], rows),
     el("h2", { text: "Throughput" }), charts);
   await drawCharts(charts);
@@ -176,7 +185,7 @@ async function pageTopic(main, name) {
   const cfgs = t.configs.map(c => el("tr", {}, el("td", { text: c.name }),
     el("td", { text: c.sensitive ? "(sensitive)" : c.value }), el("td", { class: "muted", text: c.source })));
   const charts = el("div", { id: "charts-box" });
-  main.replaceChildren(
+  put(main, 
     el("h1", {}, "Topic ", el("span", { id: "topic-name", text: t.name })),
     el("p", { class: "muted" }, el("span", { id: "partition-count", text: t.partitions.length }), " partitions · topic id " + t.id + (t.internal ? " · internal" : "")),
     t.error ? el("p", { class: "error", text: t.error }) : null,
@@ -232,7 +241,7 @@ async function pageMessages(main, name, params) {
       r.headers.length ? el("div", { class: "field headers" }, el("div", { class: "label", text: "headers" }),
         ...r.headers.map(h => el("div", { class: "header" }, el("span", { class: "label", text: h.key + ": " }), showBytes(h.value, view)))) : null)));
   const next = m.records.length ? m.records[m.records.length - 1].offset + 1 : null;
-  main.replaceChildren(
+  put(main, 
     el("h1", {}, "Messages of ", el("a", { href: topicHref(name), text: name }), " partition " + m.partition),
     el("p", { class: "muted", id: "browse-range", text: "log start " + m.startOffset + " · high watermark " + m.endOffset + " · showing " + m.records.length + " from offset " + m.from }),
     m.note ? el("p", { class: "muted", text: m.note }) : null,
@@ -250,7 +259,7 @@ async function pageGroups(main) {
     el("td", { class: "num", text: g.coordinator }),
     el("td", { class: "num lag", text: num(g.lag) }),
     el("td", { class: "error", text: g.error || "" })));
-  main.replaceChildren(el("h1", { text: "Consumer groups" }),
+  put(main, el("h1", { text: "Consumer groups" }),
     rows.length ? table("groups", ["Group", "Type", "State", ["Members", "num"], ["Coordinator", "num"], ["Lag", "num"], ""], rows)
       : el("p", { class: "muted", id: "groups", text: "No groups." }));
 }
@@ -266,7 +275,7 @@ async function pageGroup(main, id) {
     el("td", { class: "num", text: num(o.end) }),
     el("td", { class: "num lag", text: num(o.lag) }),
     el("td", { text: o.member || "–" })));
-  main.replaceChildren(
+  put(main, 
     el("h1", {}, "Group ", el("span", { id: "group-name", text: g.group })),
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("div", { class: "v", text: g.state }), el("div", { class: "k", text: "state" })),
@@ -309,9 +318,9 @@ async function route() {
     else if (page === "topics" && parts.length === 3 && parts[2] === "messages") { page = "messages"; await pageMessages(view, parts[1], params); }
     else if (page === "groups" && parts.length === 1) await pageGroups(view);
     else if (page === "groups" && parts.length >= 2) { page = "group"; await pageGroup(view, parts.slice(1).join("/")); }
-    else view.replaceChildren(el("h1", { text: "Not found" }), el("p", {}, el("a", { href: "#/overview", text: "Overview" })));
+    else put(view, el("h1", { text: "Not found" }), el("p", {}, el("a", { href: "#/overview", text: "Overview" })));
   } catch (e) {
-    view.replaceChildren(el("h1", { text: "Error" }), el("p", { class: "error", id: "error", text: e.message }));
+    put(view, el("h1", { text: "Error" }), el("p", { class: "error", id: "error", text: e.message }));
   }
   if (gen !== routeGen) return;
   main.replaceChildren(view);
