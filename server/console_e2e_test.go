@@ -198,6 +198,7 @@ func TestConsoleBrowserE2E(t *testing.T) {
 	if err := adm.CommitAllOffsets(ctx, "e2e-group", commit); err != nil {
 		t.Fatal(err)
 	}
+	tc.waitLeaders("__consumer_offsets", 3) // created by the commit: healthy once its ISR is full
 
 	b := newConsoleBrowser(t, srv.URL+"/ui/")
 

@@ -60,7 +60,11 @@ function groupHref(id) { return "#/groups/" + encodeURIComponent(id); }
 
 // ---- banner, on every page
 
+let bannerBusy = false;
+
 async function refreshBanner() {
+  if (bannerBusy) return; // a slow cluster: one request at a time
+  bannerBusy = true;
   const b = document.getElementById("banner");
   try {
     const res = await get("alerts");
@@ -70,6 +74,7 @@ async function refreshBanner() {
   } catch (e) {
     put(b, el("div", { class: "alert critical" }, el("b", { text: "the console cannot reach its broker" }), el("span", { text: e.message })));
   }
+  bannerBusy = false;
   b.dataset.loaded = "1";
 }
 
