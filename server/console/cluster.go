@@ -14,8 +14,6 @@ import (
 // Metadata, ListOffsets, DescribeLogDirs and DescribeConfigs, all through
 // kadm, so that the console shows what any Kafka client sees.
 
-var sprintf = fmt.Sprintf
-
 type brokerJSON struct {
 	ID         int32  `json:"id"`
 	Host       string `json:"host"`

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -46,14 +47,14 @@ type Config struct {
 
 // Bounds on what one request may ask for or return.
 const (
-	maxBrowseRecords  = 100      // records per message-browser request
-	defBrowseRecords  = 50       // records when the request names no limit
-	maxShownBytes     = 16 << 10 // bytes of one key, value or header shown
-	maxBrowseFetch    = 4 << 20  // bytes one browse fetch may return
-	maxConcurrentBrow = 4        // message-browser requests served at once
-	maxURLBytes       = 2048     // path + query of any request
-	browseWait        = 3 * time.Second
-	idleStopAfter     = 5 * time.Minute // the sampler stops after this long without a request
+	maxBrowseRecords    = 100      // records per message-browser request
+	defBrowseRecords    = 50       // records when the request names no limit
+	maxShownBytes       = 16 << 10 // bytes of one key, value or header shown
+	maxBrowseFetch      = 4 << 20  // bytes one browse fetch may return
+	maxConcurrentBrowse = 4        // message-browser requests served at once
+	maxURLBytes         = 2048     // path + query of any request
+	browseWait          = 3 * time.Second
+	idleStopAfter       = 5 * time.Minute // the sampler stops after this long without a request
 )
 
 //go:embed static
@@ -79,7 +80,7 @@ func New(cfg Config) *Console {
 	if err != nil {
 		panic("console: embedded static files: " + err.Error())
 	}
-	c := &Console{cfg: cfg, static: static, browse: make(chan struct{}, maxConcurrentBrow)}
+	c := &Console{cfg: cfg, static: static, browse: make(chan struct{}, maxConcurrentBrowse)}
 	c.samp = newSampler(c)
 	return c
 }
@@ -194,11 +195,11 @@ type apiError struct {
 func (e *apiError) Error() string { return e.msg }
 
 func badRequest(format string, a ...any) error {
-	return &apiError{http.StatusBadRequest, sprintf(format, a...)}
+	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, a...)}
 }
 
 func notFound(format string, a ...any) error {
-	return &apiError{http.StatusNotFound, sprintf(format, a...)}
+	return &apiError{http.StatusNotFound, fmt.Sprintf(format, a...)}
 }
 
 func (c *Console) serveAPI(w http.ResponseWriter, r *http.Request, route string) {

@@ -53,7 +53,7 @@
 //
 // A request's URL is at most maxURLBytes; the message browser reads at
 // most maxBrowseRecords records, fetches at most maxBrowseFetch bytes,
-// waits at most browseWait, and serves maxConcurrentBrow requests at
+// waits at most browseWait, and serves maxConcurrentBrowse requests at
 // once; each key, value and header shows at most maxShownBytes bytes; a
 // request's Kafka calls are bounded by Config.RequestTimeout.
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strconv"
 	"time"
@@ -138,7 +139,7 @@ func (c *Console) messages(ctx context.Context, topic string, q url.Values) (any
 	out := messagesJSON{Topic: topic, Partition: part, Records: []recordJSON{},
 		StartOffset: offsetOf(starts, topic, part), EndOffset: offsetOf(ends, topic, part)}
 	if out.StartOffset < 0 || out.EndOffset < 0 {
-		return nil, &apiError{502, sprintf("the offsets of %s-%d are unknown (no leader?)", topic, part)}
+		return nil, &apiError{502, fmt.Sprintf("the offsets of %s-%d are unknown (no leader?)", topic, part)}
 	}
 	switch {
 	case q.Get("offset") != "":
@@ -162,7 +163,7 @@ func (c *Console) messages(ctx context.Context, topic string, q url.Values) (any
 		lo, ok := l.Lookup(topic, part)
 		switch {
 		case !ok || lo.Err != nil:
-			return nil, &apiError{502, sprintf("ListOffsets for a timestamp of %s-%d failed", topic, part)}
+			return nil, &apiError{502, fmt.Sprintf("ListOffsets for a timestamp of %s-%d failed", topic, part)}
 		case lo.Offset < 0:
 			out.From, out.Note = out.EndOffset, "no record at or after that time"
 		default:
