@@ -29,8 +29,9 @@ apt_install() {
 
 need_go
 # Real Kafka clients the broker tests drive: kcat (librdkafka),
-# kafka-python and confluent-kafka-python (for Debian's /usr/bin/python3).
-apt_install kcat python3-kafka python3-confluent-kafka
+# kafka-python and confluent-kafka-python (for Debian's /usr/bin/python3);
+# Chromium, which the web console's browser test drives (chromedp).
+apt_install kcat python3-kafka python3-confluent-kafka chromium
 export SLUICE_REQUIRE_CLIENTS=1
 
 modules=$(sed -n 's/^\t\.\/\(.*\)$/\1/p' go.work)

@@ -1,0 +1,70 @@
+package console
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+func TestRender(t *testing.T) {
+	if r := render(nil); !r.Null || r.Size != 0 {
+		t.Fatalf("nil: %+v", r)
+	}
+	if r := render([]byte{}); r.Null || r.Text == nil || *r.Text != "" || r.JSON != nil {
+		t.Fatalf("empty: %+v", r)
+	}
+	r := render([]byte(`{"a":[1,2]}`))
+	if r.JSON == nil || *r.JSON != "{\n  \"a\": [\n    1,\n    2\n  ]\n}" || *r.Text != `{"a":[1,2]}` {
+		t.Fatalf("json: %+v", r)
+	}
+	r = render([]byte("héllo"))
+	if r.Text == nil || *r.Text != "héllo" || r.JSON != nil || !strings.HasPrefix(r.Hex, "00000000  68 c3 a9") {
+		t.Fatalf("text: %+v", r)
+	}
+	r = render([]byte{0xff, 0xfe})
+	if r.Text != nil || r.JSON != nil || !strings.Contains(r.Hex, "ff fe") {
+		t.Fatalf("binary: %+v", r)
+	}
+	// A long value is cut at a rune boundary.
+	long := strings.Repeat("é", maxShownBytes)
+	r = render([]byte(long))
+	if !r.Truncated || r.Size != 2*maxShownBytes || len(*r.Text) != maxShownBytes || !strings.HasPrefix(long, *r.Text) {
+		t.Fatalf("long: truncated %v size %d text %d", r.Truncated, r.Size, len(*r.Text))
+	}
+}
+
+func TestDeriveAlerts(t *testing.T) {
+	m := kadm.Metadata{Controller: 1, Brokers: kadm.BrokerDetails{{NodeID: 1}, {NodeID: 3}}, Topics: kadm.TopicDetails{
+		"t": {Topic: "t", Partitions: kadm.PartitionDetails{
+			0: {Partition: 0, Leader: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}},
+			1: {Partition: 1, Leader: 3, Replicas: []int32{2, 3, 1}, ISR: []int32{3, 1}},
+			2: {Partition: 2, Leader: 1, Replicas: []int32{3, 1}, ISR: []int32{1}},
+		}},
+		"u": {Topic: "u", Partitions: kadm.PartitionDetails{
+			0: {Partition: 0, Leader: -1, Replicas: []int32{2}, ISR: []int32{2}},
+		}},
+	}}
+	got := deriveAlerts(m)
+	want := []Alert{
+		{"warning", "broker 2 is down", "3 partitions under-replicated (t-0, t-1, u-0)"},
+		{"critical", "1 partition is offline", "no leader: u-0"},
+		{"warning", "1 partition is under-replicated", "ISR smaller than the replica set: t-2"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("alerts %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("alert %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	m.Controller = -1
+	m.Topics = nil
+	if got := deriveAlerts(m); len(got) != 1 || got[0].Title != "no active controller" {
+		t.Fatalf("no controller: %+v", got)
+	}
+	if got := deriveAlerts(kadm.Metadata{Controller: 1, Brokers: kadm.BrokerDetails{{NodeID: 1}}}); len(got) != 0 {
+		t.Fatalf("healthy: %+v", got)
+	}
+}
