@@ -368,3 +368,141 @@ func TestReadyzFencedAndUnfenced(t *testing.T) {
 	b.cl.heartbeatsOff.Store(false)
 	ready(200, "ready")
 }
+
+// A broker that stops stays visible: the others' metrics show it down and
+// their leaders' partitions under-replicated, every node logs a warning
+// naming it and its partitions, and the console gets an alert.
+func TestDownBrokerMetricsAndWarnings(t *testing.T) {
+	tc := startCluster(t, 3, "metrics.listen=127.0.0.1:0", "sluice.broker.down.warning.interval.ms=200")
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "down"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitLeaders("down", 3)
+	// Each applies the registrations and unfencings in its own time.
+	eventually(t, 20*time.Second, "every broker up everywhere", func() error {
+		for i := range 3 {
+			fams := scrape(t, tc.broker(i))
+			for id := 1; id <= 3; id++ {
+				if v, _ := metricValue(fams, "sluice_broker_up", "broker", fmt.Sprint(id)); v != 1 {
+					return fmt.Errorf("broker %d sees broker %d up=%v", i+1, id, v)
+				}
+			}
+			if v, _ := metricValue(fams, "sluice_brokers_registered"); v != 3 {
+				return fmt.Errorf("broker %d: registered %v", i+1, v)
+			}
+		}
+		return nil
+	})
+	if strings.Contains(tc.logs[0].tail(1<<20), "broker down") {
+		t.Fatal("a down-broker warning while every broker runs")
+	}
+
+	tc.crash(2) // broker 3
+	live := []*Broker{tc.broker(0), tc.broker(1)}
+	eventually(t, 30*time.Second, "broker 3 down, partitions under-replicated", func() error {
+		under, active := 0.0, 0.0
+		for i, b := range live {
+			fams := scrape(t, b)
+			if v, _ := metricValue(fams, "sluice_broker_up", "broker", "3"); v != 0 {
+				return fmt.Errorf("broker %d sees broker 3 up=%v", i+1, v)
+			}
+			if v, _ := metricValue(fams, "sluice_broker_down_seconds", "broker", "3"); v <= 0 {
+				return fmt.Errorf("broker %d: broker 3 down for %v s", i+1, v)
+			}
+			if v, _ := metricValue(fams, "sluice_brokers_fenced"); v != 1 {
+				return fmt.Errorf("broker %d: fenced %v", i+1, v)
+			}
+			if v, _ := metricValue(fams, "sluice_broker_up", "broker", "1"); v != 1 {
+				return fmt.Errorf("broker %d sees broker 1 up=%v", i+1, v)
+			}
+			v, _ := metricValue(fams, "sluice_under_replicated_partitions")
+			under += v
+			a, _ := metricValue(fams, "sluice_controller_active")
+			active += a
+			if off, _ := metricValue(fams, "sluice_offline_partitions"); off != 0 {
+				return fmt.Errorf("broker %d: %v offline partitions with 2 of 3 replicas up", i+1, off)
+			}
+		}
+		// Every partition of "down" has a replica on broker 3; its
+		// leader (1 or 2) counts it.
+		if under < 3 {
+			return fmt.Errorf("%v under-replicated partitions on the leaders, want >= 3", under)
+		}
+		if active != 1 {
+			return fmt.Errorf("%v active controllers among the live brokers", active)
+		}
+		return nil
+	})
+	for i := range live {
+		eventually(t, 10*time.Second, "the warning in broker "+fmt.Sprint(i+1)+"'s log", func() error {
+			for _, line := range strings.Split(tc.logs[i].tail(1<<20), "\n") {
+				if strings.Contains(line, "broker down") && strings.Contains(line, "broker=3 ") && strings.Contains(line, "down-0") &&
+					strings.Contains(line, "down-2") && strings.Contains(line, "down_for=") {
+					t.Logf("broker %d: %s", i+1, line)
+					return nil
+				}
+			}
+			return fmt.Errorf("no warning naming broker 3 and its partitions")
+		})
+	}
+	alerts := live[0].Alerts()
+	if len(alerts) != 1 || alerts[0].Title != "broker 3 is down" || alerts[0].Severity != "critical" || !strings.Contains(alerts[0].Detail, "down-1") {
+		t.Fatalf("alerts %+v", alerts)
+	}
+
+	// It comes back: up again, no more alerts.
+	tc.start(2)
+	eventually(t, 30*time.Second, "broker 3 up again", func() error {
+		for i, b := range live {
+			if v, _ := metricValue(scrape(t, b), "sluice_broker_up", "broker", "3"); v != 1 {
+				return fmt.Errorf("broker %d sees broker 3 up=%v", i+1, v)
+			}
+			if a := b.Alerts(); len(a) != 0 {
+				return fmt.Errorf("broker %d alerts %+v", i+1, a)
+			}
+		}
+		return nil
+	})
+}
+
+// Raft metrics move in a cluster: leaders were elected and acks=all
+// batches committed.
+func TestMetricsRaftCluster(t *testing.T) {
+	tc := startCluster(t, 3, "metrics.listen=127.0.0.1:0")
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "raft"); err != nil {
+		t.Fatal(err)
+	}
+	ps := tc.waitLeaders("raft", 3)
+	prod := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	clusterProduce(t, ctx, prod, "raft", "r", 20)
+	lead := tc.broker(int(ps[0].leader) - 1)
+	eventually(t, 10*time.Second, "raft metrics on the leader", func() error {
+		fams := scrape(t, lead)
+		if v, _ := metricValue(fams, "sluice_raft_commit_duration_seconds"); v < 1 {
+			return fmt.Errorf("commit latency samples %v", v)
+		}
+		if v, _ := metricValue(fams, "sluice_raft_leader_changes_total"); v < 1 {
+			return fmt.Errorf("leader changes %v", v)
+		}
+		if v, _ := metricValue(fams, "sluice_leader_partitions"); v < 1 {
+			return fmt.Errorf("leader partitions %v", v)
+		}
+		if v, _ := metricValue(fams, "sluice_partition_high_watermark", "topic", "raft", "partition", "0"); v != 20 {
+			return fmt.Errorf("high watermark %v", v)
+		}
+		return nil
+	})
+	for i := range 3 {
+		if v := mustValue(t, scrape(t, tc.broker(i)), "sluice_partition_log_end_offset", "topic", "raft", "partition", "0"); v > 20 {
+			t.Errorf("broker %d: log end offset %v", i+1, v)
+		}
+	}
+}
