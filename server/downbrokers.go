@@ -13,12 +13,16 @@ import (
 // A broker that stays down is made visible, as Kafka's operators expect:
 // every node (brokers and controllers alike: each applies the metadata)
 // logs a warning every sluice.broker.down.warning.interval.ms for each
-// registered broker its metadata shows fenced (its session expired, or it
-// shut down and has not come back), naming it, how long it has been down
-// and the partitions it leaves under-replicated (it is in their replicas
-// but, fenced, out of their ISR). The same list feeds the metrics
-// (sluice_broker_up, sluice_broker_down_seconds) and the console's
-// alerts. A single node has no other broker, so none.
+// registered broker its metadata has shown fenced (its session expired, or
+// it shut down and has not come back) for at least that long, naming it,
+// how long it has been down and the partitions it leaves under-replicated
+// (it is in their replicas but, fenced, out of their ISR). The console's
+// alerts list the same brokers. The wait of one interval leaves out the
+// brief fencing of a broker that registers (it is fenced until it caught
+// up with the metadata log, usually well under a second). The metrics
+// (sluice_broker_up, sluice_broker_down_seconds) show every fenced broker
+// at once; the alert rules wait minutes. A single node has no other
+// broker, so none.
 //
 // "Down since" is when this process first saw the broker fenced (a
 // restarted node counts from its start): the metadata records fencing,
@@ -139,10 +143,19 @@ func partitionList(tps []topicPartition) string {
 	return sb.String()
 }
 
-// warnDown logs one warning per down broker.
+// downGrace is how long a broker must have been fenced before it is
+// warned about and alerted on: sluice.broker.down.warning.interval.ms.
+func (b *Broker) downGrace() time.Duration {
+	return time.Duration(b.cfg.BrokerDownWarningIntervalMs) * time.Millisecond
+}
+
+// warnDown logs one warning per broker down for at least downGrace.
 func (b *Broker) warnDown() {
 	now := time.Now()
 	for _, d := range b.downBrokers(now) {
+		if now.Sub(d.since) < b.downGrace() {
+			continue
+		}
 		b.logger.Warn("sluice: broker down: a registered broker is fenced and has not come back; its partitions are under-replicated until it returns or they are reassigned",
 			"broker", d.id,
 			"down_for", now.Sub(d.since).Round(time.Second).String(),
@@ -168,11 +181,15 @@ func (b *Broker) warnDownLoop(stop <-chan struct{}, done chan<- struct{}) {
 }
 
 // Alerts are the broker's current alerts for the web console: one per
-// down broker, critical when it leaves partitions under-replicated.
+// broker fenced for at least sluice.broker.down.warning.interval.ms,
+// critical when it leaves partitions under-replicated.
 func (b *Broker) Alerts() []console.Alert {
 	now := time.Now()
 	var out []console.Alert
 	for _, d := range b.downBrokers(now) {
+		if now.Sub(d.since) < b.downGrace() {
+			continue
+		}
 		a := console.Alert{
 			Severity: "warning",
 			Title:    fmt.Sprintf("broker %d is down", d.id),

@@ -483,8 +483,9 @@ type Config struct {
 	MetricsListen string
 
 	// BrokerDownWarningIntervalMs is how often every broker logs a
-	// warning for each registered broker that is fenced (down), naming
-	// it and the partitions it leaves under-replicated. Key
+	// warning for each registered broker that has been fenced (down) for
+	// at least that long, naming it and the partitions it leaves
+	// under-replicated; the web console's alerts wait as long. Key
 	// sluice.broker.down.warning.interval.ms; milliseconds, long >= 1.
 	// Default 60000 (1 minute). Sluice's key.
 	BrokerDownWarningIntervalMs int64
