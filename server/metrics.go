@@ -50,15 +50,14 @@ type brokerMetrics struct {
 
 	topics sync.Map // topic name -> *topicBytes
 
-	accepted        prometheus.Counter
-	leaderChanges   prometheus.Counter
-	snapsSent       prometheus.Counter
-	snapsReceived   prometheus.Counter
-	commitDuration  prometheus.Histogram
-	fsyncDuration   prometheus.Histogram
-	host            *replica.HostMetrics
-	onSync          func(time.Duration)
-	unknownAPIError prometheus.Counter // a response for a key without metrics (never expected)
+	accepted       prometheus.Counter
+	leaderChanges  prometheus.Counter
+	snapsSent      prometheus.Counter
+	snapsReceived  prometheus.Counter
+	commitDuration prometheus.Histogram
+	fsyncDuration  prometheus.Histogram
+	host           *replica.HostMetrics
+	onSync         func(time.Duration)
 }
 
 // apiMetrics are one API's request counter and latency histogram.
@@ -127,10 +126,6 @@ func newBrokerMetrics(b *Broker) *brokerMetrics {
 		Help:    "Time of one group sync of a partition log's files (the fsyncs that make appends durable).",
 		Buckets: fsyncBuckets,
 	})
-	m.unknownAPIError = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sluice_requests_unknown_api_total",
-		Help: "Responses for an API key without metrics of its own (expected to stay 0).",
-	})
 	m.host = &replica.HostMetrics{
 		LeaderChanged:    m.leaderChanges.Inc,
 		SnapshotSent:     m.snapsSent.Inc,
@@ -139,7 +134,7 @@ func newBrokerMetrics(b *Broker) *brokerMetrics {
 	}
 	m.onSync = func(d time.Duration) { m.fsyncDuration.Observe(d.Seconds()) }
 	reg.MustRegister(requests, duration, m.reqErrors, m.accepted, m.leaderChanges, m.snapsSent,
-		m.snapsReceived, m.commitDuration, m.fsyncDuration, m.unknownAPIError,
+		m.snapsReceived, m.commitDuration, m.fsyncDuration,
 		newStateCollector(b, m),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -185,8 +180,7 @@ func (m *brokerMetrics) request(key int16, resp kmsg.Response, start time.Time) 
 		return
 	}
 	if key < 0 || int(key) >= len(m.apis) || m.apis[key] == nil {
-		m.unknownAPIError.Inc()
-		return
+		return // not served: serveOne closed the connection instead
 	}
 	api := m.apis[key]
 	api.requests.Inc()
