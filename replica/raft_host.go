@@ -174,6 +174,24 @@ type HostConfig struct {
 	// Throttle; the host starts its goroutine and Close stops it.
 	// Default nil: nothing is paced.
 	Throttle *Throttle
+	// Metrics, when set, is told of the host's raft events (brokers count
+	// them for Prometheus); nil, and any nil field, costs nothing.
+	Metrics *HostMetrics
+}
+
+// HostMetrics are callbacks for a host's raft events. Each is optional,
+// called from the host's goroutines: it must be quick and must not call
+// the host.
+type HostMetrics struct {
+	// LeaderChanged: a group on this host learned of a new leader (or
+	// of none: an election began).
+	LeaderChanged func()
+	// SnapshotSent and SnapshotReceived: a raft snapshot message
+	// (MsgSnap) left for a follower, or arrived from a leader.
+	SnapshotSent, SnapshotReceived func()
+	// Committed: an acks=all proposal made on this host (its leader)
+	// committed, d after it was proposed.
+	Committed func(d time.Duration)
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -535,6 +553,9 @@ func (h *Host) group(id GroupID) *group {
 // HostConfig.Throttle, the appends of follower-throttled groups may be
 // held back (raft_throttle.go); it never blocks on the rate.
 func (h *Host) Deliver(msgs []GroupMessage) {
+	if m := h.cfg.Metrics; m != nil && m.SnapshotReceived != nil {
+		countSnaps(msgs, m.SnapshotReceived)
+	}
 	if t := h.cfg.Throttle; t != nil {
 		t.receive(msgs)
 		return
@@ -930,11 +951,23 @@ func (h *Host) handle(w *worker, batch []*group) {
 // send hands a worker's messages to the transport, through the
 // throttle if there is one. msgs is not kept (the worker reuses it).
 func (h *Host) send(msgs []GroupMessage) {
+	if m := h.cfg.Metrics; m != nil && m.SnapshotSent != nil {
+		countSnaps(msgs, m.SnapshotSent)
+	}
 	if t := h.cfg.Throttle; t != nil {
 		t.send(msgs)
 		return
 	}
 	h.cfg.Transport.Send(msgs)
+}
+
+// countSnaps calls note once per MsgSnap among msgs.
+func countSnaps(msgs []GroupMessage, note func()) {
+	for i := range msgs {
+		if msgs[i].Msg.Type == raftpb.MsgSnap {
+			note()
+		}
+	}
 }
 
 // step moves a group's mailbox into its RawNode; false when the group

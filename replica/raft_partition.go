@@ -193,6 +193,9 @@ type proposal struct {
 	// written.
 	index, term uint64
 	res         segment.AppendResult
+	// proposed is when it was proposed, only when the host has a
+	// Committed callback (HostMetrics).
+	proposed time.Time
 }
 
 // raftState is the replicated part of a Partition.
@@ -337,6 +340,9 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		h.Attributes |= batch.TimestampTypeBit
 	}
 	pr := &proposal{data: b, h: *h, acks: acks, pd: &Pending{res: noResult, done: make(chan struct{})}}
+	if m := rs.host.cfg.Metrics; m != nil && m.Committed != nil && acks == AcksAll {
+		pr.proposed = time.Now()
+	}
 	p.appendMu.Lock()
 	orig, dup, err := rs.checkProducer(p.producers, h)
 	if err != nil {
@@ -586,6 +592,9 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 			}
 			rs.complete(pr, segment.AppendResult{BaseOffset: o.lso, LastOffset: -1, LogAppendTime: -1}, o.err)
 		case ents[pr.index-first].Term == pr.term:
+			if !pr.proposed.IsZero() {
+				rs.host.cfg.Metrics.Committed(time.Since(pr.proposed))
+			}
 			rs.complete(pr, pr.res, nil)
 		default:
 			rs.complete(pr, noResult, p.notLeader(fmt.Sprintf("the entry at raft index %d was replaced by another leader's", pr.index)))

@@ -151,6 +151,9 @@ func (h *Host) noteLeadership(g *group, rd *raft.Ready) {
 	if lead == g.lead && term == g.term {
 		return
 	}
+	if m := h.cfg.Metrics; m != nil && m.LeaderChanged != nil && lead != g.lead {
+		m.LeaderChanged()
+	}
 	g.lead, g.term = lead, term
 	g.leadHint.Store(lead)
 	if obs, ok := g.machine.(LeaderObserver); ok {

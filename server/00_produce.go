@@ -133,6 +133,7 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 					b.produceFailed(out, err)
 					return
 				}
+				b.metrics.bytesIn(name, len(records))
 				out.pending = pd
 			}(rp.Records)
 		}

@@ -53,6 +53,7 @@ type fetchPartition struct {
 	// fetches leave out partitions where nothing changed).
 	lastHW, lastLogStart int64
 	sentHW, sentLogStart int64 // set by the latest pass, applied when sent
+	sentBytes            int64 // record bytes of the latest pass (metrics)
 }
 
 // remember records what the response actually sent told the client.
@@ -84,6 +85,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		bytes, waitOn := b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 		if bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || len(waitOn) == 0 || time.Until(deadline) <= 0 {
 			remember(parts)
+			b.metrics.fetched(parts)
 			b.fetchEndpoints(resp, connListener(cc))
 			return resp, nil
 		}
@@ -93,6 +95,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 			cc.splices = cc.splices[:0]
 			b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 			remember(parts)
+			b.metrics.fetched(parts)
 			b.fetchEndpoints(resp, connListener(cc))
 			return resp, nil
 		}
@@ -144,6 +147,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 	var waitOn []<-chan struct{}
 	for _, fp := range parts {
 		fp.sentHW, fp.sentLogStart = fp.lastHW, fp.lastLogStart // unless sent below
+		fp.sentBytes = 0
 		if version >= 13 {
 			// Resolve the ID on every fetch: a session may outlive its
 			// topic (deleted, or recreated under the same name).
@@ -198,6 +202,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 							*splices = append(*splices, s)
 							sp.RecordBatches = (*splices)[len(*splices)-1].marker[:]
 							total += res.Bytes
+							fp.sentBytes = res.Bytes
 							break
 						}
 					}
@@ -210,6 +215,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 					}
 					sp.RecordBatches = data
 					total += res.Bytes
+					fp.sentBytes = res.Bytes
 				}
 			}
 			if sp.ErrorCode == 0 {

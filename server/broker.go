@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
@@ -75,6 +76,17 @@ type Broker struct {
 	// noControlledShutdown (tests) makes Close skip the cluster's
 	// controlled shutdown, as for a crash.
 	noControlledShutdown bool
+
+	// Metrics (metrics.go): nil when metrics.listen is empty. httpSrv
+	// is the metrics listener (metrics_http.go), set by Start. down
+	// tracks fenced brokers (downbrokers.go); warnStop and warnDone stop
+	// and await its warning loop. stopping is set when Close begins
+	// (/readyz answers 503).
+	metrics            *brokerMetrics
+	httpSrv            *metricsServer
+	down               downTracker
+	warnStop, warnDone chan struct{}
+	stopping           atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -160,6 +172,9 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	lock := io.Closer(locks)
 	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
 	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, now: opts.Now, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions(), fatal: make(chan error, 1)}
+	if cfg.MetricsListen != "" {
+		b.metrics = newBrokerMetrics(b)
+	}
 	mopts := meta.Options{FS: opts.MetaFS, Logger: logger}
 	if cfg.Clustered() {
 		cl, err := newCluster(b)
@@ -245,6 +260,12 @@ func (b *Broker) Close() error {
 
 // close is Close, once.
 func (b *Broker) close() error {
+	b.stopping.Store(true) // /readyz: shutting down
+	if b.warnStop != nil {
+		close(b.warnStop)
+		<-b.warnDone
+		b.warnStop = nil
+	}
 	// The reconciler stops first: no partition opens (nor a coordinator
 	// load starts) once shutdown has begun. Then group requests waiting
 	// for a rebalance are answered, so their connections can finish.
@@ -289,7 +310,8 @@ func (b *Broker) close() error {
 			b.summariesDone = nil
 		}
 	}
-	b.wg.Wait() // coordinator loads started by New, when Start never ran
+	b.closeMetrics() // a scrape reads the logs and the metadata closed below
+	b.wg.Wait()      // coordinator loads started by New, when Start never ran
 	b.sweep.Stop()
 	b.stopCleaner()
 	b.stopProducerExpiry()

@@ -109,6 +109,7 @@ func newCluster(b *Broker) (*cluster, error) {
 	hc.HardState = states
 	hc.Logger = b.logger
 	hc.Throttle = c.throttle
+	hc.Metrics = b.metrics.hostMetrics()
 	host, err := replica.NewHost(hc)
 	if err != nil {
 		c.transport.Close()
@@ -229,7 +230,7 @@ func (c *cluster) openMetaLog() error {
 		Internal: true,
 		Raft:     rc,
 		Sweeper:  b.sweep, // retention (metaTopicConfig)
-		Log:      segment.Options{Now: b.now, Logger: b.logger, FileCache: b.files},
+		Log:      segment.Options{Now: b.now, Logger: b.logger, FileCache: b.files, OnSync: b.metrics.syncObserver()},
 	})
 	if err != nil {
 		return fmt.Errorf("server: metadata log %s: %w", dir, err)

@@ -37,7 +37,7 @@ func metaView(b *Broker) (string, int64, bool) {
 // metadata state, and ends with the same topics and brokers as the others.
 func TestClusterMetadataSnapshotCatchUp(t *testing.T) {
 	tc := startCluster(t, 3, "metadata.log.segment.bytes=1024", "metadata.max.retention.bytes=4096",
-		"log.retention.check.interval.ms=50")
+		"log.retention.check.interval.ms=50", "metrics.listen=127.0.0.1:0")
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -128,5 +128,18 @@ func TestClusterMetadataSnapshotCatchUp(t *testing.T) {
 	}
 	if strings.Contains(tc.logs[victim].tail(1<<30), "after the next one to apply") {
 		t.Fatal("the restarted broker's applier found the metadata log starting past its state")
+	}
+	// The snapshot transfer shows in the metrics of both ends.
+	if v := mustValue(t, scrape(t, vb), "sluice_raft_snapshots_received_total"); v < 1 {
+		t.Errorf("the restarted broker counts %v snapshots received", v)
+	}
+	sent := 0.0
+	for i := range 3 {
+		if i != victim {
+			sent += mustValue(t, scrape(t, tc.broker(i)), "sluice_raft_snapshots_sent_total")
+		}
+	}
+	if sent < 1 {
+		t.Errorf("the other brokers count %v snapshots sent", sent)
 	}
 }

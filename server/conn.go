@@ -92,8 +92,9 @@ type answer struct {
 	// finish returns the response, waiting for it if need be (a staged
 	// request's second phase); a nil response has none (acks=0).
 	finish  func() (kmsg.Response, error)
-	splices []splice // Fetch records sent from files
-	mem     int64    // request memory to release once answered
+	splices []splice  // Fetch records sent from files
+	mem     int64     // request memory to release once answered
+	start   time.Time // when its bytes were read (zero without metrics)
 }
 
 // panicError is a request's recovered panic: it closes the connection.
@@ -264,9 +265,15 @@ func (cc *clientConn) answer(w *bufio.Writer, a *answer, send bool) (err error) 
 	}()
 	resp, err := a.finish()
 	if err != nil || resp == nil || !send {
+		if err == nil && send {
+			cc.b.metrics.request(a.key, nil, a.start) // acks=0: no response
+		}
 		return err
 	}
 	resp.SetVersion(a.version)
+	// Counted before it is written: a client that has its response
+	// sees it counted.
+	cc.b.metrics.request(a.key, resp, a.start)
 	return cc.write(w, a.corr, a.key, a.version, resp, a.splices)
 }
 
@@ -304,6 +311,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 		return cc.receiveErr(err)
 	}
 	cc.conn.SetReadDeadline(time.Time{})
+	start := cc.b.metrics.now()
 	rd := kbin.Reader{Src: body}
 	key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
 	clientID := rd.NullableString()
@@ -321,7 +329,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	if version < h.minVersion || version > h.maxVersion {
 		if key == kmsg.ApiVersions.Int16() {
 			// KIP-511: answer UNSUPPORTED_VERSION with our versions, in v0.
-			return cc.queue(&answer{corr: corr, key: key, version: 0, finish: ready(apiVersionsUnsupported(cc.b, cc))})
+			return cc.queue(&answer{corr: corr, key: key, version: 0, finish: ready(apiVersionsUnsupported(cc.b, cc)), start: start})
 		}
 		return fmt.Errorf("%w: API %d version %d outside [%d, %d]", errClose, key, version, h.minVersion, h.maxVersion)
 	}
@@ -335,7 +343,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	if err := req.ReadFrom(rd.Src); err != nil {
 		return fmt.Errorf("%w: malformed %s v%d: %v", errClose, kmsg.NameForKey(key), version, err)
 	}
-	a := &answer{corr: corr, key: key, version: version}
+	a := &answer{corr: corr, key: key, version: version, start: start}
 	if h.stage != nil {
 		finish, err := h.stage(ctx, cc.b, cc, req)
 		if err != nil {

@@ -49,11 +49,18 @@ func (b *Broker) Start() error {
 	b.refused = newLogSummary(b.logger, slog.LevelInfo, "server: connections refused: max.connections.per.ip", b.logEvery)
 	b.acceptErrs = newLogSummary(b.logger, slog.LevelError, "sluice: accept failing; retrying", b.logEvery)
 	b.produceErrs = newLogSummary(b.logger, slog.LevelError, "sluice: produce failed (KAFKA_STORAGE_ERROR)", b.logEvery)
+	metricsLn, err := b.listenMetrics()
+	if err != nil {
+		return err
+	}
 	for _, l := range b.cfg.Listeners {
 		ln, err := net.Listen("tcp", l.Addr())
 		if err != nil {
 			for _, ln := range b.lns {
 				ln.Close()
+			}
+			if metricsLn != nil {
+				metricsLn.Close()
 			}
 			b.lns = nil
 			return fmt.Errorf("server: listener %s: %w", l, err)
@@ -88,6 +95,11 @@ func (b *Broker) Start() error {
 	}
 	if b.cl != nil {
 		b.cl.start()
+		b.warnStop, b.warnDone = make(chan struct{}), make(chan struct{})
+		go b.warnDownLoop(b.warnStop, b.warnDone)
+	}
+	if metricsLn != nil {
+		b.serveMetrics(metricsLn)
 	}
 	return nil
 }
@@ -132,6 +144,7 @@ func (b *Broker) acceptLoop(ln net.Listener, listener string) {
 		}
 		b.conns[c] = struct{}{}
 		b.connMu.Unlock()
+		b.metrics.connAccepted()
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()

@@ -348,6 +348,7 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 			CleanerDedupeBufferBytes: b.cleanerDedupeShare(),
 			OnFail:                   r.kickSoon,
 			FileCache:                b.files,
+			OnSync:                   b.metrics.syncObserver(),
 		},
 	})
 	if err != nil {

@@ -36,7 +36,10 @@
 //     clients declare cannot exhaust the broker's memory.
 //
 // sluice.request.receive.timeout.ms is Sluice's own key (Kafka has no
-// broker-side limit on the time a request takes to arrive).
+// broker-side limit on the time a request takes to arrive), and so are
+// metrics.listen (Kafka exposes its metrics through JMX; Sluice serves
+// Prometheus's text format, /healthz, /readyz and the web console on it)
+// and sluice.broker.down.warning.interval.ms.
 //
 // # Synonyms
 //
@@ -472,6 +475,21 @@ type Config struct {
 	// broker setting (Sluice's key).
 	RequestReceiveTimeoutMs int32
 
+	// MetricsListen is the host:port of the broker's HTTP listener:
+	// /metrics (Prometheus's text format), /healthz, /readyz and the web
+	// console under /ui/. Key metrics.listen; host:port (port 0 picks a
+	// free one), or empty for none. Default empty: off. Kafka has no such
+	// key (it exposes JMX); Sluice's.
+	MetricsListen string
+
+	// BrokerDownWarningIntervalMs is how often every broker logs a
+	// warning for each registered broker that has been fenced (down) for
+	// at least that long, naming it and the partitions it leaves
+	// under-replicated; the web console's alerts wait as long. Key
+	// sluice.broker.down.warning.interval.ms; milliseconds, long >= 1.
+	// Default 60000 (1 minute). Sluice's key.
+	BrokerDownWarningIntervalMs int64
+
 	// FetchMaxBytes caps the record bytes of one Fetch response, whatever
 	// the request's MaxBytes (0 or negative asks for the least: one batch).
 	// As KIP-74 requires, the first batch of the first partition with
@@ -695,6 +713,7 @@ func Default() Config {
 		MaxConnectionsPerIP:                 math.MaxInt32,
 		ConnectionsMaxIdleMs:                600000,
 		RequestReceiveTimeoutMs:             30000,
+		BrokerDownWarningIntervalMs:         60000,
 		FetchMaxBytes:                       55 << 20,
 		MinInsyncReplicas:                   1,
 		LogMessageTimestampType:             "CreateTime",

@@ -500,6 +500,10 @@ func TestConnectionKeys(t *testing.T) {
 		{"max.connections.per.ip=0"},      // without overrides
 		{"fetch.max.bytes=1023"},
 		{"sluice.request.receive.timeout.ms=0"},
+		{"metrics.listen=9644"},
+		{"metrics.listen=127.0.0.1:http"},
+		{"metrics.listen=127.0.0.1:70000"},
+		{"sluice.broker.down.warning.interval.ms=0"},
 	} {
 		if _, err := Load("", bad); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -507,6 +511,11 @@ func TestConnectionKeys(t *testing.T) {
 	}
 	if _, err := Load("", []string{"max.connections.per.ip=0", "max.connections.per.ip.overrides=127.0.0.1:10"}); err != nil {
 		t.Fatal(err)
+	}
+	for _, good := range []string{"127.0.0.1:9644", ":9644", "[::1]:0", ""} {
+		if c, err := Load("", []string{"metrics.listen=" + good}); err != nil || c.MetricsListen != good {
+			t.Errorf("metrics.listen=%s: %v", good, err)
+		}
 	}
 }
 

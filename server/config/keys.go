@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -181,6 +182,16 @@ var keyTable = []spec{
 	},
 	intKey("connections.max.idle.ms", func(c *Config) *int64 { return &c.ConnectionsMaxIdleMs }, math.MinInt64, math.MaxInt64),
 	intKey("sluice.request.receive.timeout.ms", func(c *Config) *int32 { return &c.RequestReceiveTimeoutMs }, 1, math.MaxInt32),
+	{
+		name: "metrics.listen",
+		set: func(c *Config, v string) error {
+			c.MetricsListen = strings.TrimSpace(v)
+			return nil
+		},
+		get:   func(c *Config) string { return c.MetricsListen },
+		check: checkMetricsListen,
+	},
+	intKey("sluice.broker.down.warning.interval.ms", func(c *Config) *int64 { return &c.BrokerDownWarningIntervalMs }, 1, math.MaxInt64),
 	intKey("fetch.max.bytes", func(c *Config) *int32 { return &c.FetchMaxBytes }, 1024, math.MaxInt32),
 	topicSynonym(intKey("min.insync.replicas", func(c *Config) *int32 { return &c.MinInsyncReplicas }, 1, math.MaxInt32)),
 	topicSynonym(enumKey("log.message.timestamp.type", func(c *Config) *string { return &c.LogMessageTimestampType }, "CreateTime", "LogAppendTime")),
@@ -646,4 +657,20 @@ func (a keyBits) intersects(b keyBits) bool {
 		}
 	}
 	return false
+}
+
+// checkMetricsListen: metrics.listen is empty or host:port with a port in
+// [0, 65535] (the host may be empty: every interface).
+func checkMetricsListen(c *Config) error {
+	if c.MetricsListen == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(c.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("must be host:port (for example 127.0.0.1:9644), or empty for none: %v", err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("port %q must be an integer in [0, 65535]", port)
+	}
+	return nil
 }
