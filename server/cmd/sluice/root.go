@@ -56,6 +56,19 @@ load tests, partition moves. Every cluster command takes
 	for _, b := range builders {
 		root.AddCommand(b())
 	}
+	// cobra's completion command has no Run, so cobra would answer
+	// "completion" and "completion bsh" with its help and exit 0 (and
+	// `source <(sluice completion bsh)` would source the help): a missing
+	// or unknown shell is a bad command line, as for every other command.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = noArgs
+			c.RunE = func(*cobra.Command, []string) error {
+				return usageErrorf("a shell is required: bash, zsh, fish or powershell")
+			}
+		}
+	}
 	root.AddCommand(&cobra.Command{
 		Use:    "version",
 		Short:  "Print the version",
