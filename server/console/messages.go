@@ -153,7 +153,7 @@ func (c *Console) messages(ctx context.Context, topic string, q url.Values) (any
 		out.From = off
 	case q.Get("timestamp") != "":
 		ms, ok := parseTime(q.Get("timestamp"))
-		if !ok {
+		if !ok || ms < 0 { // ListOffsets reads a negative timestamp as -1 latest, -2 earliest, ...
 			return nil, badRequest("timestamp must be milliseconds since the epoch or RFC 3339")
 		}
 		l, err := adm.ListOffsetsAfterMilli(ctx, ms, topic)
@@ -164,7 +164,9 @@ func (c *Console) messages(ctx context.Context, topic string, q url.Values) (any
 		switch {
 		case !ok || lo.Err != nil:
 			return nil, &apiError{502, fmt.Sprintf("ListOffsets for a timestamp of %s-%d failed", topic, part)}
-		case lo.Offset < 0:
+		case lo.Offset < 0 || lo.Offset >= out.EndOffset:
+			// Kafka answers -1 when no record is at or after the time;
+			// kadm then lists the end offset instead.
 			out.From, out.Note = out.EndOffset, "no record at or after that time"
 		default:
 			out.From = lo.Offset
