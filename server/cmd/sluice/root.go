@@ -58,14 +58,29 @@ load tests, partition moves. Every cluster command takes
 	}
 	// cobra's completion command has no Run, so cobra would answer
 	// "completion" and "completion bsh" with its help and exit 0 (and
-	// `source <(sluice completion bsh)` would source the help): a missing
-	// or unknown shell is a bad command line, as for every other command.
+	// `source <(sluice completion bsh)` would source the help); and its
+	// help command looks its topic up with Find, which (every command
+	// here checking its own arguments) takes "help nosuch" for the root
+	// and prints the root's help, exit 0. A missing or unknown shell or
+	// topic is a bad command line, as for every other command.
 	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
 	for _, c := range root.Commands() {
-		if c.Name() == "completion" {
+		switch c.Name() {
+		case "completion":
 			c.Args = noArgs
 			c.RunE = func(*cobra.Command, []string) error {
 				return usageErrorf("a shell is required: bash, zsh, fish or powershell")
+			}
+		case "help":
+			help := c.Run
+			c.Run = nil
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if _, rest, err := cmd.Root().Find(args); err != nil || len(rest) > 0 {
+					return usageErrorf("no help topic %q", strings.Join(args, " "))
+				}
+				help(cmd, args)
+				return nil
 			}
 		}
 	}
