@@ -27,7 +27,7 @@ type bytesJSON struct {
 	Size      int     `json:"size"` // bytes
 	Truncated bool    `json:"truncated"`
 	Text      *string `json:"text"` // nil: not UTF-8
-	JSON      *string `json:"json"` // nil: not JSON
+	JSON      *string `json:"json"` // nil: not JSON, or too deep to pretty-print (maxIndentBytes)
 	Hex       string  `json:"hex"`  // hex dump (offset, bytes, ASCII)
 }
 
@@ -44,7 +44,7 @@ func render(b []byte) bytesJSON {
 		}
 		out.Text = &s
 	}
-	if len(b) > 0 && len(b) <= 1<<20 && json.Valid(b) {
+	if len(b) > 0 && len(b) <= 1<<20 && json.Valid(b) && indentedSize(b) <= maxIndentBytes {
 		var buf bytes.Buffer
 		if json.Indent(&buf, b, "", "  ") == nil {
 			s := buf.String()
@@ -59,6 +59,48 @@ func render(b []byte) bytesJSON {
 	}
 	out.Hex = hex.Dump(shown)
 	return out
+}
+
+// maxIndentBytes bounds what json.Indent may write for one value: it
+// writes every line's indentation in full, so a small, deeply nested value
+// ("[[[...]]]", 20 KB at encoding/json's depth limit of 10,000) would
+// pretty-print to 200 MB. Such a value is shown as text and hex only.
+const maxIndentBytes = 4 << 20
+
+// indentedSize is an upper bound, in bytes, of json.Indent's output for
+// the valid JSON b with a two-space indent: b, a space after every colon,
+// and a newline and the deepest indentation after every bracket, brace or
+// comma outside strings.
+func indentedSize(b []byte) int {
+	var depth, deepest, colons, breaks int
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+			breaks++
+		case c == ']' || c == '}':
+			depth--
+			breaks++
+		case c == ',':
+			breaks++
+		case c == ':':
+			colons++
+		}
+	}
+	return len(b) + colons + breaks*(1+2*deepest)
 }
 
 type headerJSON struct {
