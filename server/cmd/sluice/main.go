@@ -107,11 +107,13 @@ node listening on 127.0.0.1:9092 with its data in ./data.`)
 
 // newDumpLogCmd and newChaosCmd hand their arguments to their packages'
 // own command lines (tools/dump, tools/chaos), which parse their flags.
+// dump-log takes no context, so SIGINT ends it as any process.
 func newDumpLogCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:                "dump-log [flags] PATH...",
 		Short:              "Print segment, index and snapshot files (as sluice-dump; dump-log -h for its flags)",
 		DisableFlagParsing: true,
+		Annotations:        map[string]string{noSignalContext: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitCode(dump.MainAs("sluice dump-log", args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},

@@ -11,7 +11,8 @@ package main
 //
 // Commands write to cmd.OutOrStdout() and cmd.ErrOrStderr() (tests run
 // the tree in-process), and take cmd.Context(), which SIGINT and SIGTERM
-// cancel.
+// cancel; a command that takes no context says so (noSignalContext), and
+// those signals end it.
 
 import (
 	"context"
@@ -94,12 +95,22 @@ load tests, partition moves. Every cluster command takes
 	return root
 }
 
+// noSignalContext, as a command's annotation, marks a command that never
+// looks at cmd.Context(): run leaves SIGINT and SIGTERM to end it as they
+// end any process (caught for it, they would be ignored: Ctrl-C would not
+// stop it).
+const noSignalContext = "sluice/no-signal-context"
+
 // run runs the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := context.Background()
+	if c, _, err := root.Find(args); err != nil || c.Annotations[noSignalContext] == "" {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
