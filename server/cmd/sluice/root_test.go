@@ -77,8 +77,10 @@ func init() {
 // SIGINT ends a command that takes no context at once (run does not
 // catch it for such a command, which would never stop).
 func TestSIGINTEndsCommandWithoutContext(t *testing.T) {
-	if c := newDumpLogCmd(); c.Annotations[noSignalContext] == "" {
-		t.Errorf("dump-log takes no context but lacks the %s annotation", noSignalContext)
+	for _, c := range []*cobra.Command{newDumpLogCmd(), newChaosCmd()} {
+		if c.Annotations[noSignalContext] == "" {
+			t.Errorf("%s takes no context but lacks the %s annotation", c.Name(), noSignalContext)
+		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "test-wait")
 	cmd.Env = append(os.Environ(), asSluice+"=1")
