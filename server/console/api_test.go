@@ -175,6 +175,7 @@ func TestConsoleAPITopicsAndMessages(t *testing.T) {
 	var msgs struct {
 		StartOffset, EndOffset, From int64
 		More                         bool
+		Note                         string
 		Records                      []struct {
 			Offset     int64
 			Timestamp  int64
@@ -211,9 +212,10 @@ func TestConsoleAPITopicsAndMessages(t *testing.T) {
 		t.Fatalf("from timestamp %d: %+v", r2.Timestamp, msgs)
 	}
 	e.get(fmt.Sprintf("/ui/api/topics/orders/messages?partition=0&timestamp=%d", time.Now().Add(time.Hour).UnixMilli()), 200, &msgs)
-	if len(msgs.Records) != 0 || msgs.From != 3 {
+	if len(msgs.Records) != 0 || msgs.From != 3 || msgs.Note != "no record at or after that time" {
 		t.Fatalf("from the future: %+v", msgs)
 	}
+	e.get("/ui/api/topics/orders/messages?partition=0&timestamp=-2", 400, nil) // not ListOffsets' "earliest"
 	// No offset: the last records; an empty partition: none.
 	e.get("/ui/api/topics/orders/messages?partition=0&limit=2", 200, &msgs)
 	if len(msgs.Records) != 2 || msgs.Records[0].Offset != 1 {

@@ -27,7 +27,7 @@ type bytesJSON struct {
 	Size      int     `json:"size"` // bytes
 	Truncated bool    `json:"truncated"`
 	Text      *string `json:"text"` // nil: not UTF-8
-	JSON      *string `json:"json"` // nil: not JSON
+	JSON      *string `json:"json"` // nil: not JSON, or too deep to pretty-print (maxIndentBytes)
 	Hex       string  `json:"hex"`  // hex dump (offset, bytes, ASCII)
 }
 
@@ -44,7 +44,7 @@ func render(b []byte) bytesJSON {
 		}
 		out.Text = &s
 	}
-	if len(b) > 0 && len(b) <= 1<<20 && json.Valid(b) {
+	if len(b) > 0 && len(b) <= 1<<20 && json.Valid(b) && indentedSize(b) <= maxIndentBytes {
 		var buf bytes.Buffer
 		if json.Indent(&buf, b, "", "  ") == nil {
 			s := buf.String()
@@ -59,6 +59,48 @@ func render(b []byte) bytesJSON {
 	}
 	out.Hex = hex.Dump(shown)
 	return out
+}
+
+// maxIndentBytes bounds what json.Indent may write for one value: it
+// writes every line's indentation in full, so a small, deeply nested value
+// ("[[[...]]]", 20 KB at encoding/json's depth limit of 10,000) would
+// pretty-print to 200 MB. Such a value is shown as text and hex only.
+const maxIndentBytes = 4 << 20
+
+// indentedSize is an upper bound, in bytes, of json.Indent's output for
+// the valid JSON b with a two-space indent: b, a space after every colon,
+// and a newline and the deepest indentation after every bracket, brace or
+// comma outside strings.
+func indentedSize(b []byte) int {
+	var depth, deepest, colons, breaks int
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+			breaks++
+		case c == ']' || c == '}':
+			depth--
+			breaks++
+		case c == ',':
+			breaks++
+		case c == ':':
+			colons++
+		}
+	}
+	return len(b) + colons + breaks*(1+2*deepest)
 }
 
 type headerJSON struct {
@@ -153,7 +195,7 @@ func (c *Console) messages(ctx context.Context, topic string, q url.Values) (any
 		out.From = off
 	case q.Get("timestamp") != "":
 		ms, ok := parseTime(q.Get("timestamp"))
-		if !ok {
+		if !ok || ms < 0 { // ListOffsets reads a negative timestamp as -1 latest, -2 earliest, ...
 			return nil, badRequest("timestamp must be milliseconds since the epoch or RFC 3339")
 		}
 		l, err := adm.ListOffsetsAfterMilli(ctx, ms, topic)
@@ -164,7 +206,9 @@ func (c *Console) messages(ctx context.Context, topic string, q url.Values) (any
 		switch {
 		case !ok || lo.Err != nil:
 			return nil, &apiError{502, fmt.Sprintf("ListOffsets for a timestamp of %s-%d failed", topic, part)}
-		case lo.Offset < 0:
+		case lo.Offset < 0 || lo.Offset >= out.EndOffset:
+			// Kafka answers -1 when no record is at or after the time;
+			// kadm then lists the end offset instead.
 			out.From, out.Note = out.EndOffset, "no record at or after that time"
 		default:
 			out.From = lo.Offset

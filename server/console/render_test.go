@@ -1,6 +1,9 @@
 package console
 
 import (
+	"bytes"
+	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -66,5 +69,36 @@ func TestDeriveAlerts(t *testing.T) {
 	}
 	if got := deriveAlerts(kadm.Metadata{Controller: 1, Brokers: kadm.BrokerDetails{{NodeID: 1}}}); len(got) != 0 {
 		t.Fatalf("healthy: %+v", got)
+	}
+}
+
+// A small, deeply nested JSON value is not pretty-printed: json.Indent
+// would write 200 MB for these 20 KB.
+func TestRenderDeepJSON(t *testing.T) {
+	deep := []byte(strings.Repeat("[", 9999) + strings.Repeat("]", 9999))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := render(deep)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Errorf("rendering %d bytes of nested JSON allocated %d MiB", len(deep), n>>20)
+	}
+	if r.JSON != nil || r.Text == nil || !r.Truncated {
+		t.Errorf("deep JSON: json %v, text %v, truncated %v; want text only", r.JSON != nil, r.Text != nil, r.Truncated)
+	}
+	// The bound is an upper bound of what Indent writes, and a large
+	// shallow value still pretty-prints.
+	for _, s := range []string{`{"a":[1,2,{"b":"x,y[z]\"{"}],"c":{}}`, `[[[]]]`, `"a"`, `[1, 2]`} {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, []byte(s), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got := indentedSize([]byte(s)); got < buf.Len() {
+			t.Errorf("indentedSize(%s) = %d, but Indent writes %d bytes", s, got, buf.Len())
+		}
+	}
+	wide := []byte("[" + strings.Repeat("1,", 300000) + "1]")
+	if r := render(wide); r.JSON == nil || !strings.HasPrefix(*r.JSON, "[\n  1,\n  1,") {
+		t.Errorf("a 600 KB flat array is not pretty-printed")
 	}
 }

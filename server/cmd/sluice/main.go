@@ -107,11 +107,14 @@ node listening on 127.0.0.1:9092 with its data in ./data.`)
 
 // newDumpLogCmd and newChaosCmd hand their arguments to their packages'
 // own command lines (tools/dump, tools/chaos), which parse their flags.
+// Neither takes cmd.Context() (chaos catches SIGINT itself while it runs
+// clusters), so SIGINT ends them as any process.
 func newDumpLogCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:                "dump-log [flags] PATH...",
 		Short:              "Print segment, index and snapshot files (as sluice-dump; dump-log -h for its flags)",
 		DisableFlagParsing: true,
+		Annotations:        map[string]string{noSignalContext: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitCode(dump.MainAs("sluice dump-log", args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
@@ -123,6 +126,7 @@ func newChaosCmd() *cobra.Command {
 		Use:                "chaos [--seed N] [--time-limit D] [--faults K,...]",
 		Short:              "Run the fault runner on a local cluster of this binary (chaos -h for its flags)",
 		DisableFlagParsing: true,
+		Annotations:        map[string]string{noSignalContext: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitCode(chaosCmd(args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},

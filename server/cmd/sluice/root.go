@@ -11,7 +11,8 @@ package main
 //
 // Commands write to cmd.OutOrStdout() and cmd.ErrOrStderr() (tests run
 // the tree in-process), and take cmd.Context(), which SIGINT and SIGTERM
-// cancel.
+// cancel; a command that takes no context says so (noSignalContext), and
+// those signals end it.
 
 import (
 	"context"
@@ -56,6 +57,34 @@ load tests, partition moves. Every cluster command takes
 	for _, b := range builders {
 		root.AddCommand(b())
 	}
+	// cobra's completion command has no Run, so cobra would answer
+	// "completion" and "completion bsh" with its help and exit 0 (and
+	// `source <(sluice completion bsh)` would source the help); and its
+	// help command looks its topic up with Find, which (every command
+	// here checking its own arguments) takes "help nosuch" for the root
+	// and prints the root's help, exit 0. A missing or unknown shell or
+	// topic is a bad command line, as for every other command.
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "completion":
+			c.Args = noArgs
+			c.RunE = func(*cobra.Command, []string) error {
+				return usageErrorf("a shell is required: bash, zsh, fish or powershell")
+			}
+		case "help":
+			help := c.Run
+			c.Run = nil
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if _, rest, err := cmd.Root().Find(args); err != nil || len(rest) > 0 {
+					return usageErrorf("no help topic %q", strings.Join(args, " "))
+				}
+				help(cmd, args)
+				return nil
+			}
+		}
+	}
 	root.AddCommand(&cobra.Command{
 		Use:    "version",
 		Short:  "Print the version",
@@ -66,12 +95,22 @@ load tests, partition moves. Every cluster command takes
 	return root
 }
 
+// noSignalContext, as a command's annotation, marks a command that never
+// looks at cmd.Context(): run leaves SIGINT and SIGTERM to end it as they
+// end any process (caught for it, they would be ignored: Ctrl-C would not
+// stop it).
+const noSignalContext = "sluice/no-signal-context"
+
 // run runs the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := context.Background()
+	if c, _, err := root.Find(args); err != nil || c.Annotations[noSignalContext] == "" {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0

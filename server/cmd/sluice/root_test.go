@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// The shell completion command: a script for a known shell, a bad command
+// line (exit 2, nothing on stdout to source) for a missing or unknown one;
+// the help command likewise for a topic that is no command.
+func TestCompletionAndHelp(t *testing.T) {
+	code, stdout, _ := sluice(t, "completion", "bash")
+	if code != 0 || !strings.Contains(stdout, "bash completion") {
+		t.Errorf("completion bash: exit %d, stdout %.80q", code, stdout)
+	}
+	for _, args := range [][]string{{"help"}, {"help", "reassign", "plan"}, {"help", "dump-log"}} {
+		if code, stdout, _ := sluice(t, args...); code != 0 || !strings.Contains(stdout, "Usage:") {
+			t.Errorf("sluice %s: exit %d, stdout %.80q", strings.Join(args, " "), code, stdout)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"completion"}, "a shell is required: bash, zsh, fish or powershell"},
+		{[]string{"completion", "bsh"}, `unknown command "bsh"`},
+		{[]string{"help", "nosuch"}, `no help topic "nosuch"`},
+		{[]string{"help", "reassign", "nosuch"}, `no help topic "reassign nosuch"`},
+	} {
+		code, stdout, stderr := sluice(t, tc.args...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("sluice %s: exit %d, stdout %.80q, stderr %q; want exit 2, no stdout, %q",
+				strings.Join(tc.args, " "), code, stdout, stderr, tc.want)
+		}
+	}
+}
+
+// asSluice, when set in the environment, makes the test binary run
+// sluice with its arguments after "--" (a child process of a test).
+const asSluice = "SLUICE_TEST_RUN_AS_SLUICE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asSluice) != "" {
+		for i, a := range os.Args {
+			if a == "--" {
+				os.Exit(run(os.Args[i+1:], os.Stdout, os.Stderr))
+			}
+		}
+		os.Exit(3)
+	}
+	os.Exit(m.Run())
+}
+
+func init() {
+	// test-wait stands for a command that takes no context (dump-log): it
+	// says it is running, then blocks.
+	register(func() *cobra.Command {
+		return &cobra.Command{
+			Use: "test-wait", Hidden: true, Annotations: map[string]string{noSignalContext: "yes"},
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				fmt.Fprintln(cmd.OutOrStdout(), "running")
+				time.Sleep(time.Hour)
+				return nil
+			},
+		}
+	})
+}
+
+// SIGINT ends a command that takes no context at once (run does not
+// catch it for such a command, which would never stop).
+func TestSIGINTEndsCommandWithoutContext(t *testing.T) {
+	for _, c := range []*cobra.Command{newDumpLogCmd(), newChaosCmd()} {
+		if c.Annotations[noSignalContext] == "" {
+			t.Errorf("%s takes no context but lacks the %s annotation", c.Name(), noSignalContext)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "test-wait")
+	cmd.Env = append(os.Environ(), asSluice+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "running\n" {
+		t.Fatalf("the child printed %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+			t.Errorf("the child ended with %v, want killed by SIGINT", cmd.ProcessState)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the child still runs 10 s after SIGINT")
+	}
+}
