@@ -5,6 +5,8 @@
 #
 #   node N (1..3)  PLAINTEXT://127.0.0.1:909(1+N)   clients (9092, 9093, 9094)
 #                  CONTROLLER://127.0.0.1:919(1+N)  the controller quorum (9192, 9193, 9194)
+#   node N (any)   http://127.0.0.1:964(3+N)        metrics.listen: /metrics, /healthz, /readyz and
+#                                                   the web console at /ui/ (9644, 9645, ...)
 #   node N (4, 5)  PLAINTEXT://127.0.0.1:909(1+N)   clients (9095, 9096); process.roles=broker,
 #                                                   no controller listener: it registers with
 #                                                   the quorum of nodes 1-3 and starts empty
@@ -59,6 +61,7 @@ die() {
 
 client_port() { echo $((9091 + $1)); }
 controller_port() { echo $((9191 + $1)); }
+metrics_port() { echo $((9643 + $1)); }
 node_dir() { echo "$cluster_dir/node$1"; }
 pid_file() { echo "$(node_dir "$1")/sluice.pid"; }
 log_file() { echo "$(node_dir "$1")/sluice.log"; }
@@ -146,6 +149,7 @@ flags() {
 		--set "controller.listener.names=CONTROLLER" \
 		--set "controller.quorum.voters=$voters" \
 		--set "log.dirs=$(node_dir "$n")" \
+		--set "metrics.listen=127.0.0.1:$(metrics_port "$n")" \
 		--set "default.replication.factor=3" \
 		--set "min.insync.replicas=2"
 }
@@ -307,7 +311,7 @@ status() {
 			port_open "$(client_port "$n")" && state="listening"
 			role="controller 127.0.0.1:$(controller_port "$n")"
 			is_broker_only "$n" && role="broker only"
-			echo "node $n: running, pid $pid, $state on 127.0.0.1:$(client_port "$n") ($role)"
+			echo "node $n: running, pid $pid, $state on 127.0.0.1:$(client_port "$n") ($role), console http://127.0.0.1:$(metrics_port "$n")/ui/"
 		elif [ -f "$(pid_file "$n")" ]; then
 			echo "node $n: dead (stale pid file: pid $(cat "$(pid_file "$n")"))"
 		else
