@@ -427,6 +427,9 @@ func consume(ctx context.Context, a *admin, cf *clusterFlags, o consumeOptions, 
 		kgo.ClientID(o.clientID),
 		kgo.DialTimeout(min(cf.timeout, 10*time.Second)),
 		kgo.FetchIsolationLevel(o.isolation),
+		// librdkafka's (kcat's) fetch.wait.max.ms: a long poll ends
+		// soon after the command does.
+		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
 	if o.group != "" {
 		opts = append(opts,

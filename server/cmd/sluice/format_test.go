@@ -29,10 +29,11 @@ import (
 var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")
 
 // startSluice starts a single-node Sluice broker and returns its
-// --bootstrap-server.
+// --bootstrap-server. Groups rebalance at once, and __consumer_offsets
+// has one partition (closing fifty fsyncs each).
 func startSluice(t *testing.T, sets ...string) string {
 	t.Helper()
-	sets = append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir()}, sets...)
+	sets = append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir(), "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1"}, sets...)
 	cfg, err := config.Load("", sets)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProduceConsume produces with sluice produce and reads back with
+// sluice consume, against Sluice and kfake: the output is the same golden
+// file for both.
+func TestProduceConsume(t *testing.T) {
+	servers(t, func(t *testing.T, bs string) {
+		b := []string{"--bootstrap-server", bs}
+		mustSluice(t, append([]string{"topic", "create", "--topic", "events", "--partitions", "2"}, b...)...)
+
+		code, _, errOut := sluiceIn(t, "k1:v1\nk2:v2:with:colons\n:empty key\n", append([]string{"produce", "--topic", "events", "--partition", "0",
+			"--key-separator", ":", "--header", "src=test", "--header", "n=1", "--compression", "lz4"}, b...)...)
+		if code != 0 {
+			t.Fatalf("produce: exit %d", code)
+		}
+		wantContains(t, "produce stderr", errOut, "Produced 3 of 3 records to topic events.")
+		before := time.Now().UnixMilli()
+		code, _, _ = sluiceIn(t, "plain one\nplain two\r\n", append([]string{"produce", "--topic", "events", "--partition", "1", "--acks", "1", "--compression", "zstd"}, b...)...)
+		if code != 0 {
+			t.Fatalf("produce: exit %d", code)
+		}
+		after := time.Now().UnixMilli()
+
+		format := `%t/%p@%o key=%k(%K) value=%v(%S) headers=[%h]\n`
+		out := mustSluice(t, append([]string{"consume", "--topic", "events", "-e", "--format", format}, b...)...)
+		// Partitions interleave in any order; each one's records are in order.
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		var p0, p1 []string
+		for _, l := range lines {
+			if strings.HasPrefix(l, "events/0@") {
+				p0 = append(p0, l)
+			} else {
+				p1 = append(p1, l)
+			}
+		}
+		golden(t, "consume_format", strings.Join(append(p0, p1...), "\n")+"\n")
+
+		// One partition, from an offset, a count.
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--partition", "0", "--offset", "1", "-n", "1", "--format", `%o %v\n`}, b...)...)
+		if out != "1 v2:with:colons\n" {
+			t.Errorf("--offset 1 -n 1: %q", out)
+		}
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--partition", "0", "--offset", "-1", "-e"}, b...)...)
+		if out != "empty key\n" {
+			t.Errorf("--offset -1 -e: %q", out)
+		}
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--offset", "latest", "-e"}, b...)...)
+		if out != "" {
+			t.Errorf("--offset latest -e: %q", out)
+		}
+
+		// Timestamps: %T is the record's (CreateTime, set by the producer),
+		// and --timestamp finds the first at or after a time.
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--partition", "1", "-e", "--format", `%T\n`}, b...)...)
+		for _, f := range strings.Fields(out) {
+			ms, err := strconv.ParseInt(f, 10, 64)
+			if err != nil || ms < before-1000 || ms > after+1000 {
+				t.Errorf("%%T %q is not between %d and %d", f, before, after)
+			}
+		}
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--partition", "1", "-e", "--timestamp", strconv.FormatInt(after+60_000, 10)}, b...)...)
+		if out != "" {
+			t.Errorf("--timestamp after every record: %q", out)
+		}
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--partition", "1", "-e", "--timestamp", time.UnixMilli(before - 60_000).UTC().Format(time.RFC3339)}, b...)...)
+		if out != "plain one\nplain two\n" {
+			t.Errorf("--timestamp before every record: %q", out)
+		}
+
+		// JSON lines.
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--partition", "0", "-e", "--json"}, b...)...)
+		var recs []jsonRecord
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var r jsonRecord
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatalf("--json line %q: %v", l, err)
+			}
+			recs = append(recs, r)
+		}
+		if len(recs) != 3 || *recs[0].Key != "k1" || *recs[0].Value != "v1" || len(recs[0].Headers) != 2 || recs[0].Headers[0] != (jsonHeader{"src", "test"}) || *recs[2].Key != "" {
+			t.Errorf("--json: %+v", recs)
+		}
+
+		// A group commits what it printed: a second run has nothing left.
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--group", "readers", "-e"}, b...)...)
+		if n := strings.Count(out, "\n"); n != 5 {
+			t.Errorf("group consume printed %d records, want 5:\n%s", n, out)
+		}
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--group", "readers", "-e"}, b...)...)
+		if out != "" {
+			t.Errorf("second group consume: %q", out)
+		}
+		out = mustSluice(t, append([]string{"group", "describe", "--group", "readers", "--json"}, b...)...)
+		var groups []groupInfo
+		if err := json.Unmarshal([]byte(out), &groups); err != nil || len(groups) != 1 {
+			t.Fatalf("group describe --json: %v %s", err, out)
+		}
+		for _, p := range groups[0].Partitions {
+			if p.Lag != 0 || p.CurrentOffset != p.LogEndOffset {
+				t.Errorf("after group consume: %+v", p)
+			}
+		}
+
+		// Failures.
+		wantExit(t, 1, append([]string{"consume", "--topic", "missing", "-e"}, b...), "topic missing: UNKNOWN_TOPIC_OR_PARTITION", "hint:")
+		wantExit(t, 1, append([]string{"consume", "--topic", "events", "--partition", "9", "-e"}, b...), "events-9: UNKNOWN_TOPIC_OR_PARTITION")
+	})
+}
+
+func TestProduceFailures(t *testing.T) {
+	bs := startSluice(t)
+	b := []string{"--bootstrap-server", bs}
+	mustSluice(t, append([]string{"topic", "create", "--topic", "t", "--partitions", "1"}, b...)...)
+	code, _, errOut := sluiceIn(t, "k:v\nno separator\n", append([]string{"produce", "--topic", "t", "--key-separator", ":"}, b...)...)
+	if code != 1 {
+		t.Errorf("a line without the separator: exit %d", code)
+	}
+	wantContains(t, "stderr", errOut, "line 2 has no key separator", "Produced 1 of 1 records")
+	code, _, errOut = sluiceIn(t, "v\n", append([]string{"produce", "--topic", "t", "--partition", "5"}, b...)...)
+	if code != 1 {
+		t.Errorf("a partition the topic lacks: exit %d", code)
+	}
+	wantContains(t, "stderr", errOut, "Produced 0 of 1 records", "1 records failed")
+	for _, args := range [][]string{
+		{"produce"},
+		{"produce", "--topic", "t", "--acks", "2"},
+		{"produce", "--topic", "t", "--compression", "brotli"},
+		{"produce", "--topic", "t", "--header", "novalue"},
+		{"consume"},
+		{"consume", "--topic", "t", "--offset", "soon"},
+		{"consume", "--topic", "t", "--format", "%q"},
+		{"consume", "--topic", "t", "--group", "g", "--partition", "0"},
+		{"consume", "--topic", "t", "--offset", "1", "--timestamp", "5"},
+	} {
+		code, _, errOut := sluiceIn(t, "", append(args, b...)...)
+		if code != 2 || !strings.Contains(errOut, "-h for help") {
+			t.Errorf("sluice %s: exit %d, %q; want 2 and a usage line", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
+
+func TestProduceFromFile(t *testing.T) {
+	bs := startSluice(t)
+	b := []string{"--bootstrap-server", bs}
+	mustSluice(t, append([]string{"topic", "create", "--topic", "t", "--partitions", "1"}, b...)...)
+	file := writeFile(t, "one\ntwo\nthree") // no final newline
+	mustSluice(t, append([]string{"produce", "--topic", "t", "--file", file}, b...)...)
+	if out := mustSluice(t, append([]string{"consume", "--topic", "t", "-e", "--format", `%o:%v,`}, b...)...); out != "0:one,1:two,2:three," {
+		t.Errorf("consume: %q", out)
+	}
+}
