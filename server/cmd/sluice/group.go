@@ -832,7 +832,10 @@ func planGroupReset(ctx context.Context, a *admin, lists *offsetLists, group str
 		return nil, &errGroupActive{group, d.State}
 	}
 	committed, err := a.adm.FetchOffsets(cctx, group)
-	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+	switch {
+	case errors.Is(err, kerr.GroupIDNotFound): // no group yet: no commits
+		committed = nil
+	case err != nil:
 		return nil, fmt.Errorf("OffsetFetch: %w", unwrapKadm(err))
 	}
 	if parts == nil { // --all-topics
@@ -851,6 +854,7 @@ func planGroupReset(ctx context.Context, a *admin, lists *offsetLists, group str
 			cur = o.At
 		}
 		var off int64
+		var err error
 		switch spec.kind {
 		case resetEarliest:
 			off, err = lists.lookup(ctx, "start", 0, p)
