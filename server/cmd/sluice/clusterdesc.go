@@ -48,9 +48,9 @@ type clusterInfo struct {
 	ClusterID    string       `json:"cluster_id"`
 	Controller   int32        `json:"controller"` // -1: none known
 	Brokers      []brokerInfo `json:"brokers"`
-	FencedKnown  bool         `json:"fenced_known"` // the cluster reports fenced brokers (DescribeCluster v2+)
-	Source       string       `json:"source"`       // DescribeCluster vN or Metadata vN
-	FencedBroker []int32      `json:"fenced_brokers"`
+	FencedKnown  bool         `json:"fenced_known"`   // the cluster reports fenced brokers (DescribeCluster v2+)
+	Source       string       `json:"source"`         // DescribeCluster vN or Metadata vN
+	FencedBroker []int32      `json:"fenced_brokers"` // null when not known
 }
 
 func newClusterDescribeCmd() *cobra.Command {
@@ -125,7 +125,10 @@ func describeCluster(ctx context.Context, a *admin) (*clusterInfo, error) {
 	info := &clusterInfo{
 		ClusterID: resp.ClusterID, Controller: resp.ControllerID,
 		FencedKnown: resp.Version >= 2, Source: fmt.Sprintf("DescribeCluster v%d", resp.Version),
-		Brokers: []brokerInfo{}, FencedBroker: []int32{},
+		Brokers: []brokerInfo{},
+	}
+	if info.FencedKnown {
+		info.FencedBroker = []int32{}
 	}
 	for _, b := range resp.Brokers {
 		bi := brokerInfo{ID: b.NodeID, Host: b.Host, Port: b.Port}
@@ -155,7 +158,7 @@ func describeClusterMetadata(ctx context.Context, a *admin) (*clusterInfo, error
 	if err != nil {
 		return nil, fmt.Errorf("Metadata: %w", err)
 	}
-	info := &clusterInfo{Controller: resp.ControllerID, Source: fmt.Sprintf("Metadata v%d", resp.Version), Brokers: []brokerInfo{}, FencedBroker: []int32{}}
+	info := &clusterInfo{Controller: resp.ControllerID, Source: fmt.Sprintf("Metadata v%d", resp.Version), Brokers: []brokerInfo{}}
 	if resp.ClusterID != nil {
 		info.ClusterID = *resp.ClusterID
 	}
