@@ -103,7 +103,8 @@ func newConsumeCmd() *cobra.Command {
 	c := command("consume --topic T [--partition P]... [--offset earliest|latest|N|-N | --timestamp T] [--group G] [--format FMT | --json] [-e] [-n COUNT]", `Prints a topic's records to stdout, as kcat -C does: from the earliest
 offset (the default), the latest, an offset (N; -N for N before the end)
 or the first at or after a time (--timestamp: ms since the epoch, or RFC
-3339). With --group it consumes as a member of that consumer group:
+3339; no record after it: the end); an offset outside the log is moved to
+its start or end. With --group it consumes as a member of that consumer group:
 partitions are shared with the group's other members, a committed offset
 wins over --offset, and the offsets of the records printed are committed.
 -e exits once every partition read has reached the log end offset it had
@@ -374,11 +375,8 @@ func startPositions(ctx context.Context, a *admin, o consumeOptions, parts []int
 			at = s.Offset
 		case startLatest:
 			at = e.Offset
-		case startOffset:
-			at = o.start.n
-			if at > e.Offset || at < s.Offset { // out of range: the consumer resets to the start
-				at = s.Offset
-			}
+		case startOffset: // kept within the log, as kcat's offset reset does
+			at = min(max(o.start.n, s.Offset), e.Offset)
 		case startFromEnd:
 			at = max(e.Offset-o.start.n, s.Offset)
 		case startTime:
@@ -413,7 +411,10 @@ func consume(ctx context.Context, a *admin, cf *clusterFlags, o consumeOptions, 
 		parts = slices.Sorted(slices.Values(o.partitions))
 	}
 	state := &consumeState{pos: map[tp]int64{}, end: map[tp]int64{}, assigned: map[tp]bool{}}
-	if o.exitAtEnd {
+	// Alone, the consumer starts at offsets resolved here (so an offset
+	// outside the log is clamped to it); in a group, at the group's
+	// commits, else the reset offset. -e needs the positions either way.
+	if o.exitAtEnd || o.group == "" {
 		if state.pos, state.end, err = startPositions(ctx, a, o, parts); err != nil {
 			return err
 		}
@@ -456,7 +457,7 @@ func consume(ctx context.Context, a *admin, cf *clusterFlags, o consumeOptions, 
 	} else {
 		offsets := map[int32]kgo.Offset{}
 		for _, p := range parts {
-			offsets[p] = o.start.kgoOffset()
+			offsets[p] = kgo.NewOffset().At(state.pos[tp{o.topic, p}])
 			state.assigned[tp{o.topic, p}] = true
 		}
 		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{o.topic: offsets}))

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -55,6 +58,14 @@ func TestProduceConsume(t *testing.T) {
 		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--offset", "latest", "-e"}, b...)...)
 		if out != "" {
 			t.Errorf("--offset latest -e: %q", out)
+		}
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--partition", "0", "--offset", "100", "-e"}, b...)...)
+		if out != "" {
+			t.Errorf("--offset 100 (beyond the end) -e: %q", out)
+		}
+		out = mustSluice(t, append([]string{"consume", "--topic", "events", "--partition", "1", "--offset", "-5", "-e"}, b...)...)
+		if out != "plain one\nplain two\n" {
+			t.Errorf("--offset -5 (before the start) -e: %q", out)
 		}
 
 		// Timestamps: %T is the record's (CreateTime, set by the producer),
@@ -155,5 +166,59 @@ func TestProduceFromFile(t *testing.T) {
 	mustSluice(t, append([]string{"produce", "--topic", "t", "--file", file}, b...)...)
 	if out := mustSluice(t, append([]string{"consume", "--topic", "t", "-e", "--format", `%o:%v,`}, b...)...); out != "0:one,1:two,2:three," {
 		t.Errorf("consume: %q", out)
+	}
+}
+
+// syncBuffer is a buffer a command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestConsumeFollows: without -e or -n, consume prints records as they
+// arrive until it is interrupted, which is not a failure.
+func TestConsumeFollows(t *testing.T) {
+	bs := startSluice(t)
+	mustSluice(t, "topic", "create", "--topic", "live", "--partitions", "1", "--bootstrap-server", bs)
+	var stdout, stderr syncBuffer
+	root := newRoot(&stdout, &stderr)
+	root.SetArgs([]string{"consume", "--topic", "live", "--offset", "latest", "--bootstrap-server", bs})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int)
+	go func() {
+		cmd, err := root.ExecuteContextC(ctx)
+		done <- finish(cmd.CommandPath(), err, &stderr)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for n := 0; !strings.Contains(stdout.String(), "hello\n"); n++ {
+		// The consumer may start after the first records: send until one
+		// arrives.
+		produceRecords(t, bs, "live", 0, "hello")
+		if time.Now().After(deadline) {
+			t.Fatalf("consume printed %q", stdout.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("interrupted consume: exit %d, stderr %q", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("consume did not stop when interrupted")
 	}
 }
