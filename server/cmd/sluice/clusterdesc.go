@@ -54,8 +54,8 @@ type clusterInfo struct {
 }
 
 func newClusterDescribeCmd() *cobra.Command {
-	c := command("describe [--json]", `Prints the cluster id, the controller, and every broker with its
-address, rack and whether it is fenced (DescribeCluster; Metadata where
+	c := command("describe [--json]", `Prints the cluster id, the controller and the brokers. Every broker with
+its address, rack and whether it is fenced (DescribeCluster; Metadata where
 the cluster has no DescribeCluster). Fenced brokers are reported only by
 DescribeCluster v2+ (KIP-1073): otherwise the command prints
 "fenced brokers: unknown (the cluster does not report them)".`)

@@ -100,7 +100,7 @@ type consumeOptions struct {
 }
 
 func newConsumeCmd() *cobra.Command {
-	c := command("consume --topic T [--partition P]... [--offset earliest|latest|N|-N | --timestamp T] [--group G] [--format FMT | --json] [-e] [-n COUNT]", `Prints a topic's records to stdout, as kcat -C does: from the earliest
+	c := command("consume --topic T [--partition P]... [--offset earliest|latest|N|-N | --timestamp T] [--group G] [--format FMT | --json] [-e] [-n COUNT]", `Prints a topic's records. As kcat -C does: from the earliest
 offset (the default), the latest, an offset (N; -N for N before the end)
 or the first at or after a time (--timestamp: ms since the epoch, or RFC
 3339; no record after it: the end); an offset outside the log is moved to
@@ -118,7 +118,7 @@ when the command started (with --group, every partition assigned to it);
 	offset := fs.String("offset", "earliest", "where to start: `earliest|latest|N|-N`")
 	ts := fs.String("timestamp", "", "start at the first record at or after this `time` (ms, or RFC 3339)")
 	group := fs.String("group", "", "consume as a member of this consumer `group`")
-	format := fs.String("format", `%v\n`, "how to print each record (see above)")
+	format := fs.String("format", `%v\n`, "how to print each record: `FMT` (see above)")
 	jsonOut := fs.Bool("json", false, "print each record as a line of JSON")
 	exitAtEnd := fs.BoolP("exit", "e", false, "exit at the end of the partitions")
 	count := fs.Int64P("count", "n", 0, "exit after `COUNT` records")

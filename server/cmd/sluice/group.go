@@ -88,7 +88,7 @@ func (g *groupFlags) resolve(ctx context.Context, a *admin) ([]string, error) {
 }
 
 func newGroupListCmd() *cobra.Command {
-	c := command("list [--state S]... [--json]", `Lists the groups of the cluster (ListGroups), sorted, with their state and
+	c := command("list [--state S]... [--json]", `Lists the groups of the cluster (ListGroups). Sorted, with their state and
 protocol type. --state keeps only groups in that state (Stable, Empty,
 PreparingRebalance, CompletingRebalance, Dead; repeatable).`)
 	states := c.Flags().StringArray("state", nil, "only groups in this `state` (repeatable)")
@@ -163,7 +163,8 @@ type groupInfo struct {
 }
 
 func newGroupDescribeCmd() *cobra.Command {
-	c := command("describe --group G... | --all-groups [--members | --state] [--json]", `Describes groups as kafka-consumer-groups.sh --describe: for every
+	c := command("describe --group G... | --all-groups [--members | --state] [--json]", `Describes groups: offsets, lag and members. As
+kafka-consumer-groups.sh --describe: for every
 partition the group has committed offsets for or is assigned, its current
 (committed) offset, log end offset and lag, and the member consuming it;
 a member with no partitions gets a row of its own. --members prints the
@@ -474,7 +475,7 @@ func resolvePartitions(ctx context.Context, a *admin, specs []topicSpec) ([]tp, 
 
 func newGroupDeleteOffsetsCmd() *cobra.Command {
 	c := command("delete-offsets --group G --topic T[:P,P]...", `Deletes a group's committed offsets of topics or partitions
-(OffsetDelete), as kafka-consumer-groups.sh --delete-offsets. Kafka
+(OffsetDelete). As kafka-consumer-groups.sh --delete-offsets. Kafka
 refuses (GROUP_SUBSCRIBED_TO_TOPIC) while a member of the group is
 subscribed to the topic. Prints each partition's status.`)
 	fs := c.Flags()
@@ -609,8 +610,8 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 func newGroupResetOffsetsCmd() *cobra.Command {
-	c := command("reset-offsets --group G... | --all-groups --topic T[:P,P]... | --all-topics --to-earliest|--to-latest|--to-current|--to-offset N|--to-datetime T|--shift-by N|--by-duration D [--dry-run | --execute]", `Resets groups' committed offsets, as kafka-consumer-groups.sh
---reset-offsets: it prints the plan (GROUP TOPIC PARTITION NEW-OFFSET),
+	c := command("reset-offsets --group G... | --all-groups --topic T[:P,P]... | --all-topics --to-earliest|--to-latest|--to-current|--to-offset N|--to-datetime T|--shift-by N|--by-duration D [--dry-run | --execute]", `Resets groups' committed offsets (a dry run without --execute). As
+kafka-consumer-groups.sh --reset-offsets, it prints the plan (GROUP TOPIC PARTITION NEW-OFFSET),
 and with --execute commits it (OffsetCommit); without --execute it is a
 dry run. Only an inactive group (state Empty, or no group yet) is reset:
 Kafka refuses while members are active. --topic T resets every partition

@@ -35,8 +35,8 @@ type produceOptions struct {
 }
 
 func newProduceCmd() *cobra.Command {
-	c := command("produce --topic T [--key-separator SEP] [--header k=v]... [--partition P] [--compression C] [--acks all|1|0] [--file FILE]", `Produces one record per line of stdin (or of --file) to a topic,
-as kafka-console-producer.sh does. With --key-separator each line is
+	c := command("produce --topic T [--key-separator SEP] [--header k=v]... [--partition P] [--compression C] [--acks all|1|0] [--file FILE]", `Produces one record per line of stdin (or of --file) to a topic. As
+kafka-console-producer.sh does it. With --key-separator each line is
 KEY SEP VALUE, split at the first SEP (a line without it is a failure);
 without, the line is the value and the key is null. Every record gets
 the --header headers. --partition sends every record to one partition

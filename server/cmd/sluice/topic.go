@@ -128,7 +128,7 @@ partition count and replication factor itself.`)
 }
 
 func newTopicListCmd() *cobra.Command {
-	c := command("list [--internal] [--json]", `Lists the topics (Metadata), one a line, sorted; internal topics
+	c := command("list [--internal] [--json]", `Lists the topics (Metadata). One a line, sorted; internal topics
 (__consumer_offsets) only with --internal. --json adds each topic's
 partition count, replication factor and id.`)
 	internal := c.Flags().Bool("internal", false, "list internal topics too")
@@ -213,7 +213,8 @@ type topicInfo struct {
 }
 
 func newTopicDescribeCmd() *cobra.Command {
-	c := command("describe [--topic T]... [--json]", `Describes topics (every topic without --topic): id, partition count,
+	c := command("describe [--topic T]... [--json]", `Describes topics: partitions, offsets, sizes and configs. Every topic
+without --topic: id, partition count,
 replication factor, the configs set on the topic (those that differ from
 the cluster's defaults: source TOPIC_CONFIG), and each partition's leader,
 leader epoch, replicas, ISR, offline replicas, log start and end offsets
@@ -446,7 +447,7 @@ func orUnknown(n int64) string {
 }
 
 func newTopicAlterCmd() *cobra.Command {
-	c := command("alter --topic T [--config k=v]... [--delete-config k]...", `Sets and removes topic configs (IncrementalAlterConfigs), as
+	c := command("alter --topic T [--config k=v]... [--delete-config k]...", `Sets and removes topic configs (IncrementalAlterConfigs). As
 kafka-configs.sh --alter --entity-type topics does; a removed config falls
 back to the cluster's default. To add partitions, see sluice topic
 add-partitions.`)
@@ -563,7 +564,7 @@ topic is reported, and the command fails if any was not deleted.`)
 }
 
 func newTopicAddPartitionsCmd() *cobra.Command {
-	c := command("add-partitions --topic T --partitions N [--replica-assignment 1:2,2:3]", `Grows a topic to N partitions in all (CreatePartitions), as
+	c := command("add-partitions --topic T --partitions N [--replica-assignment 1:2,2:3]", `Grows a topic to N partitions in all (CreatePartitions). As
 kafka-topics.sh --alter --partitions does; partitions never shrink.
 --replica-assignment places the new partitions only (N minus the current
 count of them), in kafka-topics.sh's syntax: partitions comma-separated,
