@@ -8,6 +8,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,7 +57,22 @@ func ints(ids []int32) string {
 
 // kafkaErr is the Kafka error of code with the broker's message, or nil.
 func kafkaErr(code int16, msg *string) error {
-	return withMessage(kerr.ErrorForCode(code), msg)
+	return brokerErr(kerr.ErrorForCode(code), msg)
+}
+
+// brokerErr is withMessage without the error's name twice: a broker may
+// begin its message with it (Sluice's "UNKNOWN_TOPIC_OR_PARTITION: no
+// topic ..."), which would print as "NAME: NAME: ...".
+func brokerErr(err error, msg *string) error {
+	var ke *kerr.Error
+	if msg != nil && errors.As(err, &ke) {
+		m := strings.TrimPrefix(*msg, ke.Message+": ")
+		if m == ke.Message {
+			m = ""
+		}
+		msg = &m
+	}
+	return withMessage(err, msg)
 }
 
 // errText is how a per-item error prints in a table or list: Kafka's

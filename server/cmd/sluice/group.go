@@ -422,7 +422,7 @@ Each group is reported; the command fails if any was not deleted.`)
 			failed := 0
 			for _, g := range groups {
 				r, ok := rs[g]
-				err := withMessage(r.Err, &r.ErrMessage)
+				err := brokerErr(r.Err, &r.ErrMessage)
 				if !ok {
 					err = errors.New("not answered")
 				}
@@ -828,7 +828,7 @@ func planGroupReset(ctx context.Context, a *admin, lists *offsetLists, group str
 	switch {
 	case errors.Is(d.Err, kerr.GroupIDNotFound):
 	case d.Err != nil:
-		return nil, fmt.Errorf("DescribeGroups: %w", withMessage(d.Err, &d.ErrMessage))
+		return nil, fmt.Errorf("DescribeGroups: %w", brokerErr(d.Err, &d.ErrMessage))
 	case d.State != "Empty" && d.State != "Dead" && d.State != "":
 		return nil, &errGroupActive{group, d.State}
 	}

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -170,12 +171,13 @@ partition count, replication factor and id.`)
 	return c
 }
 
-// topicID prints a topic id ("" for none: the zero id).
+// topicID prints a topic id as Kafka's tools do (Uuid.toString: URL-safe
+// base64 without padding), "" for none (the zero id).
 func topicID(id kadm.TopicID) string {
 	if id == (kadm.TopicID{}) {
 		return ""
 	}
-	return id.String()
+	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
 // replicationFactor is the largest replica count of t's partitions.
@@ -316,7 +318,7 @@ func describeTopics(ctx context.Context, a *admin, topics []string) ([]topicInfo
 				continue
 			}
 			if rc.Err != nil {
-				info.Error = "DescribeConfigs: " + withMessage(rc.Err, &rc.ErrMessage).Error()
+				info.Error = "DescribeConfigs: " + brokerErr(rc.Err, &rc.ErrMessage).Error()
 			}
 			for _, c := range rc.Configs {
 				if c.Source == kmsg.ConfigSourceDynamicTopicConfig {
@@ -492,7 +494,7 @@ add-partitions.`)
 			}
 			for _, r := range rs {
 				if r.Err != nil {
-					return fmt.Errorf("topic %s: %w", *topic, withMessage(r.Err, &r.ErrMessage))
+					return fmt.Errorf("topic %s: %w", *topic, brokerErr(r.Err, &r.ErrMessage))
 				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Altered the configs of topic %s: %s.\n", *topic, describeAlters(alters))
@@ -537,7 +539,7 @@ topic is reported, and the command fails if any was not deleted.`)
 			failed := 0
 			for _, t := range slices.Compact(slices.Sorted(slices.Values(*topics))) {
 				r, ok := rs[t]
-				err := withMessage(r.Err, &r.ErrMessage)
+				err := brokerErr(r.Err, &r.ErrMessage)
 				switch {
 				case !ok:
 					err = errors.New("not answered")
