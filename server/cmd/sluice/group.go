@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func init() { register(newGroupCmd) }
@@ -229,74 +230,206 @@ a failure.`)
 // DescribeGroups with state Dead before v6, GROUP_ID_NOT_FOUND since).
 var errNoSuchGroup = kerr.GroupIDNotFound
 
-// describeGroups gathers what sluice group describe prints (kadm.Lag:
-// DescribeGroups, OffsetFetch, ListOffsets).
-func describeGroups(ctx context.Context, a *admin, groups []string) ([]groupInfo, error) {
+// groupMeta is a group's state and members, from DescribeGroups (a
+// classic group) or ConsumerGroupDescribe (a KIP-848 consumer group).
+type groupMeta struct {
+	state, protocol string
+	coordinator     int32
+	members         []groupMember
+	exists          bool  // false: the coordinator knows no such group
+	err             error // the group could not be described
+}
+
+// describeGroupMetas describes groups with DescribeGroups and, where the
+// cluster offers it, ConsumerGroupDescribe, as Kafka's Admin does: a
+// KIP-848 group is not a classic group (Kafka answers DescribeGroups with
+// GROUP_ID_NOT_FOUND for it, and ConsumerGroupDescribe with
+// GROUP_ID_NOT_FOUND for a classic group).
+func describeGroupMetas(ctx context.Context, a *admin, groups []string) (map[string]groupMeta, error) {
+	out := map[string]groupMeta{}
+	if len(groups) == 0 {
+		return out, nil
+	}
 	ctx, cancel := a.ctx(ctx)
 	defer cancel()
-	lags, err := a.adm.Lag(ctx, groups...)
+	classic, err := a.adm.DescribeGroups(ctx, groups...)
+	var se *kadm.ShardErrors
+	if err != nil && !(errors.As(err, &se) && !se.AllFailed) {
+		return nil, fmt.Errorf("DescribeGroups: %w", unwrapKadm(err))
+	}
+	consumer := kadm.DescribedConsumerGroups{}
+	if a.supports(ctx, kmsg.ConsumerGroupDescribe) == nil {
+		// Errors leave a group to DescribeGroups' answer.
+		consumer, _ = a.adm.DescribeConsumerGroups(ctx, groups...)
+	}
+	for _, g := range groups {
+		d, dok := classic[g]
+		c, cok := consumer[g]
+		cok = cok && c.Err == nil
+		dok = dok && d.Err == nil && d.State != "Dead"
+		switch {
+		case dok && (len(d.Members) > 0 || !cok || len(c.Members) == 0):
+			m := groupMeta{state: d.State, protocol: d.Protocol, coordinator: d.Coordinator.NodeID, exists: true, members: []groupMember{}}
+			for _, dm := range d.Members {
+				gm := groupMember{ConsumerID: dm.MemberID, Host: dm.ClientHost, ClientID: dm.ClientID, Assignment: map[string][]int32{}}
+				if dm.InstanceID != nil {
+					gm.InstanceID = *dm.InstanceID
+				}
+				if ca, ok := dm.Assigned.AsConsumer(); ok {
+					for _, t := range ca.Topics {
+						gm.Assignment[t.Topic] = append(gm.Assignment[t.Topic], t.Partitions...)
+					}
+				}
+				m.members = append(m.members, gm)
+			}
+			out[g] = m
+		case cok:
+			m := groupMeta{state: c.State, protocol: c.AssignorName, coordinator: c.Coordinator.NodeID, exists: true, members: []groupMember{}}
+			for _, cm := range c.Members {
+				gm := groupMember{ConsumerID: cm.MemberID, Host: cm.ClientHost, ClientID: cm.ClientID, Assignment: map[string][]int32{}}
+				if cm.InstanceID != nil {
+					gm.InstanceID = *cm.InstanceID
+				}
+				cm.Assignment.EachPartitions(func(t string, ps []int32) {
+					if t != "" { // a topic answered by id alone (kfake)
+						gm.Assignment[t] = append(gm.Assignment[t], ps...)
+					}
+				})
+				m.members = append(m.members, gm)
+			}
+			out[g] = m
+		case d.Err != nil && !errors.Is(d.Err, kerr.GroupIDNotFound):
+			out[g] = groupMeta{err: brokerErr(d.Err, &d.ErrMessage)}
+		case !slices.Contains(classic.Names(), g) && se != nil:
+			out[g] = groupMeta{err: errors.New("DescribeGroups: not answered (its coordinator failed)")}
+		default: // GROUP_ID_NOT_FOUND, or Dead: no such group
+			out[g] = groupMeta{state: "Dead"}
+		}
+	}
+	for _, m := range out {
+		for _, gm := range m.members {
+			for t, ps := range gm.Assignment {
+				slices.Sort(ps)
+				gm.Assignment[t] = slices.Compact(ps)
+			}
+		}
+		slices.SortFunc(m.members, func(x, y groupMember) int { return strings.Compare(x.ConsumerID, y.ConsumerID) })
+	}
+	return out, nil
+}
+
+// describeGroups gathers what sluice group describe prints: the groups'
+// members (describeGroupMetas), committed offsets (OffsetFetch) and the
+// log end offsets of their partitions (ListOffsets).
+func describeGroups(ctx context.Context, a *admin, groups []string) ([]groupInfo, error) {
+	metas, err := describeGroupMetas(ctx, a, groups)
 	if err != nil {
-		return nil, fmt.Errorf("describing groups: %w", unwrapKadm(err))
+		return nil, err
+	}
+	cctx, cancel := a.ctx(ctx)
+	defer cancel()
+	fetched := a.adm.FetchManyOffsets(cctx, groups...)
+	// Every partition a group is assigned or has committed, and their end
+	// offsets.
+	topics := map[string]bool{}
+	for _, g := range groups {
+		for _, m := range metas[g].members {
+			for t := range m.Assignment {
+				topics[t] = true
+			}
+		}
+		if f, ok := fetched[g]; ok && f.Err == nil {
+			for t := range f.Fetched {
+				topics[t] = true
+			}
+		}
+	}
+	var ends kadm.ListedOffsets
+	if len(topics) > 0 {
+		if ends, err = a.adm.ListEndOffsets(cctx, slices.Sorted(mapKeys(topics))...); err != nil {
+			return nil, fmt.Errorf("ListOffsets: %w", unwrapKadm(err))
+		}
 	}
 	var out []groupInfo
 	for _, name := range groups {
-		l, ok := lags[name]
+		m := metas[name]
 		g := groupInfo{Group: name, Coordinator: -1, Members: []groupMember{}, Partitions: []groupPartition{}}
+		f, fok := fetched[name]
+		var commits kadm.OffsetResponses
 		switch {
-		case !ok:
-			g.err = errors.New("not answered")
-		case l.DescribeErr != nil:
-			g.err = unwrapKadm(l.DescribeErr)
-		case l.FetchErr != nil:
-			g.err = fmt.Errorf("OffsetFetch: %w", unwrapKadm(l.FetchErr))
-		case l.State == "Dead" && len(l.Members) == 0 && l.Lag.IsEmpty():
-			g.err = errNoSuchGroup
+		case m.err != nil:
+			g.err = m.err
+		case !fok:
+			g.err = errors.New("OffsetFetch: not answered")
+		case f.Err != nil && !(errors.Is(f.Err, kerr.GroupIDNotFound) && m.exists):
+			if errors.Is(f.Err, kerr.GroupIDNotFound) {
+				g.err = errNoSuchGroup
+			} else {
+				g.err = fmt.Errorf("OffsetFetch: %w", unwrapKadm(f.Err))
+			}
+		default:
+			commits = f.Fetched
+			if !m.exists && !hasCommits(commits) {
+				g.err = errNoSuchGroup
+			}
 		}
 		if g.err != nil {
 			g.Error = g.err.Error()
 			out = append(out, g)
 			continue
 		}
-		g.State, g.Protocol, g.Coordinator = l.State, l.Protocol, l.Coordinator.NodeID
-		byMember := map[string]int{}
-		for _, m := range l.Members {
-			gm := groupMember{ConsumerID: m.MemberID, Host: m.ClientHost, ClientID: m.ClientID, Assignment: map[string][]int32{}}
-			if m.InstanceID != nil {
-				gm.InstanceID = *m.InstanceID
-			}
-			if c, ok := m.Assigned.AsConsumer(); ok {
-				for _, t := range c.Topics {
-					ps := slices.Sorted(slices.Values(t.Partitions))
-					gm.Assignment[t.Topic] = append(gm.Assignment[t.Topic], ps...)
+		g.State, g.Protocol, g.Coordinator, g.Members = m.state, m.protocol, m.coordinator, m.members
+		if !m.exists {
+			g.State = "Empty" // only commits: Kafka's Empty group
+		}
+		owner := map[tp]*groupMember{}
+		rows := map[tp]bool{}
+		for i := range g.Members {
+			for t, ps := range g.Members[i].Assignment {
+				for _, p := range ps {
+					owner[tp{t, p}] = &g.Members[i]
+					rows[tp{t, p}] = true
 				}
 			}
-			byMember[m.MemberID] = len(g.Members)
-			g.Members = append(g.Members, gm)
+		}
+		commits.Each(func(o kadm.OffsetResponse) {
+			if o.Err != nil || o.At >= 0 {
+				rows[tp{o.Topic, o.Partition}] = true
+			}
+		})
+		for _, p := range sortedTPs(rows) {
+			r := groupPartition{Topic: p.Topic, Partition: p.Partition, CurrentOffset: -1, LogEndOffset: -1, Lag: -1}
+			if o, ok := commits.Lookup(p.Topic, p.Partition); ok {
+				if o.Err != nil {
+					r.Error = "OffsetFetch: " + o.Err.Error()
+				} else if o.At >= 0 {
+					r.CurrentOffset = o.At
+				}
+			}
+			if e, ok := ends.Lookup(p.Topic, p.Partition); ok {
+				if e.Err != nil {
+					if r.Error == "" {
+						r.Error = "ListOffsets: " + e.Err.Error()
+					}
+				} else {
+					r.LogEndOffset = e.Offset
+				}
+			}
+			if r.CurrentOffset >= 0 && r.LogEndOffset >= 0 {
+				r.Lag = max(r.LogEndOffset-r.CurrentOffset, 0)
+			}
+			if m := owner[p]; m != nil {
+				r.ConsumerID, r.Host, r.ClientID = m.ConsumerID, m.Host, m.ClientID
+			}
+			g.Partitions = append(g.Partitions, r)
 		}
 		seen := map[string]bool{}
-		for _, ml := range l.Lag.Sorted() {
-			p := groupPartition{Topic: ml.Topic, Partition: ml.Partition, CurrentOffset: -1, LogEndOffset: -1, Lag: -1}
-			if ml.Commit.At >= 0 {
-				p.CurrentOffset = ml.Commit.At
-			}
-			if ml.End.Err == nil {
-				p.LogEndOffset = ml.End.Offset
-			}
-			if p.CurrentOffset >= 0 && p.LogEndOffset >= 0 {
-				p.Lag = max(p.LogEndOffset-p.CurrentOffset, 0)
-			}
-			if ml.Member != nil {
-				p.ConsumerID, p.Host, p.ClientID = ml.Member.MemberID, ml.Member.ClientHost, ml.Member.ClientID
-				seen[ml.Member.MemberID] = true
-			}
-			if ml.Err != nil && !isNoCommit(ml) {
-				p.Error = unwrapKadm(ml.Err).Error()
-			}
-			g.Partitions = append(g.Partitions, p)
+		for _, m := range owner {
+			seen[m.ConsumerID] = true
 		}
 		for _, m := range g.Members {
 			if !seen[m.ConsumerID] {
-				g.Partitions = append(g.Partitions, groupPartition{Topic: "", Partition: -1, CurrentOffset: -1, LogEndOffset: -1, Lag: -1, ConsumerID: m.ConsumerID, Host: m.Host, ClientID: m.ClientID})
+				g.Partitions = append(g.Partitions, groupPartition{Partition: -1, CurrentOffset: -1, LogEndOffset: -1, Lag: -1, ConsumerID: m.ConsumerID, Host: m.Host, ClientID: m.ClientID})
 			}
 		}
 		out = append(out, g)
@@ -304,10 +437,11 @@ func describeGroups(ctx context.Context, a *admin, groups []string) ([]groupInfo
 	return out, nil
 }
 
-// isNoCommit reports whether ml's error only says there is no commit
-// (an assigned partition not committed yet), which is not a failure.
-func isNoCommit(ml kadm.GroupMemberLag) bool {
-	return ml.Commit.At < 0 && ml.End.Err == nil
+// hasCommits reports whether os holds a committed offset.
+func hasCommits(os kadm.OffsetResponses) bool {
+	found := false
+	os.Each(func(o kadm.OffsetResponse) { found = found || (o.Err == nil && o.At >= 0) })
+	return found
 }
 
 // printGroupOffsets prints as kafka-consumer-groups.sh --describe.
@@ -818,20 +952,18 @@ func resetOffsets(ctx context.Context, a *admin, gf *groupFlags, specs []topicSp
 
 // planGroupReset computes one group's new offsets.
 func planGroupReset(ctx context.Context, a *admin, lists *offsetLists, group string, parts []tp, spec resetSpec) ([]resetRow, error) {
+	metas, err := describeGroupMetas(ctx, a, []string{group})
+	if err != nil {
+		return nil, err
+	}
+	switch m := metas[group]; {
+	case m.err != nil:
+		return nil, m.err
+	case m.state != "Empty" && m.state != "Dead" && m.state != "":
+		return nil, &errGroupActive{group, m.state}
+	}
 	cctx, cancel := a.ctx(ctx)
 	defer cancel()
-	ds, err := a.adm.DescribeGroups(cctx, group)
-	if err != nil {
-		return nil, fmt.Errorf("DescribeGroups: %w", unwrapKadm(err))
-	}
-	d := ds[group]
-	switch {
-	case errors.Is(d.Err, kerr.GroupIDNotFound):
-	case d.Err != nil:
-		return nil, fmt.Errorf("DescribeGroups: %w", brokerErr(d.Err, &d.ErrMessage))
-	case d.State != "Empty" && d.State != "Dead" && d.State != "":
-		return nil, &errGroupActive{group, d.State}
-	}
 	committed, err := a.adm.FetchOffsets(cctx, group)
 	switch {
 	case errors.Is(err, kerr.GroupIDNotFound): // no group yet: no commits

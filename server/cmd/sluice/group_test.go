@@ -204,3 +204,47 @@ func TestGroupUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupConsumerProtocol: a KIP-848 consumer group is described with
+// ConsumerGroupDescribe (DescribeGroups does not know it), and is reset
+// only once its members are gone.
+func TestGroupConsumerProtocol(t *testing.T) {
+	bs := startSluice(t)
+	b := []string{"--bootstrap-server", bs}
+	adm := adminClient(t, bs)
+	mustSluice(t, append([]string{"topic", "create", "--topic", "orders", "--partitions", "2"}, b...)...)
+	produceRecords(t, bs, "orders", 0, "a", "b")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs), kgo.ClientID("next-gen"), kgo.ConsumerGroup("g848"), kgo.ConsumeTopics("orders"),
+		kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for n := 0; n < 2; {
+		n += cl.PollFetches(testCtx(t)).NumRecords()
+	}
+	if err := cl.CommitUncommittedOffsets(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	out := mustSluice(t, append([]string{"group", "describe", "--group", "g848"}, b...)...)
+	golden(t, "group_describe_consumer_protocol", replaceColumn(replaceColumn(out, "CONSUMER-ID", "<member>"), "HOST", "<host>"))
+	out = mustSluice(t, append([]string{"group", "describe", "--group", "g848", "--members"}, b...)...)
+	wantContains(t, "--members", out, "next-gen", "2            orders(0,1)")
+	wantExit(t, 1, append([]string{"group", "reset-offsets", "--group", "g848", "--topic", "orders", "--to-earliest"}, b...), "is inactive, but the current state is Stable")
+
+	cl.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out = mustSluice(t, append([]string{"group", "describe", "--group", "g848", "--state"}, b...)...)
+		if strings.Contains(out, "Empty") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not become Empty:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mustSluice(t, append([]string{"group", "reset-offsets", "--group", "g848", "--topic", "orders", "--to-earliest", "--execute"}, b...)...)
+	wantCommitted(t, adm, "g848", "orders", map[int32]int64{0: 0, 1: 0})
+}
