@@ -9,6 +9,9 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
+	"net"
+	"sync"
 	"io"
 	"log/slog"
 	"os"
@@ -47,6 +50,79 @@ func startSluice(t *testing.T, sets ...string) string {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b.Addr().String()
+}
+
+// startSluiceCluster starts an n-node Sluice cluster (every node a
+// controller voter and a broker, ids 1..n) and returns its
+// --bootstrap-server (every node's address).
+func startSluiceCluster(t *testing.T, n int) string {
+	t.Helper()
+	var ports []int
+	for range 2 * n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
+	}
+	var voters, addrs []string
+	for i := range n {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[n+i]))
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", ports[i]))
+	}
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir() // removed after the brokers close
+	}
+	brokers := make([]*server.Broker, n)
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, b := range brokers {
+			if b != nil {
+				wg.Go(func() { b.Close() })
+			}
+		}
+		wg.Wait()
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			cfg, err := config.Load("", []string{
+				fmt.Sprintf("node.id=%d", i+1),
+				"log.dirs=" + dirs[i],
+				fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", ports[i], ports[n+i]),
+				"controller.quorum.voters=" + strings.Join(voters, ","),
+				"broker.heartbeat.interval.ms=200",
+				"broker.session.timeout.ms=1500",
+				"offsets.topic.num.partitions=1",
+				"group.initial.rebalance.delay.ms=0",
+			})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			b, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err == nil {
+				if err = b.Start(); err != nil {
+					b.Close()
+				}
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("node %d: %w", i+1, err)
+				return
+			}
+			brokers[i] = b
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return strings.Join(addrs, ",")
 }
 
 // startKfake starts a franz-go kfake cluster of one broker.

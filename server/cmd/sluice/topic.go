@@ -282,15 +282,20 @@ func describeTopics(ctx context.Context, a *admin, topics []string) ([]topicInfo
 		}
 	}
 	var starts, ends kadm.ListedOffsets
+	var listErr error // a shard of ListOffsets failed
 	var sizes kadm.DescribedAllLogDirs
 	var configs kadm.ResourceConfigs
 	if len(present) > 0 {
-		if starts, err = a.adm.ListStartOffsets(ctx, present...); err != nil {
-			return nil, fmt.Errorf("ListOffsets: %w", err)
+		// A partition without a leader fails its shard of ListOffsets:
+		// it is shown with its error, the others with their offsets.
+		if starts, err = a.adm.ListStartOffsets(ctx, present...); partialOK(err) != nil {
+			return nil, fmt.Errorf("ListOffsets: %w", unwrapKadm(err))
 		}
-		if ends, err = a.adm.ListEndOffsets(ctx, present...); err != nil {
-			return nil, fmt.Errorf("ListOffsets: %w", err)
+		startsErr := err
+		if ends, err = a.adm.ListEndOffsets(ctx, present...); partialOK(err) != nil {
+			return nil, fmt.Errorf("ListOffsets: %w", unwrapKadm(err))
 		}
+		listErr = firstErr(startsErr, err)
 		set := kadm.TopicsSet{}
 		for _, n := range present {
 			set.Add(n, md.Topics[n].Partitions.Numbers()...)
@@ -340,18 +345,17 @@ func describeTopics(ctx context.Context, a *admin, topics []string) ([]topicInfo
 			if p.Err != nil {
 				perr = p.Err
 			}
-			if o, ok := starts.Lookup(n, p.Partition); ok {
-				if o.Err != nil {
+			for _, l := range []struct {
+				offsets kadm.ListedOffsets
+				into    *int64
+			}{{starts, &pi.LogStartOffset}, {ends, &pi.LogEndOffset}} {
+				switch o, ok := l.offsets.Lookup(n, p.Partition); {
+				case !ok && listErr != nil:
+					perr = firstErr(perr, shardErr(listErr))
+				case ok && o.Err != nil:
 					perr = firstErr(perr, o.Err)
-				} else {
-					pi.LogStartOffset = o.Offset
-				}
-			}
-			if o, ok := ends.Lookup(n, p.Partition); ok {
-				if o.Err != nil {
-					perr = firstErr(perr, o.Err)
-				} else {
-					pi.LogEndOffset = o.Offset
+				case ok:
+					*l.into = o.Offset
 				}
 			}
 			if dirs, ok := sizes[p.Leader]; ok {
@@ -367,6 +371,27 @@ func describeTopics(ctx context.Context, a *admin, topics []string) ([]topicInfo
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// partialOK is err unless it is kadm's *ShardErrors: requests to some
+// brokers failed, and the answers are partial (nil is returned; the
+// partitions missing get the shard's error).
+func partialOK(err error) error {
+	var se *kadm.ShardErrors
+	if errors.As(err, &se) {
+		return nil
+	}
+	return err
+}
+
+// shardErr is the error of the first failed shard of err (kadm's
+// *ShardErrors), or err.
+func shardErr(err error) error {
+	var se *kadm.ShardErrors
+	if errors.As(err, &se) && len(se.Errs) > 0 {
+		return se.Errs[0].Err
+	}
+	return err
 }
 
 // firstErr keeps the first error.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTopicLifecycle(t *testing.T) {
@@ -48,6 +49,7 @@ func TestTopicLifecycle(t *testing.T) {
 		wantContains(t, "add-partitions", mustSluice(t, append([]string{"topic", "add-partitions", "--topic", "orders", "--partitions", "5"}, b...)...), "Topic orders has 5 partitions now (was 3).")
 		wantExit(t, 1, append([]string{"topic", "add-partitions", "--topic", "orders", "--partitions", "2"}, b...), "INVALID_PARTITIONS", "hint: partitions only grow")
 		out = mustSluice(t, append([]string{"topic", "describe", "--topic", "orders", "--json"}, b...)...)
+		infos = nil
 		if err := json.Unmarshal([]byte(out), &infos); err != nil || len(infos[0].Partitions) != 5 {
 			t.Errorf("after add-partitions: %v %s", err, out)
 		}
@@ -105,4 +107,56 @@ func TestTopicDescribeGolden(t *testing.T) {
 	produceRecords(t, bs, "orders", 1, "dddd")
 	out := mustSluice(t, append([]string{"topic", "describe"}, b...)...)
 	golden(t, "topic_describe", topicIDRe.ReplaceAllString(out, "TopicId: <id>"))
+}
+
+// TestTopicThreeBrokers places partitions explicitly on a three-node
+// Sluice cluster, at create and when adding partitions, and describes
+// the cluster and the topic (replicas, ISR, sizes from each leader).
+func TestTopicThreeBrokers(t *testing.T) {
+	bs := startSluiceCluster(t, 3)
+	b := []string{"--bootstrap-server", bs}
+	// The brokers register with the controller as they start.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, out, _ := sluice(t, append([]string{"cluster", "describe"}, b...)...)
+		if strings.Contains(out, "Brokers: 3") {
+			wantContains(t, "cluster describe", out, "Controller: ", "\n1   127.0.0.1", "\n2   127.0.0.1", "\n3   127.0.0.1")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster describe:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	mustSluice(t, append([]string{"topic", "create", "--topic", "placed", "--replica-assignment", "1:2,2:3,3:1"}, b...)...)
+	mustSluice(t, append([]string{"topic", "add-partitions", "--topic", "placed", "--partitions", "4", "--replica-assignment", "3:2"}, b...)...)
+	want := [][]int32{{1, 2}, {2, 3}, {3, 1}, {3, 2}}
+	var infos []topicInfo
+	for {
+		out := mustSluice(t, append([]string{"topic", "describe", "--topic", "placed", "--json"}, b...)...)
+		infos = nil // Unmarshal would keep fields the JSON leaves out
+		if err := json.Unmarshal([]byte(out), &infos); err != nil || len(infos) != 1 {
+			t.Fatalf("describe: %v %s", err, out)
+		}
+		// Leaders are elected, and followers join the ISR, as they start.
+		ready := len(infos[0].Partitions) == len(want)
+		for _, p := range infos[0].Partitions {
+			ready = ready && len(p.ISR) == 2 && p.Error == "" && p.Size >= 0
+		}
+		if ready || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if infos[0].ReplicationFactor != 2 || len(infos[0].Partitions) != len(want) {
+		t.Fatalf("describe: %+v", infos[0])
+	}
+	for i, p := range infos[0].Partitions {
+		if !slices.Equal(p.Replicas, want[i]) || !slices.Contains(p.Replicas, p.Leader) || len(p.ISR) != 2 || p.Size < 0 || p.Error != "" {
+			t.Errorf("partition %d: %+v, want replicas %v, one of them leading, an ISR of 2, a size and no error", i, p, want[i])
+		}
+	}
+	wantExit(t, 2, append([]string{"topic", "add-partitions", "--topic", "placed", "--partitions", "6", "--replica-assignment", "1:2"}, b...),
+		"--replica-assignment lists 1 partitions, but growing placed from 4 to 6 adds 2")
+	wantExit(t, 1, append([]string{"topic", "create", "--topic", "misplaced", "--replica-assignment", "1:9"}, b...), "INVALID_REPLICA_ASSIGNMENT")
 }
