@@ -129,10 +129,11 @@ partition count and replication factor itself.`)
 }
 
 func newTopicListCmd() *cobra.Command {
-	c := command("list [--internal] [--json]", `Lists the topics (Metadata). One a line, sorted; internal topics
-(__consumer_offsets) only with --internal. --json adds each topic's
+	c := command("list [--exclude-internal] [--json]", `Lists the topics (Metadata). One a line, sorted, internal topics
+(__consumer_offsets) too unless --exclude-internal, as kafka-topics.sh
+--list. --json adds each topic's
 partition count, replication factor and id.`)
-	internal := c.Flags().Bool("internal", false, "list internal topics too")
+	exclude := c.Flags().Bool("exclude-internal", false, "leave out internal topics")
 	jsonOut := addJSONFlag(c)
 	cf := addClusterFlags(c.Flags())
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -153,7 +154,7 @@ partition count, replication factor and id.`)
 			out := []listed{}
 			for _, name := range md.Topics.Names() {
 				t := md.Topics[name]
-				if t.IsInternal && !*internal {
+				if t.IsInternal && *exclude {
 					continue
 				}
 				out = append(out, listed{Name: name, ID: topicID(t.ID), Partitions: len(t.Partitions), ReplicationFactor: replicationFactor(t), Internal: t.IsInternal})
@@ -215,14 +216,15 @@ type topicInfo struct {
 }
 
 func newTopicDescribeCmd() *cobra.Command {
-	c := command("describe [--topic T]... [--json]", `Describes topics: partitions, offsets, sizes and configs. Every topic
-without --topic: id, partition count,
+	c := command("describe [--topic T]... [--exclude-internal] [--json]", `Describes topics: partitions, offsets, sizes and configs. Every topic
+without --topic (internal ones too unless --exclude-internal): id, partition count,
 replication factor, the configs set on the topic (those that differ from
 the cluster's defaults: source TOPIC_CONFIG), and each partition's leader,
 leader epoch, replicas, ISR, offline replicas, log start and end offsets
 (ListOffsets) and size in bytes on its leader (DescribeLogDirs; "-" when
 the cluster does not say). It fails if a topic does not exist.`)
 	topics := c.Flags().StringArray("topic", nil, "a `topic` to describe (repeatable; default: every topic)")
+	exclude := c.Flags().Bool("exclude-internal", false, "leave out internal topics")
 	jsonOut := addJSONFlag(c)
 	cf := addClusterFlags(c.Flags())
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -230,6 +232,9 @@ the cluster does not say). It fails if a topic does not exist.`)
 			infos, err := describeTopics(ctx, a, *topics)
 			if err != nil {
 				return err
+			}
+			if *exclude {
+				infos = slices.DeleteFunc(infos, func(t topicInfo) bool { return t.Internal })
 			}
 			w := cmd.OutOrStdout()
 			if *jsonOut {

@@ -160,3 +160,24 @@ func TestTopicThreeBrokers(t *testing.T) {
 		"--replica-assignment lists 1 partitions, but growing placed from 4 to 6 adds 2")
 	wantExit(t, 1, append([]string{"topic", "create", "--topic", "misplaced", "--replica-assignment", "1:9"}, b...), "INVALID_REPLICA_ASSIGNMENT")
 }
+
+// TestTopicListInternal: internal topics are listed, as kafka-topics.sh
+// lists them, unless --exclude-internal.
+func TestTopicListInternal(t *testing.T) {
+	bs := startSluice(t)
+	b := []string{"--bootstrap-server", bs}
+	mustSluice(t, append([]string{"topic", "create", "--topic", "t", "--partitions", "1"}, b...)...)
+	// A group's first commit creates __consumer_offsets.
+	mustSluice(t, append([]string{"group", "reset-offsets", "--group", "g", "--topic", "t", "--to-earliest", "--execute"}, b...)...)
+	if got := strings.Fields(mustSluice(t, append([]string{"topic", "list"}, b...)...)); !slices.Equal(got, []string{"__consumer_offsets", "t"}) {
+		t.Errorf("list: %q", got)
+	}
+	if got := strings.Fields(mustSluice(t, append([]string{"topic", "list", "--exclude-internal"}, b...)...)); !slices.Equal(got, []string{"t"}) {
+		t.Errorf("list --exclude-internal: %q", got)
+	}
+	out := mustSluice(t, append([]string{"topic", "describe"}, b...)...)
+	wantContains(t, "describe", out, "Topic: __consumer_offsets", "Internal: true", "Topic: t ")
+	if out := mustSluice(t, append([]string{"topic", "describe", "--exclude-internal"}, b...)...); strings.Contains(out, "__consumer_offsets") {
+		t.Errorf("describe --exclude-internal:\n%s", out)
+	}
+}
