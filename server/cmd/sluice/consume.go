@@ -431,6 +431,10 @@ func consume(ctx context.Context, a *admin, cf *clusterFlags, o consumeOptions, 
 		// librdkafka's (kcat's) fetch.wait.max.ms: a long poll ends
 		// soon after the command does.
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		// Transaction markers take offsets too: -e sees them to know a
+		// partition whose last offset is a marker has reached its end.
+		// They are not printed.
+		kgo.KeepControlRecords(),
 	}
 	if o.group != "" {
 		opts = append(opts,
@@ -515,6 +519,13 @@ func consume(ctx context.Context, a *admin, cf *clusterFlags, o consumeOptions, 
 		stop := false
 		fs.EachRecord(func(r *kgo.Record) {
 			if stop {
+				return
+			}
+			if r.Attrs.IsControl() {
+				state.advance(r)
+				if o.group != "" {
+					cl.MarkCommitRecords(r)
+				}
 				return
 			}
 			if o.json {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestProduceConsume produces with sluice produce and reads back with
@@ -221,4 +223,42 @@ func TestConsumeFollows(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("consume did not stop when interrupted")
 	}
+}
+
+// TestConsumeExitsAfterTransactionMarker: a transaction's commit marker
+// takes the last offset of the partition; -e still exits at the end, and
+// the marker is not printed. (Sluice has no transactions yet: kfake.)
+func TestConsumeExitsAfterTransactionMarker(t *testing.T) {
+	bs := startKfake(t)
+	b := []string{"--bootstrap-server", bs}
+	mustSluice(t, append([]string{"topic", "create", "--topic", "txn", "--partitions", "1"}, b...)...)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs), kgo.TransactionalID("tx-1"), kgo.DefaultProduceTopic("txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := testCtx(t)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"one", "two"} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	end, err := adminClient(t, bs).ListEndOffsets(ctx, "txn")
+	if err != nil || end["txn"][0].Offset != 3 {
+		t.Fatalf("log end offset %+v, %v; want 3 (two records and the marker)", end["txn"][0], err)
+	}
+	for _, args := range [][]string{{}, {"--read-committed"}, {"--group", "g"}} {
+		out := mustSluice(t, append(append([]string{"consume", "--topic", "txn", "-e", "--format", `%o:%v\n`}, args...), b...)...)
+		if out != "0:one\n1:two\n" {
+			t.Errorf("consume %v: %q", args, out)
+		}
+	}
+	// The group committed past the marker: nothing is left.
+	wantCommitted(t, adminClient(t, bs), "g", "txn", map[int32]int64{0: 3})
 }
