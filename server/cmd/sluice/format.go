@@ -75,15 +75,6 @@ func brokerErr(err error, msg *string) error {
 	return withMessage(err, msg)
 }
 
-// errText is how a per-item error prints in a table or list: Kafka's
-// name (and the broker's message) for a Kafka error.
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
 // parseConfigs parses repeated --config key=value flags (a key given
 // twice is refused: the second would silently win).
 func parseConfigs(flagName string, kvs []string) (map[string]*string, []string, error) {
