@@ -142,6 +142,13 @@ func TestProduceFailures(t *testing.T) {
 		t.Errorf("a partition the topic lacks: exit %d", code)
 	}
 	wantContains(t, "stderr", errOut, "Produced 0 of 1 records", "1 records failed")
+	// A topic that does not exist is not created (kcat and Kafka's
+	// console producer would, where the broker allows it).
+	code, _, errOut = sluiceIn(t, "v\n", append([]string{"produce", "--topic", "missing"}, b...)...)
+	if code != 1 {
+		t.Errorf("a topic that does not exist: exit %d", code)
+	}
+	wantContains(t, "stderr", errOut, "Produced 0 of 1 records", "UNKNOWN_TOPIC_OR_PARTITION", "hint: check the topic and partition exist")
 	for _, args := range [][]string{
 		{"produce"},
 		{"produce", "--topic", "t", "--acks", "2"},
