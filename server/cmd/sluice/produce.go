@@ -43,8 +43,10 @@ the --header headers. --partition sends every record to one partition
 (default: by the key's hash, as Kafka's default partitioner; records
 without a key stick to a partition per batch). --compression is none,
 gzip, snappy, lz4 or zstd (default none); --acks all (the default, with
-idempotence), 1 (the leader) or 0 (no answer). It prints how many records
-were produced to stderr, and fails (exit 1) if any was not.`)
+idempotence), 1 (the leader) or 0 (no answer). A topic that does not
+exist is not created (UNKNOWN_TOPIC_OR_PARTITION: sluice topic create
+makes it). It prints how many records were produced to stderr, and fails
+(exit 1) if any was not.`)
 	fs := c.Flags()
 	topic := fs.String("topic", "", "the `topic` to produce to")
 	keySep := fs.String("key-separator", "", "split each line into key and value at the first `SEP`")
