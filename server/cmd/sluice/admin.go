@@ -409,6 +409,27 @@ var kafkaHints = map[*kerr.Error]string{
 	kerr.BrokerIDNotRegistered:       "no broker with that id is registered (kcat -L lists the brokers)",
 	kerr.LeaderNotAvailable:          "the partition has no leader right now: wait and try again",
 	kerr.UnknownServerError:          "the broker failed (see its log)",
+	// The everyday tools (topic, group, produce, consume).
+	kerr.TopicAlreadyExists:           "the topic exists already (sluice topic describe --topic T shows it; --if-not-exists accepts it)",
+	kerr.InvalidPartitions:            "partitions only grow: give a count above the current one (sluice topic describe shows it)",
+	kerr.InvalidTopicException:        "topic names are at most 249 characters of [a-zA-Z0-9._-], and not . or ..",
+	kerr.GroupIDNotFound:              "no such group (sluice group list lists them)",
+	kerr.NonEmptyGroup:                "the group has active members: stop its consumers first (sluice group describe --members lists them)",
+	kerr.GroupSubscribedToTopic:       "a member of the group is subscribed to the topic: stop its consumers first",
+	kerr.UnknownMemberID:              "the group has active members, or the member was removed: stop its consumers and try again",
+	kerr.IllegalGeneration:            "the group rebalanced: stop its consumers and try again",
+	kerr.RebalanceInProgress:          "the group is rebalancing: wait, or stop its consumers, and try again",
+	kerr.CoordinatorNotAvailable:      "the group coordinator is not available yet: wait and try again",
+	kerr.NotCoordinator:               "the group coordinator moved: run the command again",
+	kerr.InvalidGroupID:               "the group id is empty or invalid",
+	kerr.OffsetOutOfRange:             "the offset is outside the log start and end offsets (sluice topic describe shows them)",
+	kerr.MessageTooLarge:              "a record is larger than the topic's max.message.bytes (or the broker's message.max.bytes)",
+	kerr.RecordListTooLarge:           "a batch is larger than the broker accepts (message.max.bytes)",
+	kerr.NotEnoughReplicas:            "fewer replicas are in the ISR than min.insync.replicas: wait for them, or produce with --acks 1",
+	kerr.NotEnoughReplicasAfterAppend: "the record was written but fewer replicas than min.insync.replicas have it",
+	kerr.InvalidRequiredAcks:          "--acks must be all, 1 or 0",
+	kerr.TopicDeletionDisabled:        "the cluster refuses topic deletion (delete.topic.enable=false)",
+	kerr.UnsupportedCompressionType:   "the broker does not accept this --compression (zstd needs Kafka 2.1+ produce versions)",
 }
 
 // hintFor is the one-line hint for err, or "".
