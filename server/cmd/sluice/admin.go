@@ -380,12 +380,22 @@ func (e *messageError) Error() string {
 
 func (e *messageError) Unwrap() error { return e.err }
 
-// withMessage adds a broker's ErrorMessage to err, if there is one.
+// withMessage adds a broker's ErrorMessage to err, if there is one. A
+// message that starts with the error's own name (Sluice's do) loses that
+// prefix, so the name is printed once.
 func withMessage(err error, msg *string) error {
 	if err == nil || msg == nil || *msg == "" {
 		return err
 	}
-	return &messageError{err, *msg}
+	m := *msg
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		m = strings.TrimPrefix(m, ke.Message+": ")
+		if m == ke.Message {
+			return err
+		}
+	}
+	return &messageError{err, m}
 }
 
 // kafkaHints are the one-line hints shown with Kafka's errors.

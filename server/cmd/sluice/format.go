@@ -8,7 +8,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -60,20 +59,8 @@ func kafkaErr(code int16, msg *string) error {
 	return brokerErr(kerr.ErrorForCode(code), msg)
 }
 
-// brokerErr is withMessage without the error's name twice: a broker may
-// begin its message with it (Sluice's "UNKNOWN_TOPIC_OR_PARTITION: no
-// topic ..."), which would print as "NAME: NAME: ...".
-func brokerErr(err error, msg *string) error {
-	var ke *kerr.Error
-	if msg != nil && errors.As(err, &ke) {
-		m := strings.TrimPrefix(*msg, ke.Message+": ")
-		if m == ke.Message {
-			m = ""
-		}
-		msg = &m
-	}
-	return withMessage(err, msg)
-}
+// brokerErr is withMessage (the name kept for the everyday commands).
+func brokerErr(err error, msg *string) error { return withMessage(err, msg) }
 
 // parseConfigs parses repeated --config key=value flags (a key given
 // twice is refused: the second would silently win).

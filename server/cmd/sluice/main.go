@@ -2,6 +2,7 @@
 //
 //	sluice serve [--config FILE] [--set key=value]...   run a broker
 //	sluice topic|group|produce|consume|cluster ...     Kafka's everyday tools, against any Kafka cluster
+//	sluice perf produce|consume|e2e [flags]             load tests (as Kafka's perf-test tools)
 //	sluice dump-log [flags] PATH...                     inspect segment files (as sluice-dump)
 //	sluice reassign plan|execute|verify|cancel|list     move partitions (as kafka-reassign-partitions.sh)
 //	sluice elect-leaders [flags]                        elect leaders (as kafka-leader-election.sh)
