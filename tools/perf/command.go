@@ -86,7 +86,7 @@ func addCommon(fs *pflag.FlagSet) *common {
 	fs.StringVar(&c.bootstrap, "bootstrap-server", DefaultBootstrap, "the cluster: any of its brokers, comma-separated `host:port`s")
 	fs.StringVar(&c.topic, "topic", "", "the `topic` (required)")
 	fs.Int64Var(&c.n, "num-records", 0, "stop after this many `records`")
-	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (e.g. 30s); with --num-records, whichever comes first")
+	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (e.g. 30s); with --num-records, whichever comes first (at a fixed --throughput: send the records due within it, however long that takes)")
 	fs.BoolVar(&c.json, "json", false, "print the result as one JSON object")
 	return c
 }

@@ -239,7 +239,7 @@ async function pageMessages(main, name, params) {
   form.querySelector("select").addEventListener("change", () => form.requestSubmit());
 
   const recs = m.records.map(r => el("div", { class: "record", "data-offset": r.offset },
-    el("div", { class: "meta", text: "offset " + r.offset + " · " + new Date(r.timestamp).toISOString() + " · leader epoch " + r.leaderEpoch }),
+    el("div", { class: "meta", text: "offset " + r.offset + " · " + isoTime(r.timestamp) + " · leader epoch " + r.leaderEpoch }),
     el("div", { class: "body" },
       el("div", { class: "field key" }, el("div", { class: "label", text: "key (" + r.key.size + " bytes)" }), showBytes(r.key, view)),
       el("div", { class: "field value" }, el("div", { class: "label", text: "value (" + r.value.size + " bytes)" }), showBytes(r.value, view)),
@@ -302,6 +302,13 @@ function every(fn, ms, node) {
   const id = setInterval(() => { if (node.isConnected) fn(); else clearInterval(id); }, ms);
 }
 
+// isoTime is a record timestamp (ms) as ISO 8601, or the number itself
+// when Date cannot represent it (|ts| > 8.64e15 throws).
+function isoTime(ts) {
+  const d = new Date(ts);
+  return isNaN(d.getTime()) ? String(ts) + " ms" : d.toISOString();
+}
+
 // route renders the page the hash names into a fresh view, shown only if
 // no later navigation started meanwhile.
 async function route() {
@@ -311,7 +318,7 @@ async function route() {
   const hash = location.hash.replace(/^#/, "") || "/overview";
   const [path, query] = hash.split("?");
   const params = new URLSearchParams(query || "");
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const parts = path.split("/").filter(Boolean).map(p => { try { return decodeURIComponent(p); } catch (_) { return p; } });
   let page = parts[0] || "overview";
   document.querySelectorAll("nav a").forEach(a => a.classList.toggle("active", a.dataset.nav === page));
   main.dataset.ready = "";
