@@ -311,5 +311,12 @@ func TestConsoleBrowserE2E(t *testing.T) {
 	if got := b.text("#health"); got != "attention" {
 		t.Fatalf("overview health %q with a broker down", got)
 	}
+	// The down broker keeps its row, marked down, and the count says so.
+	if got := b.text(`#brokers tbody tr[data-broker="3"]`); !strings.Contains(got, "down") {
+		t.Fatalf("overview row of the stopped broker 3: %q", got)
+	}
+	if got := b.text("#broker-count"); got != "2 of 3 up" {
+		t.Fatalf("overview broker count %q with broker 3 down", got)
+	}
 	b.screenshot("10-overview-broker-down")
 }

@@ -149,33 +149,54 @@ func (b *Broker) downGrace() time.Duration {
 	return time.Duration(b.cfg.BrokerDownWarningIntervalMs) * time.Millisecond
 }
 
-// warnDown logs one warning per broker down for at least downGrace.
-func (b *Broker) warnDown() {
-	now := time.Now()
-	for _, d := range b.downBrokers(now) {
+// downObserveInterval is how often the warning loop looks at the
+// applied metadata, so that "down since" is when this process saw the
+// fencing (within a second), not when something next asked.
+const downObserveInterval = time.Second
+
+// warnDown logs one warning per broker down for at least downGrace whose
+// last warning (in last, by broker id) is at least downGrace old; it
+// forgets brokers no longer down.
+func (b *Broker) warnDown(now time.Time, last map[int32]time.Time) {
+	down := b.downBrokers(now)
+	seen := make(map[int32]bool, len(down))
+	for _, d := range down {
+		seen[d.id] = true
 		if now.Sub(d.since) < b.downGrace() {
 			continue
 		}
+		if t, ok := last[d.id]; ok && now.Sub(t) < b.downGrace() {
+			continue
+		}
+		last[d.id] = now
 		b.logger.Warn("sluice: broker down: a registered broker is fenced and has not come back; its partitions are under-replicated until it returns or they are reassigned",
 			"broker", d.id,
 			"down_for", now.Sub(d.since).Round(time.Second).String(),
 			"under_replicated_count", len(d.underReplicated),
 			"under_replicated", partitionList(d.underReplicated))
 	}
+	for id := range last {
+		if !seen[id] {
+			delete(last, id)
+		}
+	}
 }
 
-// warnDownLoop warns every sluice.broker.down.warning.interval.ms until
-// stop is closed; it closes done when it returns.
+// warnDownLoop looks at the brokers every downObserveInterval (or the
+// warning interval, if shorter) and warns of each down broker once it has
+// been down for sluice.broker.down.warning.interval.ms, then again every
+// interval, until stop is closed; it closes done when it returns.
 func (b *Broker) warnDownLoop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(time.Duration(b.cfg.BrokerDownWarningIntervalMs) * time.Millisecond)
+	t := time.NewTicker(min(downObserveInterval, b.downGrace()))
 	defer t.Stop()
+	last := map[int32]time.Time{}
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
-			b.warnDown()
+			b.warnDown(time.Now(), last)
 		}
 	}
 }

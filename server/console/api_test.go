@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -141,6 +142,7 @@ func TestConsoleAPITopicsAndMessages(t *testing.T) {
 	}
 
 	var td struct {
+		ID         string
 		Partitions []struct {
 			Partition              int32
 			Leader                 int32
@@ -150,6 +152,13 @@ func TestConsoleAPITopicsAndMessages(t *testing.T) {
 		Configs []struct{ Name, Value, Source string }
 	}
 	e.get("/ui/api/topics/orders", 200, &td)
+	md, err := e.adm.Metadata(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := md.Topics["orders"].ID; td.ID != base64.RawURLEncoding.EncodeToString(id[:]) || strings.ContainsAny(td.ID, "+/=") {
+		t.Fatalf("topic id %q, want Kafka's form of %x (URL-safe base64, no padding)", td.ID, id)
+	}
 	if len(td.Partitions) != 3 || td.Partitions[0].Leader < 0 || td.Partitions[0].EndOffset != 3 || td.Partitions[1].EndOffset != 0 {
 		t.Fatalf("topic %+v", td)
 	}

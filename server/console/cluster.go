@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ type brokerJSON struct {
 	Leaders    int    `json:"leaders"`  // partitions it leads
 	Replicas   int    `json:"replicas"` // partition replicas it holds
 	Bytes      int64  `json:"bytes"`    // bytes of its log dirs; -1 unknown
+	Down       bool   `json:"down"`     // named by a partition's replicas but not in Metadata's brokers
 }
 
 type overviewJSON struct {
@@ -78,6 +80,23 @@ func (c *Console) overview(ctx context.Context) (any, error) {
 		}
 		idx[b.NodeID] = len(out.Brokers)
 		out.Brokers = append(out.Brokers, bj)
+	}
+	// A broker Metadata leaves out but a partition names is down (as
+	// deriveAlerts says): it keeps its row, marked, so the table still
+	// shows what it held.
+	for _, t := range m.Topics {
+		for _, p := range t.Partitions {
+			for _, r := range p.Replicas {
+				if _, ok := idx[r]; !ok {
+					idx[r] = len(out.Brokers)
+					out.Brokers = append(out.Brokers, brokerJSON{ID: r, Port: -1, Bytes: -1, Down: true})
+				}
+			}
+		}
+	}
+	slices.SortFunc(out.Brokers, func(a, b brokerJSON) int { return int(a.ID) - int(b.ID) })
+	for i, b := range out.Brokers {
+		idx[b.ID] = i
 	}
 	for _, t := range m.Topics {
 		if t.Err != nil {
@@ -345,6 +364,15 @@ type topicJSON struct {
 	Error      string          `json:"error,omitempty"`
 }
 
+// topicID is a topic ID as Kafka prints it (Uuid.toString: URL-safe
+// base64 without padding); the zero ID is "".
+func topicID(id kadm.TopicID) string {
+	if id == (kadm.TopicID{}) {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
 // validTopic reports whether name may be a Kafka topic name (Kafka's
 // Topic.validate: 1 to 249 of [a-zA-Z0-9._-]).
 func validTopic(name string) bool {
@@ -386,7 +414,7 @@ func (c *Console) topic(ctx context.Context, name string) (any, error) {
 		up[b.NodeID] = true
 	}
 	o := c.readOffsetsAndSizes(ctx, m, []string{name})
-	out := topicJSON{Name: name, ID: t.ID.String(), Internal: t.IsInternal, Partitions: []partitionJSON{}, Configs: []configJSON{}}
+	out := topicJSON{Name: name, ID: topicID(t.ID), Internal: t.IsInternal, Partitions: []partitionJSON{}, Configs: []configJSON{}}
 	if t.Err != nil {
 		out.Error = t.Err.Error()
 	}

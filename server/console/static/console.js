@@ -132,8 +132,8 @@ async function drawCharts(container, only) {
 
 async function pageOverview(main) {
   const o = await get("overview");
-  const brokers = o.brokers.map(b => el("tr", { "data-broker": b.id },
-    el("td", { text: b.id }), el("td", { text: b.host + ":" + b.port }), el("td", { text: b.rack || "–" }),
+  const brokers = o.brokers.map(b => el("tr", { "data-broker": b.id, class: b.down ? "bad" : "" },
+    el("td", { text: b.id }), el("td", { text: b.down ? "down" : b.host + ":" + b.port }), el("td", { text: b.rack || "–" }),
     el("td", { text: b.controller ? "controller" : "" }),
     el("td", { class: "num", text: num(b.leaders) }), el("td", { class: "num", text: num(b.replicas) }),
     el("td", { class: "num", text: bytes(b.bytes) })));
@@ -143,7 +143,7 @@ async function pageOverview(main) {
     el("h1", { text: "Cluster overview" }),
     el("div", { class: "cards" },
       card("health", o.healthy ? "healthy" : "attention", o.healthy ? "ok" : "bad", "health"),
-      card("brokers", o.brokers.length, "", "broker-count"),
+      card("brokers", o.brokers.some(b => b.down) ? o.brokers.filter(b => !b.down).length + " of " + o.brokers.length + " up" : o.brokers.length, o.brokers.some(b => b.down) ? "bad" : "", "broker-count"),
       card("controller", o.controller < 0 ? "none" : "broker " + o.controller, o.controller < 0 ? "bad" : "", "controller"),
       card("topics", o.topics), card("partitions", o.partitions),
       card("under-replicated", o.underReplicated, o.underReplicated ? "bad" : ""),
@@ -182,7 +182,7 @@ async function pageTopic(main, name) {
     el("td", { class: "num", text: p.leaderEpoch }),
     el("td", { text: ids(p.replicas) }),
     el("td", { class: p.isr.length < p.replicas.length ? "bad" : "", text: ids(p.isr) }),
-    el("td", { class: p.downReplicas.length || p.offlineReplicas.length ? "bad" : "", text: ids(p.downReplicas.concat(p.offlineReplicas)) }),
+    el("td", { class: p.downReplicas.length || p.offlineReplicas.length ? "bad" : "", text: ids([...new Set(p.downReplicas.concat(p.offlineReplicas))]) }),
     el("td", { class: "num", text: num(p.startOffset) }),
     el("td", { class: "num", text: num(p.endOffset) }),
     el("td", { class: "num", text: bytes(p.bytes) }),
