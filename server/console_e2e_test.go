@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/sluicemq/sluice/server/console"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -160,17 +157,13 @@ func TestConsoleBrowserE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the browser end-to-end test is long (-short)")
 	}
-	tc := startCluster(t, 3)
+	// The console as users get it: served by broker 1 on its
+	// metrics.listen, reading the cluster through its own listener.
+	tc := startCluster(t, 3, "metrics.listen=127.0.0.1:0")
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-
-	con := console.New(console.Config{Bootstrap: tc.addrs()})
-	t.Cleanup(func() { con.Close() })
-	mux := http.NewServeMux()
-	mux.Handle("/ui/", con)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	consoleURL := "http://" + tc.broker(0).MetricsAddr().String() + "/ui/"
 
 	// Two topics, a JSON and a text message, a group that committed
 	// behind the high watermark.
@@ -200,7 +193,7 @@ func TestConsoleBrowserE2E(t *testing.T) {
 	}
 	tc.waitLeaders("__consumer_offsets", 3) // created by the commit: healthy once its ISR is full
 
-	b := newConsoleBrowser(t, srv.URL+"/ui/")
+	b := newConsoleBrowser(t, consoleURL)
 
 	b.open("#/overview", "overview")
 	if n := b.count("#brokers tbody tr"); n != 3 {
