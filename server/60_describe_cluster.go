@@ -1,7 +1,8 @@
 package server
 
-// DescribeCluster, versions 0-1 (KIP-700): the cluster id, the controller
-// and the brokers. v1 adds the endpoint type: Sluice has broker endpoints
+// DescribeCluster, versions 0-2 (KIP-700): the cluster id, the controller
+// and the brokers. v2 (KIP-1073) lists fenced brokers too, marked
+// IsFenced, when IncludeFencedBrokers asks. v1 adds the endpoint type: Sluice has broker endpoints
 // only, so asking for controllers (2) is UNSUPPORTED_ENDPOINT_TYPE, as it
 // is on a Kafka broker's listener. A single node is its own controller.
 // Sluice has no ACLs, so when asked, the authorized cluster operations are
@@ -15,7 +16,7 @@ import (
 )
 
 func init() {
-	register(handler{key: 60, minVersion: 0, maxVersion: 1, serve: serveDescribeCluster})
+	register(handler{key: 60, minVersion: 0, maxVersion: 2, serve: serveDescribeCluster})
 }
 
 // endpointTypeBrokers is DescribeCluster's EndpointType for brokers (v1+;
@@ -46,6 +47,14 @@ func serveDescribeCluster(_ context.Context, b *Broker, cc *clientConn, kreq kms
 		br := kmsg.NewDescribeClusterResponseBroker()
 		br.NodeID, br.Host, br.Port, br.Rack = cb.id, cb.host, cb.port, cb.rack
 		resp.Brokers = append(resp.Brokers, br)
+	}
+	if req.Version >= 2 && req.IncludeFencedBrokers {
+		for _, cb := range b.fencedBrokers(connListener(cc)) {
+			br := kmsg.NewDescribeClusterResponseBroker()
+			br.NodeID, br.Host, br.Port, br.Rack = cb.id, cb.host, cb.port, cb.rack
+			br.IsFenced = true
+			resp.Brokers = append(resp.Brokers, br)
+		}
 	}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations

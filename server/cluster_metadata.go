@@ -64,6 +64,25 @@ func (b *Broker) liveBrokers(listener string) []clientBroker {
 	return out
 }
 
+// fencedBrokers are the registered brokers that are fenced, as the clients
+// of listener would reach them (DescribeCluster v2, KIP-1073); a single
+// node has none.
+func (b *Broker) fencedBrokers(listener string) []clientBroker {
+	if b.cl == nil {
+		return nil
+	}
+	var out []clientBroker
+	for _, br := range b.meta.Brokers() {
+		if !br.Fenced {
+			continue
+		}
+		if cb, ok := endpointFor(br, listener); ok {
+			out = append(out, cb)
+		}
+	}
+	return out
+}
+
 // endpointFor is broker br as the clients of listener reach it (its first
 // endpoint when it has none of that name).
 func endpointFor(br meta.Broker, listener string) (clientBroker, bool) {

@@ -11,17 +11,18 @@ import (
 )
 
 func TestClusterDescribe(t *testing.T) {
-	// Sluice answers DescribeCluster v0-1: no fenced brokers.
+	// Sluice answers DescribeCluster v2 (KIP-1073): a single node has no
+	// fenced brokers.
 	bs := startSluice(t)
 	host, port, _ := net.SplitHostPort(bs)
 	out := mustSluice(t, "cluster", "describe", "--bootstrap-server", bs)
-	wantContains(t, "sluice", out, "Cluster ID: ", "Controller: 1", "Brokers: 1", "Fenced brokers: unknown (the cluster does not report them)",
-		"ID  HOST       PORT", fmt.Sprintf("1   %s  %s  -     yes         unknown", host, port))
+	wantContains(t, "sluice", out, "Cluster ID: ", "Controller: 1", "Brokers: 1", "Fenced brokers: none",
+		"ID  HOST       PORT", fmt.Sprintf("1   %s  %s  -     yes         no", host, port))
 	var info clusterInfo
 	if err := json.Unmarshal([]byte(mustSluice(t, "cluster", "describe", "--bootstrap-server", bs, "--json")), &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.ClusterID == "" || info.Controller != 1 || len(info.Brokers) != 1 || info.FencedKnown || info.Source != "DescribeCluster v1" || strconv.Itoa(int(info.Brokers[0].Port)) != port {
+	if info.ClusterID == "" || info.Controller != 1 || len(info.Brokers) != 1 || !info.FencedKnown || info.Source != "DescribeCluster v2" || strconv.Itoa(int(info.Brokers[0].Port)) != port {
 		t.Errorf("sluice --json: %+v", info)
 	}
 
