@@ -65,10 +65,7 @@ Exits 1 if a record failed or did not arrive within --timeout.`,
 	size := fs.Int("record-size", 1024, "each record's value, in `bytes`")
 	rate := fs.Float64("throughput", 0, "target `records/s`; -1 or 0: as fast as possible (default: one record at a time)")
 	wait := fs.Duration("timeout", 30*time.Second, "how long to wait for a record to arrive")
-	var crf createFlags
-	fs.BoolVar(&crf.create, "create", false, "create the topic if it does not exist")
-	fs.Int32Var(&crf.partitions, "partitions", 1, "with --create: the topic's partitions (-1: the broker's default)")
-	fs.Int16Var(&crf.rf, "replication-factor", 1, "with --create: the topic's replication factor (-1: the broker's default)")
+	crf := addCreateFlags(fs)
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		seeds, err := cf.check()
 		if err != nil {
@@ -91,7 +88,7 @@ Exits 1 if a record failed or did not arrive within --timeout.`,
 		}
 		o := e2eOptions{
 			seeds: seeds, topic: cf.topic, n: cf.n, duration: cf.duration, recordSize: *size,
-			rate: max(*rate, 0), oneAtATime: !fs.Changed("throughput"), create: crf, clientOpts: popts, wait: *wait,
+			rate: max(*rate, 0), oneAtATime: !fs.Changed("throughput"), create: *crf, clientOpts: popts, wait: *wait,
 		}
 		st := newStats()
 		r, err := runE2E(cmd.Context(), o, realClock{}, st, progressWriter(cmd))

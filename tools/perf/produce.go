@@ -155,10 +155,7 @@ Without --create the topic must exist. Exits 1 if any record failed.`,
 	rate := fs.Float64("throughput", -1, "target `records/s` in all; -1 or 0: as fast as possible")
 	producers := fs.Int("producers", 1, "the number of producer clients, each with its share of the rate")
 	keys := fs.Int("keys", 0, "key the records with this many distinct keys, round robin (0: no keys; the sticky partitioner spreads them)")
-	var crf createFlags
-	fs.BoolVar(&crf.create, "create", false, "create the topic if it does not exist")
-	fs.Int32Var(&crf.partitions, "partitions", 1, "with --create: the topic's partitions (-1: the broker's default)")
-	fs.Int16Var(&crf.rf, "replication-factor", 1, "with --create: the topic's replication factor (-1: the broker's default)")
+	crf := addCreateFlags(fs)
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		seeds, err := cf.check()
 		if err != nil {
@@ -184,7 +181,7 @@ Without --create the topic must exist. Exits 1 if any record failed.`,
 		o := produceOptions{
 			seeds: seeds, topic: cf.topic, n: cf.n, duration: cf.duration,
 			recordSize: *size, rate: max(*rate, 0), producers: *producers, keys: *keys,
-			create: crf, clientOpts: popts, flushTimeout: pf.deliveryTimeout + 10*time.Second,
+			create: *crf, clientOpts: popts, flushTimeout: pf.deliveryTimeout + 10*time.Second,
 		}
 		st := newStats()
 		r, err := runProduce(cmd.Context(), o, realClock{}, st, progressWriter(cmd))

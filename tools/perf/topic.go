@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,6 +17,15 @@ type createFlags struct {
 	create     bool
 	partitions int32
 	rf         int16
+}
+
+// addCreateFlags adds --create, --partitions and --replication-factor.
+func addCreateFlags(fs *pflag.FlagSet) *createFlags {
+	c := &createFlags{}
+	fs.BoolVar(&c.create, "create", false, "create the topic if it does not exist")
+	fs.Int32Var(&c.partitions, "partitions", 1, "with --create: the topic's partitions (-1: the broker's default)")
+	fs.Int16Var(&c.rf, "replication-factor", 1, "with --create: the topic's replication factor (-1: the broker's default)")
+	return c
 }
 
 func (c *createFlags) check() error {
