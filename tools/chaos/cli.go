@@ -36,7 +36,7 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 		soak      = fs.Duration("soak", 0, "keep starting runs with new seeds until this much time passed (overrides --seeds)")
 		limit     = fs.Duration("time-limit", 60*time.Second, "each run's fault phase; a run takes about 30 s more (warm-up, heal, liveness, recovery, drain, final reads), up to 90 s more when consumers cannot catch up")
 		faults    = fs.String("faults", "all", "fault kinds, comma-separated: "+strings.Join(AllFaults, ","))
-		seq       = fs.Bool("sequential", false, "inject the kinds in the order given, not at random")
+		seq       = fs.Bool("sequential", false, "inject the kinds in the order given, not at random (each at least once, even past --time-limit)")
 		workloads = fs.String("workloads", "queue,log,offsets", "workloads, comma-separated: queue, log, offsets")
 		out       = fs.String("out", "chaos-runs", "folder for the runs' folders")
 		binary    = fs.String("binary", "", "the sluice binary (default: "+binaryDefault+")")

@@ -92,12 +92,13 @@ func NewNemesis(c *Cluster, rng *rand.Rand, since func() time.Duration, topic st
 func (n *Nemesis) Faults() []Fault { return slices.Clone(n.faults) }
 
 // Run injects faults until d has passed: one at a time, each held for a
-// few seconds, healed, then a quiet gap. kinds in order when sequential,
-// else drawn at random. A fault that cannot be applied (no leader to
-// find) is skipped and logged.
+// few seconds, healed, then a quiet gap. kinds in order when sequential
+// (every kind at least once, however long that takes on a slow machine,
+// then further passes while d lasts), else drawn at random. A fault that
+// cannot be applied (no leader to find) is skipped and logged.
 func (n *Nemesis) Run(ctx context.Context, kinds []string, sequential bool, d time.Duration) error {
 	end := time.Now().Add(d)
-	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
+	for i := 0; (time.Now().Before(end) || (sequential && i < len(kinds))) && ctx.Err() == nil; i++ {
 		var k string
 		if sequential {
 			k = kinds[i%len(kinds)]
