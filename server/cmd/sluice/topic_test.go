@@ -115,11 +115,12 @@ func TestTopicDescribeGolden(t *testing.T) {
 func TestTopicThreeBrokers(t *testing.T) {
 	bs := startSluiceCluster(t, 3)
 	b := []string{"--bootstrap-server", bs}
-	// The brokers register with the controller as they start.
+	// The brokers register with the controller as they start, fenced
+	// until they caught up (DescribeCluster v2 lists them meanwhile).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, out, _ := sluice(t, append([]string{"cluster", "describe"}, b...)...)
-		if strings.Contains(out, "Brokers: 3") {
+		if strings.Contains(out, "Brokers: 3") && strings.Contains(out, "Fenced brokers: none") {
 			wantContains(t, "cluster describe", out, "Controller: ", "\n1   127.0.0.1", "\n2   127.0.0.1", "\n3   127.0.0.1")
 			break
 		}
