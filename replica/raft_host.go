@@ -1000,6 +1000,9 @@ func (h *Host) step(g *group) bool {
 			h.quiesceFollower(g, inbox[i].Msg)
 			continue
 		}
+		if g.joining && isVoteRequest(inbox[i].Msg.Type) {
+			continue // a joiner grants no vote (raft_join.go)
+		}
 		if err := g.rn.Step(inbox[i].Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 			h.cfg.Logger.Debug("replica: raft step", "group", g.id.String(), "err", err)
 		}

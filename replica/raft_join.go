@@ -14,6 +14,17 @@ import "go.etcd.io/raft/v3/raftpb"
 // the group's, as any follower's. A leadership transfer to it (raft's
 // MsgTimeoutNow) is not blocked: its leader asks for it only of a voter
 // that has caught up.
+//
+// Nor does a joining replica grant votes or pre-votes (the host drops
+// MsgVote and MsgPreVote to it, as if it were down): its log may be
+// empty, or shorter than what it acknowledged before its broker deleted
+// it (a replica removed, then added back), so its vote would let a
+// candidate that lacks committed entries win in the old configuration
+// the candidate still has (raft needs a voter's log and vote to be
+// durable; a wiped replica has neither). It is being added as a learner,
+// so no election needs its vote. Found by the chaos runner
+// (tools/chaos/FINDINGS.md, no-leader-after-heal);
+// TestMembershipRejoinerGrantsNoVote.
 
 // noteJoin records, for a joining replica, the commit index the first
 // append or snapshot from its leader carries (a heartbeat's commit is
@@ -40,4 +51,9 @@ func (g *group) joined() {
 	if g.joining && g.joinCommit != 0 && g.state.Applied >= g.joinCommit {
 		g.joining = false
 	}
+}
+
+// isVoteRequest reports whether t asks for a vote or a pre-vote.
+func isVoteRequest(t raftpb.MessageType) bool {
+	return t == raftpb.MsgVote || t == raftpb.MsgPreVote
 }

@@ -861,3 +861,78 @@ func TestMembershipRejoinReplaysExactHistory(t *testing.T) {
 	c.produceN(g, 12, 3)
 	c.settleOn(g, 4, 1)
 }
+
+// A replica that rejoins with an empty log (its broker deleted the data
+// once it was removed, then the partition moved back) grants no vote
+// until it caught up. The chaos runner's no-leader-after-heal
+// (tools/chaos/FINDINGS.md): node 1, cut off, misses the removal of node
+// 3 that node 2, leading a newer term, commits with node 3's
+// acknowledgement; node 3 is wiped and opened again as a joiner whose
+// initial configuration is {1,2,3}; node 2 is cut off in turn. Node 1's
+// view is still {1,2,3}, and the joiner's empty log is no newer than
+// node 1's: had it voted, node 1 would lead without the committed
+// removal, and node 2, holding it, could never follow that leader
+// (etcd raft ignores an append below its commit), so a later
+// configuration {2,3} would elect no one.
+func TestMembershipRejoinerGrantsNoVote(t *testing.T) {
+	c := newPCluster(t, 3, 1, 18)
+	c.startAll()
+	g := c.groups[0]
+	c.campaign(1)
+	c.produceN(g, 0, 3)
+	c.settleOn(g, 1, 2, 3)
+
+	c.net.partition([]uint64{1}, []uint64{2, 3})
+	c.campaign(2)
+	c.remove(g, 3)
+	if v, _ := c.membershipOf(1, g); !slices.Contains(v, 3) {
+		t.Fatalf("node 1 learned of the removal while cut off: voters %v", v)
+	}
+	c.wipe(3)
+	// The broker opens the joiner at the newest leader epoch its metadata
+	// holds: node 2's, which reported the removal (RaftConfig.MinTerm).
+	c.minTerm[3] = uint64(c.nodes[2].parts[g].LeaderEpoch())
+	c.joinExact(3, 1, 2, 3)
+	c.net.heal()
+	c.net.partition([]uint64{2}, []uint64{1, 3})
+	// Node 1 may still think it leads term 1 until it hears of term 2
+	// (from the joiner, which starts there); no election of a newer term
+	// may succeed without node 2.
+	p1, p3 := c.nodes[1].parts[g], c.nodes[3].parts[g]
+	hw := p1.HighWatermark()
+	for range 300 {
+		c.tick()
+		time.Sleep(time.Millisecond)
+		if (p1.IsLeader() && p1.LeaderEpoch() > 1) || p3.IsLeader() {
+			t.Fatalf("a leader elected with the joiner's vote, without the committed removal of node 3: node 1 leads %v epoch %d, node 3 leads %v",
+				p1.IsLeader(), p1.LeaderEpoch(), p3.IsLeader())
+		}
+	}
+	if p1.IsLeader() {
+		t.Fatalf("node 1 still leads epoch %d: the joiner followed a deposed leader", p1.LeaderEpoch())
+	}
+	if got := p1.HighWatermark(); got != hw {
+		t.Fatalf("node 1's high watermark moved from %d to %d without node 2", hw, got)
+	}
+	c.net.heal()
+	c.drive("a leader of {1,2}", func() bool {
+		p := c.leaderOf(g)
+		if p == nil {
+			return false
+		}
+		v, _, err := p.Membership()
+		return err == nil && slices.Equal(v, []uint64{1, 2})
+	})
+	c.addLearner(g, 3)
+	c.produceN(g, 3, 3)
+	c.settleOn(g, 1, 2, 3)
+	c.promote(g, 3)
+	c.remove(g, 1)
+	c.produceN(g, 6, 3)
+	c.settleOn(g, 2, 3)
+	for _, id := range []uint64{2, 3} {
+		if v, _ := c.membershipOf(id, g); !slices.Equal(v, []uint64{2, 3}) {
+			t.Fatalf("node %d: voters %v, want [2 3]", id, v)
+		}
+	}
+}

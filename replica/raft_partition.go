@@ -88,6 +88,19 @@ type RaftConfig struct {
 	// never elects it. A leadership transfer to it still works (its leader
 	// asks only a caught-up voter). Default false.
 	Joining bool
+	// MinTerm, for a Joining replica without a saved State, is the
+	// newest leader epoch its broker knows for the partition (the
+	// metadata's): the replica starts at that raft term instead of 0.
+	// A replica added again after its removal lost the term it had
+	// reached, and raft counts on a voter never going back in term: at
+	// term 0 it would take appends from a deposed leader still in an
+	// older term, whose configuration may count it as a voter, and so
+	// help that leader commit over entries the group had committed (the
+	// chaos runner's no-leader-after-heal; raft_join.go). Starting at a
+	// term the group reached since is always safe: it only refuses older
+	// leaders. Ignored with a saved State (its term is durable). Default
+	// 0.
+	MinTerm uint64
 	// ReplicaLagTime is Kafka's replica.lag.time.max.ms (default 30 s): a
 	// follower is in the ISR while it caught up with the leader's log end
 	// within it.

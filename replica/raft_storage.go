@@ -139,6 +139,9 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 			}
 		}
 	}
+	if rc.Joining && st.HardState == (raftpb.HardState{}) {
+		st.HardState.Term = rc.MinTerm // raft_join.go
+	}
 	if !rc.Joining && !slices.Contains(st.ConfState.Voters, self) && !slices.Contains(st.ConfState.Learners, self) {
 		// A replica must be one of its group's: raft would run it as a
 		// member it is not (a removed replica reopened, a placement

@@ -492,6 +492,13 @@ func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error)
 		return nil, err
 	}
 	_, everMoved := t.Moves[p]
+	var minTerm uint64
+	if int(p) < len(t.Leaders) && t.Leaders[p].LeaderEpoch > 0 {
+		// A joiner starts at the newest leader epoch (raft term) the
+		// metadata holds, so no deposed leader of an older term counts
+		// it (replica.RaftConfig.MinTerm).
+		minTerm = uint64(t.Leaders[p].LeaderEpoch)
+	}
 	return &replica.RaftConfig{
 		Host: c.host, Group: id, State: st, Voters: raftVoterIDs(t.InitialReplicas(p)),
 		// A replica without state, or one whose saved configuration
@@ -502,6 +509,7 @@ func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error)
 		// ticks at once, so a group whose voters all restarted before
 		// its reassignment completed still elects a leader.
 		Joining:        (!saved && everMoved) || (saved && !slices.Contains(st.ConfState.Voters, uint64(c.self)) && !slices.Contains(st.ConfState.Learners, uint64(c.self))),
+		MinTerm:        minTerm,
 		ReplicaLagTime: time.Duration(c.b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		Snapshots:      c.transport.SnapshotFetcher(),
 		OnLeaderChange: func(uint64, uint64) { c.kickLeadership() },
