@@ -89,6 +89,12 @@ func newRunFolder(t *testing.T, name string) *runFolder {
 	return f
 }
 
+// shortSchedule is the order of the kinds in CI's short schedule: every
+// kind once.
+var shortSchedule = []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKillController, FaultRollingRestart,
+	FaultPartition, FaultMove, FaultDiskFail, FaultClock, FaultBridge, FaultKillFollower, FaultDiskSlow,
+	FaultMoveIsolated}
+
 // The short schedule CI runs (test.sh runs every module's tests): seed 1
 // on three nodes, every kind of fault once in a fixed order, the three
 // workloads. It fails on any anomaly, printing the text report and the
@@ -107,8 +113,7 @@ func TestChaosShortSchedule(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h, res, err := Run(ctx, RunOptions{Binary: bin, Dir: dir, Nodes: 3, Seed: 1, Sequential: true,
-		Faults: []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKillController, FaultRollingRestart,
-			FaultPartition, FaultMove, FaultDiskFail, FaultClock, FaultBridge, FaultKillFollower, FaultDiskSlow},
+		Faults:   shortSchedule,
 		Duration: 110 * time.Second, Logger: log})
 	if err != nil {
 		t.Fatalf("run: %v\nrunner log:\n%s", err, logs.String())
@@ -133,8 +138,7 @@ func TestChaosShortSchedule(t *testing.T) {
 	for _, f := range h.Faults {
 		kinds[f.Kind]++
 	}
-	for _, k := range []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKillController, FaultRollingRestart,
-		FaultPartition, FaultMove, FaultDiskFail, FaultClock, FaultBridge, FaultKillFollower, FaultDiskSlow} {
+	for _, k := range shortSchedule {
 		if kinds[k] == 0 {
 			t.Errorf("no %s fault was injected (faults: %v)\nrunner log:\n%s", k, kinds, logs.String())
 		}
