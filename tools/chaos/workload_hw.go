@@ -113,15 +113,12 @@ func (r *hwReader) fetch(ctx context.Context, rec *Recorder, base Op, p int32) {
 }
 
 // listOffsets lists every partition's high watermark (ListOffsets
-// latest, read uncommitted); partitions answered with an error are left
-// out, and the first such error returned with the others.
+// latest, read uncommitted); partitions answered with an error (or whose
+// leader's shard failed) are left out, and the first error is returned
+// with the others.
 func (r *hwReader) listOffsets(ctx context.Context) (map[int32]int64, error) {
-	ls, err := r.adm.ListEndOffsets(ctx, r.topic)
-	if err != nil {
-		return nil, err
-	}
+	ls, first := r.adm.ListEndOffsets(ctx, r.topic) // with *kadm.ShardErrors, what the other shards answered
 	hws := map[int32]int64{}
-	var first error
 	for p, l := range ls[r.topic] {
 		if l.Err != nil {
 			first = cmp.Or(first, fmt.Errorf("partition %d: %w", p, l.Err))
