@@ -65,6 +65,26 @@
 //     linearizable as an append-only log (Knossos-style, as in Jepsen's
 //     linearizable checks). A porcupine timeout is reported as a Note and
 //     LinCheck.Result "unknown", not as an anomaly.
+//   - stale-read (check_stale.go): a read returned less than what an
+//     operation that completed (OK) before the read was invoked had
+//     established, as a leader or coordinator cut off from its quorum,
+//     paused or deposed would if it answered reads from its own state.
+//     High watermarks: an OK OpHighWater (a Fetch's HighWatermark or
+//     ListOffsets latest, one request timed by the workload) of a
+//     partition returned h although an OK acks=all send or append at
+//     offset o >= h, or another OpHighWater that returned more than h,
+//     had completed before it began (with History.Acks1 the queue's
+//     producers' sends establish nothing). Committed offsets, in the
+//     queue workload's groups: an OK OpFetchOffsets returned v (absent:
+//     -1) for a partition although an OK OpCommit of a value above v had
+//     completed before it began, and no commit of v (OK, or Info: it may
+//     apply late) could have taken effect after that one. One anomaly
+//     per partition (and group), Count the number of stale reads. Left to
+//     the checks that already cover them: the offsets workload's
+//     registers (offsets-not-linearizable), the log workload's reads,
+//     whose high watermark bounds what they return (log-not-linearizable),
+//     and the high watermarks of consumer polls, which kgo fetches ahead
+//     of the poll (no invoke time to compare with).
 //   - unpolled (consumer liveness; Jepsen's :unseen counts sends no poll
 //     returned): when History.Drained is set, OK sends to DrainTopic that
 //     no consumer poll returned although the producers had stopped and the
@@ -107,6 +127,7 @@ const (
 	KindCommitBackwards        AnomalyKind = "commit-backwards"
 	KindOffsetsNotLinearizable AnomalyKind = "offsets-not-linearizable"
 	KindLogNotLinearizable     AnomalyKind = "log-not-linearizable"
+	KindStaleRead              AnomalyKind = "stale-read"
 	KindNoLeaderAfterHeal      AnomalyKind = "no-leader-after-heal"
 	KindUnpolled               AnomalyKind = "unpolled"
 	KindFinalReadFailed        AnomalyKind = "final-read-failed"
@@ -117,7 +138,7 @@ var Kinds = []AnomalyKind{
 	KindInconsistentOffsets, KindDuplicate, KindLostWrite, KindUnseen,
 	KindPollSkip, KindIntPollSkip, KindNonmonotonicPoll, KindIntNonmonotonicPoll,
 	KindNonmonotonicSend, KindCommitBackwards, KindOffsetsNotLinearizable,
-	KindLogNotLinearizable, KindNoLeaderAfterHeal, KindUnpolled, KindFinalReadFailed,
+	KindLogNotLinearizable, KindStaleRead, KindNoLeaderAfterHeal, KindUnpolled, KindFinalReadFailed,
 }
 
 // Anomaly is one thing the history shows went wrong.
@@ -218,6 +239,7 @@ func CheckWith(h *History, o Options) *Result {
 	c.commitChecks()
 	c.logChecks()
 	c.registerChecks()
+	c.staleReadChecks()
 	c.livenessChecks()
 	for _, a := range c.r.Anomalies {
 		c.r.Counts[a.Kind] += a.Count

@@ -47,6 +47,10 @@ func readOp(proc string, start, end int, vals ...string) Op {
 	return Op{Process: proc, Kind: OpRead, Outcome: OK, Topic: "log", Start: ms(start), End: ms(end), Values: vals, Offset: int64(len(vals))}
 }
 
+func hwRead(proc, via string, start, end int, offs map[int32]int64) Op {
+	return Op{Process: proc, Kind: OpHighWater, Outcome: OK, Topic: "q", Via: via, Start: ms(start), End: ms(end), Offsets: offs}
+}
+
 func final(recs ...Record) map[string]map[int32][]Record {
 	f := map[string]map[int32][]Record{"q": {}}
 	for _, r := range recs {
@@ -217,6 +221,64 @@ func TestCheck(t *testing.T) {
 		{name: "log: a failed append does not appear", want: want{KindLogNotLinearizable: 1}, h: History{
 			Ops: []Op{appendOp("log-0", "a", Fail, 0, 0, 10), readOp("log-1", 20, 30, "a")}}},
 
+		{name: "stale high watermark after an acknowledged send", want: want{KindStaleRead: 1}, h: History{
+			Ops: []Op{send("producer-0", 0, "a", 7, 0, 5), hwRead("hw-reader", ViaFetch, 10, 11, map[int32]int64{0: 5})}}},
+		{name: "high watermark at the acknowledged offset is stale", want: want{KindStaleRead: 1}, h: History{
+			Ops: []Op{send("producer-0", 0, "a", 7, 0, 5), hwRead("hw-reader", ViaListOffsets, 10, 11, map[int32]int64{0: 7})}}},
+		{name: "high watermark past the acknowledged offset", want: want{}, h: History{
+			Ops: []Op{send("producer-0", 0, "a", 7, 0, 5), hwRead("hw-reader", ViaFetch, 10, 11, map[int32]int64{0: 8})}}},
+		{name: "a high watermark read during the send may miss it", want: want{}, h: History{
+			Ops: []Op{send("producer-0", 0, "a", 7, 0, 5), hwRead("hw-reader", ViaFetch, 3, 11, map[int32]int64{0: 5})}}},
+		{name: "another partition's send establishes nothing", want: want{}, h: History{
+			Ops: []Op{send("producer-0", 1, "a", 7, 0, 5), hwRead("hw-reader", ViaFetch, 10, 11, map[int32]int64{0: 5})}}},
+		{name: "high watermark going back", want: want{KindStaleRead: 1}, h: History{
+			Ops: []Op{hwRead("hw-reader", ViaListOffsets, 0, 5, map[int32]int64{0: 9, 1: 3}),
+				hwRead("hw-reader", ViaFetch, 10, 11, map[int32]int64{0: 4})}}},
+		{name: "concurrent high watermark reads may disagree", want: want{}, h: History{
+			Ops: []Op{hwRead("hw-reader", ViaListOffsets, 0, 10, map[int32]int64{0: 9}),
+				hwRead("hw-reader", ViaFetch, 5, 15, map[int32]int64{0: 4}),
+				hwRead("hw-reader", ViaFetch, 20, 25, map[int32]int64{0: 9})}}},
+		{name: "stale high watermarks in two partitions, three reads", want: want{KindStaleRead: 3}, h: History{
+			Ops: []Op{send("producer-0", 0, "a", 7, 0, 5), send("producer-1", 1, "b", 3, 0, 5),
+				hwRead("hw-reader", ViaListOffsets, 10, 11, map[int32]int64{0: 2, 1: 3}),
+				hwRead("hw-reader", ViaFetch, 12, 13, map[int32]int64{0: 2})}}},
+		{name: "a failed high watermark read is no read", want: want{}, h: History{
+			Ops: []Op{send("producer-0", 0, "a", 7, 0, 5),
+				{Process: "hw-reader", Kind: OpHighWater, Outcome: Fail, Topic: "q", Via: ViaFetch, Start: ms(10), End: ms(11), Err: "NOT_LEADER_OR_FOLLOWER"}}}},
+		{name: "acks=1 sends establish no high watermark", want: want{}, h: History{Acks1: true,
+			Ops: []Op{send("producer-0", 0, "a", 7, 0, 5), hwRead("hw-reader", ViaFetch, 10, 11, map[int32]int64{0: 5})}}},
+		{name: "acks=1 leaves the liveness probes' sends", want: want{KindStaleRead: 1}, h: History{Acks1: true,
+			Ops: []Op{send("liveness-0", 0, "a", 7, 0, 5), hwRead("hw-reader", ViaFetch, 10, 11, map[int32]int64{0: 5})}}},
+
+		{name: "stale committed offset after an acknowledged commit", want: want{KindStaleRead: 1}, h: History{
+			Ops: []Op{commit("consumer-0", "g", OK, 0, 10, map[int32]int64{0: 150}),
+				fetchOffsets("offsets-reader", "g", 20, 30, map[int32]int64{0: 120})}}},
+		{name: "committed offset absent after an acknowledged commit", want: want{KindStaleRead: 1}, h: History{
+			Ops: []Op{commit("consumer-0", "g", OK, 0, 10, map[int32]int64{0: 150}),
+				fetchOffsets("offsets-reader", "g", 20, 30, nil)}}},
+		{name: "a later smaller commit explains a smaller offset", want: want{}, h: History{
+			Ops: []Op{commit("consumer-0", "g", OK, 0, 10, map[int32]int64{0: 150}),
+				commit("consumer-1", "g", OK, 12, 15, map[int32]int64{0: 120}),
+				fetchOffsets("offsets-reader", "g", 20, 30, map[int32]int64{0: 120})}}},
+		{name: "an info commit of the value may apply late", want: want{}, h: History{
+			Ops: []Op{commit("consumer-1", "g", Info, 0, 5, map[int32]int64{0: 120}),
+				commit("consumer-0", "g", OK, 6, 10, map[int32]int64{0: 150}),
+				fetchOffsets("offsets-reader", "g", 20, 30, map[int32]int64{0: 120})}}},
+		{name: "an ok commit of the value that completed first does not explain it", want: want{KindStaleRead: 1}, h: History{
+			Ops: []Op{commit("consumer-1", "g", OK, 0, 5, map[int32]int64{0: 120}),
+				commit("consumer-0", "g", OK, 6, 10, map[int32]int64{0: 150}),
+				fetchOffsets("offsets-reader", "g", 20, 30, map[int32]int64{0: 120})}}},
+		{name: "a failed commit is not acknowledged", want: want{}, h: History{
+			Ops: []Op{commit("consumer-0", "g", Fail, 0, 10, map[int32]int64{0: 150}),
+				fetchOffsets("offsets-reader", "g", 20, 30, map[int32]int64{0: 120})}}},
+		{name: "a fetch during the commit may miss it", want: want{}, h: History{
+			Ops: []Op{commit("consumer-0", "g", OK, 0, 25, map[int32]int64{0: 150}),
+				fetchOffsets("offsets-reader", "g", 20, 30, map[int32]int64{0: 120})}}},
+		{name: "stale committed offset and committed offset going backwards", want: want{KindStaleRead: 1, KindCommitBackwards: 1}, h: History{
+			Ops: []Op{commit("consumer-0", "g", OK, 0, 10, map[int32]int64{0: 150}),
+				fetchOffsets("offsets-reader", "g", 12, 15, map[int32]int64{0: 150}),
+				fetchOffsets("offsets-reader", "g", 20, 30, map[int32]int64{0: 120})}}},
+
 		{name: "unpolled after the drain", want: want{KindUnpolled: 1}, h: History{Drained: ms(50), DrainTopic: "q", Finished: ms(100),
 			Ops: ops(abc(), []Op{poll("consumer-0", 10, 11, rec(0, 0, "a"), rec(0, 1, "b"))}), Final: final(rec(0, 0, "a"), rec(0, 1, "b"), rec(0, 2, "c"))}},
 		{name: "every send polled after the drain", want: want{}, h: History{Drained: ms(50), DrainTopic: "q", Finished: ms(100),
@@ -296,6 +358,41 @@ func TestCheckNames(t *testing.T) {
 	}
 	if len(r.Checks) != 1 || r.Checks[0].Result != "illegal" || r.Checks[0].Name != "log-log-0" {
 		t.Errorf("checks %+v", r.Checks)
+	}
+}
+
+// TestCheckStaleReadNames checks that a stale read names the read and
+// what had established more, and that the check is not blind: a leader
+// cut off by a partition that goes on answering reads after a write the
+// new leader acknowledged is reported (a stale Fetch high watermark and
+// a stale committed offset).
+func TestCheckStaleReadNames(t *testing.T) {
+	h := &History{Ops: []Op{
+		send("producer-0", 2, "a", 41, 1000, 1010),
+		hwRead("hw-reader", ViaFetch, 1020, 1021, map[int32]int64{2: 40}),
+		commit("consumer-0", "g", OK, 1000, 1010, map[int32]int64{2: 42}),
+		fetchOffsets("offsets-reader", "g", 1020, 1022, map[int32]int64{2: 30}),
+	}}
+	r := Check(h)
+	if r.Counts[KindStaleRead] != 2 || len(r.Anomalies) != 2 {
+		t.Fatalf("anomalies %+v", r.Anomalies)
+	}
+	hw, co := r.Anomalies[0], r.Anomalies[1]
+	if hw.Topic != "q" || hw.Partition != 2 || !slices.Equal(hw.Ops, []int{0, 1}) ||
+		!strings.Contains(hw.Msg, "read 40 via Fetch") || !strings.Contains(hw.Msg, "acknowledged at offset 41") {
+		t.Errorf("stale high watermark %+v", hw)
+	}
+	if co.Group != "g" || co.Partition != 2 || !slices.Equal(co.Ops, []int{2, 3}) ||
+		!strings.Contains(co.Msg, "returned 30") || !strings.Contains(co.Msg, "committed 42") {
+		t.Errorf("stale committed offset %+v", co)
+	}
+	if got := r.Verdict(); got != "INVALID seed=0: stale-read 2" {
+		t.Errorf("verdict %q", got)
+	}
+	var text strings.Builder
+	WriteText(&text, h, r)
+	if !strings.Contains(text.String(), "high-watermark ok") || !strings.Contains(text.String(), "via Fetch offsets {2:40}") {
+		t.Errorf("report lacks the read:\n%s", text.String())
 	}
 }
 

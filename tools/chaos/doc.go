@@ -26,7 +26,8 @@
 //     - queue: idempotent acks=all producers sending unique values to
 //     keyed and unkeyed partitions; a consumer group (classic and
 //     KIP-848 members, joining and leaving) polling and committing;
-//     its committed offsets read back over the run.
+//     its committed offsets and the partitions' high watermarks (Fetch,
+//     ListOffsets) read back over the run, for the stale-read check.
 //     - log: per-partition appends and whole-log reads, checked for
 //     linearizability.
 //     - offsets: OffsetCommit and OffsetFetch of a group without members
@@ -39,7 +40,9 @@
 //     a bridge); a slow or failing disk and a wall-clock jump through the
 //     fault-control file of a broker built with -tags faults
 //     (server/faultinject); a rolling restart (SIGTERM, restart, wait);
-//     a reassignment to another replica set and back.
+//     a reassignment to another replica set and back; and move-isolated,
+//     three steps on one partition: a reassignment away and back while
+//     one of its replicas is isolated, a follower killed, a slow disk.
 //  4. Heal: every fault ends; then liveness: every partition must accept
 //     an acks=all write within a bound (these probes are operations of the
 //     history too); the workloads run on for the recovery period, stop,

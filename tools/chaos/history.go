@@ -40,6 +40,20 @@ const (
 	// OpRead is the log workload's read of Partition from offset 0 to its
 	// high watermark: Values is the whole log as read (Offset = len).
 	OpRead OpKind = "read"
+	// OpHighWater is one request reading high watermarks of Topic,
+	// sent to the partition's leader as the client's metadata names it:
+	// Via is "Fetch" (one partition, Partition; the response's
+	// HighWatermark) or "ListOffsets" (every partition; latest, read
+	// uncommitted). Offsets is partition: high watermark, for the
+	// partitions answered without an error. OK when at least one was,
+	// else Fail (a read changes nothing).
+	OpHighWater OpKind = "high-watermark"
+)
+
+// The requests an OpHighWater reads high watermarks with (Op.Via).
+const (
+	ViaFetch       = "Fetch"
+	ViaListOffsets = "ListOffsets"
 )
 
 // Outcome is how an operation ended, in Jepsen's terms.
@@ -90,6 +104,7 @@ type Op struct {
 	Values    []string        `json:"values,omitempty"`
 	Offsets   map[int32]int64 `json:"offsets,omitempty"`
 	Parts     []int32         `json:"partitions,omitempty"`
+	Via       string          `json:"via,omitempty"` // OpHighWater: ViaFetch or ViaListOffsets
 	Err       string          `json:"error,omitempty"`
 }
 
@@ -116,8 +131,12 @@ type History struct {
 	// an OK send to DrainTopic that no poll returned is an anomaly.
 	Drained    time.Duration `json:"drained,omitempty"`
 	DrainTopic string        `json:"drain_topic,omitempty"`
-	Ops        []Op          `json:"ops"`
-	Faults     []Fault       `json:"faults"`
+	// Acks1 is set when the queue's producers ("producer-*") sent with
+	// acks=1 (RunOptions.Acks1): their OK sends say nothing about the
+	// high watermark, so the stale-read check leaves them out.
+	Acks1  bool    `json:"acks1,omitempty"`
+	Ops    []Op    `json:"ops"`
+	Faults []Fault `json:"faults"`
 	// Final is, per topic and partition, a read of the whole partition
 	// by a fresh consumer after the run (from its log start offset to its
 	// high watermark), and LogStart each partition's log start offset

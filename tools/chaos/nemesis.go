@@ -32,12 +32,19 @@ const (
 	FaultClock          = "clock"           // jump one node's wall clock by minutes to an hour, either way (test build)
 	FaultRollingRestart = "rolling-restart" // SIGTERM (controlled shutdown) and restart each node in turn
 	FaultMove           = "move"            // reassign a partition to another replica set while the next fault runs, then move it back
+	// FaultMoveIsolated is three steps on one partition (FINDINGS.md, "A
+	// partition without a writable leader after the heal"): isolate one
+	// of its replicas and, while it is cut off, reassign the partition
+	// away from another replica and back, then heal and wait for the move
+	// back; SIGKILL a follower of it and restart it; slow the disk of the
+	// replica that left and came back (test build; skipped without it).
+	FaultMoveIsolated = "move-isolated"
 )
 
 // AllFaults are every kind, in the order of a sequential schedule.
 var AllFaults = []string{FaultKillLeader, FaultKillFollower, FaultKillController, FaultPause,
 	FaultIsolate, FaultPartition, FaultBridge, FaultDiskSlow, FaultDiskFail, FaultClock,
-	FaultRollingRestart, FaultMove}
+	FaultRollingRestart, FaultMove, FaultMoveIsolated}
 
 // ParseFaults parses a comma-separated list of kinds ("all" for every one).
 func ParseFaults(s string) ([]string, error) {
@@ -126,7 +133,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 			// The reassignment may have been applied all the same.
 			return errors.Join(err, n.finishMoves(ctx, 30*time.Second))
 		}
-		others := slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == FaultMove })
+		others := overlapKinds(kinds)
 		if len(others) > 0 {
 			if err := n.episode(ctx, others[n.rng.IntN(len(others))], nil); err != nil {
 				n.log.Warn("chaos: nemesis: fault during a move not applied", "err", err)
@@ -136,6 +143,9 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		}
 		return n.finishMoves(ctx, 30*time.Second)
 	}
+	if kind == FaultMoveIsolated {
+		return n.moveIsolated(ctx)
+	}
 	hold := n.dur(3*time.Second, 8*time.Second)
 	switch kind {
 	case FaultKillLeader, FaultKillFollower, FaultKillController:
@@ -143,19 +153,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		if err != nil {
 			return err
 		}
-		f := n.begin(kind, what, id)
-		if err := n.c.Kill(id); err != nil {
-			return err
-		}
-		n.killed[id] = true
-		if err := n.sleep(ctx, hold); err != nil {
-			return err
-		}
-		if err := n.restart(ctx, id); err != nil {
-			return err // still down: Heal starts it and ends the fault
-		}
-		n.end(f)
-		return nil
+		return n.kill(ctx, kind, what, id, hold)
 	case FaultPause:
 		id, what, err := n.target(ctx, n.pick(FaultKillLeader, ""))
 		if err != nil {
@@ -179,10 +177,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		if err != nil {
 			return err
 		}
-		mode := faultproxy.Blackhole
-		if n.rng.IntN(2) == 0 {
-			mode = faultproxy.Reset
-		}
+		mode := n.mode()
 		f := n.begin(kind, fmt.Sprintf("%s (%v)", what, mode), flatten(comps)...)
 		if kind == FaultBridge {
 			err = n.c.CutLinks(bridgeLinks(comps), mode)
@@ -227,31 +222,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 			nf.ClockOffsetMs = off.Milliseconds()
 			desc, fk = fmt.Sprintf("clock of %s jumps %+v", what, off.Round(time.Second)), kind
 		}
-		f := n.begin(fk, desc, id)
-		if err := n.setFaults(ctx, id, nf); err != nil {
-			// Not applied: a binary without -tags faults. Keep no
-			// record of a fault that never happened.
-			n.c.SetFaults(id, NodeFaults{})
-			n.faults = n.faults[:f]
-			if countInFile(n.c.Nodes()[id-1].LogPath, "sluice: faults: applied") == 0 {
-				n.unsupported = true
-			}
-			return err
-		}
-		n.diskSet[id] = true
-		if err := n.sleep(ctx, hold); err != nil {
-			return err
-		}
-		err = n.c.SetFaults(id, NodeFaults{})
-		delete(n.diskSet, id)
-		if !n.c.Running(id) {
-			// A broker may stop on a failing disk (Kafka halts when its
-			// metadata log dir fails); the operator starts it again.
-			n.log.Info("chaos: nemesis: the broker had stopped during the fault; starting it", "node", id)
-			err = errors.Join(err, n.restart(ctx, id))
-		}
-		n.end(f)
-		return err
+		return n.nodeFault(ctx, fk, desc, id, nf, hold)
 	case FaultRollingRestart:
 		order := n.rng.Perm(len(n.c.Nodes()))
 		f := n.begin(FaultRollingRestart, fmt.Sprintf("rolling restart (SIGTERM, start) in the order %v", plusOne(order)), plusOne(order)...)
@@ -275,6 +246,68 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		return nil
 	}
 	return fmt.Errorf("chaos: unknown fault %q", kind)
+}
+
+// kill SIGKILLs node id, holds, and restarts it: a fault of kind.
+func (n *Nemesis) kill(ctx context.Context, kind, what string, id int, hold time.Duration) error {
+	f := n.begin(kind, what, id)
+	if err := n.c.Kill(id); err != nil {
+		return err
+	}
+	n.killed[id] = true
+	if err := n.sleep(ctx, hold); err != nil {
+		return err
+	}
+	if err := n.restart(ctx, id); err != nil {
+		return err // still down: Heal starts it and ends the fault
+	}
+	n.end(f)
+	return nil
+}
+
+// nodeFault applies nf to node id through its fault file (test build),
+// holds, and clears it: a fault of kind. A broker without the test
+// build's faults applies none: the fault is dropped from the record, and
+// the nemesis applies no more of them.
+func (n *Nemesis) nodeFault(ctx context.Context, kind, desc string, id int, nf NodeFaults, hold time.Duration) error {
+	f := n.begin(kind, desc, id)
+	if err := n.setFaults(ctx, id, nf); err != nil {
+		// Not applied: a binary without -tags faults. Keep no
+		// record of a fault that never happened.
+		n.c.SetFaults(id, NodeFaults{})
+		n.faults = n.faults[:f]
+		if countInFile(n.c.Nodes()[id-1].LogPath, "sluice: faults: applied") == 0 {
+			n.unsupported = true
+		}
+		return err
+	}
+	n.diskSet[id] = true
+	if err := n.sleep(ctx, hold); err != nil {
+		return err
+	}
+	err := n.c.SetFaults(id, NodeFaults{})
+	delete(n.diskSet, id)
+	if !n.c.Running(id) {
+		// A broker may stop on a failing disk (Kafka halts when its
+		// metadata log dir fails); the operator starts it again.
+		n.log.Info("chaos: nemesis: the broker had stopped during the fault; starting it", "node", id)
+		err = errors.Join(err, n.restart(ctx, id))
+	}
+	n.end(f)
+	return err
+}
+
+// overlapKinds are the kinds a move may overlap: not a move.
+func overlapKinds(kinds []string) []string {
+	return slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == FaultMove || k == FaultMoveIsolated })
+}
+
+// mode draws how a cut link fails: blackholed or reset.
+func (n *Nemesis) mode() faultproxy.Mode {
+	if n.rng.IntN(2) == 0 {
+		return faultproxy.Reset
+	}
+	return faultproxy.Blackhole
 }
 
 // pick returns a half the time, else b.
@@ -458,24 +491,31 @@ func (n *Nemesis) startMove(ctx context.Context) error {
 		return fmt.Errorf("%s/%d: no replicas in metadata", n.topic, p)
 	}
 	orig := slices.Clone(pd.Replicas)
-	target := slices.Clone(orig)
-	drop := n.rng.IntN(len(target))
-	if len(n.c.Nodes()) > len(orig) {
-		var outside []int32
-		for _, nd := range n.c.Nodes() {
-			if !slices.Contains(orig, int32(nd.ID)) {
-				outside = append(outside, int32(nd.ID))
-			}
-		}
-		target[drop] = outside[n.rng.IntN(len(outside))]
-	} else {
-		target = slices.Delete(target, drop, drop+1)
-	}
+	target := moveTarget(n.rng, orig, n.rng.IntN(len(orig)), len(n.c.Nodes()))
 	f := n.begin(FaultMove, fmt.Sprintf("reassign %s/%d from %v to %v", n.topic, p, orig, target), toInts(union(orig, target))...)
 	// Pending even if reassign fails: an attempt it retried may have been
 	// applied (its answer lost), and the move back is a no-op otherwise.
 	n.moves = append(n.moves, pendingMove{fault: f, tp: p, original: orig})
 	return n.reassign(ctx, p, target)
+}
+
+// moveTarget is where a move takes a partition on replicas orig, in a
+// cluster of nodes 1..nodes: without orig[drop] (replication factor one
+// less) when every node holds a replica, else with orig[drop] replaced
+// by a node outside orig, drawn from rng.
+func moveTarget(rng *rand.Rand, orig []int32, drop, nodes int) []int32 {
+	target := slices.Clone(orig)
+	if nodes <= len(orig) {
+		return slices.Delete(target, drop, drop+1)
+	}
+	var outside []int32
+	for id := int32(1); id <= int32(nodes); id++ {
+		if !slices.Contains(orig, id) {
+			outside = append(outside, id)
+		}
+	}
+	target[drop] = outside[rng.IntN(len(outside))]
+	return target
 }
 
 func (n *Nemesis) reassign(ctx context.Context, p int32, replicas []int32) error {
@@ -525,6 +565,121 @@ func (n *Nemesis) waitMoved(ctx context.Context, p int32, d time.Duration) error
 		}
 		return nil
 	})
+}
+
+// moveIsolated injects FaultMoveIsolated: isolatedMove, then a follower
+// of the partition killed and restarted, then a slow disk on the replica
+// the move took away and back.
+func (n *Nemesis) moveIsolated(ctx context.Context) error {
+	// Every draw first: one seed, one schedule, whatever the cluster
+	// answers.
+	p := int32(n.rng.IntN(int(n.partitions)))
+	plan := rand.New(rand.NewPCG(n.rng.Uint64(), n.rng.Uint64()))
+	mode := n.mode()
+	hold, settle, gap := n.dur(3*time.Second, 8*time.Second), n.dur(time.Second, 3*time.Second), n.dur(time.Second, 4*time.Second)
+	killHold, diskHold := n.dur(3*time.Second, 8*time.Second), n.dur(3*time.Second, 8*time.Second)
+	follower := n.rng.IntN(2)
+	disk := NodeFaults{FsyncDelayMs: 50 + n.rng.IntN(450), WriteDelayMs: n.rng.IntN(20)}
+
+	md, err := n.c.Metadata(ctx, 0, n.topic)
+	if err != nil {
+		return err
+	}
+	pd, ok := md.Topics[n.topic].Partitions[p]
+	if !ok || len(pd.Replicas) < 2 {
+		return fmt.Errorf("%s/%d: %d replicas in metadata, a move-isolated needs two", n.topic, p, len(pd.Replicas))
+	}
+	orig := slices.Clone(pd.Replicas)
+	iso, dropped, target := moveIsolatedPlan(plan, orig, len(n.c.Nodes()))
+	if err := n.isolatedMove(ctx, p, orig, target, int(iso), mode, hold, settle); err != nil {
+		return err
+	}
+
+	if err := n.sleep(ctx, gap); err != nil {
+		return err
+	}
+	if md, err = n.c.Metadata(ctx, 0, n.topic); err != nil {
+		return err
+	}
+	pd = md.Topics[n.topic].Partitions[p]
+	var fs []int32
+	for _, r := range pd.Replicas {
+		if r != pd.Leader {
+			fs = append(fs, r)
+		}
+	}
+	if pd.Leader < 0 || len(fs) == 0 {
+		return fmt.Errorf("%s/%d after the move: leader %d, replicas %v: no follower to kill", n.topic, p, pd.Leader, pd.Replicas)
+	}
+	id := int(fs[follower%len(fs)])
+	if err := n.kill(ctx, FaultMoveIsolated, fmt.Sprintf("SIGKILL node %d (follower of %s/%d, after the move)", id, n.topic, p), id, killHold); err != nil {
+		return err
+	}
+
+	if n.unsupported {
+		n.log.Info("chaos: nemesis: move-isolated: no slow disk (the broker binary applies no test-build faults)")
+		return nil
+	}
+	desc := fmt.Sprintf("slow disk on node %d (the replica of %s/%d the move took away and back): fsync +%d ms, write +%d ms",
+		dropped, n.topic, p, disk.FsyncDelayMs, disk.WriteDelayMs)
+	if err := n.nodeFault(ctx, FaultMoveIsolated, desc, int(dropped), disk, diskHold); err != nil {
+		return fmt.Errorf("move-isolated's slow disk: %w", err)
+	}
+	return nil
+}
+
+// moveIsolatedPlan draws, for a partition on replicas orig (two or more)
+// in a cluster of nodes, the replica to isolate, another replica for the
+// move to drop, and the replicas the move takes the partition to.
+func moveIsolatedPlan(rng *rand.Rand, orig []int32, nodes int) (isolated, dropped int32, target []int32) {
+	i := rng.IntN(len(orig))
+	d := rng.IntN(len(orig) - 1)
+	if d >= i {
+		d++
+	}
+	return orig[i], orig[d], moveTarget(rng, orig, d, nodes)
+}
+
+// isolatedMove is move-isolated's first step, one fault: node iso cut
+// off from every other node (mode) while partition p is reassigned from
+// orig to target and, once that completed or hold passed, back to orig;
+// the network heals settle later, and the move back is waited for. A
+// step that fails leaves the move pending: Heal moves the partition back
+// and ends the fault.
+func (n *Nemesis) isolatedMove(ctx context.Context, p int32, orig, target []int32, iso int, mode faultproxy.Mode, hold, settle time.Duration) error {
+	var rest []int
+	for _, nd := range n.c.Nodes() {
+		if nd.ID != iso {
+			rest = append(rest, nd.ID)
+		}
+	}
+	f := n.begin(FaultMoveIsolated, fmt.Sprintf("isolate node %d (%v); meanwhile reassign %s/%d from %v to %v and back",
+		iso, mode, n.topic, p, orig, target), toInts(union(orig, target))...)
+	if err := n.c.Partition([][]int{{iso}, rest}, mode); err != nil {
+		err = errors.Join(err, n.c.HealNetwork())
+		n.end(f)
+		return err
+	}
+	n.moves = append(n.moves, pendingMove{fault: f, tp: p, original: orig})
+	err := n.reassign(ctx, p, target)
+	if err == nil {
+		if werr := n.waitMoved(ctx, p, hold); werr != nil {
+			n.log.Info("chaos: nemesis: move-isolated: the move did not complete while a replica was cut off", "err", werr)
+		}
+		err = n.reassign(ctx, p, orig)
+	}
+	if err == nil {
+		err = n.sleep(ctx, settle)
+	}
+	if err = errors.Join(err, n.c.HealNetwork()); err != nil {
+		return err
+	}
+	if err := n.waitMoved(ctx, p, 30*time.Second); err != nil {
+		return err
+	}
+	n.moves = slices.DeleteFunc(n.moves, func(m pendingMove) bool { return m.fault == f })
+	n.end(f)
+	return nil
 }
 
 func union(a, b []int32) []int32 {

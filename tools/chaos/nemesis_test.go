@@ -95,17 +95,17 @@ func identity(n int) []int {
 	return out
 }
 
-// A network partition that fails part-way (a proxy that refuses its cut)
-// leaves no link cut behind it: the faults that follow must not run
-// under it.
-func TestNemesisPartitionFailureHeals(t *testing.T) {
+// proxiedCluster is a cluster of nodes without brokers whose links are
+// fault proxies to one listener; the proxy of link 1->2 is closed, so
+// cutting it fails.
+func proxiedCluster(t *testing.T, nodes int) (*Cluster, link) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	c := &Cluster{proxies: map[link]*faultproxy.Proxy{}}
-	for i := range 3 {
+	for i := range nodes {
 		c.nodes = append(c.nodes, &Node{ID: i + 1})
 	}
 	for _, a := range c.nodes {
@@ -117,11 +117,20 @@ func TestNemesisPartitionFailureHeals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer p.Close()
+			t.Cleanup(func() { p.Close() })
 			c.proxies[link{a.ID, b.ID}] = p
 		}
 	}
-	c.proxies[link{1, 2}].Close() // its Cut fails
+	closed := link{1, 2}
+	c.proxies[closed].Close() // its Cut fails
+	return c, closed
+}
+
+// A network partition that fails part-way (a proxy that refuses its cut)
+// leaves no link cut behind it: the faults that follow must not run
+// under it.
+func TestNemesisPartitionFailureHeals(t *testing.T) {
+	c, _ := proxiedCluster(t, 3)
 	n := NewNemesis(c, rand.New(rand.NewPCG(1, 1)), func() time.Duration { return time.Second }, "t", 1, slog.Default())
 	if err := n.episode(t.Context(), FaultPartition, nil); err == nil {
 		t.Fatal("a partition with a closed proxy applied")
@@ -133,5 +142,84 @@ func TestNemesisPartitionFailureHeals(t *testing.T) {
 	}
 	if f := n.Faults(); len(f) != 1 || f[0].End == 0 {
 		t.Errorf("faults %+v: the failed partition is not ended", f)
+	}
+}
+
+// move-isolated's plan: the isolated replica and the dropped one are two
+// replicas of the partition; on three nodes the move leaves the dropped
+// one out, on five it swaps it for a node outside the replicas; one seed
+// draws one plan.
+func TestMoveIsolatedPlan(t *testing.T) {
+	for _, nodes := range []int{3, 5} {
+		orig := []int32{3, 2, 1}
+		seen := map[[2]int32]bool{}
+		for seed := range uint64(40) {
+			iso, dropped, target := moveIsolatedPlan(rand.New(rand.NewPCG(seed, 3)), orig, nodes)
+			iso2, dropped2, target2 := moveIsolatedPlan(rand.New(rand.NewPCG(seed, 3)), orig, nodes)
+			if iso != iso2 || dropped != dropped2 || !slices.Equal(target, target2) {
+				t.Fatalf("seed %d drew two plans", seed)
+			}
+			seen[[2]int32{iso, dropped}] = true
+			if !slices.Contains(orig, iso) || !slices.Contains(orig, dropped) || iso == dropped {
+				t.Fatalf("%d nodes: isolate %d, drop %d of %v", nodes, iso, dropped, orig)
+			}
+			if slices.Contains(target, dropped) || !slices.Contains(target, iso) {
+				t.Fatalf("%d nodes: drop %d of %v: target %v", nodes, dropped, orig, target)
+			}
+			switch nodes {
+			case 3:
+				if len(target) != 2 {
+					t.Fatalf("3 nodes: target %v", target)
+				}
+			case 5:
+				added := slices.DeleteFunc(slices.Clone(target), func(r int32) bool { return slices.Contains(orig, r) })
+				if len(target) != 3 || len(added) != 1 || added[0] < 4 || added[0] > 5 {
+					t.Fatalf("5 nodes: target %v of %v", target, orig)
+				}
+			}
+		}
+		if len(seen) != 6 { // every ordered pair of distinct replicas
+			t.Errorf("%d nodes: 40 seeds drew only the (isolate, drop) pairs %v", nodes, seen)
+		}
+	}
+}
+
+// move-isolated is a kind of its own: in "all", and never the fault a
+// move overlaps (it moves a partition itself).
+func TestMoveIsolatedKind(t *testing.T) {
+	ks, _ := ParseFaults("all")
+	if !slices.Contains(ks, FaultMoveIsolated) {
+		t.Fatalf("all: %v", ks)
+	}
+	if ks, err := ParseFaults("move-isolated"); err != nil || !slices.Equal(ks, []string{FaultMoveIsolated}) {
+		t.Fatalf("move-isolated: %v %v", ks, err)
+	}
+	if o := overlapKinds(AllFaults); slices.Contains(o, FaultMove) || slices.Contains(o, FaultMoveIsolated) || len(o) != len(AllFaults)-2 {
+		t.Fatalf("a move overlaps %v", o)
+	}
+	if _, ok := faultColors[FaultMoveIsolated]; !ok {
+		t.Error("no colour in the report")
+	}
+}
+
+// A move-isolated whose isolation fails part-way leaves no link cut, no
+// move pending and no fault open, and reassigns nothing.
+func TestMoveIsolatedFailureHeals(t *testing.T) {
+	c, closed := proxiedCluster(t, 3)
+	n := NewNemesis(c, rand.New(rand.NewPCG(1, 1)), func() time.Duration { return time.Second }, "t", 1, slog.Default())
+	err := n.isolatedMove(t.Context(), 0, []int32{3, 2, 1}, []int32{3, 2}, 1, faultproxy.Blackhole, time.Second, time.Second)
+	if err == nil {
+		t.Fatal("an isolation with a closed proxy applied")
+	}
+	for l, p := range c.proxies {
+		if l != closed && p.Mode() != 0 {
+			t.Errorf("link %d->%d left %v", l.from, l.to, p.Mode())
+		}
+	}
+	if f := n.Faults(); len(f) != 1 || f[0].End == 0 || f[0].Kind != FaultMoveIsolated {
+		t.Errorf("faults %+v: the failed isolation is not ended", f)
+	}
+	if len(n.moves) != 0 {
+		t.Errorf("moves pending: %+v", n.moves)
 	}
 }

@@ -114,7 +114,10 @@ func opDetail(h *History, i int) string {
 		}
 	case OpAssign:
 		s += fmt.Sprintf(" partitions %v", op.Parts)
-	case OpCommit, OpFetchOffsets:
+	case OpCommit, OpFetchOffsets, OpHighWater:
+		if op.Via != "" {
+			s += " via " + op.Via
+		}
 		var parts []string
 		for _, p := range slices.Sorted(maps.Keys(op.Offsets)) {
 			parts = append(parts, fmt.Sprintf("%d:%d", p, op.Offsets[p]))

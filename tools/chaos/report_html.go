@@ -35,7 +35,7 @@ var faultColors = map[string]string{
 	FaultKillLeader: "#d62728", FaultKillFollower: "#ff9896", FaultKillController: "#a50f15",
 	FaultPause: "#ff7f0e", FaultIsolate: "#9467bd", FaultPartition: "#c5b0d5", FaultBridge: "#6a3d9a",
 	FaultDiskSlow: "#c49c94", FaultDiskFail: "#8c564b", FaultClock: "#17becf",
-	FaultRollingRestart: "#e377c2", FaultMove: "#1f77b4",
+	FaultRollingRestart: "#e377c2", FaultMove: "#1f77b4", FaultMoveIsolated: "#393b79",
 }
 
 func faultColor(kind string) string {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -53,28 +54,66 @@ var faultsBinary = func() func(t *testing.T) string {
 	}
 }()
 
+// runFolder is the folder of a test's Run: $SLUICE_CHAOS_OUT/<name> when
+// that is set (replacing an earlier run's; always kept), else a new
+// folder in the system's temporary folder, not t.TempDir (which the
+// testing package deletes whatever happened). That one is removed when
+// the test ends, unless it failed or keep was called: a run with an
+// anomaly keeps its nodes' logs, report.txt, report.html and
+// history.json, and the test prints where.
+type runFolder struct {
+	dir  string
+	keep bool
+}
+
+func newRunFolder(t *testing.T, name string) *runFolder {
+	t.Helper()
+	f := &runFolder{}
+	if out := os.Getenv("SLUICE_CHAOS_OUT"); out != "" {
+		f.dir, f.keep = filepath.Join(out, name), true
+		os.RemoveAll(f.dir)
+		return f
+	}
+	dir, err := os.MkdirTemp("", "sluice-chaos-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.dir = dir
+	t.Cleanup(func() {
+		if f.keep || t.Failed() {
+			t.Logf("run folder kept: %s", f.dir)
+			return
+		}
+		os.RemoveAll(f.dir)
+	})
+	return f
+}
+
+// shortSchedule is the order of the kinds in CI's short schedule: every
+// kind once.
+var shortSchedule = []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKillController, FaultRollingRestart,
+	FaultPartition, FaultMove, FaultDiskFail, FaultClock, FaultBridge, FaultKillFollower, FaultDiskSlow,
+	FaultMoveIsolated}
+
 // The short schedule CI runs (test.sh runs every module's tests): seed 1
 // on three nodes, every kind of fault once in a fixed order, the three
-// workloads. It fails on any anomaly, printing the text report; the run's
-// folder (node logs, report.html, history.json) is kept under
-// SLUICE_CHAOS_OUT when set.
+// workloads. It fails on any anomaly, printing the text report and the
+// nodes' lines about the partitions involved; the run's folder (node
+// logs, report.html, history.json) is kept when the run has an anomaly
+// or the test fails (see runFolder).
 func TestChaosShortSchedule(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a three-broker cluster for about two and a half minutes")
+		t.Skip("starts a three-broker cluster for about three and a half minutes")
 	}
-	dir := t.TempDir()
-	if out := os.Getenv("SLUICE_CHAOS_OUT"); out != "" {
-		dir = filepath.Join(out, "short-schedule")
-		os.RemoveAll(dir)
-	}
+	folder := newRunFolder(t, "short-schedule")
+	dir := folder.dir
 	bin := faultsBinary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h, res, err := Run(ctx, RunOptions{Binary: bin, Dir: dir, Nodes: 3, Seed: 1, Sequential: true,
-		Faults: []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKillController, FaultRollingRestart,
-			FaultPartition, FaultMove, FaultDiskFail, FaultClock, FaultBridge, FaultKillFollower, FaultDiskSlow},
+		Faults:   shortSchedule,
 		Duration: 110 * time.Second, Logger: log})
 	if err != nil {
 		t.Fatalf("run: %v\nrunner log:\n%s", err, logs.String())
@@ -84,22 +123,22 @@ func TestChaosShortSchedule(t *testing.T) {
 	t.Log(res.Verdict())
 	fmt.Println("CHAOS", res.Verdict())
 	if !res.Valid() {
+		folder.keep = true
 		if known := knownLiveness(res); known != "" {
 			// FINDINGS.md, "A partition without a writable leader after
 			// the heal": open, seen once in CI; the report and the
 			// nodes' lines about the partition are printed for whoever
 			// fixes it, and every other anomaly still fails the test.
-			t.Logf("KNOWN FINDING (FINDINGS.md): %s\n%s\n%s\nrunner log:\n%s", known, text.String(), partitionLines(dir, res), logs.String())
+			t.Logf("KNOWN FINDING (FINDINGS.md; run folder %s): %s\n%s\n%s\nrunner log:\n%s", dir, known, text.String(), partitionLines(dir, res), logs.String())
 		} else {
-			t.Fatalf("anomalies (run folder %s):\n%s\nrunner log:\n%s", dir, text.String(), logs.String())
+			t.Fatalf("anomalies (run folder %s):\n%s\n%s\nrunner log:\n%s", dir, text.String(), partitionLines(dir, res), logs.String())
 		}
 	}
 	kinds := map[string]int{}
 	for _, f := range h.Faults {
 		kinds[f.Kind]++
 	}
-	for _, k := range []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKillController, FaultRollingRestart,
-		FaultPartition, FaultMove, FaultDiskFail, FaultClock, FaultBridge, FaultKillFollower, FaultDiskSlow} {
+	for _, k := range shortSchedule {
 		if kinds[k] == 0 {
 			t.Errorf("no %s fault was injected (faults: %v)\nrunner log:\n%s", k, kinds, logs.String())
 		}
@@ -121,7 +160,8 @@ func TestChaosFindsAcks1Losses(t *testing.T) {
 	defer cancel()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	h, res, err := Run(ctx, RunOptions{Binary: faultsBinary(t), Dir: t.TempDir(), Nodes: 3, Seed: 2, Sequential: true,
+	folder := newRunFolder(t, "acks1")
+	h, res, err := Run(ctx, RunOptions{Binary: faultsBinary(t), Dir: folder.dir, Nodes: 3, Seed: 2, Sequential: true,
 		Workloads: []string{WorkloadQueue}, Faults: []string{FaultIsolate, FaultKillLeader},
 		Duration: 40 * time.Second, DrainBound: 10 * time.Second, Acks1: true, Logger: log})
 	if err != nil {
@@ -148,29 +188,42 @@ func knownLiveness(res *Result) string {
 	return "no writable leader after the heal: " + strings.Join(tps, ", ")
 }
 
-// partitionLines are the last lines of each node's log that name a
-// partition of res's anomalies (its folder name, topic-partition).
+// partitionLines are, for each node's log in dir, the last lines that
+// name a partition of res's anomalies (its folder name topic-partition,
+// or topic/partition), then the log's last lines: where the cause of an
+// anomaly can be read without the run's folder (CI keeps only the
+// test's output).
 func partitionLines(dir string, res *Result) string {
+	var names []string // topic-partition, then topic/partition, of each partition
+	for _, a := range res.Anomalies {
+		if a.Topic == "" {
+			continue
+		}
+		name := fmt.Sprintf("%s-%d", a.Topic, a.Partition)
+		if !slices.Contains(names, name) {
+			names = append(names, name, fmt.Sprintf("%s/%d", a.Topic, a.Partition))
+		}
+	}
 	var out strings.Builder
 	logs, _ := filepath.Glob(filepath.Join(dir, "node*.log"))
-	for _, a := range res.Anomalies {
-		name := fmt.Sprintf("%s-%d", a.Topic, a.Partition)
-		for _, l := range logs {
-			b, err := os.ReadFile(l)
-			if err != nil {
-				continue
-			}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		all := strings.Split(string(b), "\n")
+		for i := 0; i < len(names); i += 2 {
 			var lines []string
-			for _, line := range strings.Split(string(b), "\n") {
-				if strings.Contains(line, name) || strings.Contains(line, fmt.Sprintf("%s/%d", a.Topic, a.Partition)) {
+			for _, line := range all {
+				if strings.Contains(line, names[i]) || strings.Contains(line, names[i+1]) {
 					lines = append(lines, line)
 				}
 			}
-			lines = lines[max(0, len(lines)-80):]
-			fmt.Fprintf(&out, "== %s: %d lines naming %s (the last 80)\n%s\n", filepath.Base(l), len(lines), name, strings.Join(lines, "\n"))
-			all := strings.Split(string(b), "\n")
-			fmt.Fprintf(&out, "== %s: its last 30 lines\n%s\n", filepath.Base(l), strings.Join(all[max(0, len(all)-30):], "\n"))
+			n := len(lines)
+			lines = lines[max(0, n-80):]
+			fmt.Fprintf(&out, "== %s: %d lines naming %s (the last %d)\n%s\n", filepath.Base(l), n, names[i], len(lines), strings.Join(lines, "\n"))
 		}
+		fmt.Fprintf(&out, "== %s: its last 30 lines\n%s\n", filepath.Base(l), strings.Join(all[max(0, len(all)-30):], "\n"))
 	}
 	return out.String()
 }

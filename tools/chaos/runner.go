@@ -121,7 +121,7 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 		topics[t] = true
 	}
 	rec := NewRecorder(time.Now())
-	h := &History{Seed: o.Seed, Nodes: o.Nodes, Started: time.Now()}
+	h := &History{Seed: o.Seed, Nodes: o.Nodes, Started: time.Now(), Acks1: o.Acks1}
 	for t := range topics {
 		if _, err := probeAll(ctx, c, rec, t, 60*time.Second); err != nil {
 			return nil, nil, fmt.Errorf("chaos: %s not writable at the start: %w", t, err)

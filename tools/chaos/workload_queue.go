@@ -24,7 +24,8 @@ import (
 // every assignment change (OpAssign: the whole new owned set of the
 // topic); with Churn, a random consumer closes and a new one (the next
 // k) starts every Churn on average; "offsets-reader" fetches the group's
-// committed offsets every ~500 ms (OpFetchOffsets).
+// committed offsets every ~500 ms (OpFetchOffsets); "hw-reader" reads the
+// partitions' high watermarks every ~200 ms (OpHighWater, workload_hw.go).
 //
 // A consumer runs BlockRebalanceOnPoll: between a poll's return and the
 // next poll (while it records the poll and commits), no assignment
@@ -82,6 +83,7 @@ type queueWorkload struct {
 
 	prods  []*kgo.Client
 	reader *groupClient
+	hw     *hwReader
 
 	mu        sync.Mutex
 	consumers []*consumer // by slot; Consumers of them
@@ -161,6 +163,13 @@ func StartQueue(ctx context.Context, cfg WorkloadConfig, o QueueOptions) (Worklo
 	}
 	w.reader = reader
 	w.s.goFn(w.readOffsets)
+	hw, err := newHWReader(cfg.Seeds, "hw-reader", cfg.Topic, cfg.Partitions)
+	if err != nil {
+		return fail(err)
+	}
+	w.hw = hw
+	hwRand := cfg.childRand()
+	w.s.goFn(func() { hw.run(w.s.ctx, cfg.Rec, "hw-reader", hwRand, 200*time.Millisecond) })
 	w.consumers = make([]*consumer, o.Consumers)
 	for slot := range w.consumers {
 		c, err := w.startConsumer()
@@ -344,6 +353,9 @@ func (w *queueWorkload) Stop(ctx context.Context) error {
 	wg.Wait()
 	if w.reader != nil {
 		w.reader.close()
+	}
+	if w.hw != nil {
+		w.hw.close()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -195,6 +195,7 @@ func testQueue(t *testing.T, ctx context.Context, addr, protocol string) {
 		return r.Offset >= 0 && r.Offset < int64(len(l)) && l[r.Offset].Value == r.Value
 	}
 	var sends, polled, assigns, commits, fetches int
+	hwReads := map[string]int{}
 	keyPart := map[string]int32{}
 	for _, op := range ops {
 		switch {
@@ -224,6 +225,15 @@ func testQueue(t *testing.T, ctx context.Context, addr, protocol string) {
 			commits++
 		case op.Kind == OpFetchOffsets && op.Outcome == OK && op.Process == "offsets-reader":
 			fetches++
+		case op.Kind == OpHighWater && op.Outcome == OK:
+			hwReads[op.Via]++
+			for p, hw := range op.Offsets {
+				if hw < 0 || hw > int64(len(final[p])) {
+					t.Errorf("%s read high watermark %d of partition %d via %s; the final read has %d records", op.Process, hw, p, op.Via, len(final[p]))
+				}
+			}
+		case op.Kind == OpHighWater:
+			t.Errorf("high watermark read without faults: %+v", op)
 		}
 		if op.Outcome != Info && op.End < op.Start {
 			t.Errorf("op ends before it starts: %+v", op)
@@ -247,9 +257,9 @@ func testQueue(t *testing.T, ctx context.Context, addr, protocol string) {
 		}
 	}
 	names := w.(*queueWorkload).ConsumerNames()
-	t.Logf("%d sends acknowledged, %d records polled, %d assignments, %d commits, %d offset fetches, consumers %v",
-		sends, polled, assigns, commits, fetches, names)
-	if sends < 500 || polled == 0 || assigns == 0 || commits == 0 || fetches == 0 {
+	t.Logf("%d sends acknowledged, %d records polled, %d assignments, %d commits, %d offset fetches, high watermark reads %v, consumers %v",
+		sends, polled, assigns, commits, fetches, hwReads, names)
+	if sends < 500 || polled == 0 || assigns == 0 || commits == 0 || fetches == 0 || hwReads[ViaFetch] == 0 || hwReads[ViaListOffsets] == 0 {
 		t.Errorf("too little happened")
 	}
 	if len(names) <= consumers {
