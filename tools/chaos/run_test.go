@@ -124,15 +124,7 @@ func TestChaosShortSchedule(t *testing.T) {
 	fmt.Println("CHAOS", res.Verdict())
 	if !res.Valid() {
 		folder.keep = true
-		if known := knownLiveness(res); known != "" {
-			// FINDINGS.md, "A partition without a writable leader after
-			// the heal": open, seen once in CI; the report and the
-			// nodes' lines about the partition are printed for whoever
-			// fixes it, and every other anomaly still fails the test.
-			t.Logf("KNOWN FINDING (FINDINGS.md; run folder %s): %s\n%s\n%s\nrunner log:\n%s", dir, known, text.String(), partitionLines(dir, res), logs.String())
-		} else {
-			t.Fatalf("anomalies (run folder %s):\n%s\n%s\nrunner log:\n%s", dir, text.String(), partitionLines(dir, res), logs.String())
-		}
+		t.Fatalf("anomalies (run folder %s):\n%s\n%s\nrunner log:\n%s", dir, text.String(), partitionLines(dir, res), logs.String())
 	}
 	kinds := map[string]int{}
 	for _, f := range h.Faults {
@@ -173,19 +165,6 @@ func TestChaosFindsAcks1Losses(t *testing.T) {
 		WriteText(&text, h, res)
 		t.Fatalf("acks=1 under leader isolations and kills: no lost or unseen write found\n%s", text.String())
 	}
-}
-
-// knownLiveness describes res's anomalies when they are all
-// no-leader-after-heal (the open finding), else "".
-func knownLiveness(res *Result) string {
-	var tps []string
-	for _, a := range res.Anomalies {
-		if a.Kind != KindNoLeaderAfterHeal {
-			return ""
-		}
-		tps = append(tps, fmt.Sprintf("%s/%d", a.Topic, a.Partition))
-	}
-	return "no writable leader after the heal: " + strings.Join(tps, ", ")
 }
 
 // partitionLines are, for each node's log in dir, the last lines that
