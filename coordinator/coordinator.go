@@ -110,13 +110,16 @@ type Config struct {
 	Clock Clock
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// Suspect, when set and true, makes every group request answer
+	// Suspect, when set and true for the __consumer_offsets partition a
+	// group hashes onto, makes the group's requests answer
 	// NOT_COORDINATOR, as for a partition not served here: the broker
-	// may have been paused (SIGSTOP, a frozen VM) and another broker may
-	// lead its __consumer_offsets partitions by now, so what it holds in
+	// still leads that partition as far as it knows but cannot vouch
+	// for it now (a replicated leader without a read lease: cut off or
+	// paused, another broker may lead it by now), so what it holds in
 	// memory may be stale (an OffsetFetch would read a superseded
-	// commit). The client finds the coordinator again and retries.
-	Suspect func() bool
+	// commit). The client finds the coordinator again and retries. It is
+	// called under the coordinator's lock: it must not block.
+	Suspect func(partition int32) bool
 }
 
 // DefaultConfig returns Kafka's defaults (Topics is left for the caller).
@@ -388,10 +391,11 @@ func (c *Coordinator) shardLocked(groupID string) (*shard, int16) {
 	if c.closed {
 		return nil, kerr.CoordinatorNotAvailable.Code
 	}
-	if c.cfg.Suspect != nil && c.cfg.Suspect() {
+	p := c.Partition(groupID)
+	if c.cfg.Suspect != nil && c.cfg.Suspect(p) {
 		return nil, kerr.NotCoordinator.Code
 	}
-	s := c.shards[c.Partition(groupID)]
+	s := c.shards[p]
 	switch {
 	case s == nil:
 		return nil, kerr.NotCoordinator.Code

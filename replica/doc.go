@@ -48,7 +48,11 @@
 // (acks=1); the high watermark is the Kafka offset after the last
 // committed entry; raft's own entries, and DeleteRecords (a raft entry
 // every replica applies in log order, raft_deleterecords.go), are
-// internal batches that take no offset and are never served. The
+// internal batches that take no offset and are never served. A
+// replicated leader serves reads only on a read lease (raft_lease.go: a
+// ReadIndex round a quorum acknowledged less than L ago, L under the
+// time another replica could be elected; the raft thesis §6.4, etcd
+// raft's ReadIndex): CheckReadLease and AwaitReadLease. The
 // transport listens itself (ListenTCP) or serves connections a broker's
 // shared listener hands it (NewTCPTransport, ServeConn).
 //

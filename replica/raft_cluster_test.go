@@ -50,6 +50,9 @@ type pcluster struct {
 	state func(id uint64, g GroupID) SnapshotState
 	// throttle, when set, gives each host started its HostConfig.Throttle.
 	throttle func(id uint64) *Throttle
+	// hostCfg, when set, adjusts each host's configuration before it
+	// starts.
+	hostCfg func(cfg *HostConfig)
 }
 
 func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
@@ -85,11 +88,15 @@ func (c *pcluster) start(id uint64) {
 	if c.throttle != nil {
 		th = c.throttle(id)
 	}
-	h, err := NewHost(HostConfig{NodeID: id, Transport: c.net.sender(id), HardState: n.states, Logger: quiet(), TickInterval: -1,
+	hc := HostConfig{NodeID: id, Transport: c.net.sender(id), HardState: n.states, Logger: quiet(), TickInterval: -1,
 		// Ticks come from the test, one per millisecond or so: a long
 		// election timeout keeps a starved worker (the race detector,
 		// a loaded machine) from looking dead.
-		ElectionTicks: 40, Throttle: th})
+		ElectionTicks: 40, Throttle: th}
+	if c.hostCfg != nil {
+		c.hostCfg(&hc)
+	}
+	h, err := NewHost(hc)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -166,8 +166,15 @@ type HostConfig struct {
 	LivenessTimeout time.Duration
 	// MaxBatch is the most groups one worker handles together. Default 64.
 	MaxBatch int
-	// Now is the clock for ReplicaProgress.CaughtUp. Default time.Now.
+	// Now is the clock for ReplicaProgress.CaughtUp and the read lease
+	// (raft_lease.go: a monotonic reading, as time.Now's). Default
+	// time.Now.
 	Now func() time.Time
+	// LeaseTick is the wall time one tick stands for when the caller
+	// ticks (TickInterval negative), for the read lease (ReadLease);
+	// with the host's own ticker the tick is TickInterval. Default 0: a
+	// caller-ticked host grants no read lease.
+	LeaseTick time.Duration
 	// Throttle, when set, paces the catch-up traffic of throttled
 	// replicas (Kafka's replication quotas, raft_throttle.go): the host
 	// sends through it and Deliver goes through it. One host per
@@ -246,6 +253,9 @@ func (c *HostConfig) Validate() error {
 	if c.QuiesceTicks < 0 {
 		errs = append(errs, fmt.Errorf("QuiesceTicks %d is negative", c.QuiesceTicks))
 	}
+	if c.TickInterval > 0 && c.ReadLease() <= 0 {
+		errs = append(errs, fmt.Errorf("ElectionTicks %d of %v leave no read lease (raft_lease.go: ElectionTicks-3 ticks at most); at least 4", c.ElectionTicks, c.TickInterval))
+	}
 	if c.LivenessInterval <= 0 || c.LivenessTimeout <= c.LivenessInterval {
 		errs = append(errs, fmt.Errorf("LivenessTimeout %v must exceed LivenessInterval %v (both positive)", c.LivenessTimeout, c.LivenessInterval))
 	}
@@ -310,6 +320,11 @@ type Host struct {
 	downMu sync.Mutex
 	down   atomic.Pointer[[]uint64]
 
+	// base is the host clock's origin and lease the read lease's length
+	// (raft_lease.go).
+	base  time.Time
+	lease time.Duration
+
 	stopTick  chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -359,6 +374,8 @@ type group struct {
 	// apply first (0: not heard yet).
 	joining    bool
 	joinCommit uint64
+	// lease is the leader's read lease (raft_lease.go).
+	lease leaseState
 
 	mu      sync.Mutex
 	inbox   []GroupMessage
@@ -384,7 +401,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, sched: newScheduler(), groups: map[GroupID]*group{}, ticking: map[*group]struct{}{}, stopTick: make(chan struct{})}
+	h := &Host{cfg: cfg, sched: newScheduler(), groups: map[GroupID]*group{}, ticking: map[*group]struct{}{}, stopTick: make(chan struct{}),
+		base: cfg.Now(), lease: cfg.ReadLease()}
 	if cfg.Throttle != nil {
 		if err := cfg.Throttle.attach(h); err != nil {
 			return nil, err
@@ -484,6 +502,7 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 		return fmt.Errorf("replica: raft group %s: %w", gc.ID, err)
 	}
 	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine, state: gc.State, saved: gc.State, term: gc.State.HardState.Term, joining: gc.Joining || gc.State.Joining}
+	h.initLease(g, gc.State)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -925,6 +944,8 @@ func (h *Host) handle(w *worker, batch []*group) {
 			applied = true
 		}
 		r.g.rn.Advance(r.rd)
+		h.noteSingle(r.g)
+		h.noteReadStates(r.g, &r.rd)
 		r.g.joined()
 		h.trackProgress(r.g)
 		// A quiesced group comes back once more to save what it applied
@@ -1003,6 +1024,9 @@ func (h *Host) step(g *group) bool {
 		if g.joining && isVoteRequest(inbox[i].Msg.Type) {
 			continue // a joiner grants no vote (raft_join.go)
 		}
+		if h.holdsVote(g, &inbox[i].Msg) {
+			continue // a restarted replica's hold (raft_lease.go)
+		}
 		if err := g.rn.Step(inbox[i].Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 			h.cfg.Logger.Debug("replica: raft step", "group", g.id.String(), "err", err)
 		}
@@ -1015,6 +1039,7 @@ func (h *Host) step(g *group) bool {
 		h.checkLiveness(g)
 	}
 	h.retryCampaign(g)
+	h.noteTransfer(g)
 	return true
 }
 

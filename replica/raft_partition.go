@@ -161,15 +161,21 @@ var (
 )
 
 // NotLeaderError wraps ErrNotLeader (or ErrLeaderNotAvailable when Leader
-// is 0) with the leader this replica knows, for KIP-951's current-leader
+// is 0 and NoLease is not set) with the leader this replica knows, for KIP-951's current-leader
 // hint: Leader 0 when there is none.
 type NotLeaderError struct {
 	Leader uint64
 	Epoch  int32
 	Reason string
+	// NoLease marks a leader that refuses a read for want of a read
+	// lease (raft_lease.go): ErrNotLeader, with no leader to name.
+	NoLease bool
 }
 
 func (e *NotLeaderError) Error() string {
+	if e.NoLease {
+		return fmt.Sprintf("%v: %s", ErrNotLeader, e.Reason)
+	}
 	if e.Leader == 0 {
 		return fmt.Sprintf("%v: %s", ErrLeaderNotAvailable, e.Reason)
 	}
@@ -178,7 +184,7 @@ func (e *NotLeaderError) Error() string {
 
 // Unwrap returns ErrNotLeader, or ErrLeaderNotAvailable without a leader.
 func (e *NotLeaderError) Unwrap() error {
-	if e.Leader == 0 {
+	if e.Leader == 0 && !e.NoLease {
 		return ErrLeaderNotAvailable
 	}
 	return ErrNotLeader

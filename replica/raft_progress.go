@@ -147,6 +147,9 @@ func (h *Host) noteLeadership(g *group, rd *raft.Ready) {
 		g.caught = g.caught[:0]
 		g.pv.fresh = true
 	}
+	if role != raft.StateLeader || term != g.term {
+		h.dropLease(g)
+	}
 	g.role = role
 	if lead == g.lead && term == g.term {
 		return

@@ -80,6 +80,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 	// client that asked for days and went away must not pin a goroutine.
 	deadline := time.Now().Add(min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
 	for {
+		b.awaitFetchLeases(ctx, parts)
 		releaseSplices(cc.splices) // a pass that waited is not sent
 		cc.splices = cc.splices[:0]
 		bytes, waitOn := b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
@@ -91,6 +92,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		}
 		if !waitAny(ctx, waitOn, time.Until(deadline)) {
 			resp.Topics = nil
+			b.awaitFetchLeases(ctx, parts)
 			releaseSplices(cc.splices)
 			cc.splices = cc.splices[:0]
 			b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
@@ -185,7 +187,14 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 			hw := part.HighWatermark()
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, part.LogStartOffset()
 			limit := min(int64(fp.maxBytes), budget-total)
-			if limit > 0 || total == 0 {
+			// The lease again, now that the high watermark is taken (a
+			// pause since the first check shows here; readlease.go). The
+			// records read next are committed whatever happens.
+			if err := part.CheckReadLease(); err != nil {
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+				sp.ErrorCode = kafkaCode(err)
+			}
+			if sp.ErrorCode == 0 && (limit > 0 || total == 0) {
 				res, err := part.Read(fp.offset, int(max(limit, 1)))
 				if err == nil && total > 0 && res.Bytes > limit {
 					// KIP-74: only the first partition with records may

@@ -22,9 +22,18 @@ func init() {
 // always refused).
 var specialTimestampVersion = map[int64]int16{-3: 7, -4: 8, -5: 9}
 
-func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveListOffsets(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	if req.ReplicaID != debuggingReplicaID {
+		awaitTopicLeases(ctx, b, req.Topics, func(t kmsg.ListOffsetsRequestTopic) (string, []int32) {
+			var ps []int32
+			for _, p := range t.Partitions {
+				ps = append(ps, p.Partition)
+			}
+			return t.Topic, ps
+		})
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -83,6 +92,12 @@ func serveListOffsets(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Req
 					sp.ErrorCode = kafkaCode(err)
 				} else if found {
 					sp.Timestamp, sp.Offset, sp.LeaderEpoch = ts, off, part.EpochOf(off)
+				}
+			}
+			if !debug && sp.ErrorCode == 0 {
+				// The lease again, after the offset was taken (readlease.go).
+				if err := b.notLeader(part, "ListOffsets"); err != nil {
+					sp.Timestamp, sp.Offset, sp.LeaderEpoch, sp.ErrorCode = -1, -1, 0, kafkaCode(err)
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -17,9 +17,16 @@ func init() {
 	register(handler{key: 23, minVersion: 0, maxVersion: 4, serve: serveOffsetForLeaderEpoch})
 }
 
-func serveOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveOffsetForLeaderEpoch(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	awaitTopicLeases(ctx, b, req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) (string, []int32) {
+		var ps []int32
+		for _, p := range t.Partitions {
+			ps = append(ps, p.Partition)
+		}
+		return t.Topic, ps
+	})
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -40,6 +47,11 @@ func serveOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *clientConn, kreq
 				// LeaderEpochFileCache.endOffsetFor): -1/-1 for an
 				// epoch newer than any the log has.
 				sp.LeaderEpoch, sp.EndOffset = part.EndOffsetForEpoch(rp.LeaderEpoch)
+				if err := b.notLeader(part, "OffsetForLeaderEpoch"); err != nil {
+					// The lease again, after the answer was taken
+					// (readlease.go).
+					sp.LeaderEpoch, sp.EndOffset, sp.ErrorCode = -1, -1, kafkaCode(err)
+				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

@@ -31,17 +31,20 @@ type Broker struct {
 	fs     vfs.FS    // partition logs' file system
 	lock   io.Closer // the log dir's .lock
 	meta   *meta.Store
-	metaFS pebblevfs.FS     // the metadata's and the raft states' file system (Options.MetaFS)
-	fatal  chan error       // Fatal's; buffered 1
-	pause  *pauseGuard      // clustered brokers only (pauseguard.go)
-	now    func() time.Time // the wall clock (Options.Now)
-	cl     *cluster         // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
-	recon  *reconciler      // opens, reconfigures and closes partitions (reconcile.go)
-	sweep  *segment.Sweeper
-	coord  *coordinator.Coordinator // groups and committed offsets (groups.go)
-	clean  *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
-	files  *segment.FileCache       // closed segments' descriptors, all partitions (sluice.log.segment.open.files.max)
-	expiry *producerExpiry          // producer.id.expiration.ms (producer_expiry.go)
+	metaFS pebblevfs.FS // the metadata's and the raft states' file system (Options.MetaFS)
+	fatal  chan error   // Fatal's; buffered 1
+	// leaseWait bounds a read's wait for a read lease (readlease.go);
+	// raftSkew moves the raft host's clock (tests stage a pause with it).
+	leaseWait time.Duration
+	raftSkew  atomic.Int64
+	now       func() time.Time // the wall clock (Options.Now)
+	cl        *cluster         // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
+	recon     *reconciler      // opens, reconfigures and closes partitions (reconcile.go)
+	sweep     *segment.Sweeper
+	coord     *coordinator.Coordinator // groups and committed offsets (groups.go)
+	clean     *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
+	files     *segment.FileCache       // closed segments' descriptors, all partitions (sluice.log.segment.open.files.max)
+	expiry    *producerExpiry          // producer.id.expiration.ms (producer_expiry.go)
 
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition // the open partitions; changed only by the reconciler
@@ -171,7 +174,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	}
 	lock := io.Closer(locks)
 	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
-	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, now: opts.Now, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions(), fatal: make(chan error, 1)}
+	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, now: opts.Now, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions(), fatal: make(chan error, 1), leaseWait: leaseWait}
 	if cfg.MetricsListen != "" {
 		b.metrics = newBrokerMetrics(b)
 	}
@@ -183,7 +186,6 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 			return nil, err
 		}
 		b.cl = cl
-		b.pause = newPauseGuard(logger)
 		mopts.Replicator = cl
 	}
 	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), mopts)

@@ -110,6 +110,9 @@ func newCluster(b *Broker) (*cluster, error) {
 	hc.Logger = b.logger
 	hc.Throttle = c.throttle
 	hc.Metrics = b.metrics.hostMetrics()
+	// The read lease's clock: monotonic (never Options.Now, a wall clock
+	// that faults may jump); raftSkew is 0 but in tests.
+	hc.Now = func() time.Time { return time.Now().Add(time.Duration(b.raftSkew.Load())) }
 	host, err := replica.NewHost(hc)
 	if err != nil {
 		c.transport.Close()

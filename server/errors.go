@@ -116,13 +116,18 @@ func currentLeader(err error) (id, epoch int32, ok bool) {
 }
 
 // notLeader returns the NotLeaderError a replica that does not lead part
-// answers a client's Produce (the partition's own), Fetch, ListOffsets or
-// OffsetForLeaderEpoch with, nil on the leader (always, for a single
-// replica). Follower fetching (KIP-392) is not served.
+// answers a client's Fetch, ListOffsets or OffsetForLeaderEpoch with, nil
+// on the leader (always, for a single replica). A replicated leader
+// without a read lease refuses too (NoLease: NOT_LEADER_OR_FOLLOWER, no
+// hint; readlease.go). Follower fetching (KIP-392) is not served.
 func (b *Broker) notLeader(part *replica.Partition, what string) error {
 	if part.IsLeader() {
-		if part.Replicated() && b.pause.suspect() {
-			return &replica.NotLeaderError{Reason: what + ": this broker may have been paused and is not sure it still leads (pauseguard.go)"}
+		if err := part.CheckReadLease(); err != nil {
+			var nl *replica.NotLeaderError
+			if errors.As(err, &nl) {
+				nl.Reason = what + ": " + nl.Reason
+			}
+			return err
 		}
 		return nil
 	}

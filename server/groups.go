@@ -47,7 +47,7 @@ func (b *Broker) newCoordinator() *coordinator.Coordinator {
 		Topics:                        brokerTopics{b},
 		Logger:                        b.logger,
 		Clock:                         brokerClock{b.now},
-		Suspect:                       b.pause.suspect, // nil-safe: a single node is never suspect
+		Suspect:                       b.coordinatorSuspect, // readlease.go
 	})
 }
 
@@ -235,7 +235,14 @@ func (bt brokerTopics) ByID(id [16]byte) (coordinator.TopicInfo, bool) {
 func coordinated[Req kmsg.Request, Resp kmsg.Response](key, maxVersion int16, fn func(*coordinator.Coordinator, context.Context, Req) Resp) {
 	register(handler{key: key, minVersion: 0, maxVersion: maxVersion,
 		serve: func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error) {
-			return fn(b.coord, b.groupContext(ctx, cc), req.(Req)), nil
+			if b.cl != nil {
+				b.awaitReadLeases(ctx, b.groupPartitions(req)) // readlease.go
+			}
+			resp := fn(b.coord, b.groupContext(ctx, cc), req.(Req))
+			if of, ok := any(req).(*kmsg.OffsetFetchRequest); ok && b.cl != nil {
+				b.recheckOffsetFetch(of, any(resp).(*kmsg.OffsetFetchResponse))
+			}
+			return resp, nil
 		}})
 }
 

@@ -79,11 +79,6 @@ func (b *Broker) Start() error {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.summariesDone = make(chan struct{})
 	go b.flushSummaries(b.summariesDone)
-	if b.pause != nil {
-		// Not in b.wg: Close waits for b.wg before it cancels b.ctx,
-		// which is what ends the guard.
-		go b.pause.run(b.ctx)
-	}
 	for i, ln := range b.lns {
 		name := b.cfg.Listeners[i].Name
 		b.logger.Info("sluice: listening", "listener", name, "addr", ln.Addr().String(), "log_dirs", b.cfg.LogDirs, "node_id", b.cfg.NodeID)
