@@ -1,9 +1,10 @@
 package server
 
-// Produce, versions 3-13 served; v0-v2 advertised and answered with
-// UNSUPPORTED_VERSION for every partition, as Kafka 4 does (KAFKA-18659:
-// librdkafka 2.x disables compression against a broker that does not list
-// Produce v0). v3 is the first with record batches (magic 2) and
+// Produce, versions 3-13 served; v0-v2 listed in ApiVersions but a request
+// at one closes the connection, as Kafka 4 does (KAFKA-18659: librdkafka
+// 2.x disables compression against a broker that does not list Produce
+// v0; Kafka's SocketServer refuses versions below the oldest it serves
+// before any API sees them). v3 is the first with record batches (magic 2) and
 // transactional ids; v5 returns the log start offset; v8 returns
 // per-record errors; v9 is flexible; v10 adds the current-leader hint of a
 // NOT_LEADER_OR_FOLLOWER answer (KIP-951); v13 names topics by ID. acks=0
@@ -28,7 +29,7 @@ import (
 )
 
 func init() {
-	register(handler{key: 0, minVersion: 0, maxVersion: 13, stage: stageProduce})
+	register(handler{key: 0, minVersion: 3, maxVersion: 13, listedFromV0: true, stage: stageProduce})
 }
 
 // produced is one partition of a produce request once appended: the
@@ -67,16 +68,6 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
-	}
-	if req.Version < 3 {
-		// Advertised but refused, as Kafka 4 does (KAFKA-18659):
-		// librdkafka turns off compression against a broker whose
-		// Produce versions start above 0.
-		refuse(kerr.UnsupportedVersion.Code, "Produce v0-v2 (message format 0 and 1) is not supported; use a client that sends Produce v3 or later")
-		if req.Acks == 0 {
-			return func() (kmsg.Response, error) { return nil, nil }, nil
-		}
-		return func() (kmsg.Response, error) { return resp, nil }, nil
 	}
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		refuse(kerr.InvalidRequiredAcks.Code, "")

@@ -83,14 +83,18 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		b.awaitFetchLeases(ctx, parts)
 		releaseSplices(cc.splices) // a pass that waited is not sent
 		cc.splices = cc.splices[:0]
-		bytes, waitOn := b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
-		if bytes >= int64(req.MinBytes) || req.MaxWaitMillis <= 0 || len(waitOn) == 0 || time.Until(deadline) <= 0 {
+		pass := b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
+		// Kafka's ReplicaManager.fetchMessages answers at once when the
+		// client does not wait, no partition can be waited on, the bytes
+		// reach MinBytes or a partition failed to read; else DelayedFetch
+		// waits for new data or MaxWaitMs.
+		if pass.bytes >= int64(req.MinBytes) || pass.failed || req.MaxWaitMillis <= 0 || len(pass.waitOn) == 0 || time.Until(deadline) <= 0 {
 			remember(parts)
 			b.metrics.fetched(parts)
 			b.fetchEndpoints(resp, connListener(cc))
 			return resp, nil
 		}
-		if !waitAny(ctx, waitOn, time.Until(deadline)) {
+		if !waitAny(ctx, pass.waitOn, time.Until(deadline)) {
 			resp.Topics = nil
 			b.awaitFetchLeases(ctx, parts)
 			releaseSplices(cc.splices)
@@ -134,19 +138,32 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 	return false
 }
 
+// fetchPass is what one read of a fetch's partitions found.
+type fetchPass struct {
+	bytes int64 // record bytes read
+	// waitOn signals new data for each partition read without error.
+	waitOn []<-chan struct{}
+	// failed is set when a partition the broker knows failed to read
+	// (not the leader, a fenced or unknown leader epoch, an offset out of
+	// range, a storage error): Kafka's errorReadingData, which answers at
+	// once. Partitions of unknown topics, IDs or partition numbers do
+	// not count (Kafka's KafkaApis leaves them out of the read).
+	failed bool
+}
+
 // fetchOnce reads every partition once into resp (grouped by topic, in
 // order), at most budget record bytes and each partition's own MaxBytes,
 // except that the first batch of the first partition with records is
-// returned whole (KIP-74). It returns the record bytes read and the channels that signal
-// new data for each partition read without error. incremental leaves out partitions
-// with nothing new for the client.
+// returned whole (KIP-74). incremental leaves out partitions with nothing
+// new for the client.
 //
 // With splices non-nil, records that can be sent with sendfile are left in
 // the files: the partition's records field holds a marker and splices
 // says which file ranges replace it when the response is written.
-func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64, resp *kmsg.FetchResponse, incremental bool, splices *[]splice) (int64, []<-chan struct{}) {
+func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64, resp *kmsg.FetchResponse, incremental bool, splices *[]splice) fetchPass {
 	var total int64
 	var waitOn []<-chan struct{}
+	failed := false
 	for _, fp := range parts {
 		fp.sentHW, fp.sentLogStart = fp.lastHW, fp.lastLogStart // unless sent below
 		fp.sentBytes = 0
@@ -233,6 +250,9 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 				waitOn = append(waitOn, changed)
 			}
 		}
+		if sp.ErrorCode != 0 && sp.ErrorCode != kerr.UnknownTopicOrPartition.Code && sp.ErrorCode != kerr.UnknownTopicID.Code {
+			failed = true
+		}
 		if incremental && sp.ErrorCode == 0 && len(sp.RecordBatches) == 0 &&
 			sp.HighWatermark == fp.lastHW && sp.LogStartOffset == fp.lastLogStart {
 			continue
@@ -249,7 +269,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 		}
 		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, sp)
 	}
-	return total, waitOn
+	return fetchPass{bytes: total, waitOn: waitOn, failed: failed}
 }
 
 // fetchEndpoints fills Fetch v16+'s NodeEndpoints (KIP-951) with the

@@ -22,7 +22,11 @@ func apiKeys(b *Broker, cc *clientConn) []kmsg.ApiVersionsResponseApiKey {
 		if !h.served(b, cc) {
 			continue
 		}
-		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: h.key, MinVersion: h.minVersion, MaxVersion: h.maxVersion})
+		oldest := h.minVersion
+		if h.listedFromV0 {
+			oldest = 0
+		}
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: h.key, MinVersion: oldest, MaxVersion: h.maxVersion})
 	}
 	return keys
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,31 +137,113 @@ func TestDeleteRecordsCompactOnlyPolicyViolation(t *testing.T) {
 	}
 }
 
-// Produce v0-v2 are advertised (librdkafka needs it to compress) and
-// answered with UNSUPPORTED_VERSION, not a closed connection (KAFKA-18659).
-func TestProduceV2Refused(t *testing.T) {
+// A request at a version outside the ones served closes the connection
+// without an answer, whatever the API, as Kafka's SocketServer does
+// (parseRequestHeader: UnsupportedVersionException, then the channel is
+// closed); Produce v0-v2 included, although ApiVersions lists Produce from
+// v0 as Kafka 4 does (librdkafka needs it to compress, KAFKA-18659).
+// ApiVersions alone answers a version it does not know, in v0 (KIP-511).
+func TestVersionsOutsideServedCloseConnection(t *testing.T) {
 	b, addr := startBroker(t, "")
 	if _, err := b.createTopic("old", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	rc := dialRaw(t, addr)
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "old"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = []byte{}
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp := rc.recv(rc.sendAt(req, 2)).(*kmsg.ProduceResponse)
-	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnsupportedVersion.Code {
-		t.Fatalf("code %d, want UNSUPPORTED_VERSION", code)
+	produce := func() kmsg.Request {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "old"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = []byte{}
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
 	}
-	av := rc.recv(rc.send(kmsg.NewPtrApiVersionsRequest())).(*kmsg.ApiVersionsResponse)
-	for _, k := range av.ApiKeys {
-		if k.ApiKey == 0 && (k.MinVersion != 0 || k.MaxVersion != 13) {
-			t.Fatalf("Produce advertised as v%d-v%d", k.MinVersion, k.MaxVersion)
+	fetch := func() kmsg.Request {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes = -1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "old"
+		rt.Partitions = append(rt.Partitions, kmsg.NewFetchRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	cases := []struct {
+		req     kmsg.Request
+		version int16
+	}{
+		{produce(), 0}, {produce(), 2}, // listed, not served
+		{fetch(), 3}, // below the oldest listed
+		{kmsg.NewPtrListOffsetsRequest(), 0},
+	}
+	// Above the newest served, where kmsg can still encode the request.
+	for _, req := range []kmsg.Request{fetch(), kmsg.NewPtrMetadataRequest(), kmsg.NewPtrOffsetCommitRequest(), kmsg.NewPtrFindCoordinatorRequest()} {
+		if h := handlers[req.Key()]; req.MaxVersion() > h.maxVersion {
+			cases = append(cases, struct {
+				req     kmsg.Request
+				version int16
+			}{req, h.maxVersion + 1})
 		}
+	}
+	if len(cases) < 6 {
+		t.Fatalf("only %d cases: kmsg knows no version above the served ones", len(cases))
+	}
+	for _, tc := range cases {
+		name := fmt.Sprintf("%s v%d", kmsg.NameForKey(tc.req.Key()), tc.version)
+		rc := dialRaw(t, addr)
+		rc.sendAt(tc.req, tc.version)
+		rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var buf [4]byte
+		n, err := io.ReadFull(rc.c, buf[:])
+		var ne net.Error
+		switch {
+		case err == nil:
+			t.Errorf("%s: answered (a %d-byte frame), want the connection closed", name, binary.BigEndian.Uint32(buf[:]))
+		case errors.As(err, &ne) && ne.Timeout():
+			t.Errorf("%s: connection still open after 10 s without an answer", name)
+		case n != 0:
+			t.Errorf("%s: %d bytes, then %v", name, n, err)
+		}
+	}
+	// The broker serves on, and lists Produce from v0.
+	rc := dialRaw(t, addr)
+	av := kmsg.NewPtrApiVersionsRequest()
+	resp := rc.recv(rc.sendAt(av, 4)).(*kmsg.ApiVersionsResponse)
+	listed := false
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey == 0 {
+			listed = k.MinVersion == 0 && k.MaxVersion == handlers[0].maxVersion
+		}
+	}
+	if !listed {
+		t.Errorf("Produce not listed from v0 to v%d: %+v", handlers[0].maxVersion, resp.ApiKeys)
+	}
+	// ApiVersions above the newest: UNSUPPORTED_VERSION with the list, in v0
+	// (read by hand: the answer is v0 whatever the request's version).
+	raw := dialRaw(t, addr)
+	hdr := binary.BigEndian.AppendUint32(nil, 10)
+	hdr = binary.BigEndian.AppendUint16(hdr, uint16(kmsg.ApiVersions.Int16()))
+	hdr = binary.BigEndian.AppendUint16(hdr, uint16(handlers[kmsg.ApiVersions.Int16()].maxVersion+1))
+	hdr = binary.BigEndian.AppendUint32(hdr, 7)
+	hdr = binary.BigEndian.AppendUint16(hdr, 0xffff)
+	if _, err := raw.c.Write(hdr); err != nil {
+		t.Fatal(err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(raw.r, size[:]); err != nil {
+		t.Fatalf("ApiVersions above the newest: %v", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(raw.r, body); err != nil {
+		t.Fatal(err)
+	}
+	v0 := kmsg.NewPtrApiVersionsResponse()
+	v0.SetVersion(0)
+	if err := v0.ReadFrom(body[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if v0.ErrorCode != kerr.UnsupportedVersion.Code || len(v0.ApiKeys) == 0 {
+		t.Errorf("ApiVersions above the newest: code %d, %d keys; want UNSUPPORTED_VERSION with the list", v0.ErrorCode, len(v0.ApiKeys))
 	}
 }
 

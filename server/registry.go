@@ -12,8 +12,14 @@ import (
 // ApiVersions advertises exactly what exists.
 type handler struct {
 	key        int16
-	minVersion int16
+	minVersion int16 // the oldest version served; older ones close the connection
 	maxVersion int16
+	// listedFromV0 makes ApiVersions list the API from v0 although
+	// versions below minVersion still close the connection: Kafka 4 does
+	// so for Produce (ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION,
+	// KAFKA-18659), as librdkafka turns compression off against a broker
+	// whose Produce versions start above 0.
+	listedFromV0 bool
 	// serve answers a decoded request. Returning an error closes the
 	// connection (Kafka's answer to a request it cannot make sense of).
 	serve func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error)
