@@ -263,8 +263,10 @@ type Config struct {
 
 	// RaftElectionTicks is raft's election timeout, randomized by raft in
 	// [ticks, 2*ticks). Key sluice.raft.election.ticks; ticks, int >= 2,
-	// and it must exceed sluice.raft.heartbeat.ticks. Default 10 (1 to 2 s
-	// with the default tick).
+	// and it must exceed sluice.raft.heartbeat.ticks and leave a leader a
+	// read lease (replica/raft_lease.go: at least 4 ticks, with a
+	// liveness timeout over one tick). Default 10 (1 to 2 s with the
+	// default tick).
 	RaftElectionTicks int32
 
 	// RaftHeartbeatTicks is how often an awake leader heartbeats its

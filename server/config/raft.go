@@ -44,6 +44,12 @@ func (c *Config) validateRaft(bad func(key string, reason error)) {
 	if c.RaftHeartbeatTicks >= c.RaftElectionTicks {
 		bad("sluice.raft.election.ticks", fmt.Errorf("must exceed sluice.raft.heartbeat.ticks (%d): a leader must be heard from several times within a follower's election timeout", c.RaftHeartbeatTicks))
 	}
+	if c.RaftHeartbeatTicks < c.RaftElectionTicks && c.RaftTickMs > 0 && c.RaftLivenessTimeoutMs > 0 {
+		h := c.RaftHostConfig()
+		if h.ReadLease() <= 0 {
+			bad("sluice.raft.election.ticks", fmt.Errorf("leaves a leader no read lease (replica/raft_lease.go: min((ticks-2) * sluice.raft.tick.ms, sluice.raft.liveness.timeout.ms) must exceed one tick); use at least 4 ticks and a liveness timeout over one tick"))
+		}
+	}
 	if c.RaftLivenessTimeoutMs <= c.RaftLivenessIntervalMs {
 		bad("sluice.raft.liveness.timeout.ms", fmt.Errorf("must exceed sluice.raft.liveness.interval.ms (%d): a peer is reported down when silent this long, and it sends a liveness heartbeat every interval", c.RaftLivenessIntervalMs))
 	}

@@ -74,6 +74,8 @@ func TestRaftValidation(t *testing.T) {
 		{[]string{"sluice.raft.heartbeat.ticks=0"}, "sluice.raft.heartbeat.ticks", "must be >= 1"},
 		{[]string{"sluice.raft.heartbeat.ticks=10"}, "sluice.raft.election.ticks", "must exceed sluice.raft.heartbeat.ticks (10)"},
 		{[]string{"sluice.raft.election.ticks=3", "sluice.raft.heartbeat.ticks=4"}, "sluice.raft.election.ticks", "must exceed sluice.raft.heartbeat.ticks (4)"},
+		{[]string{"sluice.raft.election.ticks=3", "sluice.raft.heartbeat.ticks=1"}, "sluice.raft.election.ticks", "leaves a leader no read lease"},
+		{[]string{"sluice.raft.tick.ms=2000"}, "sluice.raft.election.ticks", "leaves a leader no read lease"},
 		{[]string{"sluice.raft.quiesce.ticks=0"}, "sluice.raft.quiesce.ticks", "must be >= 1"},
 		{[]string{"sluice.raft.liveness.interval.ms=0"}, "sluice.raft.liveness.interval.ms", "must be >= 1"},
 		{[]string{"sluice.raft.liveness.timeout.ms=250"}, "sluice.raft.liveness.timeout.ms", "must exceed sluice.raft.liveness.interval.ms (250)"},
