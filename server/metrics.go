@@ -133,7 +133,13 @@ func newBrokerMetrics(b *Broker) *brokerMetrics {
 		Committed:        func(d time.Duration) { m.commitDuration.Observe(d.Seconds()) },
 	}
 	m.onSync = func(d time.Duration) { m.fsyncDuration.Observe(d.Seconds()) }
-	reg.MustRegister(requests, duration, m.reqErrors, m.accepted, m.leaderChanges, m.snapsSent,
+	bi := Build()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_build_info",
+		Help: "Always 1; its labels name the broker's build: version (as sluice --version prints it), VCS revision, Go version. Kafka: kafka.server:type=app-info (version, commit-id).",
+	}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion).Set(1)
+	reg.MustRegister(build, requests, duration, m.reqErrors, m.accepted, m.leaderChanges, m.snapsSent,
 		m.snapsReceived, m.commitDuration, m.fsyncDuration,
 		newStateCollector(b, m),
 		collectors.NewGoCollector(),
