@@ -154,6 +154,7 @@ func serve(file string, sets []string, stderr io.Writer) error {
 		b.Close()
 		return err
 	}
+	io.WriteString(stderr, b.Banner(configSource(file, sets)))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
@@ -170,4 +171,24 @@ func serve(file string, sets []string, stderr io.Writer) error {
 	}
 	logger.Info("sluice: stopped")
 	return nil
+}
+
+// configSource says where serve's configuration came from, for the
+// banner.
+func configSource(file string, sets []string) string {
+	var src []string
+	if file != "" {
+		src = append(src, file)
+	}
+	switch len(sets) {
+	case 0:
+	case 1:
+		src = append(src, "1 --set")
+	default:
+		src = append(src, fmt.Sprintf("%d --set", len(sets)))
+	}
+	if len(src) == 0 {
+		return "defaults (no --config or --set; sluice serve -h lists every key)"
+	}
+	return strings.Join(src, " + ") + ", over the defaults"
 }
