@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -80,7 +81,7 @@ func New(cfg Config) *Console {
 	if err != nil {
 		panic("console: embedded static files: " + err.Error())
 	}
-	c := &Console{cfg: cfg, static: static, browse: make(chan struct{}, maxConcurrentBrowse)}
+	c := &Console{cfg: cfg, static: static, index: parseIndex(static), browse: make(chan struct{}, maxConcurrentBrowse)}
 	c.samp = newSampler(c)
 	return c
 }
@@ -90,7 +91,8 @@ func New(cfg Config) *Console {
 type Console struct {
 	cfg    Config
 	static fs.FS
-	browse chan struct{} // semaphore of message-browser requests
+	index  *template.Template // static/index.html (page.go)
+	browse chan struct{}      // semaphore of message-browser requests
 	samp   *sampler
 
 	mu     sync.Mutex // guards cl, adm, closed
@@ -168,8 +170,9 @@ var contentTypes = map[string]string{
 }
 
 func (c *Console) serveStatic(w http.ResponseWriter, r *http.Request, name string) {
-	if name == "" {
-		name = "index.html"
+	if name == "" || name == "index.html" {
+		c.serveIndex(w, r)
+		return
 	}
 	ct, ok := contentTypes[name]
 	if !ok {

@@ -22,6 +22,10 @@
 //   - messages.go: the message browser and how bytes are rendered (text,
 //     pretty-printed JSON, hex dump).
 //   - sampler.go: the throughput sampler behind the charts.
+//   - page.go: the page's first paint: static/index.html is an
+//     html/template filled with the overview and the topic list, so that
+//     `curl /ui/` (or a browser without JavaScript) shows the brokers,
+//     up or down, the controller and the topics; console.js replaces it.
 //   - static/: index.html, console.css, console.js — a single page with
 //     hash routes (#/overview, #/topics, #/topics/NAME,
 //     #/topics/NAME/messages?partition=P&offset=O|timestamp=T&view=V,
