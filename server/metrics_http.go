@@ -56,7 +56,7 @@ func (b *Broker) listenMetrics() (net.Listener, error) {
 // listeners are bound: the console's bootstrap is their addresses).
 func (b *Broker) serveMetrics(ln net.Listener) {
 	ms := &metricsServer{ln: ln, done: make(chan struct{})}
-	ms.console = console.New(console.Config{Bootstrap: b.consoleBootstrap(), Alerts: b.Alerts, Logger: b.logger})
+	ms.console = console.New(console.Config{Bootstrap: b.consoleBootstrap(), Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{b},

@@ -207,6 +207,16 @@ func TestMetricsProduceFetch(t *testing.T) {
 	if v := mustValue(t, fams, "sluice_requests_total", "api", "Fetch"); v < 1 {
 		t.Errorf("Fetch requests %v", v)
 	}
+	// ... and the records a consumer got: the console's consume rate.
+	if v := mustValue(t, fams, "sluice_topic_records_out_total", "topic", "m"); v != n {
+		t.Errorf("records out %v, want %d", v, n)
+	}
+	if got := b.metrics.fetchedOffsets()["m"]; got != n {
+		t.Errorf("fetchedOffsets[m] = %d, want %d", got, n)
+	}
+	if status, body, _ := httpGet(t, b, "/ui/api/rates"); status != 200 || !strings.Contains(body, `"consumeFrom":"fetch"`) {
+		t.Errorf("the console's rates: %d %s", status, body)
+	}
 }
 
 func TestMetricsConsumerLag(t *testing.T) {

@@ -41,6 +41,14 @@ type Config struct {
 	// SampleWindow is how much throughput history the charts show;
 	// zero is 5 minutes.
 	SampleWindow time.Duration
+	// NowWindow is the span the charts' current rates ("now") average
+	// over; zero is 10 s, and less is raised to 10 s.
+	NowWindow time.Duration
+	// Fetched, if set, returns per topic the records the broker's Fetch
+	// responses have sent (a counter since it started): the consume
+	// rate. Without it (the console against another Kafka) the consume
+	// rate is that of the groups' committed offsets.
+	Fetched func() map[string]int64
 	// RequestTimeout bounds the Kafka requests of one console request;
 	// zero is 10 s.
 	RequestTimeout time.Duration
@@ -55,7 +63,8 @@ const (
 	maxConcurrentBrowse = 4        // message-browser requests served at once
 	maxURLBytes         = 2048     // path + query of any request
 	browseWait          = 3 * time.Second
-	idleStopAfter       = 5 * time.Minute // the sampler stops after this long without a request
+	idleStopAfter       = 5 * time.Minute  // the sampler stops after this long without a request
+	minNowWindow        = 10 * time.Second // the least span a current rate averages over
 )
 
 //go:embed static
@@ -74,6 +83,7 @@ func New(cfg Config) *Console {
 	if cfg.SampleWindow <= 0 {
 		cfg.SampleWindow = 5 * time.Minute
 	}
+	cfg.NowWindow = max(cfg.NowWindow, minNowWindow)
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
