@@ -142,6 +142,7 @@ func startProcClusterWith(b *testing.B, bin string, brokerOnly int, extra ...str
 			"log.dirs=" + n.dir,
 			fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.port, n.ctrlPort),
 			"controller.quorum.voters=" + strings.Join(voters, ","),
+			"metrics.listen=", // several nodes on one machine
 		}
 		if n.id > procNodes {
 			sets[2] = fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", n.port)

@@ -198,7 +198,7 @@ func timeIt(f func() error) (time.Duration, error) {
 // closed when the benchmark ends.
 func startSluice(b *testing.B, dir string, extra ...string) string {
 	b.Helper()
-	cfg, err := config.Load("", append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir}, extra...))
+	cfg, err := config.Load("", append([]string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir}, extra...))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -54,6 +54,16 @@ type fetchPartition struct {
 	lastHW, lastLogStart int64
 	sentHW, sentLogStart int64 // set by the latest pass, applied when sent
 	sentBytes            int64 // record bytes of the latest pass (metrics)
+	// sentOffsets are the offsets the latest pass sent from offset on
+	// (a batch's records before it, which the client skips, are not
+	// counted): the records a consumer gets, for the console's
+	// consume rate.
+	sentOffsets int64
+}
+
+// sentOffsets are the offsets res holds from offset on.
+func sentOffsets(offset int64, res *segment.ReadResult) int64 {
+	return max(0, res.NextOffset-max(offset, res.FirstOffset))
 }
 
 // remember records what the response actually sent told the client.
@@ -166,7 +176,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 	failed := false
 	for _, fp := range parts {
 		fp.sentHW, fp.sentLogStart = fp.lastHW, fp.lastLogStart // unless sent below
-		fp.sentBytes = 0
+		fp.sentBytes, fp.sentOffsets = 0, 0
 		if version >= 13 {
 			// Resolve the ID on every fetch: a session may outlive its
 			// topic (deleted, or recreated under the same name).
@@ -228,7 +238,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 							*splices = append(*splices, s)
 							sp.RecordBatches = (*splices)[len(*splices)-1].marker[:]
 							total += res.Bytes
-							fp.sentBytes = res.Bytes
+							fp.sentBytes, fp.sentOffsets = res.Bytes, sentOffsets(fp.offset, &res)
 							break
 						}
 					}
@@ -241,7 +251,7 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 					}
 					sp.RecordBatches = data
 					total += res.Bytes
-					fp.sentBytes = res.Bytes
+					fp.sentBytes, fp.sentOffsets = res.Bytes, sentOffsets(fp.offset, &res)
 				}
 			}
 			if sp.ErrorCode == 0 {

@@ -36,7 +36,7 @@ func startServe(t *testing.T, bin, dir string, port int, control string, stderr 
 	t.Helper()
 	cmd := exec.Command(bin, "serve",
 		"--set", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", port),
-		"--set", "log.dirs="+dir)
+		"--set", "log.dirs="+dir, "--set", "metrics.listen=")
 	cmd.Env = append(os.Environ(), faultinject.EnvVar+"="+control)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

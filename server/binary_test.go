@@ -85,7 +85,7 @@ func TestBinaryVersionAndKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(bin, "--version").Output()
-	if err != nil || !bytes.HasPrefix(out, []byte("sluice ")) {
+	if err != nil || !bytes.HasPrefix(out, []byte("sluice "+Version())) || bytes.Contains(out, []byte("(devel)")) {
 		t.Fatalf("--version: %q %v", out, err)
 	}
 	help, err := exec.Command(bin, "serve", "-h").Output()

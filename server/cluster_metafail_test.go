@@ -18,7 +18,7 @@ import (
 // rather than serving metadata that no longer moves.
 func TestClusterMetadataLogFailureIsFatal(t *testing.T) {
 	ports := freePorts(t, 2)
-	cfg, err := config.Load("", []string{"node.id=1", "log.dirs=/data", "process.roles=broker,controller",
+	cfg, err := config.Load("", []string{"metrics.listen=", "node.id=1", "log.dirs=/data", "process.roles=broker,controller",
 		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", ports[0], ports[1]),
 		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", ports[1]),
 		"default.replication.factor=1", "offsets.topic.num.partitions=1"})

@@ -76,7 +76,7 @@ func (tc *testCluster) startBrokerOnlyAt(id int, dir string, port int, extra ...
 	for j := range tc.n {
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", j+1, tc.ctrl[j]))
 	}
-	sets := append([]string{fmt.Sprintf("node.id=%d", id), "process.roles=broker", "log.dirs=" + dir,
+	sets := append([]string{"metrics.listen=", fmt.Sprintf("node.id=%d", id), "process.roles=broker", "log.dirs=" + dir,
 		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", ports[0]),
 		"controller.quorum.voters=" + strings.Join(voters, ","),
 		"broker.heartbeat.interval.ms=200", "broker.session.timeout.ms=1500"}, extra...)

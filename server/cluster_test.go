@@ -138,6 +138,7 @@ func (tc *testCluster) sets(i int) []string {
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", j+1, tc.ctrl[j]))
 	}
 	return append([]string{
+		"metrics.listen=", // several nodes in one process: one default port
 		fmt.Sprintf("node.id=%d", i+1),
 		"log.dirs=" + tc.dirs[i],
 		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", tc.cports[i], tc.ctrl[i]),
@@ -802,7 +803,7 @@ func TestClusterBrokerOnlyNode(t *testing.T) {
 	for j := range 3 {
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", j+1, tc.ctrl[j]))
 	}
-	cfg, err := config.Load("", []string{"node.id=4", "process.roles=broker", "log.dirs=" + dir,
+	cfg, err := config.Load("", []string{"metrics.listen=", "node.id=4", "process.roles=broker", "log.dirs=" + dir,
 		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", ports[0]),
 		"controller.quorum.voters=" + strings.Join(voters, ","),
 		"broker.heartbeat.interval.ms=200", "broker.session.timeout.ms=1500"})

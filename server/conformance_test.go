@@ -288,7 +288,7 @@ func TestFetchHonoursMinBytes(t *testing.T) {
 func TestLogDirLocked(t *testing.T) {
 	dir := t.TempDir()
 	startBroker(t, dir)
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir})
+	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func (l *logBuffer) lines(subs ...string) []string {
 // a hook run before Start.
 func newTestBroker(t *testing.T, logs *logBuffer, level slog.Level, before func(*Broker), sets ...string) *Broker {
 	t.Helper()
-	sets = append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir()}, sets...)
+	sets = append([]string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir()}, sets...)
 	cfg, err := config.Load("", sets)
 	if err != nil {
 		t.Fatal(err)

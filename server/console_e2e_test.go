@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,6 +151,14 @@ func (b *consoleBrowser) text(css string) string {
 	return strings.TrimSpace(eval[string](b, fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.textContent : "<none>"; })()`, css)))
 }
 
+// click clicks the first element css selects.
+func (b *consoleBrowser) click(css string) {
+	b.t.Helper()
+	if !eval[bool](b, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true; })()`, css)) {
+		b.t.Fatalf("browser: nothing to click at %s", css)
+	}
+}
+
 func (b *consoleBrowser) count(css string) int {
 	b.t.Helper()
 	return eval[int](b, fmt.Sprintf(`document.querySelectorAll(%q).length`, css))
@@ -193,6 +204,20 @@ func TestConsoleBrowserE2E(t *testing.T) {
 	}
 	tc.waitLeaders("__consumer_offsets", 3) // created by the commit: healthy once its ISR is full
 
+	// The first paint needs no JavaScript: the HTML names the brokers
+	// and the topics.
+	resp, err := http.Get(consoleURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`data-broker="3"`, `data-topic="e2e-three"`, `data-topic="e2e-five"`} {
+		if !bytes.Contains(html, []byte(want)) {
+			t.Fatalf("GET /ui/ lacks %s:\n%s", want, html)
+		}
+	}
+
 	b := newConsoleBrowser(t, consoleURL)
 
 	b.open("#/overview", "overview")
@@ -236,6 +261,16 @@ func TestConsoleBrowserE2E(t *testing.T) {
 	if textValue != "hello from the e2e test <script>alert(1)</script>" {
 		t.Fatalf("text value shown as %q", textValue)
 	}
+	if got := b.text(`#messages .record[data-offset="0"] td.v-preview`); got != `{"order":42,"items":["tea","milk"]}` {
+		t.Fatalf("the table's value preview %q", got)
+	}
+	if n := b.count("#messages .record tr.detail:not([hidden])"); n != 0 {
+		t.Fatalf("%d records open before a click", n)
+	}
+	b.click(`#messages .record[data-offset="0"] tr.line`)
+	if n := b.count("#messages .record tr.detail:not([hidden])"); n != 1 {
+		t.Fatalf("%d records open after a click on one, want 1", n)
+	}
 	if n := b.count("#messages script"); n != 0 { // shown as text, never markup
 		t.Fatalf("a record's value became %d script elements", n)
 	}
@@ -275,6 +310,21 @@ func TestConsoleBrowserE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.poll("a produce rate of e2e-five", `(() => { const s = document.querySelector('#charts tr[data-topic="e2e-five"] svg.produce'); return s !== null && Number(s.dataset.max) > 0; })()`)
+	// On a scale: the top of the y axis, in records/s, at or above the peak.
+	if top := b.text(`#charts tr[data-topic="e2e-five"] svg.produce text.y-top`); !strings.HasSuffix(top, "/s") {
+		t.Fatalf("the produce chart's scale %q", top)
+	}
+	// Consuming shows as a consume rate: records sent by broker 1's
+	// Fetch responses (it leads some of e2e-five's partitions).
+	cons := tc.client(kgo.ConsumeTopics("e2e-five"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for got := 0; got < 48; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	b.poll("a consume rate of e2e-five", `(() => { const s = document.querySelector('#charts tr[data-topic="e2e-five"] svg.consume'); return s !== null && Number(s.dataset.max) > 0; })()`)
 	b.screenshot("8-throughput")
 
 	// A stopped broker raises the banner, on every page.

@@ -82,7 +82,7 @@ func (h *crashHistory) do(f func()) {
 // crashBroker starts a broker on the given file systems.
 func crashBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS) *Broker {
 	t.Helper()
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
+	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
 		"offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0", "log.segment.bytes=4096"})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 // clock the faults' clock.
 func faultInjectBroker(t *testing.T, f *faultinject.Faults) *Broker {
 	t.Helper()
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
+	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
 		"offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0"})
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ import (
 // faultBroker is crashBroker with a logger into buf (nil: discarded).
 func faultBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS, buf *logBuffer) *Broker {
 	t.Helper()
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
+	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
 		"offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0", "log.segment.bytes=4096"})
 	if err != nil {
 		t.Fatal(err)

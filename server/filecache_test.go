@@ -130,7 +130,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func TestSegmentFileCacheBoundsBroker(t *testing.T) {
 	const partitions, segs, cacheMax = 24, 6, 8
 	fs := &openCountFS{FS: vfs.NewMem()}
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
+	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
 		"log.segment.bytes=2048", fmt.Sprintf("sluice.log.segment.open.files.max=%d", cacheMax)})
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,8 @@ func startProcess(t *testing.T, bin, dir string, port int, sets ...string) *exec
 	args := []string{"serve",
 		"--set", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", port),
 		"--set", "log.dirs=" + dir,
-		"--set", "num.partitions=3"}
+		"--set", "num.partitions=3",
+		"--set", "metrics.listen="} // several brokers on one machine
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}

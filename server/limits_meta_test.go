@@ -156,7 +156,7 @@ func TestCreateRolledBackWhenOpenFails(t *testing.T) {
 	dir := t.TempDir()
 	fs := &fdLimitFS{FS: vfs.Default}
 	fs.limit.Store(math.MaxInt64)
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir})
+	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir})
 	if err != nil {
 		t.Fatal(err)
 	}

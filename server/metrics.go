@@ -68,9 +68,10 @@ type apiMetrics struct {
 }
 
 // topicBytes are one topic's record bytes appended by Produce and sent by
-// Fetch.
+// Fetch, and the offsets Fetch sent (fetchPartition.sentOffsets).
 type topicBytes struct {
-	in, out atomic.Uint64
+	in, out    atomic.Uint64
+	offsetsOut atomic.Uint64
 }
 
 // newBrokerMetrics registers the broker's metrics, the state collector
@@ -133,7 +134,13 @@ func newBrokerMetrics(b *Broker) *brokerMetrics {
 		Committed:        func(d time.Duration) { m.commitDuration.Observe(d.Seconds()) },
 	}
 	m.onSync = func(d time.Duration) { m.fsyncDuration.Observe(d.Seconds()) }
-	reg.MustRegister(requests, duration, m.reqErrors, m.accepted, m.leaderChanges, m.snapsSent,
+	bi := Build()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_build_info",
+		Help: "Always 1; its labels name the broker's build: version (as sluice --version prints it), VCS revision, Go version. Kafka: kafka.server:type=app-info (version, commit-id).",
+	}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion).Set(1)
+	reg.MustRegister(build, requests, duration, m.reqErrors, m.accepted, m.leaderChanges, m.snapsSent,
 		m.snapsReceived, m.commitDuration, m.fsyncDuration,
 		newStateCollector(b, m),
 		collectors.NewGoCollector(),
@@ -220,14 +227,32 @@ func (m *brokerMetrics) fetched(parts []*fetchPartition) {
 		return
 	}
 	for i := 0; i < len(parts); {
-		topic, n := parts[i].topic, int64(0)
+		topic, n, offs := parts[i].topic, int64(0), int64(0)
 		for ; i < len(parts) && parts[i].topic == topic; i++ {
 			n += parts[i].sentBytes
+			offs += parts[i].sentOffsets
 		}
 		if n > 0 && topic != "" {
-			m.topic(topic).out.Add(uint64(n))
+			tb := m.topic(topic)
+			tb.out.Add(uint64(n))
+			tb.offsetsOut.Add(uint64(offs))
 		}
 	}
+}
+
+// fetchedOffsets are, per topic, the offsets this broker's Fetch
+// responses sent since it started (the console's consume rate); nil
+// without metrics.
+func (m *brokerMetrics) fetchedOffsets() map[string]int64 {
+	if m == nil {
+		return nil
+	}
+	out := map[string]int64{}
+	m.topics.Range(func(k, v any) bool {
+		out[k.(string)] = int64(v.(*topicBytes).offsetsOut.Load())
+		return true
+	})
+	return out
 }
 
 // responseErrors calls note for every non-zero error code of resp: the

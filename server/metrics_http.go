@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluicemq/sluice/server/config"
 	"github.com/sluicemq/sluice/server/console"
 )
 
@@ -31,13 +32,21 @@ type metricsServer struct {
 	done    chan struct{} // closed when Serve returned
 }
 
-// listenMetrics binds metrics.listen; nil when it is empty.
+// listenMetrics binds metrics.listen; nil when it is empty. An address
+// given explicitly that cannot be bound is an error; the default one
+// (config.DefaultMetricsListen, which another broker on this machine may
+// hold) is a warning, and the broker runs without it.
 func (b *Broker) listenMetrics() (net.Listener, error) {
 	if b.cfg.MetricsListen == "" {
 		return nil, nil
 	}
 	ln, err := net.Listen("tcp", b.cfg.MetricsListen)
 	if err != nil {
+		if src, _ := b.cfg.Source("metrics.listen"); src == config.SourceDefault {
+			b.logger.Warn("sluice: no metrics, health checks or web console: the default metrics.listen cannot be bound (another broker on this machine?); set metrics.listen to a free host:port, or to none",
+				"addr", b.cfg.MetricsListen, "err", err)
+			return nil, nil
+		}
 		return nil, fmt.Errorf("server: metrics.listen %s: cannot listen: %w", b.cfg.MetricsListen, err)
 	}
 	return ln, nil
@@ -47,7 +56,7 @@ func (b *Broker) listenMetrics() (net.Listener, error) {
 // listeners are bound: the console's bootstrap is their addresses).
 func (b *Broker) serveMetrics(ln net.Listener) {
 	ms := &metricsServer{ln: ln, done: make(chan struct{})}
-	ms.console = console.New(console.Config{Bootstrap: b.consoleBootstrap(), Alerts: b.Alerts, Logger: b.logger})
+	ms.console = console.New(console.Config{Bootstrap: b.consoleBootstrap(), Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{b},
@@ -94,7 +103,8 @@ func (b *Broker) closeMetrics() {
 }
 
 // MetricsAddr is the address the metrics listener listens on, or nil when
-// metrics.listen is empty (or before Start).
+// metrics.listen is empty, its default could not be bound, or before
+// Start.
 func (b *Broker) MetricsAddr() net.Addr {
 	if b.httpSrv == nil {
 		return nil

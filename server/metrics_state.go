@@ -24,7 +24,7 @@ type stateCollector struct {
 	partitions, leaders, underReplicated, underMinISR, offline *prometheus.Desc
 	logStart, logEnd, hw, size                                 *prometheus.Desc
 	groups, lag                                                *prometheus.Desc
-	bytesIn, bytesOut                                          *prometheus.Desc
+	bytesIn, bytesOut, recordsOut                              *prometheus.Desc
 	connections, controllerActive                              *prometheus.Desc
 	registered, fenced, brokerUp, brokerDown                   *prometheus.Desc
 }
@@ -48,6 +48,7 @@ func newStateCollector(b *Broker, m *brokerMetrics) *stateCollector {
 		lag:              d("sluice_consumer_group_lag", "A group's lag on a partition, in records: the partition's high watermark minus the group's committed offset; reported by the group's coordinator for the partitions it holds a replica of.", "group", "topic", "partition"),
 		bytesIn:          d("sluice_topic_bytes_in_total", "Record bytes appended to a topic by Produce requests this broker led (Kafka's BytesInPerSec).", "topic"),
 		bytesOut:         d("sluice_topic_bytes_out_total", "Record bytes of a topic sent in Fetch responses (Kafka's BytesOutPerSec).", "topic"),
+		recordsOut:       d("sluice_topic_records_out_total", "Records (offsets) of a topic sent in Fetch responses from the offsets fetched, as consumers get them (Kafka has no such metric; MessagesInPerSec is its produce side).", "topic"),
 		connections:      d("sluice_connections", "Client connections open on the Kafka listeners (Kafka's connection-count)."),
 		controllerActive: d("sluice_controller_active", "1 on the active controller (the metadata log's leader; a single node is its own), else 0 (Kafka's ActiveControllerCount)."),
 		registered:       d("sluice_brokers_registered", "Brokers registered in the metadata this node applies, fenced ones included."),
@@ -60,7 +61,7 @@ func newStateCollector(b *Broker, m *brokerMetrics) *stateCollector {
 // Describe sends every descriptor.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.partitions, c.leaders, c.underReplicated, c.underMinISR, c.offline,
-		c.logStart, c.logEnd, c.hw, c.size, c.groups, c.lag, c.bytesIn, c.bytesOut,
+		c.logStart, c.logEnd, c.hw, c.size, c.groups, c.lag, c.bytesIn, c.bytesOut, c.recordsOut,
 		c.connections, c.controllerActive, c.registered, c.fenced, c.brokerUp, c.brokerDown} {
 		ch <- d
 	}
@@ -156,6 +157,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		tb := v.(*topicBytes)
 		ch <- prometheus.MustNewConstMetric(c.bytesIn, prometheus.CounterValue, float64(tb.in.Load()), name)
 		ch <- prometheus.MustNewConstMetric(c.bytesOut, prometheus.CounterValue, float64(tb.out.Load()), name)
+		ch <- prometheus.MustNewConstMetric(c.recordsOut, prometheus.CounterValue, float64(tb.offsetsOut.Load()), name)
 		return true
 	})
 

@@ -207,6 +207,16 @@ func TestMetricsProduceFetch(t *testing.T) {
 	if v := mustValue(t, fams, "sluice_requests_total", "api", "Fetch"); v < 1 {
 		t.Errorf("Fetch requests %v", v)
 	}
+	// ... and the records a consumer got: the console's consume rate.
+	if v := mustValue(t, fams, "sluice_topic_records_out_total", "topic", "m"); v != n {
+		t.Errorf("records out %v, want %d", v, n)
+	}
+	if got := b.metrics.fetchedOffsets()["m"]; got != n {
+		t.Errorf("fetchedOffsets[m] = %d, want %d", got, n)
+	}
+	if status, body, _ := httpGet(t, b, "/ui/api/rates"); status != 200 || !strings.Contains(body, `"consumeFrom":"fetch"`) {
+		t.Errorf("the console's rates: %d %s", status, body)
+	}
 }
 
 func TestMetricsConsumerLag(t *testing.T) {
@@ -285,11 +295,44 @@ func TestHealthReadySingleNode(t *testing.T) {
 	}
 }
 
-// Without metrics.listen there is no HTTP listener and no metrics work.
-func TestMetricsOffByDefault(t *testing.T) {
-	b, _ := startBroker(t, "")
-	if b.metrics != nil || b.MetricsAddr() != nil {
-		t.Fatal("metrics on without metrics.listen")
+// With metrics.listen empty (or none) there is no HTTP listener and no
+// metrics work.
+func TestMetricsOff(t *testing.T) {
+	for _, off := range []string{"metrics.listen=", "metrics.listen=none"} {
+		b, _ := startBroker(t, "", off)
+		if b.metrics != nil || b.MetricsAddr() != nil {
+			t.Fatalf("metrics on with %s", off)
+		}
+	}
+}
+
+// The default metrics.listen, when another process holds its port, is a
+// warning: the broker runs without it. (An explicit address fails Start:
+// TestMetricsListenBadAddress.)
+func TestMetricsDefaultPortTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", config.DefaultMetricsListen)
+	if err != nil {
+		t.Skipf("the default port is in use here: %v", err) // by a broker: the case itself
+	}
+	defer taken.Close()
+	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	b, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Start(); err != nil {
+		t.Fatalf("Start with the default metrics port taken: %v", err)
+	}
+	if b.MetricsAddr() != nil {
+		t.Fatal("a metrics listener although its port is taken")
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "the default metrics.listen cannot be bound") {
+		t.Fatalf("no warning:\n%s", logs.String())
 	}
 }
 

@@ -245,7 +245,7 @@ func (g *gatedSyncs) open() { g.once.Do(func() { close(g.release) }) }
 // that holds fsyncs at g.
 func startGatedBroker(t *testing.T, g *gatedSyncs) *Broker {
 	t.Helper()
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir()})
+	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

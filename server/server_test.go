@@ -20,7 +20,7 @@ func startBroker(t *testing.T, dir string, sets ...string) (*Broker, string) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	sets = append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir}, sets...)
+	sets = append([]string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir}, sets...)
 	cfg, err := config.Load("", sets)
 	if err != nil {
 		t.Fatal(err)

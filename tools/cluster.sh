@@ -125,7 +125,11 @@ build() {
 	command -v go >/dev/null 2>&1 || die "Go is required to build sluice (or set SLUICE_BIN)"
 	mkdir -p "$cluster_dir"
 	echo "building $cluster_dir/sluice"
-	(cd "$root" && go build -o "$cluster_dir/sluice.new" ./server/cmd/sluice)
+	# The commit, for sluice --version and the banner (a go.work build
+	# records none by itself).
+	rev=$(cd "$root" && git rev-parse HEAD 2>/dev/null && { git diff --quiet HEAD 2>/dev/null || echo -dirty; }) || rev=
+	rev=$(printf '%s' "$rev" | tr -d '\n')
+	(cd "$root" && go build -ldflags "-X github.com/sluicemq/sluice/server.buildRevision=$rev" -o "$cluster_dir/sluice.new" ./server/cmd/sluice)
 	mv -f "$cluster_dir/sluice.new" "$cluster_dir/sluice"
 	built=1
 }

@@ -38,8 +38,9 @@
 // sluice.request.receive.timeout.ms is Sluice's own key (Kafka has no
 // broker-side limit on the time a request takes to arrive), and so are
 // metrics.listen (Kafka exposes its metrics through JMX; Sluice serves
-// Prometheus's text format, /healthz, /readyz and the web console on it)
-// and sluice.broker.down.warning.interval.ms.
+// Prometheus's text format, /healthz, /readyz and the web console on it,
+// on 127.0.0.1:9644 by default; "none" or empty turns it off) and
+// sluice.broker.down.warning.interval.ms.
 //
 // # Synonyms
 //
@@ -480,8 +481,13 @@ type Config struct {
 	// MetricsListen is the host:port of the broker's HTTP listener:
 	// /metrics (Prometheus's text format), /healthz, /readyz and the web
 	// console under /ui/. Key metrics.listen; host:port (port 0 picks a
-	// free one), or empty for none. Default empty: off. Kafka has no such
-	// key (it exposes JMX); Sluice's.
+	// free one), or empty or "none" for no listener (read back as empty:
+	// no metrics are collected at all). Default DefaultMetricsListen
+	// (127.0.0.1:9644, this machine only); when the default cannot be
+	// bound (another broker on this machine has it) the broker logs a
+	// warning and runs without it, while an address given explicitly
+	// that cannot be bound stops start-up. Kafka has no such key (it
+	// exposes JMX); Sluice's.
 	MetricsListen string
 
 	// BrokerDownWarningIntervalMs is how often every broker logs a
@@ -669,6 +675,11 @@ type Config struct {
 	set keyBits
 }
 
+// DefaultMetricsListen is metrics.listen's default: the console at
+// http://127.0.0.1:9644/ui/ (the port tools/cluster.sh gives node 1, as
+// 9092 is its client port).
+const DefaultMetricsListen = "127.0.0.1:9644"
+
 // Default returns Sluice's defaults; see each field. It is valid.
 func Default() Config {
 	c := Config{
@@ -715,6 +726,7 @@ func Default() Config {
 		MaxConnectionsPerIP:                 math.MaxInt32,
 		ConnectionsMaxIdleMs:                600000,
 		RequestReceiveTimeoutMs:             30000,
+		MetricsListen:                       DefaultMetricsListen,
 		BrokerDownWarningIntervalMs:         60000,
 		FetchMaxBytes:                       55 << 20,
 		MinInsyncReplicas:                   1,

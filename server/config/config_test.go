@@ -517,6 +517,19 @@ func TestConnectionKeys(t *testing.T) {
 			t.Errorf("metrics.listen=%s: %v", good, err)
 		}
 	}
+	// On by default, on this machine only; "none" turns it off; Source
+	// tells the default (a port that may be taken) from a choice.
+	d := Default()
+	if src, _ := d.Source("metrics.listen"); d.MetricsListen != "127.0.0.1:9644" || src != SourceDefault {
+		t.Errorf("default metrics.listen %q (%v)", d.MetricsListen, src)
+	}
+	if c, err := Load("", []string{"metrics.listen=none"}); err != nil || c.MetricsListen != "" {
+		t.Errorf("metrics.listen=none: %q %v", c.MetricsListen, err)
+	}
+	d, _ = Load("", []string{"metrics.listen=127.0.0.1:9644"})
+	if src, _ := d.Source("metrics.listen"); src != SourceStatic {
+		t.Error("metrics.listen given explicitly reads as the default")
+	}
 }
 
 // socket.request.max.bytes stays below what "SLRT"/"SLRF", the first bytes

@@ -186,6 +186,9 @@ var keyTable = []spec{
 		name: "metrics.listen",
 		set: func(c *Config, v string) error {
 			c.MetricsListen = strings.TrimSpace(v)
+			if strings.EqualFold(c.MetricsListen, "none") {
+				c.MetricsListen = "" // off
+			}
 			return nil
 		},
 		get:   func(c *Config) string { return c.MetricsListen },
@@ -667,7 +670,7 @@ func checkMetricsListen(c *Config) error {
 	}
 	_, port, err := net.SplitHostPort(c.MetricsListen)
 	if err != nil {
-		return fmt.Errorf("must be host:port (for example 127.0.0.1:9644), or empty for none: %v", err)
+		return fmt.Errorf("must be host:port (for example 127.0.0.1:9644), or none (or empty) for no listener: %v", err)
 	}
 	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
 		return fmt.Errorf("port %q must be an integer in [0, 65535]", port)

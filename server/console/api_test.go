@@ -24,7 +24,7 @@ import (
 
 func startBroker(t *testing.T) string {
 	t.Helper()
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir(), "group.initial.rebalance.delay.ms=0"})
+	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir(), "group.initial.rebalance.delay.ms=0"})
 	if err != nil {
 		t.Fatal(err)
 	}

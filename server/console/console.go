@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -40,6 +41,14 @@ type Config struct {
 	// SampleWindow is how much throughput history the charts show;
 	// zero is 5 minutes.
 	SampleWindow time.Duration
+	// NowWindow is the span the charts' current rates ("now") average
+	// over; zero is 10 s, and less is raised to 10 s.
+	NowWindow time.Duration
+	// Fetched, if set, returns per topic the records the broker's Fetch
+	// responses have sent (a counter since it started): the consume
+	// rate. Without it (the console against another Kafka) the consume
+	// rate is that of the groups' committed offsets.
+	Fetched func() map[string]int64
 	// RequestTimeout bounds the Kafka requests of one console request;
 	// zero is 10 s.
 	RequestTimeout time.Duration
@@ -54,7 +63,8 @@ const (
 	maxConcurrentBrowse = 4        // message-browser requests served at once
 	maxURLBytes         = 2048     // path + query of any request
 	browseWait          = 3 * time.Second
-	idleStopAfter       = 5 * time.Minute // the sampler stops after this long without a request
+	idleStopAfter       = 5 * time.Minute  // the sampler stops after this long without a request
+	minNowWindow        = 10 * time.Second // the least span a current rate averages over
 )
 
 //go:embed static
@@ -73,6 +83,7 @@ func New(cfg Config) *Console {
 	if cfg.SampleWindow <= 0 {
 		cfg.SampleWindow = 5 * time.Minute
 	}
+	cfg.NowWindow = max(cfg.NowWindow, minNowWindow)
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
@@ -80,7 +91,7 @@ func New(cfg Config) *Console {
 	if err != nil {
 		panic("console: embedded static files: " + err.Error())
 	}
-	c := &Console{cfg: cfg, static: static, browse: make(chan struct{}, maxConcurrentBrowse)}
+	c := &Console{cfg: cfg, static: static, index: parseIndex(static), browse: make(chan struct{}, maxConcurrentBrowse)}
 	c.samp = newSampler(c)
 	return c
 }
@@ -90,7 +101,8 @@ func New(cfg Config) *Console {
 type Console struct {
 	cfg    Config
 	static fs.FS
-	browse chan struct{} // semaphore of message-browser requests
+	index  *template.Template // static/index.html (page.go)
+	browse chan struct{}      // semaphore of message-browser requests
 	samp   *sampler
 
 	mu     sync.Mutex // guards cl, adm, closed
@@ -168,8 +180,9 @@ var contentTypes = map[string]string{
 }
 
 func (c *Console) serveStatic(w http.ResponseWriter, r *http.Request, name string) {
-	if name == "" {
-		name = "index.html"
+	if name == "" || name == "index.html" {
+		c.serveIndex(w, r)
+		return
 	}
 	ct, ok := contentTypes[name]
 	if !ok {

@@ -21,7 +21,14 @@
 //     ConsumerGroupDescribe for KIP-848 groups, OffsetFetch) and their lag.
 //   - messages.go: the message browser and how bytes are rendered (text,
 //     pretty-printed JSON, hex dump).
-//   - sampler.go: the throughput sampler behind the charts.
+//   - sampler.go: the throughput sampler behind the charts: produced from
+//     log end offsets, consumed from Config.Fetched (the records the
+//     broker's Fetch responses sent) or, without it, from the groups'
+//     committed offsets.
+//   - page.go: the page's first paint: static/index.html is an
+//     html/template filled with the overview and the topic list, so that
+//     `curl /ui/` (or a browser without JavaScript) shows the brokers,
+//     up or down, the controller and the topics; console.js replaces it.
 //   - static/: index.html, console.css, console.js — a single page with
 //     hash routes (#/overview, #/topics, #/topics/NAME,
 //     #/topics/NAME/messages?partition=P&offset=O|timestamp=T&view=V,
@@ -47,7 +54,9 @@
 //	                             or the last limit (default 50)
 //	groups                       every group: type, state, members, lag
 //	groups/ID                    members with assignments, committed offsets, lag
-//	rates                        per-topic produce and consume records/s
+//	rates                        per-topic produce and consume records/s per
+//	                             sample interval, and "now": the average
+//	                             over NowWindow (at least 10 s)
 //
 // # Bounds
 //
@@ -65,7 +74,8 @@
 // group), closed before the request returns. One sampler goroutine,
 // started by the first API request, samples every Config.SampleInterval
 // and exits after idleStopAfter without a request (so an idle broker does
-// no work) or when Close cancels it; Close waits for it. sampler.mu
+// no work) or when Close cancels it; Close waits for it. Opening the page
+// (its first paint) starts it too. sampler.mu
 // guards the samples and the goroutine's running state; no lock is held
 // during a Kafka request, and the two mutexes are never held together.
 package console

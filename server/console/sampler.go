@@ -8,18 +8,22 @@ import (
 )
 
 // The sampler feeds the throughput charts. Every SampleInterval it reads
-// each topic's summed log end offsets (ListOffsets, latest) and each
-// topic's summed committed offsets over all groups (ListGroups +
-// OffsetFetch), and keeps SampleWindow of samples; a rate is the
-// difference of two samples over their time apart, in records/s. It runs
-// in one goroutine started by the first API request and stops by itself
-// after idleStopAfter without one (an idle broker does no work), or for
-// good at Close.
+// each topic's summed log end offsets (ListOffsets, latest: produced) and
+// what was consumed: with Config.Fetched, the records the broker's Fetch
+// responses sent per topic (every consumer, in a group or not, counted as
+// it reads); without it (another Kafka), each topic's summed committed
+// offsets over all groups (ListGroups + OffsetFetch). It keeps
+// SampleWindow of samples; a chart's point is the difference of two
+// consecutive samples over their time apart, in records/s, and "now" is
+// the rate over the last NowWindow (at least 10 s), so that one busy or
+// idle interval does not swing it. It runs in one goroutine started by
+// the first request and stops by itself after idleStopAfter without one
+// (an idle broker does no work), or for good at Close.
 
 type sample struct {
 	at       time.Time
 	produced map[string]int64 // topic -> sum of log end offsets
-	consumed map[string]int64 // topic -> sum of committed offsets, over groups
+	consumed map[string]int64 // topic -> records fetched (Config.Fetched), or the sum of committed offsets over groups
 }
 
 type sampler struct {
@@ -115,7 +119,11 @@ func (s *sampler) sampleOnce(interval time.Duration) {
 			}
 		}
 	}
-	if listed, err := adm.ListGroups(ctx); err == nil && len(listed) > 0 {
+	if s.c.cfg.Fetched != nil {
+		for t, n := range s.c.cfg.Fetched() {
+			smp.consumed[t] = n
+		}
+	} else if listed, err := adm.ListGroups(ctx); err == nil && len(listed) > 0 {
 		for _, f := range adm.FetchManyOffsets(ctx, listed.Groups()...) {
 			for _, o := range f.Fetched.Sorted() {
 				if o.Err == nil && o.At >= 0 {
@@ -136,16 +144,20 @@ func (s *sampler) sampleOnce(interval time.Duration) {
 }
 
 type seriesJSON struct {
-	Topic   string     `json:"topic"`
-	Produce []*float64 `json:"produce"` // records/s; null: unknown
-	Consume []*float64 `json:"consume"` // records/s committed by groups; null: unknown
+	Topic      string     `json:"topic"`
+	Produce    []*float64 `json:"produce"`    // records/s; null: unknown
+	Consume    []*float64 `json:"consume"`    // records/s fetched (or committed: ConsumeFrom); null: unknown
+	ProduceNow *float64   `json:"produceNow"` // records/s over the last NowMs; null: not yet known
+	ConsumeNow *float64   `json:"consumeNow"`
 }
 
 type ratesJSON struct {
-	IntervalMs int64        `json:"intervalMs"`
-	WindowMs   int64        `json:"windowMs"`
-	Times      []int64      `json:"times"` // ms since the epoch, the end of each rate's interval
-	Topics     []seriesJSON `json:"topics"`
+	IntervalMs  int64        `json:"intervalMs"`
+	WindowMs    int64        `json:"windowMs"`
+	NowMs       int64        `json:"nowMs"`       // the span the "now" rates average over
+	ConsumeFrom string       `json:"consumeFrom"` // "fetch" (records sent by this broker's Fetch responses) or "commits" (groups' committed offsets)
+	Times       []int64      `json:"times"`       // ms since the epoch, the end of each rate's interval
+	Topics      []seriesJSON `json:"topics"`
 }
 
 func rate(a, b map[string]int64, t string, dt float64) *float64 {
@@ -164,9 +176,23 @@ func (s *sampler) rates() ratesJSON {
 	samples := slices.Clone(s.samples)
 	s.mu.Unlock()
 	out := ratesJSON{IntervalMs: s.c.cfg.SampleInterval.Milliseconds(), WindowMs: s.c.cfg.SampleWindow.Milliseconds(),
-		Times: []int64{}, Topics: []seriesJSON{}}
+		NowMs: s.c.cfg.NowWindow.Milliseconds(), ConsumeFrom: "commits", Times: []int64{}, Topics: []seriesJSON{}}
+	fetched := s.c.cfg.Fetched != nil
+	if fetched {
+		out.ConsumeFrom = "fetch"
+	}
 	if len(samples) == 0 {
 		return out
+	}
+	// "now" averages from the latest sample at least NowWindow before
+	// the last one; none until the history covers NowWindow.
+	last := samples[len(samples)-1]
+	from := -1
+	for i := len(samples) - 2; i >= 0; i-- {
+		if last.at.Sub(samples[i].at) >= s.c.cfg.NowWindow {
+			from = i
+			break
+		}
 	}
 	topics := map[string]bool{}
 	for t := range samples[len(samples)-1].produced {
@@ -186,16 +212,33 @@ func (s *sampler) rates() ratesJSON {
 			a, b := samples[i-1], samples[i]
 			dt := b.at.Sub(a.at).Seconds()
 			sj.Produce = append(sj.Produce, rate(a.produced, b.produced, t, dt))
-			c := rate(a.consumed, b.consumed, t, dt)
-			_, okA := a.consumed[t]
-			_, okB := b.consumed[t]
-			if !okA && !okB { // no group commits offsets of t: nothing consumed
-				zero := 0.0
-				c = &zero
-			}
-			sj.Consume = append(sj.Consume, c)
+			sj.Consume = append(sj.Consume, consumeRate(a, b, t, dt, fetched))
+		}
+		if from >= 0 {
+			a := samples[from]
+			dt := last.at.Sub(a.at).Seconds()
+			sj.ProduceNow = rate(a.produced, last.produced, t, dt)
+			sj.ConsumeNow = consumeRate(a, last, t, dt, fetched)
 		}
 		out.Topics = append(out.Topics, sj)
 	}
 	return out
+}
+
+// consumeRate is t's consume rate from a to b: nothing consumed when
+// neither sample has t (never fetched, or no group commits its offsets).
+// A fetch counter t lacks is 0 (not fetched yet); a group's committed
+// offsets that appear are not all consumed since a, so they give none.
+func consumeRate(a, b sample, t string, dt float64, fetched bool) *float64 {
+	_, okA := a.consumed[t]
+	_, okB := b.consumed[t]
+	switch {
+	case !okA && !okB:
+		zero := 0.0
+		return &zero
+	case fetched && dt > 0:
+		r := float64(max(0, b.consumed[t]-a.consumed[t])) / dt
+		return &r
+	}
+	return rate(a.consumed, b.consumed, t, dt)
 }

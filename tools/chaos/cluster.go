@@ -159,6 +159,7 @@ func (c *Cluster) args(n *Node) []string {
 	sets := []string{
 		"node.id=" + fmt.Sprint(n.ID),
 		"log.dirs=" + n.Dir,
+		"metrics.listen=", // several nodes on one machine (Sets may choose ports)
 		"process.roles=broker,controller",
 		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.Port, n.CtrlPort),
 		"controller.quorum.voters=" + strings.Join(voters, ","),

@@ -43,7 +43,7 @@ func startBroker(t *testing.T) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "serve", "--set", "node.id=1", "--set", "log.dirs="+filepath.Join(dir, "data"),
-		"--set", "listeners=PLAINTEXT://"+addr,
+		"--set", "listeners=PLAINTEXT://"+addr, "--set", "metrics.listen=",
 		// A classic group's first rebalance waits 3 s by default (and 3 s
 		// more for each wave of joins, up to the rebalance timeout).
 		"--set", "group.initial.rebalance.delay.ms=0",

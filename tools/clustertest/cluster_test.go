@@ -168,6 +168,7 @@ func (c *cluster) args(n *node) []string {
 	sets := []string{
 		"node.id=" + fmt.Sprint(n.id),
 		"log.dirs=" + n.dir,
+		"metrics.listen=", // several nodes on one machine
 	}
 	if c.opts.standalone {
 		sets = append(sets, fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", n.port))

@@ -36,7 +36,7 @@ var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")
 // has one partition (closing fifty fsyncs each).
 func startSluice(t *testing.T, sets ...string) string {
 	t.Helper()
-	sets = append([]string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir(), "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1"}, sets...)
+	sets = append([]string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir(), "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1"}, sets...)
 	cfg, err := config.Load("", sets)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func startSluiceCluster(t *testing.T, n int) string {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			cfg, err := config.Load("", []string{
+			cfg, err := config.Load("", []string{"metrics.listen=",
 				fmt.Sprintf("node.id=%d", i+1),
 				"log.dirs=" + dirs[i],
 				fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", ports[i], ports[n+i]),

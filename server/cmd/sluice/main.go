@@ -27,7 +27,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -42,29 +41,28 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// version is the module version and VCS revision the binary was built
-// from, as Go records them.
+// version is the broker's version (server.Version) and what else the
+// build recorded: the commit, its time, the Go toolchain.
 func version() string {
-	v, rev, dirty := "(devel)", "", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			v = bi.Main.Version
+	bi := server.Build()
+	var more []string
+	if bi.Revision != "" {
+		r := "revision " + bi.Revision
+		if bi.Modified {
+			r += " with uncommitted changes"
 		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					dirty = "+dirty"
-				}
-			}
-		}
+		more = append(more, r)
 	}
-	if rev != "" {
-		return fmt.Sprintf("sluice %s (revision %s%s)", v, rev, dirty)
+	if bi.Time != "" {
+		more = append(more, "committed "+bi.Time)
 	}
-	return "sluice " + v
+	if bi.GoVersion != "" {
+		more = append(more, bi.GoVersion)
+	}
+	if len(more) == 0 {
+		return "sluice " + bi.Version
+	}
+	return "sluice " + bi.Version + " (" + strings.Join(more, ", ") + ")"
 }
 
 // keysHelp lists every config key with its default (units are in the
@@ -156,6 +154,7 @@ func serve(file string, sets []string, stderr io.Writer) error {
 		b.Close()
 		return err
 	}
+	io.WriteString(stderr, b.Banner(configSource(file, sets)))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
@@ -172,4 +171,24 @@ func serve(file string, sets []string, stderr io.Writer) error {
 	}
 	logger.Info("sluice: stopped")
 	return nil
+}
+
+// configSource says where serve's configuration came from, for the
+// banner.
+func configSource(file string, sets []string) string {
+	var src []string
+	if file != "" {
+		src = append(src, file)
+	}
+	switch len(sets) {
+	case 0:
+	case 1:
+		src = append(src, "1 --set")
+	default:
+		src = append(src, fmt.Sprintf("%d --set", len(sets)))
+	}
+	if len(src) == 0 {
+		return "defaults (no --config or --set; sluice serve -h lists every key)"
+	}
+	return strings.Join(src, " + ") + ", over the defaults"
 }

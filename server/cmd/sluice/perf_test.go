@@ -15,7 +15,7 @@ import (
 // address.
 func startPerfBroker(t *testing.T) string {
 	t.Helper()
-	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir()})
+	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,36 +78,61 @@ async function refreshBanner() {
   b.dataset.loaded = "1";
 }
 
-// ---- sparklines
+// ---- charts
 
-function sparkline(values, cls) {
-  const ns = "http://www.w3.org/2000/svg";
+// niceMax is the chart's top: the least 1, 2 or 5 times a power of ten
+// at or above v (at least 1).
+function niceMax(v) {
+  if (!(v > 1)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+// short is a rate for an axis: 1.2k, 3M, 0.5.
+function short(v) {
+  if (v >= 1e6) return +(v / 1e6).toFixed(1) + "M";
+  if (v >= 1e3) return +(v / 1e3).toFixed(1) + "k";
+  return v < 10 ? String(+v.toFixed(1)) : String(Math.round(v));
+}
+
+// chart draws values (records/s, null unknown) over spanMs, with a scale:
+// 0 and the top of the y axis in records/s, the time span on the x axis.
+function chart(values, cls, spanMs) {
+  const ns = "http://www.w3.org/2000/svg", W = 240, H = 58, L = 40, R = 236, T = 6, B = 44;
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("class", "spark " + cls);
-  svg.setAttribute("viewBox", "0 0 160 28");
-  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H);
   const vs = values.map(v => (v === null ? 0 : v));
-  const hi = Math.max(1, ...vs);
-  svg.dataset.max = String(Math.max(0, ...vs));
-  const title = document.createElementNS(ns, "title");
-  title.textContent = "peak " + rateText(Math.max(0, ...vs));
-  svg.append(title);
+  const peak = Math.max(0, ...vs);
+  const top = niceMax(peak);
+  svg.dataset.max = String(peak);
+  svg.dataset.top = String(top);
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  add("title", {}, "peak " + rateText(peak) + " · scale 0 to " + short(top) + " records/s");
+  add("line", { class: "axis", x1: L, y1: T, x2: L, y2: B });
+  add("line", { class: "axis", x1: L, y1: B, x2: R, y2: B });
+  add("line", { class: "grid", x1: L, y1: T, x2: R, y2: T });
+  add("text", { class: "tick y-top", x: L - 3, y: T + 4, "text-anchor": "end" }, short(top) + "/s");
+  add("text", { class: "tick y-zero", x: L - 3, y: B + 3, "text-anchor": "end" }, "0");
+  add("text", { class: "tick x-start", x: L, y: H - 2, "text-anchor": "start" }, "−" + Math.round(spanMs / 1000) + " s");
+  add("text", { class: "tick x-end", x: R, y: H - 2, "text-anchor": "end" }, "now");
   if (vs.length > 1) {
-    const pts = vs.map((v, i) => (i * 160 / (vs.length - 1)).toFixed(1) + "," + (27 - v * 26 / hi).toFixed(1));
-    const pl = document.createElementNS(ns, "polyline");
-    pl.setAttribute("class", cls);
-    pl.setAttribute("points", pts.join(" "));
-    svg.append(pl);
+    const pts = vs.map((v, i) => (L + i * (R - L) / (vs.length - 1)).toFixed(1) + "," + (B - v * (B - T) / top).toFixed(1));
+    add("polyline", { class: cls, points: pts.join(" ") });
   }
   return svg;
 }
 
-function lastRate(vs) {
-  for (let i = vs.length - 1; i >= 0; i--) if (vs[i] !== null) return vs[i];
-  return null;
-}
-
-function rateText(v) { return v === null ? "–" : (v < 10 ? v.toFixed(1) : Math.round(v).toLocaleString("en-US")) + "/s"; }
+function rateText(v) { return v === null || v === undefined ? "–" : (v < 10 ? v.toFixed(1) : Math.round(v).toLocaleString("en-US")) + "/s"; }
 
 async function drawCharts(container, only) {
   let r;
@@ -117,14 +142,18 @@ async function drawCharts(container, only) {
     put(container, el("p", { class: "muted", text: "Collecting samples (one every " + r.intervalMs / 1000 + " s)…" }));
     return;
   }
+  const span = r.times[r.times.length - 1] - r.times[0];
+  const nowTitle = "the average over the last " + r.nowMs / 1000 + " s";
+  const now = v => el("td", { class: "num now", title: v === null ? "known once " + r.nowMs / 1000 + " s of samples are in" : nowTitle, text: rateText(v) });
   const rows = series.map(s => el("tr", { "data-topic": s.topic },
     el("td", {}, el("a", { href: topicHref(s.topic), text: s.topic })),
-    el("td", {}, sparkline(s.produce, "produce")), el("td", { class: "num", text: rateText(lastRate(s.produce)) }),
-    el("td", {}, sparkline(s.consume, "consume")), el("td", { class: "num", text: rateText(lastRate(s.consume)) })));
-  put(container, 
-    el("p", { class: "muted" }, "Records/s over the last " + Math.round(r.windowMs / 60000) + " min: ",
-      el("span", { class: "legend-p", text: "produced" }), " (log end offsets), ",
-      el("span", { class: "legend-c", text: "consumed" }), " (offsets committed by groups)."),
+    el("td", {}, chart(s.produce, "produce", span)), now(s.produceNow),
+    el("td", {}, chart(s.consume, "consume", span)), now(s.consumeNow)));
+  put(container,
+    el("p", { class: "muted" }, "Records/s, a point every " + r.intervalMs / 1000 + " s over the last " + Math.round(span / 1000) + " s (up to " + Math.round(r.windowMs / 60000) + " min); now: " + nowTitle + ". ",
+      el("span", { class: "legend-p", text: "Produced" }), ": log end offsets. ",
+      el("span", { class: "legend-c", text: "Consumed" }),
+      r.consumeFrom === "fetch" ? ": records sent by this broker's Fetch responses (in a cluster, of the partitions it leads)." : ": offsets committed by groups."),
     table("charts", ["Topic", "Produce", ["now", "num"], "Consume", ["now", "num"]], rows));
 }
 
@@ -238,21 +267,52 @@ async function pageMessages(main, name, params) {
   });
   form.querySelector("select").addEventListener("change", () => form.requestSubmit());
 
-  const recs = m.records.map(r => el("div", { class: "record", "data-offset": r.offset },
-    el("div", { class: "meta", text: "offset " + r.offset + " · " + isoTime(r.timestamp) + " · leader epoch " + r.leaderEpoch }),
-    el("div", { class: "body" },
+  // A compact table: one line per record (offset, time, key and value
+  // previews, headers count); a click on a line shows the record whole
+  // below it, in the chosen view.
+  const limit = Number(params.get("limit")) || 50;
+  const recs = m.records.map(r => {
+    const detail = el("tr", { class: "detail", hidden: "hidden" }, el("td", { colspan: "5" },
       el("div", { class: "field key" }, el("div", { class: "label", text: "key (" + r.key.size + " bytes)" }), showBytes(r.key, view)),
       el("div", { class: "field value" }, el("div", { class: "label", text: "value (" + r.value.size + " bytes)" }), showBytes(r.value, view)),
       r.headers.length ? el("div", { class: "field headers" }, el("div", { class: "label", text: "headers" }),
-        ...r.headers.map(h => el("div", { class: "header" }, el("span", { class: "label", text: h.key + ": " }), showBytes(h.value, view)))) : null)));
+        ...r.headers.map(h => el("div", { class: "header" }, el("span", { class: "label", text: h.key + ": " }), showBytes(h.value, view)))) : null,
+      el("div", { class: "muted", text: "leader epoch " + r.leaderEpoch })));
+    const line = el("tr", { class: "line", title: "show the whole record", onclick: () => { detail.hidden = !detail.hidden; } },
+      el("td", { class: "num offset", text: r.offset }),
+      el("td", { class: "ts", text: isoTime(r.timestamp) }),
+      el("td", { class: "k-preview" }, preview(r.key, view, 40)),
+      el("td", { class: "v-preview" }, preview(r.value, view, 120)),
+      el("td", { class: "num hdrs", text: r.headers.length || "" }));
+    return el("tbody", { class: "record", "data-offset": r.offset }, line, detail);
+  });
+  const first = m.records.length ? m.records[0].offset : m.from;
   const next = m.records.length ? m.records[m.records.length - 1].offset + 1 : null;
-  put(main, 
+  const page = off => topicHref(name) + "/messages?" + new URLSearchParams({ partition, offset: off, view, limit }).toString();
+  const pager = el("p", { class: "pager" },
+    first > m.startOffset ? el("a", { href: page(Math.max(m.startOffset, first - limit)), class: "prev", text: "← older" }) : el("span", { class: "muted", text: "← older" }),
+    " · ", el("a", { href: page(m.startOffset), text: "first" }),
+    " · ", el("a", { href: topicHref(name) + "/messages?" + new URLSearchParams({ partition, view, limit }).toString(), text: "latest" }),
+    " · ", m.more && next !== null ? el("a", { href: page(next), class: "next", text: "newer →" }) : el("span", { class: "muted", text: "newer →" }));
+  const thead = el("thead", {}, el("tr", {}, el("th", { class: "num", text: "Offset" }), el("th", { text: "Timestamp" }),
+    el("th", { text: "Key" }), el("th", { text: "Value" }), el("th", { class: "num", text: "Headers" })));
+  put(main,
     el("h1", {}, "Messages of ", el("a", { href: topicHref(name), text: name }), " partition " + m.partition),
-    el("p", { class: "muted", id: "browse-range", text: "log start " + m.startOffset + " · high watermark " + m.endOffset + " · showing " + m.records.length + " from offset " + m.from }),
+    el("p", { class: "muted", id: "browse-range", text: "log start " + m.startOffset + " · high watermark " + m.endOffset + " · showing " + m.records.length + " from offset " + m.from + " · click a line for the whole record" }),
     m.note ? el("p", { class: "muted", text: m.note }) : null,
     form,
-    el("div", { id: "messages" }, ...recs),
-    m.more && next !== null ? el("a", { href: topicHref(name) + "/messages?" + new URLSearchParams({ partition, offset: next, view }).toString(), text: "next →" }) : null);
+    m.records.length ? el("table", { id: "messages", class: "messages" }, thead, ...recs) : el("p", { class: "muted", id: "messages", text: "No records here." }),
+    pager);
+}
+
+// preview is bytes on one line, at most n characters, in view (auto:
+// text when it is UTF-8, else hex: the bytes of Go's hex.Dump lines).
+function preview(b, view, n) {
+  if (b.null) return el("span", { class: "null muted", text: "null" });
+  let s = view === "hex" || b.text === null ? b.hex.split("\n").map(l => l.slice(10, 58)).join(" ") : b.text;
+  s = s.replace(/\s+/g, " ").trim();
+  const cut = s.length > n || b.truncated;
+  return el("span", { class: "pv", text: (s.length > n ? s.slice(0, n) : s) + (cut ? "…" : "") });
 }
 
 async function pageGroups(main) {
