@@ -665,6 +665,10 @@ type Config struct {
 	// set has bit i on when the key with index i (see entries) was given to
 	// Set; Source reports it.
 	set keyBits
+
+	// unacted holds the Kafka keys set that Sluice accepts but does not
+	// act on (kafkaKeys), by name; see Unacted.
+	unacted map[string]string
 }
 
 // Default returns Sluice's defaults; see each field. It is valid.
