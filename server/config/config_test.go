@@ -57,6 +57,7 @@ func TestLoadServerProperties(t *testing.T) {
 	want.NodeID = 7
 	want.Listeners = []Listener{{"PLAINTEXT", "0.0.0.0", 9092}, {"INTERNAL", "127.0.0.1", 9093}}
 	want.AdvertisedListeners = []Listener{{"PLAINTEXT", "broker-7.example.com", 9092}}
+	want.advertisedGiven = want.AdvertisedListeners
 	want.ListenerSecurityProtocolMap = map[string]string{"PLAINTEXT": "PLAINTEXT", "INTERNAL": "PLAINTEXT", "SSL": "SSL"}
 	want.LogDirs = []string{"/var/lib/sluice/data-1", "/var/lib/sluice/data-2"}
 	want.NumPartitions = 3
@@ -450,6 +451,7 @@ func TestStringRoundTrip(t *testing.T) {
 				continue
 			}
 			after.set = c.set
+			after.advertisedGiven = c.advertisedGiven // a derived value set as given: the same AdvertisedListeners
 			if !reflect.DeepEqual(after, c) {
 				t.Errorf("Set(%q, %q) changed the config", k, v)
 			}

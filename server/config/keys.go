@@ -68,11 +68,11 @@ var keyTable = []spec{
 					ls[i].Host = loopback
 				}
 			}
-			c.AdvertisedListeners = ls
+			c.advertisedGiven = ls
 			return nil
 		},
-		get:   func(c *Config) string { return formatListeners(c.AdvertisedListeners) },
-		check: func(c *Config) error { return checkAdvertised(c.AdvertisedListeners) },
+		get:   func(c *Config) string { return formatListeners(c.advertisedAll()) },
+		check: func(c *Config) error { return checkAdvertised(c.advertisedAll()) },
 	},
 	{
 		name: "listener.security.protocol.map",
@@ -107,8 +107,13 @@ var keyTable = []spec{
 			c.QuorumVoters, err = parseVoters(v)
 			return err
 		},
-		get:   func(c *Config) string { return formatVoters(c.QuorumVoters) },
-		check: checkVoters,
+		get: func(c *Config) string { return formatVoters(c.QuorumVoters) },
+		check: func(c *Config) error {
+			if !c.set.intersects(entries["controller.quorum.voters"].bit) {
+				return nil // derived from controller.quorum.bootstrap.servers: validateCluster
+			}
+			return checkVoters(c)
+		},
 	},
 	{
 		name: "controller.quorum.bootstrap.servers",

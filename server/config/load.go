@@ -215,7 +215,7 @@ func (c *Config) validate() []error {
 	if c.MaxConnectionsPerIP == 0 && len(c.MaxConnectionsPerIPOverrides) == 0 {
 		bad("max.connections.per.ip", errors.New("0 refuses every client unless max.connections.per.ip.overrides names the addresses allowed; set it"))
 	}
-	for _, l := range c.AdvertisedListeners {
+	for _, l := range c.advertisedAll() {
 		if !names[l.Name] {
 			bad("advertised.listeners", fmt.Errorf("listener name %s is not among the listeners", l.Name))
 		}
