@@ -39,6 +39,14 @@ func (e *OutOfRangeError) Error() string {
 // Unwrap returns ErrOffsetOutOfRange.
 func (e *OutOfRangeError) Unwrap() error { return ErrOffsetOutOfRange }
 
+// RecoveryStats are the counts of one log's recovery after an unclean
+// shutdown (Options.OnRecovered).
+type RecoveryStats struct {
+	Dir             string // the log's directory
+	SegmentsScanned int64
+	BytesScanned    int64
+}
+
 // Options are a Log's collaborators.
 type Options struct {
 	// Now is the clock (segment.ms by age, retention, LogAppendTime).
@@ -48,6 +56,12 @@ type Options struct {
 	// truncation or an IO failure (not per append or roll). Default
 	// slog.Default().
 	Logger *slog.Logger
+	// OnRecovered, when set, receives the counts of a recovery after an
+	// unclean shutdown that found nothing to repair, instead of the
+	// Logger's line for it, so that a caller opening many logs can log
+	// one line for them all. Repairs (a truncated tail, dropped segments)
+	// are logged by Logger either way.
+	OnRecovered func(RecoveryStats)
 	// CleanerDedupeBufferBytes bounds the memory of a clean's offset map
 	// (Kafka's log.cleaner.dedupe.buffer.size), counted as each key's
 	// bytes plus OffsetMapEntryOverhead: a clean maps dirty segments until

@@ -156,6 +156,10 @@ func (l *Log) recover() error {
 			if len(l.segs) > 0 {
 				end = l.segs[len(l.segs)-1].next
 			}
+			if l.opts.OnRecovered != nil && truncatedBytes == 0 && dropped == 0 {
+				l.opts.OnRecovered(RecoveryStats{Dir: l.dir, SegmentsScanned: scanned, BytesScanned: scannedBytes})
+				return
+			}
 			l.opts.Logger.Info("segment: recovered after an unclean shutdown",
 				"dir", l.dir, "segments_scanned", scanned, "bytes_scanned", scannedBytes,
 				"bytes_truncated", truncatedBytes, "segments_dropped", dropped, "log_end_offset", end)

@@ -40,11 +40,14 @@ type Broker struct {
 	now       func() time.Time // the wall clock (Options.Now)
 	cl        *cluster         // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
 	recon     *reconciler      // opens, reconfigures and closes partitions (reconcile.go)
-	sweep     *segment.Sweeper
-	coord     *coordinator.Coordinator // groups and committed offsets (groups.go)
-	clean     *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
-	files     *segment.FileCache       // closed segments' descriptors, all partitions (sluice.log.segment.open.files.max)
-	expiry    *producerExpiry          // producer.id.expiration.ms (producer_expiry.go)
+	// recovery gathers the start-up's log recoveries into one line
+	// (recovery.go).
+	recovery recoverySummary
+	sweep    *segment.Sweeper
+	coord    *coordinator.Coordinator // groups and committed offsets (groups.go)
+	clean    *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
+	files    *segment.FileCache       // closed segments' descriptors, all partitions (sluice.log.segment.open.files.max)
+	expiry   *producerExpiry          // producer.id.expiration.ms (producer_expiry.go)
 
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition // the open partitions; changed only by the reconciler
@@ -197,6 +200,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
 	b.meta = st
+	b.startRecoverySummary()
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	if b.cl != nil {
 		if err := b.cl.openMetaLog(); err != nil {
@@ -210,6 +214,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	b.coord = b.newCoordinator()
 	b.recon = newReconciler(b)
 	b.recon.pass() // every partition the metadata names, before serving
+	b.endRecoverySummary()
 	b.recon.start()
 	if b.cl != nil {
 		b.cl.startApplier()

@@ -233,7 +233,7 @@ func (c *cluster) openMetaLog() error {
 		Internal: true,
 		Raft:     rc,
 		Sweeper:  b.sweep, // retention (metaTopicConfig)
-		Log:      segment.Options{Now: b.now, Logger: b.logger, FileCache: b.files, OnSync: b.metrics.syncObserver()},
+		Log:      segment.Options{Now: b.now, Logger: b.logger, FileCache: b.files, OnSync: b.metrics.syncObserver(), OnRecovered: b.onRecovered},
 	})
 	if err != nil {
 		return fmt.Errorf("server: metadata log %s: %w", dir, err)

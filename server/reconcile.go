@@ -349,6 +349,7 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 			OnFail:                   r.kickSoon,
 			FileCache:                b.files,
 			OnSync:                   b.metrics.syncObserver(),
+			OnRecovered:              b.onRecovered,
 		},
 	})
 	if err != nil {

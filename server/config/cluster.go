@@ -17,12 +17,14 @@ import (
 //
 // Two modes:
 //
-//   - Single node (controller.quorum.voters empty, the default): the node is
+//   - Single node (controller.quorum.voters and
+//     controller.quorum.bootstrap.servers empty, the default): the node is
 //     its own controller and needs no quorum, as Sluice always ran.
 //     process.roles must be the default broker,controller and no listener
 //     may be a controller listener.
-//   - Clustered (controller.quorum.voters set): Kafka's KRaft rules for the
-//     roles the node plays.
+//   - Clustered (controller.quorum.voters set, or formed from
+//     controller.quorum.bootstrap.servers by bootstrapVoters): Kafka's
+//     KRaft rules for the roles the node plays.
 
 // ProcessRoles is process.roles: a set of RoleBroker and RoleController.
 type ProcessRoles uint8
@@ -83,7 +85,8 @@ func (c *Config) IsBroker() bool { return c.ProcessRoles&RoleBroker != 0 }
 func (c *Config) IsController() bool { return c.ProcessRoles&RoleController != 0 }
 
 // Clustered reports whether the node is one of a cluster: true when
-// controller.quorum.voters is set. False is single-node mode, Sluice's
+// controller.quorum.voters is set or formed from
+// controller.quorum.bootstrap.servers. False is single-node mode, Sluice's
 // default.
 func (c *Config) Clustered() bool { return len(c.QuorumVoters) > 0 }
 
@@ -316,14 +319,84 @@ func parseBootstrapServers(v string) ([]string, error) {
 	return out, nil
 }
 
+// bootstrapVoters is the controller quorum Sluice forms from
+// controller.quorum.bootstrap.servers when controller.quorum.voters is not
+// set: the servers in the order listed are the voters with ids 1, 2, 3, ...
+// (Sluice's rule). Kafka (KIP-853) keeps the voter set in the metadata
+// log, formats the first controller as the only voter (kafka-storage
+// format --standalone) or with --initial-controllers, and adds the others
+// with AddRaftVoter; Sluice cannot add voters to a running quorum yet, so
+// every controller must be listed from the start, and cannot ask the
+// servers their ids, so their order gives them.
+func bootstrapVoters(servers []string) []Voter {
+	var vs []Voter
+	for i, s := range servers {
+		host, port, err := net.SplitHostPort(s)
+		p, _ := strconv.Atoi(port)
+		if err != nil {
+			continue // parseBootstrapServers let nothing else through
+		}
+		vs = append(vs, Voter{ID: int32(i + 1), Host: host, Port: int32(p)})
+	}
+	return vs
+}
+
+// votersFromBootstrap reports whether QuorumVoters was derived from
+// controller.quorum.bootstrap.servers.
+func (c *Config) votersFromBootstrap() bool {
+	return !c.set.intersects(entries["controller.quorum.voters"].bit) && len(c.QuorumBootstrapServers) > 0
+}
+
+// isOwnControllerAddr reports whether host:port is where this node serves
+// the controller quorum: one of its advertised controller listeners, or a
+// controller listener bound to that very host.
+func (c *Config) isOwnControllerAddr(host string, port int32) bool {
+	for _, ls := range [][]Listener{c.advertisedAll(), c.Listeners} {
+		for _, l := range ls {
+			if c.isControllerName(l.Name) && int32(l.Port) == port && strings.EqualFold(l.Host, host) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkBootstrapVoters checks the quorum bootstrapVoters formed: its size,
+// and that a controller finds its own controller endpoint in the list at
+// the position of its node.id.
+func (c *Config) checkBootstrapVoters() error {
+	if err := checkVoters(c); err != nil {
+		return errors.New(strings.ReplaceAll(err.Error(), "voter id", "server"))
+	}
+	if !c.IsController() {
+		return nil
+	}
+	own := -1
+	for i, v := range c.QuorumVoters {
+		if c.isOwnControllerAddr(v.Host, v.Port) {
+			own = i
+			break
+		}
+	}
+	switch {
+	case own < 0:
+		return fmt.Errorf("does not list this controller's own endpoint (its controller listener in advertised.listeners or listeners): a controller joining a running quorum (KIP-853's add-controller) is not supported; Sluice forms the quorum from every controller listed at start, so list this one too, or set controller.quorum.voters")
+	case int32(own+1) != c.NodeID:
+		return fmt.Errorf("lists this controller's endpoint %s at position %d, and Sluice numbers the bootstrap controllers 1, 2, 3, ... in the order listed (it cannot ask them their ids), so node.id must be %d, not %d: reorder the list, change node.id, or set controller.quorum.voters=id@host:port,...", c.QuorumVoters[own].Addr(), own+1, own+1, c.NodeID)
+	}
+	return nil
+}
+
 // validateCluster reports the rules between the KRaft keys, and those
 // between the listeners that depend on them, through bad.
 func (c *Config) validateCluster(bad func(key string, reason error)) {
 	ids := fmt.Sprint(c.voterIDs())
-	if !c.Clustered() {
-		if len(c.QuorumBootstrapServers) > 0 {
-			bad("controller.quorum.bootstrap.servers", errors.New("dynamic controller quorums (KIP-853) are not supported yet: set controller.quorum.voters to the controllers' id@host:port list instead"))
+	if c.votersFromBootstrap() {
+		if err := c.checkBootstrapVoters(); err != nil {
+			bad("controller.quorum.bootstrap.servers", err)
 		}
+	}
+	if !c.Clustered() {
 		if c.ProcessRoles != RoleBroker|RoleController && checkProcessRoles(c) == nil {
 			// Kafka: "If using process.roles, controller.quorum.voters
 			// must contain a parseable set of voters."
@@ -345,7 +418,7 @@ func (c *Config) validateCluster(bad func(key string, reason error)) {
 			}
 		}
 		if c.IsController() {
-			if !c.isVoter(c.NodeID) {
+			if !c.isVoter(c.NodeID) && !c.votersFromBootstrap() {
 				bad("controller.quorum.voters", fmt.Errorf("if process.roles contains the 'controller' role, the node id %d must be included in the set of voters controller.quorum.voters=%s", c.NodeID, ids))
 			}
 			if _, ok := c.ControllerListener(); !ok && len(c.ControllerListenerNames) > 0 {
@@ -358,7 +431,7 @@ func (c *Config) validateCluster(bad func(key string, reason error)) {
 				}
 			}
 		} else { // broker only
-			if c.isVoter(c.NodeID) {
+			if c.isVoter(c.NodeID) && !c.votersFromBootstrap() {
 				bad("controller.quorum.voters", fmt.Errorf("if process.roles contains just the 'broker' role, the node id %d must not be included in the set of voters controller.quorum.voters=%s", c.NodeID, ids))
 			}
 			if l, ok := c.ControllerListener(); ok {
@@ -366,8 +439,10 @@ func (c *Config) validateCluster(bad func(key string, reason error)) {
 			}
 		}
 		if !c.IsBroker() {
-			if c.set.intersects(entries["advertised.listeners"].bit) {
-				bad("advertised.listeners", errors.New("the advertised.listeners config must be empty when process.roles=controller"))
+			for _, l := range c.advertisedAll() {
+				if !c.isControllerName(l.Name) {
+					bad("advertised.listeners", fmt.Errorf("the advertised.listeners config must only contain KRaft controller listeners from controller.listener.names when process.roles=controller; %s is not one", l))
+				}
 			}
 			for _, l := range c.Listeners {
 				if !c.isControllerName(l.Name) {
@@ -382,9 +457,13 @@ func (c *Config) validateCluster(bad func(key string, reason error)) {
 	if len(c.AdvertisedListeners) == 0 {
 		bad("advertised.listeners", errors.New("there must be at least one advertised listener. Perhaps all listeners appear in controller.listener.names?"))
 	}
-	for _, l := range c.AdvertisedListeners {
-		if c.isControllerName(l.Name) {
-			bad("advertised.listeners", fmt.Errorf("the advertised.listeners config must not contain KRaft controller listeners from controller.listener.names when process.roles contains the broker role because Kafka clients that send requests via advertised listeners do not send requests to KRaft controllers -- they only send requests to KRaft brokers (%s)", l))
+	// A combined node may advertise its controller listener too (Kafka 4,
+	// KIP-853: controllers advertise their endpoints); clients are never
+	// told of it (AdvertisedListeners leaves it out). A broker-only node
+	// has none to advertise.
+	for _, l := range c.advertisedAll() {
+		if c.isControllerName(l.Name) && !c.IsController() {
+			bad("advertised.listeners", fmt.Errorf("the advertised.listeners config must not contain KRaft controller listeners from controller.listener.names when process.roles contains just the broker role (%s)", l))
 		}
 	}
 	if len(c.AdvertisedListeners) > 0 {

@@ -184,7 +184,9 @@ func TestClusterValidation(t *testing.T) {
 	}{
 		{"broker-only without voters", []string{"process.roles=broker"}, "process.roles", "process.roles=broker needs controller.quorum.voters"},
 		{"controller-only without voters", []string{"process.roles=controller"}, "process.roles", "process.roles=controller needs controller.quorum.voters"},
-		{"bootstrap servers without voters", []string{"controller.quorum.bootstrap.servers=127.0.0.1:9192"}, "controller.quorum.bootstrap.servers", "dynamic controller quorums (KIP-853) are not supported yet: set controller.quorum.voters"},
+		{"bootstrap servers without this controller", []string{"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9193", "controller.quorum.bootstrap.servers=127.0.0.1:9192"}, "controller.quorum.bootstrap.servers", "does not list this controller's own endpoint (its controller listener in advertised.listeners or listeners): a controller joining a running quorum (KIP-853's add-controller) is not supported"},
+		{"bootstrap servers out of node.id order", []string{"node.id=1", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9193", "controller.quorum.bootstrap.servers=127.0.0.1:9192,127.0.0.1:9193,127.0.0.1:9194"}, "controller.quorum.bootstrap.servers", "lists this controller's endpoint 127.0.0.1:9193 at position 2, and Sluice numbers the bootstrap controllers 1, 2, 3, ... in the order listed (it cannot ask them their ids), so node.id must be 2, not 1"},
+		{"two bootstrap servers", []string{"node.id=1", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9192", "controller.quorum.bootstrap.servers=127.0.0.1:9192,127.0.0.1:9193"}, "controller.quorum.bootstrap.servers", "names 2 voters; want 1, 3 or 5"},
 		{"controller listener without voters", []string{"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}, "listeners", "CONTROLLER://127.0.0.1:9093 is a controller listener (controller.listener.names=CONTROLLER), which only a member of a controller quorum has"},
 		{"a renamed controller listener without voters", []string{"controller.listener.names=PLAINTEXT"}, "listeners", "PLAINTEXT://127.0.0.1:9092 is a controller listener"},
 		{"two voters", node(1, "controller.quorum.voters=1@127.0.0.1:9192,2@127.0.0.1:9193"), "controller.quorum.voters", "names 2 voters; want 1, 3 or 5: a raft quorum is a majority, so 2 voters tolerate 0 failed, no more than 1 do"},
@@ -201,8 +203,8 @@ func TestClusterValidation(t *testing.T) {
 		{"broker-only among voters", brokerOnly("node.id=3"), "controller.quorum.voters", "if process.roles contains just the 'broker' role, the node id 3 must not be included in the set of voters controller.quorum.voters=[1 2 3]"},
 		{"broker-only with a controller listener", brokerOnly("listeners=PLAINTEXT://127.0.0.1:9095,CONTROLLER://127.0.0.1:9195"), "listeners", "controller.listener.names must not contain a value appearing in the 'listeners' configuration when running KRaft with just the broker role"},
 		{"controller-only with a broker listener", controllerOnly("listeners=CONTROLLER://127.0.0.1:9192,PLAINTEXT://127.0.0.1:9092"), "listeners", "the listeners config must only contain KRaft controller listeners from controller.listener.names when process.roles=controller; PLAINTEXT://127.0.0.1:9092 is not one"},
-		{"controller-only with advertised listeners", controllerOnly("advertised.listeners=CONTROLLER://127.0.0.1:9192"), "advertised.listeners", "the advertised.listeners config must be empty when process.roles=controller"},
-		{"controller listener advertised", node(1, "advertised.listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9192"), "advertised.listeners", "the advertised.listeners config must not contain KRaft controller listeners from controller.listener.names when process.roles contains the broker role"},
+		{"controller-only advertising a broker listener", controllerOnly("advertised.listeners=PLAINTEXT://127.0.0.1:9092"), "advertised.listeners", "the advertised.listeners config must only contain KRaft controller listeners from controller.listener.names when process.roles=controller"},
+		{"broker-only advertising a controller listener", brokerOnly("advertised.listeners=PLAINTEXT://127.0.0.1:9095,CONTROLLER://127.0.0.1:9192"), "advertised.listeners", "the advertised.listeners config must not contain KRaft controller listeners from controller.listener.names when process.roles contains just the broker role"},
 		{"every listener a controller listener", node(1, "listeners=CONTROLLER://127.0.0.1:9192"), "advertised.listeners", "there must be at least one advertised listener. Perhaps all listeners appear in controller.listener.names?"},
 		{"inter-broker listener is the controller listener", node(1, "inter.broker.listener.name=CONTROLLER"), "inter.broker.listener.name", "inter.broker.listener.name must be a listener name defined in advertised.listeners, and not a controller listener. The valid options based on currently configured listeners are PLAINTEXT"},
 		{"inter-broker listener unknown", []string{"inter.broker.listener.name=internal"}, "inter.broker.listener.name", "must be a listener name defined in advertised.listeners"},
@@ -333,5 +335,70 @@ func TestInterBrokerListenerName(t *testing.T) {
 	c.Set("inter.broker.listener.name", "")
 	if s, _ := c.Source("inter.broker.listener.name"); s != SourceDefault {
 		t.Errorf("unset: source %v", s)
+	}
+}
+
+// TestLoadKafkaStockFile: Kafka 4's shipped server.properties loads as is:
+// a one-voter quorum from controller.quorum.bootstrap.servers, the
+// CONTROLLER listener advertised but never told to clients, and the keys
+// Sluice has no behaviour for listed by Unacted.
+func TestLoadKafkaStockFile(t *testing.T) {
+	c, err := Load("testdata/kafka-4.0-server.properties", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Voter{{ID: 1, Host: "localhost", Port: 9093}}; !reflect.DeepEqual(c.QuorumVoters, want) || !c.Clustered() {
+		t.Errorf("voters %v, want %v", c.QuorumVoters, want)
+	}
+	if want := []Listener{{"PLAINTEXT", "localhost", 9092}}; !reflect.DeepEqual(c.AdvertisedListeners, want) {
+		t.Errorf("advertised %v, want %v", c.AdvertisedListeners, want)
+	}
+	if s, _ := c.String("advertised.listeners"); s != "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093" {
+		t.Errorf("advertised.listeners = %q", s)
+	}
+	want := []string{"num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
+		"share.coordinator.state.topic.min.isr", "share.coordinator.state.topic.replication.factor",
+		"socket.receive.buffer.bytes", "socket.send.buffer.bytes",
+		"transaction.state.log.min.isr", "transaction.state.log.replication.factor"}
+	if got := c.Unacted(); !slices.Equal(got, want) {
+		t.Errorf("Unacted = %v, want %v", got, want)
+	}
+	if c.NodeID != 1 || c.LogRetentionMs != 168*hourMs || c.OffsetsTopicReplicationFactor != 1 || !slices.Equal(c.LogDirs, []string{"/tmp/kraft-combined-logs"}) {
+		t.Errorf("got %+v", c)
+	}
+}
+
+// TestBootstrapServersCluster: three combined nodes and a broker-only one
+// given the same controller.quorum.bootstrap.servers form one quorum, the
+// servers numbered 1, 2, 3 in the order listed.
+func TestBootstrapServersCluster(t *testing.T) {
+	const servers = "controller.quorum.bootstrap.servers=127.0.0.1:9192,127.0.0.1:9193,127.0.0.1:9194"
+	want := []Voter{{1, "127.0.0.1", 9192}, {2, "127.0.0.1", 9193}, {3, "127.0.0.1", 9194}}
+	for id := 1; id <= 3; id++ {
+		c, err := Load("", []string{fmt.Sprintf("node.id=%d", id), servers,
+			fmt.Sprintf("listeners=PLAINTEXT://:%d,CONTROLLER://:%d", 9091+id, 9191+id),
+			fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", 9091+id, 9191+id)})
+		if err != nil {
+			t.Fatalf("node %d: %v", id, err)
+		}
+		if !reflect.DeepEqual(c.QuorumVoters, want) {
+			t.Errorf("node %d: voters %v", id, c.QuorumVoters)
+		}
+	}
+	b, err := Load("", []string{"process.roles=broker", "node.id=4", "listeners=PLAINTEXT://127.0.0.1:9095", servers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(b.QuorumVoters, want) {
+		t.Errorf("broker: voters %v", b.QuorumVoters)
+	}
+	// controller.quorum.voters, when set, is the quorum; bootstrap servers
+	// are then not used.
+	v, err := Load("", []string{"node.id=1", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9192", "controller.quorum.voters=1@127.0.0.1:9192", "controller.quorum.bootstrap.servers=10.0.0.1:9093"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Voter{{1, "127.0.0.1", 9192}}; !reflect.DeepEqual(v.QuorumVoters, want) {
+		t.Errorf("voters %v", v.QuorumVoters)
 	}
 }

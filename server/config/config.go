@@ -6,8 +6,9 @@
 //
 // FILE uses java.util.Properties syntax (see ParseProperties). Every --set
 // replaces the file's value for its key, and --set may repeat (the last one
-// for a key wins). Unknown keys and bad values are errors that name the key;
-// Load and Validate report every problem at once (errors.Join of *Error).
+// for a key wins). Unknown keys and bad values are errors that name the key
+// and where it was given (the file's line, or --set); Load and Validate
+// report every problem at once (errors.Join of *Error).
 //
 // # Keys
 //
@@ -16,7 +17,16 @@
 // and Kafka's. A key that is the broker default of a topic config
 // (log.segment.bytes for segment.bytes, log.cleanup.policy for
 // cleanup.policy, ...) reads its values with the topic config table's
-// parser (replica.TopicConfigKeys), so both accept the same values. Keys lists the names. Sluice differs from Kafka's defaults in:
+// parser (replica.TopicConfigKeys), so both accept the same values. Keys
+// lists the names.
+//
+// Every other broker key of Kafka 4 (kafkakeys.go: num.io.threads,
+// socket.send.buffer.bytes, transaction.state.log.*, ssl.*, ... and
+// listener.name.<listener>.<key>) is accepted, its value checked by its
+// Kafka type, and not acted on: Unacted lists them, and sluice serve names
+// them in one line at start-up, so Kafka's own config/server.properties
+// starts unchanged. A key in neither table is an error, with the closest
+// known key as a "did you mean". Sluice differs from Kafka's defaults in:
 //
 //   - log.flush.interval.messages = 1 (Kafka: 9223372036854775807). Every
 //     acknowledged write is fsynced before the ack; concurrent writers share
@@ -74,9 +84,11 @@
 // controller.quorum.bootstrap.servers, broker.heartbeat.interval.ms,
 // broker.session.timeout.ms, broker.rack, replica.lag.time.max.ms) and
 // Sluice's sluice.raft.* keys (RaftHostConfig) describe a cluster. With
-// controller.quorum.voters empty, the default, the node is a single node
-// as Sluice always ran (Clustered is false; process.roles must stay
-// broker,controller); with it set, Kafka's rules apply (cluster.go).
+// controller.quorum.voters and controller.quorum.bootstrap.servers empty,
+// the default, the node is a single node as Sluice always ran (Clustered
+// is false; process.roles must stay broker,controller); with either set,
+// Kafka's rules apply (cluster.go), and bootstrap servers form the voters
+// by Sluice's rule (see QuorumBootstrapServers).
 // controller.quorum.election.timeout.ms and controller.quorum.fetch.timeout.ms
 // are not keys: raft's ticks (sluice.raft.election.ticks times
 // sluice.raft.tick.ms) and the transport's liveness timeout cover them.
@@ -107,9 +119,13 @@ type Config struct {
 	// AdvertisedListeners are the addresses given to clients in metadata.
 	// Key advertised.listeners; same syntax as listeners. Default (and
 	// Kafka's): the listeners less the controller listeners (those named
-	// in controller.listener.names), which must never be advertised
+	// in controller.listener.names), which clients are never told of
 	// (Kafka's rule: clients send requests only to brokers); so it is
-	// empty on a controller-only node, where it must not be set. When
+	// empty on a controller-only node. A controller may list its
+	// controller listener in advertised.listeners (Kafka 4's stock file
+	// does, KIP-853): it is accepted, and left out of this field; a
+	// broker-only node may not, and a controller-only node may list only
+	// controller listeners. When
 	// derived from listeners, an empty host
 	// becomes 127.0.0.1 (Kafka would advertise the machine's canonical host
 	// name) and a 0.0.0.0 or :: listener is an error that asks for
@@ -119,6 +135,7 @@ type Config struct {
 	// listeners' names. Port 0 stands for the port the listener of the same
 	// name actually bound; the server fills it in.
 	AdvertisedListeners []Listener
+	advertisedGiven     []Listener // advertised.listeners as set, controller listeners included
 
 	// ListenerSecurityProtocolMap maps listener names to security protocols.
 	// Key listener.security.protocol.map; comma-separated NAME:PROTOCOL.
@@ -165,7 +182,9 @@ type Config struct {
 	// QuorumVoters are the controller quorum's voters. Key
 	// controller.quorum.voters; comma-separated id@host:port (Kafka's
 	// syntax), host:port being the voter's controller listener. Default
-	// empty (Kafka's): single-node mode (see Clustered). When set: 1, 3 or
+	// empty (Kafka's): single-node mode (see Clustered), unless
+	// controller.quorum.bootstrap.servers forms them (see
+	// QuorumBootstrapServers). When set: 1, 3 or
 	// 5 voters (Sluice's rule: a raft quorum is a majority, so an even
 	// count tolerates no more failures than one voter less), ids unique
 	// and >= 1 (raft reserves 0), ports in 1..65535, hosts routable; a
@@ -173,11 +192,19 @@ type Config struct {
 	// must not (Kafka's rules).
 	QuorumVoters []Voter
 
-	// QuorumBootstrapServers are where a node finds a dynamic controller
-	// quorum (KIP-853). Key controller.quorum.bootstrap.servers;
-	// comma-separated host:port. Default empty (Kafka's). Parsed and
-	// checked, but dynamic quorums are not supported yet: set without
-	// controller.quorum.voters it is an error; with them it is not used.
+	// QuorumBootstrapServers are the controllers' endpoints, as Kafka 4
+	// lists them (KIP-853). Key controller.quorum.bootstrap.servers;
+	// comma-separated host:port. Default empty (Kafka's). While
+	// controller.quorum.voters is not set, QuorumVoters is formed from
+	// them, Sluice's rule: the servers in the order listed are voters 1,
+	// 2, 3, ... (Sluice can neither ask them their ids nor add a voter to
+	// a running quorum, as Kafka's add-controller does). So there are 1, 3
+	// or 5 of them, and a controller must find its own controller endpoint
+	// (an advertised or bound controller listener) at the position of its
+	// node.id; Kafka's stock single node (node.id=1,
+	// controller.quorum.bootstrap.servers=localhost:9093, its own
+	// CONTROLLER listener) is a quorum of one. With
+	// controller.quorum.voters set they are not used.
 	QuorumBootstrapServers []string
 
 	// BrokerHeartbeatIntervalMs is the time between a broker's heartbeats
@@ -673,6 +700,10 @@ type Config struct {
 	// set has bit i on when the key with index i (see entries) was given to
 	// Set; Source reports it.
 	set keyBits
+
+	// unacted holds the Kafka keys set that Sluice accepts but does not
+	// act on (kafkaKeys), by name; see Unacted.
+	unacted map[string]string
 }
 
 // DefaultMetricsListen is metrics.listen's default: the console at

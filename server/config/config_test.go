@@ -57,6 +57,7 @@ func TestLoadServerProperties(t *testing.T) {
 	want.NodeID = 7
 	want.Listeners = []Listener{{"PLAINTEXT", "0.0.0.0", 9092}, {"INTERNAL", "127.0.0.1", 9093}}
 	want.AdvertisedListeners = []Listener{{"PLAINTEXT", "broker-7.example.com", 9092}}
+	want.advertisedGiven = want.AdvertisedListeners
 	want.ListenerSecurityProtocolMap = map[string]string{"PLAINTEXT": "PLAINTEXT", "INTERNAL": "PLAINTEXT", "SSL": "SSL"}
 	want.LogDirs = []string{"/var/lib/sluice/data-1", "/var/lib/sluice/data-2"}
 	want.NumPartitions = 3
@@ -87,18 +88,108 @@ func TestLoadSetOverridesFile(t *testing.T) {
 }
 
 func TestLoadUnknownKey(t *testing.T) {
-	p := writeFile(t, "num.partitions=2\nnum.network.threads=3\n")
+	p := writeFile(t, "num.partitions=2\n\n# a comment\nnum.network.thread=3\nzookeeper.connect=localhost:2181\n")
 	_, err := Load(p, []string{"no.such.key=1"})
 	if !errors.Is(err, ErrUnknownKey) {
 		t.Fatalf("err = %v", err)
 	}
-	if got := problems(t, err); !slices.Equal(got, []string{"no.such.key", "num.network.threads"}) {
+	if got := problems(t, err); !slices.Equal(got, []string{"no.such.key", "num.network.thread", "zookeeper.connect"}) {
 		t.Errorf("keys = %v", got)
 	}
 	msg := err.Error()
-	for _, s := range []string{p + `: unknown key "num.network.threads"`, `--set: unknown key "no.such.key"`} {
-		if !strings.Contains(msg, s) {
+	for _, s := range []string{
+		p + `:4: unknown key "num.network.thread": did you mean "num.network.threads"?`,
+		p + `:5: unknown key "zookeeper.connect": a ZooKeeper setting`,
+		`--set: unknown key "no.such.key"` + "\n",
+	} {
+		if !strings.Contains(msg+"\n", s) {
 			t.Errorf("error %q lacks %q", msg, s)
+		}
+	}
+}
+
+// TestLoadKafkaKeysUnacted: Kafka's keys that Sluice has no behaviour for
+// are accepted (their values checked by their Kafka type) and listed by
+// Unacted; listener.name.<listener>.<key> overrides too.
+func TestLoadKafkaKeysUnacted(t *testing.T) {
+	p := writeFile(t, "num.io.threads=8\nnum.network.threads=3\nsocket.send.buffer.bytes=102400\nlistener.name.plaintext.ssl.keystore.location=/k\nnum.partitions=2\n")
+	c, err := Load(p, []string{"transaction.state.log.min.isr=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"listener.name.plaintext.ssl.keystore.location", "num.io.threads", "num.network.threads", "socket.send.buffer.bytes", "transaction.state.log.min.isr"}
+	if got := c.Unacted(); !slices.Equal(got, want) {
+		t.Errorf("Unacted = %v, want %v", got, want)
+	}
+	if c.NumPartitions != 2 {
+		t.Errorf("num.partitions = %d", c.NumPartitions)
+	}
+	if d := Default(); len(d.Unacted()) != 0 {
+		t.Errorf("Default().Unacted = %v", d.Unacted())
+	}
+	p = writeFile(t, "num.io.threads=eight\nbackground.threads=10\nlog.preallocate=maybe\n")
+	_, err = Load(p, nil)
+	if got := problems(t, err); !slices.Equal(got, []string{"log.preallocate", "num.io.threads"}) {
+		t.Errorf("keys = %v (err %v)", got, err)
+	}
+	for _, s := range []string{p + `:1: num.io.threads="eight": must be an integer in [-2147483648, 2147483647]`, p + `:3: log.preallocate="maybe": must be true or false`} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q lacks %q", err, s)
+		}
+	}
+}
+
+// TestLoadLineNumbers: every problem with a key given in the file names
+// its line, whether Set or Validate found it, also through a synonym.
+func TestLoadLineNumbers(t *testing.T) {
+	p := writeFile(t, "num.partitions=2\nlog.segment.bytes=abc\n\nqueued.max.request.bytes=10\nlog.retention.hours=-5\n")
+	_, err := Load(p, nil)
+	for _, s := range []string{
+		p + `:2: log.segment.bytes="abc"`,
+		p + `:4: queued.max.request.bytes="10": must be at least socket.request.max.bytes`,
+	} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q lacks %q", err, s)
+		}
+	}
+}
+
+// TestKafkaKeysDefaults: the Kafka default kafkaKeys gives for each key
+// Sluice honours is Sluice's default too, but for the differences the
+// package doc and the fields' docs describe.
+func TestKafkaKeysDefaults(t *testing.T) {
+	differs := map[string]bool{
+		"node.id": true, "broker.id": true, "process.roles": true, "controller.listener.names": true,
+		"listeners": true, "advertised.listeners": true, "listener.security.protocol.map": true, "inter.broker.listener.name": true,
+		"log.dirs": true, "log.dir": true, "log.flush.interval.messages": true, "log.flush.interval.ms": true,
+		"queued.max.request.bytes": true, "metadata.log.segment.bytes": true,
+		// Kafka's default is null: the hours synonym's default applies.
+		"log.retention.ms": true, "log.roll.ms": true,
+	}
+	d := Default()
+	seen := map[string]bool{}
+	for _, k := range kafkaKeys {
+		if seen[k.name] {
+			t.Errorf("%s is listed twice", k.name)
+		}
+		seen[k.name] = true
+		e, ok := entries[k.name]
+		if !ok {
+			if k.def != "" {
+				t.Errorf("%s: a default for a key Sluice does not honour", k.name)
+			}
+			continue
+		}
+		if e.spec != e.canon || differs[k.name] {
+			continue
+		}
+		if v, _ := d.String(k.name); v != k.def {
+			t.Errorf("%s: Sluice's default %q, Kafka's %q", k.name, v, k.def)
+		}
+	}
+	for name := range entries {
+		if !seen[name] && !strings.HasPrefix(name, "sluice.") && name != "metrics.listen" && name != "producer.id.expiration.check.interval.ms" {
+			t.Errorf("%s: in keyTable but not in kafkaKeys", name)
 		}
 	}
 }
@@ -360,6 +451,7 @@ func TestStringRoundTrip(t *testing.T) {
 				continue
 			}
 			after.set = c.set
+			after.advertisedGiven = c.advertisedGiven // a derived value set as given: the same AdvertisedListeners
 			if !reflect.DeepEqual(after, c) {
 				t.Errorf("Set(%q, %q) changed the config", k, v)
 			}

@@ -3,8 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,11 +68,11 @@ var keyTable = []spec{
 					ls[i].Host = loopback
 				}
 			}
-			c.AdvertisedListeners = ls
+			c.advertisedGiven = ls
 			return nil
 		},
-		get:   func(c *Config) string { return formatListeners(c.AdvertisedListeners) },
-		check: func(c *Config) error { return checkAdvertised(c.AdvertisedListeners) },
+		get:   func(c *Config) string { return formatListeners(c.advertisedAll()) },
+		check: func(c *Config) error { return checkAdvertised(c.advertisedAll()) },
 	},
 	{
 		name: "listener.security.protocol.map",
@@ -105,8 +107,13 @@ var keyTable = []spec{
 			c.QuorumVoters, err = parseVoters(v)
 			return err
 		},
-		get:   func(c *Config) string { return formatVoters(c.QuorumVoters) },
-		check: checkVoters,
+		get: func(c *Config) string { return formatVoters(c.QuorumVoters) },
+		check: func(c *Config) error {
+			if !c.set.intersects(entries["controller.quorum.voters"].bit) {
+				return nil // derived from controller.quorum.bootstrap.servers: validateCluster
+			}
+			return checkVoters(c)
+		},
 	},
 	{
 		name: "controller.quorum.bootstrap.servers",
@@ -331,7 +338,7 @@ func Synonyms(key string) []string {
 func (c *Config) Set(key, value string) error {
 	e, ok := entries[key]
 	if !ok {
-		return &Error{Key: key, Value: value, Err: ErrUnknownKey}
+		return c.setUnacted(key, value)
 	}
 	tmp := *c
 	tmp.set = tmp.set.or(e.bit)
@@ -345,6 +352,36 @@ func (c *Config) Set(key, value string) error {
 	}
 	*c = tmp
 	return nil
+}
+
+// setUnacted sets a Kafka key Sluice does not act on (kafkaKeys), after
+// checking its value against its Kafka type; any other key is unknown.
+func (c *Config) setUnacted(key, value string) error {
+	k, ok := unactedKey(key)
+	if !ok {
+		e := &Error{Key: key, Value: value, Err: ErrUnknownKey}
+		switch s := suggest(key); {
+		case strings.HasPrefix(key, "zookeeper."):
+			e.Reason = "a ZooKeeper setting; Kafka 4 has no ZooKeeper mode, and Sluice needs none: remove it"
+		case s != "":
+			e.Reason = fmt.Sprintf("did you mean %q?", s)
+		}
+		return e
+	}
+	if err := k.check(value); err != nil {
+		return &Error{Key: key, Value: value, Reason: err.Error(), Err: ErrInvalidValue}
+	}
+	m := make(map[string]string, len(c.unacted)+1)
+	maps.Copy(m, c.unacted)
+	m[key] = value
+	c.unacted = m
+	return nil
+}
+
+// Unacted returns the Kafka keys that were set but that Sluice accepts
+// without acting on (see kafkaKeys), sorted.
+func (c *Config) Unacted() []string {
+	return slices.Sorted(maps.Keys(c.unacted))
 }
 
 // String returns a canonical key's current value as Kafka shows it (for

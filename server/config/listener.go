@@ -92,6 +92,16 @@ func formatListeners(ls []Listener) string {
 func (c *Config) derive() {
 	if !c.set.intersects(entries["advertised.listeners"].bit) {
 		c.AdvertisedListeners = advertise(c.brokerListeners())
+	} else {
+		c.AdvertisedListeners = nil
+		for _, l := range c.advertisedGiven {
+			if !c.isControllerName(l.Name) {
+				c.AdvertisedListeners = append(c.AdvertisedListeners, l)
+			}
+		}
+	}
+	if !c.set.intersects(entries["controller.quorum.voters"].bit) {
+		c.QuorumVoters = bootstrapVoters(c.QuorumBootstrapServers)
 	}
 	if !c.set.intersects(entries["listener.security.protocol.map"].bit) {
 		c.ListenerSecurityProtocolMap = defaultProtocolMap(c.ControllerListenerNames)
@@ -99,6 +109,15 @@ func (c *Config) derive() {
 	if !c.set.intersects(entries["inter.broker.listener.name"].bit) {
 		c.InterBrokerListenerName = c.defaultInterBrokerListenerName()
 	}
+}
+
+// advertisedAll is advertised.listeners as given, controller listeners
+// included, or when not set the derived AdvertisedListeners.
+func (c *Config) advertisedAll() []Listener {
+	if c.set.intersects(entries["advertised.listeners"].bit) {
+		return c.advertisedGiven
+	}
+	return c.AdvertisedListeners
 }
 
 // advertise derives advertised listeners from listeners: a copy, with

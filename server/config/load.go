@@ -20,7 +20,7 @@ var (
 // joined with errors.Join; find them with errors.As or by unwrapping.
 type Error struct {
 	Origin string // where the value came from: the file's path or "--set"; "" from Set or Validate
-	Line   int    // line in Origin of a syntax error, else 0
+	Line   int    // line in Origin (a file) of the key or the syntax error, else 0
 	Key    string // Kafka key name; "" for a syntax error
 	Value  string // the offending value as given
 	Reason string // what is wrong, e.g. "must be >= 1"
@@ -42,6 +42,9 @@ func (e *Error) Error() string {
 	switch {
 	case errors.Is(e.Err, ErrUnknownKey):
 		fmt.Fprintf(&b, "unknown key %q", e.Key)
+		if e.Reason != "" {
+			b.WriteString(": " + e.Reason)
+		}
 	case e.Key != "":
 		fmt.Fprintf(&b, "%s=%q: %s", e.Key, e.Value, e.Reason)
 	default:
@@ -56,19 +59,22 @@ func (e *Error) Unwrap() error { return e.Err }
 // is ""), then sets, each "key=value" (a later set wins over an earlier one
 // and over the file). Synonyms follow Kafka's precedence whatever their
 // source (see the package doc). It then runs Validate. Every problem is
-// reported, joined; on error the Config is the zero value.
+// reported, joined; each names where its key was given (the file and its
+// line, or --set). On error the Config is the zero value.
 func Load(file string, sets []string) (Config, error) {
 	var errs []error
 	props := map[string]string{}
 	origin := map[string]string{}
+	var lines map[string]int
 	if file != "" {
-		m, err := readFile(file)
+		m, ls, err := readFile(file)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		for k, v := range m {
 			props[k], origin[k] = v, file
 		}
+		lines = ls
 	}
 	for _, s := range sets {
 		k, v, ok := strings.Cut(s, "=")
@@ -79,30 +85,52 @@ func Load(file string, sets []string) (Config, error) {
 		}
 		props[k], origin[k] = v, "--set"
 	}
+	// where says where key, or the synonym of it that was given, came from.
+	where := func(ce *Error) {
+		names := []string{ce.Key}
+		if e, ok := entries[ce.Key]; ok && e.spec == e.canon {
+			names = append(names, Synonyms(ce.Key)...)
+		}
+		for _, k := range names {
+			if o, ok := origin[k]; ok {
+				ce.Origin = o
+				if o == file {
+					ce.Line = lines[k]
+				}
+				return
+			}
+		}
+	}
 	c := Default()
 	for _, k := range applyOrder(props) {
 		if err := c.Set(k, props[k]); err != nil {
 			var ce *Error
 			if errors.As(err, &ce) {
-				ce.Origin = origin[k]
+				where(ce)
 			}
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, c.validate()...)
+	for _, err := range c.validate() {
+		var ce *Error
+		if errors.As(err, &ce) {
+			where(ce)
+		}
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
 }
 
-func readFile(file string) (map[string]string, error) {
+func readFile(file string) (map[string]string, map[string]int, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, nil, fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
-	m, err := ParseProperties(f)
+	m, lines, err := parseProperties(f)
 	if err != nil {
 		for _, e := range flatten(err) {
 			var ce *Error
@@ -111,7 +139,7 @@ func readFile(file string) (map[string]string, error) {
 			}
 		}
 	}
-	return m, err
+	return m, lines, err
 }
 
 // flatten undoes errors.Join.
@@ -187,7 +215,7 @@ func (c *Config) validate() []error {
 	if c.MaxConnectionsPerIP == 0 && len(c.MaxConnectionsPerIPOverrides) == 0 {
 		bad("max.connections.per.ip", errors.New("0 refuses every client unless max.connections.per.ip.overrides names the addresses allowed; set it"))
 	}
-	for _, l := range c.AdvertisedListeners {
+	for _, l := range c.advertisedAll() {
 		if !names[l.Name] {
 			bad("advertised.listeners", fmt.Errorf("listener name %s is not among the listeners", l.Name))
 		}

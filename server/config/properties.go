@@ -31,11 +31,18 @@ import (
 // every such error is reported (joined) and the well-formed lines are still
 // returned.
 func ParseProperties(r io.Reader) (map[string]string, error) {
+	props, _, err := parseProperties(r)
+	return props, err
+}
+
+// parseProperties is ParseProperties, and also returns the line each key's
+// (last) value starts on.
+func parseProperties(r io.Reader) (props map[string]string, lines map[string]int, err error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, fmt.Errorf("config: read: %w", err)
+		return nil, nil, fmt.Errorf("config: read: %w", err)
 	}
-	props := map[string]string{}
+	props, lines = map[string]string{}, map[string]int{}
 	var errs []error
 	lr := lineReader{data: data}
 	for {
@@ -50,9 +57,9 @@ func ParseProperties(r io.Reader) (map[string]string, error) {
 			errs = append(errs, &Error{Line: n, Reason: err.Error(), Err: ErrSyntax})
 			continue
 		}
-		props[key] = val
+		props[key], lines[key] = val, n
 	}
-	return props, errors.Join(errs...)
+	return props, lines, errors.Join(errs...)
 }
 
 // lineReader yields logical lines as java.util.Properties.LineReader does:

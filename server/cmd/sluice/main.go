@@ -1,6 +1,6 @@
 // Command sluice is the Sluice broker, and its operator's tool.
 //
-//	sluice serve [--config FILE] [--set key=value]...   run a broker
+//	sluice serve [FILE | --config FILE] [--set key=value]...   run a broker
 //	sluice topic|group|produce|consume|cluster ...     Kafka's everyday tools, against any Kafka cluster
 //	sluice perf produce|consume|e2e [flags]             load tests (as Kafka's perf-test tools)
 //	sluice dump-log [flags] PATH...                     inspect segment files (as sluice-dump)
@@ -83,17 +83,28 @@ func init() {
 }
 
 func newServeCmd() *cobra.Command {
-	c := command("serve [--config FILE] [--set key=value]...", `Runs a broker. FILE uses Kafka's server.properties syntax and key names;
---set overrides one key and may repeat. With no flags the broker is one
-node listening on 127.0.0.1:9092 with its data in ./data.`)
-	file := c.Flags().String("config", "", "a server.properties `FILE` (Kafka syntax and key names)")
+	c := command("serve [FILE | --config FILE] [--set key=value]...", `Runs a broker. FILE, given as the argument (as to Kafka's
+kafka-server-start.sh) or with --config, uses Kafka's server.properties
+syntax and key names: Kafka 4's own config/server.properties starts
+unchanged, and the Kafka keys Sluice does not act on are named in one line
+at start-up. --set overrides one key and may repeat. With no FILE and no
+--set the broker is one node listening on 127.0.0.1:9092 with its data in
+./data.`)
+	c.Args = cobra.MaximumNArgs(1)
+	file := c.Flags().String("config", "", "a server.properties `FILE` (Kafka syntax and key names); the same as giving FILE as the argument")
 	sets := c.Flags().StringArray("set", nil, "override one config `key=value` (repeatable)")
 	c.SetHelpFunc(func(cmd *cobra.Command, args []string) {
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "%s\n\nusage:\n  %s\n\nflags:\n%s", cmd.Long, cmd.UseLine(), cmd.Flags().FlagUsages())
 		keysHelp(w)
 	})
-	c.RunE = func(cmd *cobra.Command, _ []string) error {
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 1 {
+			if *file != "" && *file != args[0] {
+				return usageErrorf("two config files: %s and --config %s", args[0], *file)
+			}
+			*file = args[0]
+		}
 		for _, s := range *sets {
 			if !strings.Contains(s, "=") {
 				return usageErrorf("--set: want key=value, got %q", s)
@@ -138,6 +149,9 @@ func serve(file string, sets []string, stderr io.Writer) error {
 	cfg, err := config.Load(file, sets)
 	if err != nil {
 		return usageErrorf("%v", err)
+	}
+	if keys := cfg.Unacted(); len(keys) > 0 {
+		logger.Info("sluice: accepted Kafka config keys that Sluice does not act on", "keys", strings.Join(keys, ","))
 	}
 	if before, after, err := server.RaiseOpenFileLimit(); err != nil {
 		logger.Warn("sluice: cannot raise the open-file limit (RLIMIT_NOFILE)", "soft", before, "err", err)
