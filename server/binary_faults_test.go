@@ -142,7 +142,7 @@ func TestBinaryFaultsBuild(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("plain")}).FirstErr(); err != nil {
 		t.Fatalf("normal build with %s set: %v\n%s", faultinject.EnvVar, err, stderr.String())
 	}
-	if strings.Contains(stderr.String(), "faults") {
+	if strings.Contains(stderr.String(), "sluice: faults") {
 		t.Fatalf("the normal build logs about faults:\n%s", stderr.String())
 	}
 }
