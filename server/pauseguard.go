@@ -24,8 +24,8 @@ import (
 // term). A request that finds the last beat older than pauseGap is
 // suspect too: it may run before the beating goroutine after a resume.
 // While suspect, the group coordinator answers NOT_COORDINATOR and Fetch,
-// ListOffsets and OffsetForLeaderEpoch answer LEADER_NOT_AVAILABLE for
-// replicated partitions: retriable errors, after which clients ask the
+// ListOffsets and OffsetForLeaderEpoch answer NOT_LEADER_OR_FOLLOWER (no
+// leader named) for replicated partitions: retriable errors, after which clients ask the
 // cluster again. Writes need no guard (a zombie leader cannot commit).
 // Only a clustered broker runs it.
 const (

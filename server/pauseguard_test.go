@@ -57,7 +57,8 @@ func TestPauseGuard(t *testing.T) {
 // A clustered broker that was paused answers no reads as coordinator or
 // leader until the hold ends: OffsetFetch gets NOT_COORDINATOR (the chaos
 // runner saw a resumed former coordinator answer one with a superseded
-// offset), Fetch LEADER_NOT_AVAILABLE; then both are served again.
+// offset), Fetch NOT_LEADER_OR_FOLLOWER (no leader known: Kafka's code
+// for a replica that does not lead); then both are served again.
 func TestPausedBrokerServesNoReads(t *testing.T) {
 	tc := startCluster(t, 1, "default.replication.factor=1", "offsets.topic.replication.factor=1", "min.insync.replicas=1")
 	cl := tc.direct(0)
@@ -135,8 +136,8 @@ func TestPausedBrokerServesNoReads(t *testing.T) {
 	if code, _, err := fetchOffset(); err != nil || code != kerr.NotCoordinator.Code {
 		t.Fatalf("just after a pause: OffsetFetch code %d (%v), want NOT_COORDINATOR", code, err)
 	}
-	if code, err := fetchCode(); err != nil || code != kerr.LeaderNotAvailable.Code {
-		t.Fatalf("just after a pause: Fetch code %d (%v), want LEADER_NOT_AVAILABLE", code, err)
+	if code, err := fetchCode(); err != nil || code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("just after a pause: Fetch code %d (%v), want NOT_LEADER_OR_FOLLOWER", code, err)
 	}
 	resumed := time.Now()
 	eventually(t, 10*time.Second, "OffsetFetch served again", func() error {
