@@ -147,8 +147,10 @@ var (
 	// partition's leader, or a proposal's entry was replaced by another
 	// leader's. Retriable; NotLeaderError carries the KIP-951 hint.
 	ErrNotLeader = errors.New("replica: not the leader of the partition")
-	// ErrLeaderNotAvailable is LEADER_NOT_AVAILABLE: the group has no
-	// leader now (an election is under way).
+	// ErrLeaderNotAvailable: the group has no leader now (an election is
+	// under way). Clients of a partition's data get NOT_LEADER_OR_FOLLOWER
+	// for it, as from any replica that does not lead (Kafka's); Metadata
+	// says LEADER_NOT_AVAILABLE.
 	ErrLeaderNotAvailable = errors.New("replica: the partition has no leader")
 	// ErrNotEnoughReplicas is NOT_ENOUGH_REPLICAS: acks=all with fewer
 	// in-sync replicas (the leader counted) than min.insync.replicas;

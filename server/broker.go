@@ -164,14 +164,10 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	// One broker per log dir, as Kafka's .lock.
 	var locks multiCloser
 	for _, dir := range cfg.LogDirs {
-		if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
-			locks.Close()
-			return nil, err
-		}
-		lock, err := opts.FS.Lock(filepath.Join(dir, lockName))
+		lock, err := lockLogDir(opts.FS, dir)
 		if err != nil {
 			locks.Close()
-			return nil, fmt.Errorf("server: log dir %s is in use by another broker process (it holds %s); stop that one or choose another log.dirs: %w", dir, lockName, err)
+			return nil, err
 		}
 		locks = append(locks, lock)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -297,7 +298,7 @@ func TestLogDirLocked(t *testing.T) {
 		b2.Close()
 		t.Fatal("a second broker opened a log dir in use")
 	}
-	if !strings.Contains(err.Error(), "in use by another broker") {
+	if !strings.Contains(err.Error(), "log.dirs: "+dir+" is in use by another broker") || !errors.Is(err, vfs.ErrLocked) {
 		t.Fatalf("error %q does not say another broker holds the folder", err)
 	}
 }

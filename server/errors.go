@@ -71,10 +71,14 @@ func kafkaCode(err error) int16 {
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, replica.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, replica.ErrNotLeader):
+	case errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrLeaderNotAvailable):
+		// A replica that does not lead, whether another one does or none
+		// does, answers Produce, Fetch, ListOffsets, OffsetForLeaderEpoch
+		// and DeleteRecords so, as Kafka's Partition does (getLocalLog
+		// and appendRecordsToLeader: NOT_LEADER_OR_FOLLOWER when this
+		// broker is not the leader; only Metadata says a partition has no
+		// leader, LEADER_NOT_AVAILABLE).
 		return kerr.NotLeaderForPartition.Code
-	case errors.Is(err, replica.ErrLeaderNotAvailable):
-		return kerr.LeaderNotAvailable.Code
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas.Code
 	case errors.Is(err, meta.ErrNotController):

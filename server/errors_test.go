@@ -21,11 +21,11 @@ func TestKafkaCodeReplicationErrors(t *testing.T) {
 		id, epoch int32
 	}{
 		{"ErrNotLeader", replica.ErrNotLeader, kerr.NotLeaderForPartition, false, -1, -1},
-		{"ErrLeaderNotAvailable", replica.ErrLeaderNotAvailable, kerr.LeaderNotAvailable, false, -1, -1},
+		{"ErrLeaderNotAvailable", replica.ErrLeaderNotAvailable, kerr.NotLeaderForPartition, false, -1, -1},
 		{"ErrNotEnoughReplicas", fmt.Errorf("%w: 1 in sync", replica.ErrNotEnoughReplicas), kerr.NotEnoughReplicas, false, -1, -1},
 		{"NotLeaderError", notLeader, kerr.NotLeaderForPartition, true, 3, 7},
 		{"wrapped NotLeaderError", fmt.Errorf("produce: %w", notLeader), kerr.NotLeaderForPartition, true, 3, 7},
-		{"NotLeaderError without a leader", noLeader, kerr.LeaderNotAvailable, true, -1, 7},
+		{"NotLeaderError without a leader", noLeader, kerr.NotLeaderForPartition, true, -1, 7},
 	} {
 		if got := kafkaCode(tc.err); got != tc.code.Code {
 			t.Errorf("%s: kafkaCode %d (%v), want %d (%s)", tc.name, got, kerr.ErrorForCode(got), tc.code.Code, tc.code.Message)

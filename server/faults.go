@@ -40,8 +40,12 @@ type offlinePartition struct {
 }
 
 // missingPartitionCode is the error code for a partition that is not
-// open: KAFKA_STORAGE_ERROR when its open failed, else
-// UNKNOWN_TOPIC_OR_PARTITION.
+// open, as Kafka's ReplicaManager.getPartitionOrError answers it:
+// KAFKA_STORAGE_ERROR when its open failed (an offline log dir),
+// NOT_LEADER_OR_FOLLOWER for a partition of the metadata this broker does
+// not host (another broker holds it, or the reconciler has not opened it
+// yet: the client refreshes its metadata and goes to the leader), and
+// UNKNOWN_TOPIC_OR_PARTITION only for one the metadata does not know.
 func (b *Broker) missingPartitionCode(topic string, p int32) int16 {
 	b.mu.RLock()
 	_, off := b.offline[topicPartition{topic, p}]
@@ -49,14 +53,8 @@ func (b *Broker) missingPartitionCode(topic string, p int32) int16 {
 	if off {
 		return kerr.KafkaStorageError.Code
 	}
-	if b.cl != nil {
-		// A partition of the metadata that another broker holds
-		// (Kafka's ReplicaManager answers so for a partition it does not
-		// host): the client refreshes its metadata and goes to the
-		// leader.
-		if t, ok := b.meta.Topic(topic); ok && p >= 0 && p < t.Partitions {
-			return kerr.NotLeaderForPartition.Code
-		}
+	if t, ok := b.meta.Topic(topic); ok && p >= 0 && p < t.Partitions {
+		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownTopicOrPartition.Code
 }

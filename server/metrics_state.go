@@ -27,6 +27,7 @@ type stateCollector struct {
 	bytesIn, bytesOut, recordsOut                              *prometheus.Desc
 	connections, controllerActive                              *prometheus.Desc
 	registered, fenced, brokerUp, brokerDown                   *prometheus.Desc
+	brokerInfo, brokerDownPartitions                           *prometheus.Desc
 }
 
 func newStateCollector(b *Broker, m *brokerMetrics) *stateCollector {
@@ -35,26 +36,28 @@ func newStateCollector(b *Broker, m *brokerMetrics) *stateCollector {
 	}
 	tp := []string{"topic", "partition"}
 	return &stateCollector{b: b, m: m,
-		partitions:       d("sluice_partitions", "Partitions this broker holds a replica of (open logs; Kafka's PartitionCount)."),
-		leaders:          d("sluice_leader_partitions", "Partitions this broker leads (Kafka's LeaderCount)."),
-		underReplicated:  d("sluice_under_replicated_partitions", "Partitions this broker leads whose ISR is smaller than their replica list (Kafka's UnderReplicatedPartitions)."),
-		underMinISR:      d("sluice_under_min_isr_partitions", "Partitions this broker leads whose ISR is smaller than min.insync.replicas: acks=all produce fails with NOT_ENOUGH_REPLICAS (Kafka's UnderMinIsrPartitionCount)."),
-		offline:          d("sluice_offline_partitions", "Partitions of the cluster without a leader, counted by the active controller (Kafka's OfflinePartitionsCount); 0 on every other node. A single node counts its partitions whose log is not open."),
-		logStart:         d("sluice_partition_log_start_offset", "A held partition's log start offset (Kafka's LogStartOffset).", tp...),
-		logEnd:           d("sluice_partition_log_end_offset", "A held partition's log end offset: the offset of its next record (Kafka's LogEndOffset).", tp...),
-		hw:               d("sluice_partition_high_watermark", "A held partition's high watermark: consumers read below it.", tp...),
-		size:             d("sluice_partition_size_bytes", "A held partition's log size on disk, in bytes (Kafka's Size).", tp...),
-		groups:           d("sluice_consumer_groups", "Consumer groups this broker coordinates (those of the __consumer_offsets partitions it leads)."),
-		lag:              d("sluice_consumer_group_lag", "A group's lag on a partition, in records: the partition's high watermark minus the group's committed offset; reported by the group's coordinator for the partitions it holds a replica of.", "group", "topic", "partition"),
-		bytesIn:          d("sluice_topic_bytes_in_total", "Record bytes appended to a topic by Produce requests this broker led (Kafka's BytesInPerSec).", "topic"),
-		bytesOut:         d("sluice_topic_bytes_out_total", "Record bytes of a topic sent in Fetch responses (Kafka's BytesOutPerSec).", "topic"),
-		recordsOut:       d("sluice_topic_records_out_total", "Records (offsets) of a topic sent in Fetch responses from the offsets fetched, as consumers get them (Kafka has no such metric; MessagesInPerSec is its produce side).", "topic"),
-		connections:      d("sluice_connections", "Client connections open on the Kafka listeners (Kafka's connection-count)."),
-		controllerActive: d("sluice_controller_active", "1 on the active controller (the metadata log's leader; a single node is its own), else 0 (Kafka's ActiveControllerCount)."),
-		registered:       d("sluice_brokers_registered", "Brokers registered in the metadata this node applies, fenced ones included."),
-		fenced:           d("sluice_brokers_fenced", "Registered brokers that are fenced: their session expired or they shut down (Kafka's FencedBrokerCount)."),
-		brokerUp:         d("sluice_broker_up", "1 for a registered broker that is unfenced, 0 for one that is fenced (down), as this node's metadata shows it.", "broker"),
-		brokerDown:       d("sluice_broker_down_seconds", "How long a registered broker has been fenced, as first seen by this node; 0 while it is up.", "broker"),
+		partitions:           d("sluice_partitions", "Partitions this broker holds a replica of (open logs; Kafka's PartitionCount)."),
+		leaders:              d("sluice_leader_partitions", "Partitions this broker leads (Kafka's LeaderCount)."),
+		underReplicated:      d("sluice_under_replicated_partitions", "Partitions this broker leads whose ISR is smaller than their replica list (Kafka's UnderReplicatedPartitions)."),
+		underMinISR:          d("sluice_under_min_isr_partitions", "Partitions this broker leads whose ISR is smaller than min.insync.replicas: acks=all produce fails with NOT_ENOUGH_REPLICAS (Kafka's UnderMinIsrPartitionCount)."),
+		offline:              d("sluice_offline_partitions", "Partitions of the cluster without a leader, counted by the active controller (Kafka's OfflinePartitionsCount); 0 on every other node. A single node counts its partitions whose log is not open."),
+		logStart:             d("sluice_partition_log_start_offset", "A held partition's log start offset (Kafka's LogStartOffset).", tp...),
+		logEnd:               d("sluice_partition_log_end_offset", "A held partition's log end offset: the offset of its next record (Kafka's LogEndOffset).", tp...),
+		hw:                   d("sluice_partition_high_watermark", "A held partition's high watermark: consumers read below it.", tp...),
+		size:                 d("sluice_partition_size_bytes", "A held partition's log size on disk, in bytes (Kafka's Size).", tp...),
+		groups:               d("sluice_consumer_groups", "Consumer groups this broker coordinates (those of the __consumer_offsets partitions it leads)."),
+		lag:                  d("sluice_consumer_group_lag", "A group's lag on a partition, in records: the partition's high watermark minus the group's committed offset; reported by the group's coordinator for the partitions it holds a replica of.", "group", "topic", "partition"),
+		bytesIn:              d("sluice_topic_bytes_in_total", "Record bytes appended to a topic by Produce requests this broker led (Kafka's BytesInPerSec).", "topic"),
+		bytesOut:             d("sluice_topic_bytes_out_total", "Record bytes of a topic sent in Fetch responses (Kafka's BytesOutPerSec).", "topic"),
+		recordsOut:           d("sluice_topic_records_out_total", "Records (offsets) of a topic sent in Fetch responses from the offsets fetched, as consumers get them (Kafka has no such metric; MessagesInPerSec is its produce side).", "topic"),
+		connections:          d("sluice_connections", "Client connections open on the Kafka listeners (Kafka's connection-count)."),
+		controllerActive:     d("sluice_controller_active", "1 on the active controller (the metadata log's leader; a single node is its own), else 0 (Kafka's ActiveControllerCount)."),
+		registered:           d("sluice_brokers_registered", "Brokers registered in the metadata this node applies, fenced ones included."),
+		fenced:               d("sluice_brokers_fenced", "Registered brokers that are fenced: their session expired or they shut down (Kafka's FencedBrokerCount)."),
+		brokerUp:             d("sluice_broker_up", "1 for a registered broker that is unfenced, 0 for one that is fenced (down), as this node's metadata shows it.", "broker"),
+		brokerDown:           d("sluice_broker_down_seconds", "How long a registered broker has been fenced, as first seen by this node; 0 while it is up.", "broker"),
+		brokerInfo:           d("sluice_broker_info", "1 for each registered broker, fenced or not, labelled with its address (the host:port of its registration's first listener).", "broker", "address"),
+		brokerDownPartitions: d("sluice_broker_down_under_replicated_partitions", "Per fenced broker and topic, the partitions that have it as a replica and, fenced, not in their ISR: what it leaves under-replicated.", "broker", "topic"),
 	}
 }
 
@@ -62,7 +65,8 @@ func newStateCollector(b *Broker, m *brokerMetrics) *stateCollector {
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.partitions, c.leaders, c.underReplicated, c.underMinISR, c.offline,
 		c.logStart, c.logEnd, c.hw, c.size, c.groups, c.lag, c.bytesIn, c.bytesOut, c.recordsOut,
-		c.connections, c.controllerActive, c.registered, c.fenced, c.brokerUp, c.brokerDown} {
+		c.connections, c.controllerActive, c.registered, c.fenced, c.brokerUp, c.brokerDown,
+		c.brokerInfo, c.brokerDownPartitions} {
 		ch <- d
 	}
 }
@@ -136,6 +140,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.brokerUp, boolFloat(!st.fenced), id)
 		gauge(c.brokerDown, down, id)
+		gauge(c.brokerInfo, 1, id, st.addr)
+	}
+	if fenced > 0 {
+		for _, d := range b.downOf(states) {
+			perTopic := map[string]int{}
+			for _, tp := range d.underReplicated {
+				perTopic[tp.topic]++
+			}
+			for topic, n := range perTopic {
+				gauge(c.brokerDownPartitions, float64(n), strconv.Itoa(int(d.id)), topic)
+			}
+		}
 	}
 	gauge(c.registered, float64(len(states)))
 	gauge(c.fenced, float64(fenced))

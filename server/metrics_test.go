@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/sluicemq/sluice/server/config"
+	"github.com/sluicemq/sluice/server/console"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -414,7 +417,9 @@ func TestReadyzFencedAndUnfenced(t *testing.T) {
 
 // A broker that stops stays visible: the others' metrics show it down and
 // their leaders' partitions under-replicated, every node logs a warning
-// naming it and its partitions, and the console gets an alert.
+// naming it, its address, for how long and its partitions by topic, and
+// the console gets an alert saying the same; once it is back, every node
+// that warned logs that it is.
 func TestDownBrokerMetricsAndWarnings(t *testing.T) {
 	tc := startCluster(t, 3, "metrics.listen=127.0.0.1:0", "sluice.broker.down.warning.interval.ms=500")
 	tc.waitBrokers(3)
@@ -446,7 +451,13 @@ func TestDownBrokerMetricsAndWarnings(t *testing.T) {
 		}
 	}
 
+	// The console has seen broker 3 (its overview lists it).
+	if code, body, _ := httpGet(t, tc.broker(0), "/ui/api/overview"); code != 200 || !strings.Contains(body, fmt.Sprintf(`"port":%d`, tc.cports[2])) {
+		t.Fatalf("overview before the crash: %d %s", code, body)
+	}
 	tc.crash(2) // broker 3
+	addr3 := fmt.Sprintf("127.0.0.1:%d", tc.cports[2])
+	name3 := "broker 3 (" + addr3 + ")"
 	live := []*Broker{tc.broker(0), tc.broker(1)}
 	eventually(t, 30*time.Second, "broker 3 down, partitions under-replicated", func() error {
 		under, active := 0.0, 0.0
@@ -457,6 +468,12 @@ func TestDownBrokerMetricsAndWarnings(t *testing.T) {
 			}
 			if v, _ := metricValue(fams, "sluice_broker_down_seconds", "broker", "3"); v <= 0 {
 				return fmt.Errorf("broker %d: broker 3 down for %v s", i+1, v)
+			}
+			if v, _ := metricValue(fams, "sluice_broker_info", "broker", "3", "address", addr3); v != 1 {
+				return fmt.Errorf("broker %d: broker 3's info at %s = %v", i+1, addr3, v)
+			}
+			if v, _ := metricValue(fams, "sluice_broker_down_under_replicated_partitions", "broker", "3", "topic", "down"); v != 3 {
+				return fmt.Errorf("broker %d: broker 3 leaves %v partitions of down under-replicated, want 3", i+1, v)
 			}
 			if v, _ := metricValue(fams, "sluice_brokers_fenced"); v != 1 {
 				return fmt.Errorf("broker %d: fenced %v", i+1, v)
@@ -485,8 +502,8 @@ func TestDownBrokerMetricsAndWarnings(t *testing.T) {
 	for i := range live {
 		eventually(t, 10*time.Second, "the warning in broker "+fmt.Sprint(i+1)+"'s log", func() error {
 			for _, line := range strings.Split(tc.logs[i].tail(1<<20), "\n") {
-				if strings.Contains(line, "broker down") && strings.Contains(line, "broker=3 ") && strings.Contains(line, "down-0") &&
-					strings.Contains(line, "down-2") && strings.Contains(line, "down_for=") {
+				if strings.Contains(line, "broker down: "+name3+" is fenced") && strings.Contains(line, "broker=3 ") && strings.Contains(line, `under_replicated="down 0-2"`) &&
+					strings.Contains(line, "address="+addr3) && strings.Contains(line, "down_for=") {
 					t.Logf("broker %d: %s", i+1, line)
 					return nil
 				}
@@ -496,9 +513,32 @@ func TestDownBrokerMetricsAndWarnings(t *testing.T) {
 	}
 	for i, b := range live {
 		alerts := b.Alerts()
-		if len(alerts) != 1 || alerts[0].Title != "broker 3 is down" || alerts[0].Severity != "critical" || !strings.Contains(alerts[0].Detail, "down-1") {
+		if len(alerts) != 1 || alerts[0].Title != "broker 3 is down" || alerts[0].Severity != "critical" ||
+			!strings.HasPrefix(alerts[0].Detail, addr3+", down for ") || !strings.HasSuffix(alerts[0].Detail, "(fenced); 3 partitions under-replicated: down 0-2") {
 			t.Fatalf("broker %d: alerts %+v", i+1, alerts)
 		}
+	}
+
+	// The console's banner has the broker's own alert (its address, how
+	// long), and its overview row keeps the address it was last seen at.
+	type brokerRow struct {
+		ID   int32
+		Host string
+		Port int32
+		Down bool
+	}
+	var ov struct {
+		Brokers []brokerRow
+		Alerts  []console.Alert
+	}
+	if code, body, _ := httpGet(t, tc.broker(0), "/ui/api/overview"); code != 200 || json.Unmarshal([]byte(body), &ov) != nil {
+		t.Fatalf("overview: %d %s", code, body)
+	}
+	if i := slices.IndexFunc(ov.Brokers, func(b brokerRow) bool { return b.ID == 3 }); i < 0 || !ov.Brokers[i].Down || ov.Brokers[i].Port != int32(tc.cports[2]) || ov.Brokers[i].Host != "127.0.0.1" {
+		t.Errorf("overview brokers %+v: broker 3 down at %s", ov.Brokers, addr3)
+	}
+	if len(ov.Alerts) != 1 || ov.Alerts[0].Title != "broker 3 is down" || !strings.HasPrefix(ov.Alerts[0].Detail, addr3+", down for ") {
+		t.Errorf("console alerts %+v", ov.Alerts)
 	}
 
 	// It comes back: up again, no more alerts.
@@ -514,6 +554,15 @@ func TestDownBrokerMetricsAndWarnings(t *testing.T) {
 		}
 		return nil
 	})
+	// And each live broker, having warned of it, says so.
+	for i := range live {
+		eventually(t, 10*time.Second, "broker "+fmt.Sprint(i+1)+" logs broker 3 back", func() error {
+			if tail := tc.logs[i].tail(1 << 20); !strings.Contains(tail, "broker back: "+name3+" is back after ") {
+				return fmt.Errorf("no line says broker 3 is back")
+			}
+			return nil
+		})
+	}
 }
 
 // Raft metrics move in a cluster: leaders were elected and acks=all

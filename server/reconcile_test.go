@@ -17,8 +17,11 @@ import (
 )
 
 // A partition whose log cannot be opened does not stop the broker: the
-// other partitions serve, the broken one answers LEADER_NOT_AVAILABLE,
-// and once the fault clears the reconciler's retry opens it.
+// other partitions serve, the broken one has no leader in Metadata
+// (LEADER_NOT_AVAILABLE) and answers Produce, Fetch and ListOffsets with
+// KAFKA_STORAGE_ERROR (an offline log dir, as Kafka's
+// ReplicaManager.getPartitionOrError), and once the fault clears the
+// reconciler's retry opens it.
 func TestReconcilerRetriesFailedOpen(t *testing.T) {
 	mem := vfs.NewMem()
 	mfs := pebblevfs.NewMem()
@@ -55,6 +58,10 @@ func TestReconcilerRetriesFailedOpen(t *testing.T) {
 	}
 	if p := md.Topics["bad"].Partitions[0]; !errors.Is(p.Err, kerr.LeaderNotAvailable) {
 		t.Fatalf("the broken partition's metadata: %+v", p)
+	}
+	rc := dialRaw(t, addr)
+	if got := partitionCodes(rc, "bad", 0); got != (codes{kerr.KafkaStorageError, kerr.KafkaStorageError, kerr.KafkaStorageError}) {
+		t.Fatalf("the broken partition answers %v, want KAFKA_STORAGE_ERROR", got)
 	}
 	broken.Store(false)
 	deadline := time.Now().Add(10 * time.Second)

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -352,8 +353,8 @@ func (fs *MemFS) SyncDir(dir string) error {
 }
 
 // Lock creates the named file if needed (like Create, the new entry is
-// durable only after SyncDir) and locks it. It fails while another Lock of
-// the same file node is open.
+// durable only after SyncDir) and locks it. It fails with ErrLocked while
+// another Lock of the same file node is open.
 func (fs *MemFS) Lock(name string) (io.Closer, error) {
 	n, err := fs.openFile("open", name, true, false)
 	if err != nil {
@@ -362,7 +363,7 @@ func (fs *MemFS) Lock(name string) (io.Closer, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if n.locked {
-		return nil, pathErr("lock", name, syscall.EWOULDBLOCK)
+		return nil, fmt.Errorf("%w: %w", ErrLocked, pathErr("lock", name, syscall.EWOULDBLOCK))
 	}
 	n.locked = true
 	return &memLock{fs: fs, name: name, n: n}, nil

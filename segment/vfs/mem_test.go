@@ -222,6 +222,8 @@ var behaviourTests = []struct {
 		if l2, err := fs.Lock(name); err == nil {
 			l2.Close()
 			t.Fatal("second Lock succeeded")
+		} else if !errors.Is(err, ErrLocked) {
+			t.Fatalf("second Lock: %v, want ErrLocked", err)
 		}
 		must(t, l.Close())
 		l, err = fs.Lock(name)

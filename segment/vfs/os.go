@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -86,7 +87,10 @@ func (osFS) Lock(name string) (io.Closer, error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("vfs: lock %s: held by another process: %w", name, err)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrLocked, name, err)
+		}
+		return nil, fmt.Errorf("vfs: lock %s: %w", name, err)
 	}
 	return osLock{f}, nil
 }

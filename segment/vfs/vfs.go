@@ -19,9 +19,14 @@
 package vfs
 
 import (
+	"errors"
 	"io"
 	"os"
 )
+
+// ErrLocked is Lock's error when the lock is held elsewhere; test with
+// errors.Is.
+var ErrLocked = errors.New("vfs: locked by another process")
 
 // File is an open file. Writes are positional (WriteAt), so callers keep
 // their own write offsets and readers may share the file.
@@ -69,6 +74,9 @@ type FS interface {
 	// of its children) durable.
 	SyncDir(dir string) error
 	// Lock takes an exclusive advisory lock on the named file, creating it
-	// if needed. Closing the returned Closer releases it.
+	// if needed. Closing the returned Closer releases it. A lock held
+	// elsewhere (another process, or another Lock of the file) fails with
+	// an error wrapping ErrLocked; failing to open or create the file
+	// (a read-only folder) fails with that error, not ErrLocked.
 	Lock(name string) (io.Closer, error)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -24,7 +25,7 @@ type brokerJSON struct {
 	Leaders    int    `json:"leaders"`  // partitions it leads
 	Replicas   int    `json:"replicas"` // partition replicas it holds
 	Bytes      int64  `json:"bytes"`    // bytes of its log dirs; -1 unknown
-	Down       bool   `json:"down"`     // named by a partition's replicas but not in Metadata's brokers
+	Down       bool   `json:"down"`     // named by a partition's replicas but not in Metadata's brokers; Host and Port are where it was last seen (Port -1: never seen)
 }
 
 type overviewJSON struct {
@@ -81,6 +82,15 @@ func (c *Console) overview(ctx context.Context) (any, error) {
 		idx[b.NodeID] = len(out.Brokers)
 		out.Brokers = append(out.Brokers, bj)
 	}
+	c.mu.Lock()
+	if c.seen == nil {
+		c.seen = map[int32]kadm.BrokerDetail{}
+	}
+	for _, b := range m.Brokers {
+		c.seen[b.NodeID] = b
+	}
+	seen := maps.Clone(c.seen)
+	c.mu.Unlock()
 	// A broker Metadata leaves out but a partition names is down (as
 	// deriveAlerts says): it keeps its row, marked, so the table still
 	// shows what it held.
@@ -89,7 +99,14 @@ func (c *Console) overview(ctx context.Context) (any, error) {
 			for _, r := range p.Replicas {
 				if _, ok := idx[r]; !ok {
 					idx[r] = len(out.Brokers)
-					out.Brokers = append(out.Brokers, brokerJSON{ID: r, Port: -1, Bytes: -1, Down: true})
+					bj := brokerJSON{ID: r, Port: -1, Bytes: -1, Down: true}
+					if s, ok := seen[r]; ok {
+						bj.Host, bj.Port = s.Host, s.Port
+						if s.Rack != nil {
+							bj.Rack = *s.Rack
+						}
+					}
+					out.Brokers = append(out.Brokers, bj)
 				}
 			}
 		}
@@ -140,15 +157,18 @@ func (c *Console) alertsResponse(ctx context.Context) (any, error) {
 	return alertsJSON{c.mergeAlerts(deriveAlerts(m))}, nil
 }
 
-// mergeAlerts appends Config.Alerts to derived, dropping those whose title
-// a derived alert already has.
+// mergeAlerts appends Config.Alerts to derived; one with the title of a
+// derived alert replaces it, in its place (the broker knows more than
+// Metadata shows: since when a broker is down, its address).
 func (c *Console) mergeAlerts(derived []Alert) []Alert {
 	out := append([]Alert{}, derived...)
 	if c.cfg.Alerts == nil {
 		return out
 	}
 	for _, a := range c.cfg.Alerts() {
-		if !slices.ContainsFunc(out, func(b Alert) bool { return b.Title == a.Title }) {
+		if i := slices.IndexFunc(out, func(b Alert) bool { return b.Title == a.Title }); i >= 0 {
+			out[i] = a
+		} else {
 			out = append(out, a)
 		}
 	}
@@ -183,7 +203,8 @@ func deriveAlerts(m kadm.Metadata) []Alert {
 	for _, b := range m.Brokers {
 		up[b.NodeID] = true
 	}
-	down := map[int32][]string{} // broker -> its partitions
+	down := map[int32][]TopicPartitions{} // broker -> its partitions, by topic
+	nDown := map[int32]int{}
 	var offline, lagging []string
 	for _, t := range m.Topics.Sorted() {
 		if t.Err != nil {
@@ -194,7 +215,13 @@ func deriveAlerts(m kadm.Metadata) []Alert {
 			missing := false
 			for _, r := range p.Replicas {
 				if !up[r] {
-					down[r] = append(down[r], name)
+					ts := down[r]
+					if len(ts) == 0 || ts[len(ts)-1].Topic != t.Topic {
+						ts = append(ts, TopicPartitions{Topic: t.Topic, Internal: t.IsInternal})
+					}
+					ts[len(ts)-1].Partitions = append(ts[len(ts)-1].Partitions, p.Partition)
+					down[r] = ts
+					nDown[r]++
 					missing = true
 				}
 			}
@@ -216,11 +243,10 @@ func deriveAlerts(m kadm.Metadata) []Alert {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		ps := down[id]
 		out = append(out, Alert{
 			Severity: "warning",
 			Title:    fmt.Sprintf("broker %d is down", id),
-			Detail:   fmt.Sprintf("%s under-replicated (%s)", plural(len(ps), "partition", "partitions"), namePartitions(ps)),
+			Detail:   fmt.Sprintf("%s under-replicated: %s", plural(nDown[id], "partition", "partitions"), PartitionsByTopic(down[id])),
 		})
 	}
 	if len(offline) > 0 {

@@ -105,10 +105,13 @@ type Console struct {
 	browse chan struct{}      // semaphore of message-browser requests
 	samp   *sampler
 
-	mu     sync.Mutex // guards cl, adm, closed
+	mu     sync.Mutex // guards cl, adm, closed, seen
 	cl     *kgo.Client
 	adm    *kadm.Client
 	closed bool
+	// seen is each broker's address when Metadata last listed it, so a
+	// down broker's overview row keeps it.
+	seen map[int32]kadm.BrokerDetail
 }
 
 var errClosed = errors.New("console: closed")

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -47,10 +48,14 @@ func TestDeriveAlerts(t *testing.T) {
 		"u": {Topic: "u", Partitions: kadm.PartitionDetails{
 			0: {Partition: 0, Leader: -1, Replicas: []int32{2}, ISR: []int32{2}},
 		}},
+		"__consumer_offsets": {Topic: "__consumer_offsets", IsInternal: true, Partitions: kadm.PartitionDetails{
+			3: {Partition: 3, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}},
+			4: {Partition: 4, Leader: 1, Replicas: []int32{1, 2}, ISR: []int32{1}},
+		}},
 	}}
 	got := deriveAlerts(m)
 	want := []Alert{
-		{"warning", "broker 2 is down", "3 partitions under-replicated (t-0, t-1, u-0)"},
+		{"warning", "broker 2 is down", "4 partitions under-replicated: t 0,1; u 0; __consumer_offsets 4"},
 		{"critical", "1 partition is offline", "no leader: u-0"},
 		{"warning", "1 partition is under-replicated", "ISR smaller than the replica set: t-2"},
 	}
@@ -69,6 +74,26 @@ func TestDeriveAlerts(t *testing.T) {
 	}
 	if got := deriveAlerts(kadm.Metadata{Controller: 1, Brokers: kadm.BrokerDetails{{NodeID: 1}}}); len(got) != 0 {
 		t.Fatalf("healthy: %+v", got)
+	}
+}
+
+// Partitions are named by topic, the users' first, runs as ranges; past
+// maxNamedTopics the rest are counted.
+func TestPartitionsByTopic(t *testing.T) {
+	got := PartitionsByTopic([]TopicPartitions{
+		{Topic: "__consumer_offsets", Internal: true, Partitions: []int32{14, 7, 12, 13}},
+		{Topic: "orders", Partitions: []int32{5, 0, 1, 2, 8, 9}},
+		{Topic: "audit", Partitions: []int32{3}},
+	})
+	if want := "audit 3; orders 0-2,5,8,9; __consumer_offsets 7,12-14"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	var many []TopicPartitions
+	for i := range maxNamedTopics + 3 {
+		many = append(many, TopicPartitions{Topic: fmt.Sprintf("t%02d", i), Partitions: []int32{0, 1}})
+	}
+	if got := PartitionsByTopic(many); !strings.HasSuffix(got, "t07 0,1; and 3 more topics (6 partitions)") {
+		t.Errorf("many topics: %q", got)
 	}
 }
 

@@ -47,7 +47,11 @@ func truncateMain(prog string, args []string, stdout, stderr io.Writer, fsys vfs
 	dir := fl.Arg(0)
 	lock, err := fsys.Lock(filepath.Join(filepath.Dir(dir), ".lock"))
 	if err != nil {
-		fmt.Fprintf(stderr, "%s truncate: cannot take the log dir's .lock (is the broker running? stop it first): %v\n", prog, err)
+		if errors.Is(err, vfs.ErrLocked) {
+			fmt.Fprintf(stderr, "%s truncate: the log dir's .lock is held: is the broker running? stop it first: %v\n", prog, err)
+		} else {
+			fmt.Fprintf(stderr, "%s truncate: cannot take the log dir's .lock: %v\n", prog, err)
+		}
 		return ExitProblem
 	}
 	defer lock.Close()

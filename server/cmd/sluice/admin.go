@@ -400,8 +400,8 @@ func withMessage(err error, msg *string) error {
 
 // kafkaHints are the one-line hints shown with Kafka's errors.
 var kafkaHints = map[*kerr.Error]string{
-	kerr.UnknownTopicOrPartition:     "check the topic and partition exist (kcat -L lists them)",
-	kerr.InvalidReplicaAssignment:    "every replica must be a registered broker, named once (kcat -L lists the brokers)",
+	kerr.UnknownTopicOrPartition:     "check the topic and partition exist (sluice topic list lists the topics, sluice topic describe --topic T their partitions)",
+	kerr.InvalidReplicaAssignment:    "every replica must be a registered broker, named once (sluice cluster describe lists the brokers)",
 	kerr.InvalidReplicationFactor:    "the replica list is empty, or longer than there are brokers",
 	kerr.NoReassignmentInProgress:    "the partition is not moving: nothing to cancel (sluice reassign list)",
 	kerr.ReassignmentInProgress:      "a reassignment is running: wait for it (sluice reassign verify) or cancel it (sluice reassign cancel)",
@@ -416,7 +416,7 @@ var kafkaHints = map[*kerr.Error]string{
 	kerr.PreferredLeaderNotAvailable: "the preferred replica is down or not in the ISR: let it catch up (sluice reassign verify) and elect again",
 	kerr.EligibleLeadersNotAvailable: "no replica is eligible to lead (for --type unclean, one must at least be alive)",
 	kerr.ElectionNotNeeded:           "the partition already has the leader the election would pick",
-	kerr.BrokerIDNotRegistered:       "no broker with that id is registered (kcat -L lists the brokers)",
+	kerr.BrokerIDNotRegistered:       "no broker with that id is registered (sluice cluster describe lists the brokers)",
 	kerr.LeaderNotAvailable:          "the partition has no leader right now: wait and try again",
 	kerr.UnknownServerError:          "the broker failed (see its log)",
 	// The everyday tools (topic, group, produce, consume).
@@ -507,6 +507,15 @@ func (h *hints) print(w io.Writer) {
 	}
 }
 
+// failure is how every command prints an error: "sluice CMD: err", or
+// "sluice CMD: what: err" for one of several things it works on.
+func failure(cmdPath, what string, err error) string {
+	if what == "" {
+		return fmt.Sprintf("%s: %v", cmdPath, err)
+	}
+	return fmt.Sprintf("%s: %s: %v", cmdPath, what, err)
+}
+
 // finish turns a command's error into its exit code: 0, 2 for a bad
 // command line, 1 for anything else (printed with its hint unless the
 // command printed it already).
@@ -522,7 +531,7 @@ func finish(name string, err error, stderr io.Writer) int {
 	if errors.Is(err, errReported) {
 		return 1
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	fmt.Fprintln(stderr, failure(name, "", err))
 	if h := hintFor(err); h != "" {
 		fmt.Fprintf(stderr, "hint: %s\n", h)
 	}

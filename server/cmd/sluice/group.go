@@ -213,7 +213,7 @@ a failure.`)
 				if g.err != nil {
 					failed++
 					h.note(g.err)
-					fmt.Fprintf(cmd.ErrOrStderr(), "Error: group %s: %v\n", g.Group, g.err)
+					fmt.Fprintln(cmd.ErrOrStderr(), failure(cmd.CommandPath(), "group "+g.Group, g.err))
 				}
 			}
 			if failed > 0 {
@@ -704,6 +704,9 @@ type resetRow struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"new_offset"`
 	Error     string `json:"error,omitempty"`
+	// clamped says why Offset is not the offset asked for: it was outside
+	// the log ("" when it was not).
+	clamped string
 }
 
 // errGroupActive is a group with members: Kafka resets only an inactive
@@ -750,7 +753,8 @@ and with --execute commits it (OffsetCommit); without --execute it is a
 dry run. Only an inactive group (state Empty, or no group yet) is reset:
 Kafka refuses while members are active. --topic T resets every partition
 of T, T:0,1 some; --all-topics every partition the group has committed
-offsets for. New offsets are kept within the log start and end offsets.
+offsets for. New offsets are kept within the log start and end offsets
+(a line on stderr names each partition where that changed one).
 --to-datetime takes RFC 3339 (2026-12-01T10:00:00Z) or Kafka's
 YYYY-MM-DDTHH:mm:SS[.sss] in local time; --by-duration a Go duration
 (1h30m) or ISO-8601 (PT1H30M), back from now; --shift-by moves the
@@ -831,7 +835,7 @@ committed offset (negative: back) and needs one.`)
 			spec.millis = time.Now().Add(-d).UnixMilli()
 		}
 		return runAdmin(cmd, cf, func(ctx context.Context, a *admin) error {
-			return resetOffsets(ctx, a, gf, specs, spec, *execute, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return resetOffsets(ctx, a, gf, specs, spec, *execute, cmd.CommandPath(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	}
 	return c
@@ -889,7 +893,7 @@ func (o *offsetLists) lookup(ctx context.Context, which string, millis int64, p 
 
 // resetOffsets plans, prints and (with execute) commits the reset of
 // every group of gf.
-func resetOffsets(ctx context.Context, a *admin, gf *groupFlags, specs []topicSpec, spec resetSpec, execute bool, w, stderr io.Writer) error {
+func resetOffsets(ctx context.Context, a *admin, gf *groupFlags, specs []topicSpec, spec resetSpec, execute bool, cmdPath string, w, stderr io.Writer) error {
 	groups, err := gf.resolve(ctx, a)
 	if err != nil {
 		return err
@@ -919,7 +923,7 @@ func resetOffsets(ctx context.Context, a *admin, gf *groupFlags, specs []topicSp
 				active = true
 				defer fmt.Fprintln(stderr, "hint: stop the group's consumers first (sluice group describe --members lists them)")
 			}
-			failures = append(failures, fmt.Sprintf("Error: group %s: %v", g, err))
+			failures = append(failures, failure(cmdPath, "group "+g, err))
 			continue
 		}
 		if len(gr) == 0 {
@@ -936,6 +940,11 @@ func resetOffsets(ctx context.Context, a *admin, gf *groupFlags, specs []topicSp
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.Group, r.Topic, r.Partition, r.Offset)
 		}
 		tw.Flush()
+	}
+	for _, r := range rows {
+		if r.clamped != "" {
+			fmt.Fprintf(stderr, "Group %s, %s-%d: %s.\n", r.Group, r.Topic, r.Partition, r.clamped)
+		}
 	}
 	for _, f := range failures {
 		fmt.Fprintln(stderr, f)
@@ -1023,8 +1032,14 @@ func planGroupReset(ctx context.Context, a *admin, lists *offsetLists, group str
 		if err != nil {
 			return nil, err
 		}
-		off = min(max(off, start), end)
-		rows = append(rows, resetRow{Group: group, Topic: p.Topic, Partition: p.Partition, Offset: off})
+		row := resetRow{Group: group, Topic: p.Topic, Partition: p.Partition, Offset: min(max(off, start), end)}
+		switch {
+		case off > end:
+			row.clamped = fmt.Sprintf("offset %d is past the log end offset: set to %d", off, end)
+		case off < start:
+			row.clamped = fmt.Sprintf("offset %d is below the log start offset: set to %d", off, start)
+		}
+		rows = append(rows, row)
 	}
 	return rows, nil
 }

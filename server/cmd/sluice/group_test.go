@@ -121,7 +121,7 @@ func TestGroupCommands(t *testing.T) {
 
 		// Kafka resets only an inactive group, dry run or not.
 		wantExit(t, 1, append([]string{"group", "reset-offsets", "--group", "g1", "--topic", "orders", "--to-earliest", "--execute"}, b...),
-			"Error: group g1: assignments can only be reset if the group 'g1' is inactive, but the current state is Stable", "hint: stop the group's consumers")
+			"sluice group reset-offsets: group g1: assignments can only be reset if the group 'g1' is inactive, but the current state is Stable", "hint: stop the group's consumers")
 		wantCommitted(t, adm, "g1", "orders", map[int32]int64{0: 3, 1: 1})
 
 		member.Close()
@@ -134,9 +134,15 @@ func TestGroupCommands(t *testing.T) {
 		wantCommitted(t, adm, "g1", "orders", map[int32]int64{0: 3, 1: 1})
 
 		// To an offset beyond the end: kept within the log (Kafka's
-		// checkOffsetsRange).
-		mustSluice(t, append([]string{"group", "reset-offsets", "--group", "g1", "--topic", "orders", "--to-offset", "100", "--execute"}, b...)...)
+		// checkOffsetsRange), and said per partition.
+		out = wantExit(t, 0, append([]string{"group", "reset-offsets", "--group", "g1", "--topic", "orders", "--to-offset", "100", "--execute"}, b...),
+			"Group g1, orders-0: offset 100 is past the log end offset: set to 5.", "Group g1, orders-1: offset 100 is past the log end offset: set to 3.")
 		wantCommitted(t, adm, "g1", "orders", map[int32]int64{0: 5, 1: 3})
+		out = wantExit(t, 0, append([]string{"group", "reset-offsets", "--group", "g1", "--topic", "orders", "--shift-by", "-4"}, b...),
+			"Group g1, orders-1: offset -1 is below the log start offset: set to 0.")
+		if strings.Contains(out, "orders-0:") {
+			t.Errorf("a reset within the log is said to be clamped:\n%s", out)
+		}
 		out = mustSluice(t, append([]string{"group", "reset-offsets", "--group", "g1", "--topic", "orders:0", "--shift-by", "-2", "--execute"}, b...)...)
 		wantContains(t, "shift-by", out, "g1     orders  0          3")
 		wantCommitted(t, adm, "g1", "orders", map[int32]int64{0: 3, 1: 3})
@@ -167,7 +173,10 @@ func TestGroupCommands(t *testing.T) {
 		wantCommitted(t, adm, "g1", "orders", map[int32]int64{0: 0})
 
 		out = wantExit(t, 1, append([]string{"group", "delete", "--group", "g1", "--group", "nope"}, b...), "Deleted group g1.", "Group nope: GROUP_ID_NOT_FOUND", "hint (GROUP_ID_NOT_FOUND)")
-		wantExit(t, 1, append([]string{"group", "describe", "--group", "g1"}, b...), "Error: group g1: GROUP_ID_NOT_FOUND", "hint (GROUP_ID_NOT_FOUND): no such group")
+		out = wantExit(t, 1, append([]string{"group", "describe", "--group", "g1"}, b...), "sluice group describe: group g1: GROUP_ID_NOT_FOUND", "hint (GROUP_ID_NOT_FOUND): no such group")
+		if strings.Contains(out, "Error:") {
+			t.Errorf("describe's error is not in every command's format:\n%s", out)
+		}
 	})
 }
 

@@ -44,7 +44,7 @@ func TestTopicLifecycle(t *testing.T) {
 		if c := infos[0].Configs; c["cleanup.policy"] != "compact" || c["retention.ms"] != "" {
 			t.Errorf("configs after alter: %v", c)
 		}
-		wantExit(t, 1, append([]string{"topic", "alter", "--topic", "nope", "--config", "retention.ms=1"}, b...), "topic nope: UNKNOWN_TOPIC_OR_PARTITION", "hint:")
+		wantExit(t, 1, append([]string{"topic", "alter", "--topic", "nope", "--config", "retention.ms=1"}, b...), "topic nope: UNKNOWN_TOPIC_OR_PARTITION", "hint: check the topic and partition exist (sluice topic list lists the topics")
 
 		wantContains(t, "add-partitions", mustSluice(t, append([]string{"topic", "add-partitions", "--topic", "orders", "--partitions", "5"}, b...)...), "Topic orders has 5 partitions now (was 3).")
 		wantExit(t, 1, append([]string{"topic", "add-partitions", "--topic", "orders", "--partitions", "2"}, b...), "INVALID_PARTITIONS", "hint: partitions only grow")

@@ -162,7 +162,7 @@ async function drawCharts(container, only) {
 async function pageOverview(main) {
   const o = await get("overview");
   const brokers = o.brokers.map(b => el("tr", { "data-broker": b.id, class: b.down ? "bad" : "" },
-    el("td", { text: b.id }), el("td", { text: b.down ? "down" : b.host + ":" + b.port }), el("td", { text: b.rack || "–" }),
+    el("td", { text: b.id }), el("td", { text: b.down ? (b.port >= 0 ? b.host + ":" + b.port + " (down)" : "down") : b.host + ":" + b.port }), el("td", { text: b.rack || "–" }),
     el("td", { text: b.controller ? "controller" : "" }),
     el("td", { class: "num", text: num(b.leaders) }), el("td", { class: "num", text: num(b.replicas) }),
     el("td", { class: "num", text: bytes(b.bytes) })));
