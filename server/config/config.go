@@ -2,7 +2,7 @@
 // server.properties key names, read from a properties file and from
 // `--set key=value` overrides.
 //
-//	sluice serve [--config FILE] [--set key=value]...
+//	sluice serve [FILE | --config FILE] [--set key=value]...
 //
 // FILE uses java.util.Properties syntax (see ParseProperties). Every --set
 // replaces the file's value for its key, and --set may repeat (the last one

@@ -68,10 +68,14 @@ func version() string {
 // keysHelp lists every config key with its default (units are in the
 // names, as in Kafka: .ms, .bytes, .minutes).
 func keysHelp(w io.Writer) {
-	fmt.Fprintln(w, "\nConfig keys (Kafka's names) and their defaults:")
+	fmt.Fprintln(w, "\nConfig keys and their defaults (docs/configuration.md says what each does):")
 	d := config.Default()
 	for _, k := range config.Keys() {
 		v, _ := d.String(k)
+		if syn := config.Synonyms(k); len(syn) > 0 {
+			fmt.Fprintf(w, "  %s=%s   (also %s)\n", k, v, strings.Join(syn, ", "))
+			continue
+		}
 		fmt.Fprintf(w, "  %s=%s\n", k, v)
 	}
 }
@@ -83,19 +87,23 @@ func init() {
 }
 
 func newServeCmd() *cobra.Command {
-	c := command("serve [FILE | --config FILE] [--set key=value]...", `Runs a broker. FILE, given as the argument (as to Kafka's
-kafka-server-start.sh) or with --config, uses Kafka's server.properties
-syntax and key names: Kafka 4's own config/server.properties starts
-unchanged, and the Kafka keys Sluice does not act on are named in one line
-at start-up. --set overrides one key and may repeat. With no FILE and no
---set the broker is one node listening on 127.0.0.1:9092 with its data in
-./data.`)
-	c.Args = cobra.MaximumNArgs(1)
-	file := c.Flags().String("config", "", "a server.properties `FILE` (Kafka syntax and key names); the same as giving FILE as the argument")
-	sets := c.Flags().StringArray("set", nil, "override one config `key=value` (repeatable)")
+	c := command("serve [FILE | --config FILE] [--set key=value]...", `Runs a broker. With no FILE and no --set it is one node listening on
+127.0.0.1:9092 with its data in ./data, its web console on
+http://127.0.0.1:9644/ui/ and its metrics on /metrics there. It runs until
+SIGTERM or SIGINT (Ctrl-C), then finishes the requests in flight, syncs and
+closes; a restart finds everything.`)
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 1 {
+			return usageErrorf("one config FILE at most, got %d arguments: %s", len(args), strings.Join(args, " "))
+		}
+		return nil
+	}
+	c.DisableFlagsInUseLine = true
+	file := c.Flags().String("config", "", "read the config from `FILE`, the same as giving FILE as the argument (not both, unless the same file)")
+	sets := c.Flags().StringArray("set", nil, "set one config `key=value`, over FILE's value and the default; repeat it for more keys (the last --set of a key wins)")
 	c.SetHelpFunc(func(cmd *cobra.Command, args []string) {
 		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "%s\n\nusage:\n  %s\n\nflags:\n%s", cmd.Long, cmd.UseLine(), cmd.Flags().FlagUsages())
+		fmt.Fprintf(w, "%s\n\nusage:\n  %s\n\n%s\nflags:\n%s%s", cmd.Long, cmd.UseLine(), serveArgsHelp, cmd.Flags().FlagUsages(), serveKeysNote)
 		keysHelp(w)
 	})
 	c.RunE = func(cmd *cobra.Command, args []string) error {
@@ -142,6 +150,24 @@ func newChaosCmd() *cobra.Command {
 		},
 	}
 }
+
+// serveArgsHelp and serveKeysNote are sluice serve -h's words on its
+// argument and on the keys, around cobra's list of flags.
+const (
+	serveArgsHelp = `arguments:
+  FILE              a server.properties file: Kafka's syntax (java.util.Properties)
+                    and key names, as kafka-server-start.sh takes it; Kafka 4's own
+                    config/server.properties starts unchanged
+`
+	serveKeysNote = `
+Every broker key Kafka 4 documents is accepted: the keys below are honoured,
+and the others are named in one line at start-up, accepted and not acted on.
+An unknown key or a bad value stops start-up, naming the key and where it was
+given (the file's line, or --set). Of a key's synonyms the more precise name
+wins, whatever the source (log.retention.ms over log.retention.minutes over
+log.retention.hours).
+`
+)
 
 // serve runs a broker until SIGTERM or SIGINT, or until it fails.
 func serve(file string, sets []string, stderr io.Writer) error {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/server/config"
 )
 
 // The shell completion command: a script for a known shell, a bad command
@@ -40,6 +42,36 @@ func TestCompletionAndHelp(t *testing.T) {
 			t.Errorf("sluice %s: exit %d, stdout %.80q, stderr %q; want exit 2, no stdout, %q",
 				strings.Join(tc.args, " "), code, stdout, stderr, tc.want)
 		}
+	}
+}
+
+// sluice serve -h describes its argument and flags and lists every key
+// with its default and synonyms; more than one FILE is a bad command line.
+func TestServeHelp(t *testing.T) {
+	code, stdout, _ := sluice(t, "serve", "-h")
+	if code != 0 {
+		t.Fatalf("serve -h: exit %d", code)
+	}
+	d := config.Default()
+	want := []string{
+		"usage:\n  sluice serve [FILE | --config FILE] [--set key=value]...\n",
+		"arguments:\n  FILE ", "kafka-server-start.sh",
+		"--config FILE", "--set key=value", "the last --set of a key wins",
+		"127.0.0.1:9092", "./data", "http://127.0.0.1:9644/ui/",
+		"log.retention.ms=604800000   (also log.retention.minutes, log.retention.hours)\n",
+	}
+	for _, k := range config.Keys() {
+		v, _ := d.String(k)
+		want = append(want, "\n  "+k+"="+v)
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("serve -h does not say %q:\n%s", w, stdout)
+		}
+	}
+	code, stdout, stderr := sluice(t, "serve", "a.properties", "b.properties")
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "one config FILE at most") {
+		t.Errorf("serve with two FILEs: exit %d, stdout %q, stderr %q; want exit 2 and why", code, stdout, stderr)
 	}
 }
 
