@@ -130,6 +130,18 @@ func (p *Partition) Progress() ([]ReplicaProgress, error) {
 	return prog, err
 }
 
+// OffsetAfterIndex is the Kafka offset after raft entry index in this
+// replica's log (the base offset of the next data record): a replica's log
+// end offset as its leader knows it, for index its Progress Match. Errors:
+// ErrSingleReplica; the log's when index is not in it (below its raft
+// start, compacted, or past its last entry).
+func (p *Partition) OffsetAfterIndex(index uint64) (int64, error) {
+	if p.rs == nil {
+		return 0, ErrSingleReplica
+	}
+	return p.log.OffsetAfter(index)
+}
+
 // TransferLeadership asks raft to hand this leader's leadership to
 // replica to, a voter (raft's MsgTimeoutNow once to has caught up), and
 // returns once asked: the caller polls Leader (etcd raft abandons a

@@ -63,8 +63,13 @@ type Broker struct {
 	lns []net.Listener // one per listener, in config order (listen.go)
 	// wrapListener, when set (tests), wraps each listener before serving.
 	wrapListener func(net.Listener) net.Listener
-	limits       *connLimits    // max.connections, max.connections.per.ip
-	reqMem       *requestMemory // queued.max.request.bytes (reqmem.go)
+	// gate is closed once the client listeners serve requests: at Start
+	// for a single node, once registered and unfenced for a clustered
+	// broker (startgate.go); gateMax (tests) bounds that wait.
+	gate    chan struct{}
+	gateMax time.Duration
+	limits  *connLimits    // max.connections, max.connections.per.ip
+	reqMem  *requestMemory // queued.max.request.bytes (reqmem.go)
 	// Log lines clients can cause in bulk, summarized every logEvery.
 	logEvery                      time.Duration
 	badConns, refused, acceptErrs *logSummary

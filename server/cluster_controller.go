@@ -43,9 +43,13 @@ type activeController struct {
 	mu sync.Mutex
 	// term is the metadata group's term whose duties started (0: none):
 	// a new term, even this node's again, starts every session afresh.
-	term     int32
-	heard    map[int32]time.Time // each broker's last heartbeat or registration
-	learners map[int32]bool      // learners added to the metadata group in this term
+	term  int32
+	heard map[int32]time.Time // each broker's session: its last heartbeat or registration, or this term's start
+	// beat is each broker's last heartbeat or registration as this
+	// process heard it, kept across terms (heard restarts every session
+	// at a new term): DescribeQuorum's LastFetchTimestamp.
+	beat     map[int32]time.Time
+	learners map[int32]bool // learners added to the metadata group in this term
 	// leaving are the brokers in controlled shutdown, with the broker
 	// epoch that asked: never unfenced again in that epoch.
 	leaving map[int32]int64
@@ -60,7 +64,7 @@ type activeController struct {
 }
 
 func newActiveController(c *cluster) *activeController {
-	return &activeController{c: c, kickCh: make(chan struct{}, 1), heard: map[int32]time.Time{}, learners: map[int32]bool{}, leaving: map[int32]int64{}, drainWarned: map[int32]time.Time{}}
+	return &activeController{c: c, kickCh: make(chan struct{}, 1), heard: map[int32]time.Time{}, beat: map[int32]time.Time{}, learners: map[int32]bool{}, leaving: map[int32]int64{}, drainWarned: map[int32]time.Time{}}
 }
 
 func (a *activeController) kick() {
@@ -72,8 +76,10 @@ func (a *activeController) kick() {
 
 // heartbeat notes that broker id was heard from.
 func (a *activeController) heartbeat(id int32) {
+	now := time.Now()
 	a.mu.Lock()
-	a.heard[id] = time.Now()
+	a.heard[id] = now
+	a.beat[id] = now
 	a.mu.Unlock()
 }
 

@@ -112,6 +112,10 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
 	if b.cl != nil && b.handOffRaft(c, r) {
 		return
 	}
+	if !b.passStartGate(listener) {
+		c.Close() // closing before this broker served
+		return
+	}
 	ctx, cancel := context.WithCancel(bctx)
 	cc := &clientConn{
 		b: b, conn: c, listener: listener, logger: b.logger.With("remote", c.RemoteAddr().String()),

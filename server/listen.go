@@ -78,6 +78,7 @@ func (b *Broker) Start() error {
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.summariesDone = make(chan struct{})
+	b.openStartGate()
 	go b.flushSummaries(b.summariesDone)
 	for i, ln := range b.lns {
 		name := b.cfg.Listeners[i].Name

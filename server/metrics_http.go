@@ -149,17 +149,8 @@ func (b *Broker) notReady() string {
 			return "the metadata log has no leader (no controller quorum)"
 		}
 		return ""
-	case b.cl.epoch.Load() < 0:
-		return "not registered with the controller yet"
 	}
-	br, ok := b.meta.Broker(b.cfg.NodeID)
-	switch {
-	case !ok:
-		return "this broker's registration is not in the applied metadata yet"
-	case br.Fenced:
-		return "fenced: the controller has not unfenced this broker (catching up with the metadata log, or its heartbeats are not heard)"
-	}
-	return ""
+	return b.unfencedReason()
 }
 
 // slogPrinter is promhttp's error log on the broker's logger.

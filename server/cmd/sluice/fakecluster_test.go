@@ -55,6 +55,11 @@ type fakeCluster struct {
 	alterErr     map[tp]*kerr.Error    // AlterPartitionReassignments answers these
 	decommission map[int32]bool        // brokers being decommissioned: a move away per Metadata
 	conns        map[net.Conn]struct{} // to close them
+	// lastFetch are DescribeQuorum's LastFetchTimestamp by broker (ms;
+	// a broker left out is -1); fenced are the brokers DescribeCluster
+	// marks fenced.
+	lastFetch map[int32]int64
+	fenced    map[int32]bool
 }
 
 // newFakeCluster starts a cluster of brokers and returns it with its
@@ -72,7 +77,7 @@ func newFakeCluster(t *testing.T, brokers ...int32) (*fakeCluster, string) {
 		parts:   map[tp]*fakePart{}, moves: map[tp]*fakeMove{},
 		configs: map[string]map[string]string{}, unsupported: map[int16]bool{},
 		alterErr: map[tp]*kerr.Error{}, decommission: map[int32]bool{},
-		conns: map[net.Conn]struct{}{},
+		conns: map[net.Conn]struct{}{}, lastFetch: map[int32]int64{}, fenced: map[int32]bool{},
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -219,7 +224,8 @@ func (f *fakeCluster) serve(c net.Conn) {
 }
 
 var fakeKeys = []kmsg.Key{kmsg.Metadata, kmsg.ApiVersions, kmsg.ElectLeaders, kmsg.IncrementalAlterConfigs,
-	kmsg.AlterPartitionAssignments, kmsg.ListPartitionReassignments, kmsg.UnregisterBroker}
+	kmsg.AlterPartitionAssignments, kmsg.ListPartitionReassignments, kmsg.UnregisterBroker,
+	kmsg.DescribeCluster, kmsg.DescribeQuorum}
 
 func (f *fakeCluster) handle(req kmsg.Request) (kmsg.Response, error) {
 	f.mu.Lock()
@@ -251,6 +257,10 @@ func (f *fakeCluster) handle(req kmsg.Request) (kmsg.Response, error) {
 		return f.alterConfigs(req), nil
 	case *kmsg.UnregisterBrokerRequest:
 		return f.unregister(req), nil
+	case *kmsg.DescribeClusterRequest:
+		return f.describeCluster(req), nil
+	case *kmsg.DescribeQuorumRequest:
+		return f.describeQuorum(req), nil
 	}
 	return nil, fmt.Errorf("not handled")
 }
@@ -567,4 +577,41 @@ func (f *fakeCluster) stepDecommission() {
 			delete(f.decommission, id)
 		}
 	}
+}
+
+// describeCluster lists the brokers, the fenced ones marked when asked
+// (v2, KIP-1073); broker 1 is the controller.
+func (f *fakeCluster) describeCluster(req *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.ClusterID, resp.ControllerID = "fake", 1
+	for _, id := range f.brokers {
+		if f.fenced[id] && !req.IncludeFencedBrokers {
+			continue
+		}
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port, b.IsFenced = id, f.host, f.port, f.fenced[id]
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	return resp
+}
+
+// describeQuorum answers as a KRaft controller: broker 1 leads, every
+// broker is a voter, with its lastFetch.
+func (f *fakeCluster) describeQuorum(req *kmsg.DescribeQuorumRequest) *kmsg.DescribeQuorumResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+	t := kmsg.NewDescribeQuorumResponseTopic()
+	t.Topic = "__cluster_metadata"
+	p := kmsg.NewDescribeQuorumResponseTopicPartition()
+	p.LeaderID, p.LeaderEpoch, p.HighWatermark = 1, 1, 10
+	for _, id := range f.brokers {
+		r := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+		r.ReplicaID, r.LogEndOffset = id, 10
+		if ts, ok := f.lastFetch[id]; ok {
+			r.LastFetchTimestamp, r.LastCaughtUpTimestamp = ts, ts
+		}
+		p.CurrentVoters = append(p.CurrentVoters, r)
+	}
+	t.Partitions = append(t.Partitions, p)
+	resp.Topics = append(resp.Topics, t)
+	return resp
 }
