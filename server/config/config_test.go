@@ -108,6 +108,25 @@ func TestLoadUnknownKey(t *testing.T) {
 	}
 }
 
+// The suggestion is the nearest key, whichever table holds it and
+// wherever it sorts (a typo of Sluice's own keys and of Kafka's).
+func TestSuggestNearestKey(t *testing.T) {
+	for typo, want := range map[string]string{
+		"num.partitons":       "num.partitions",
+		"node.idd":            "node.id",
+		"listenrs":            "listeners",
+		"metrics.listn":       "metrics.listen",
+		"log.segment.byte":    "log.segment.bytes",
+		"log.retention.hourz": "log.retention.hours",
+		"log.retension.hours": "log.retention.hours",
+		"num.network.thread":  "num.network.threads",
+	} {
+		if got := suggest(typo); got != want {
+			t.Errorf("suggest(%q) = %q, want %q", typo, got, want)
+		}
+	}
+}
+
 // TestLoadKafkaKeysUnacted: Kafka's keys that Sluice has no behaviour for
 // are accepted (their values checked by their Kafka type) and listed by
 // Unacted; listener.name.<listener>.<key> overrides too.

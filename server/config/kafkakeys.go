@@ -416,7 +416,9 @@ func (k *kafkaKey) check(v string) error {
 func suggest(name string) string {
 	best, bestD := "", min(4, len(name)/3)+1
 	try := func(k string) {
-		if d := editDistance(name, k, bestD); d < bestD || d == bestD && k < best && best != "" {
+		// With limit bestD+1, a result of bestD is exact (editDistance
+		// caps only at its limit): ties go to the smaller key.
+		if d := editDistance(name, k, bestD+1); d < bestD || d == bestD && best != "" && k < best {
 			best, bestD = k, d
 		}
 	}
