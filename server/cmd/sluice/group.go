@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"regexp"
 	"slices"
 	"sort"
@@ -252,7 +253,7 @@ func describeGroupMetas(ctx context.Context, a *admin, groups []string) (map[str
 	}
 	ctx, cancel := a.ctx(ctx)
 	defer cancel()
-	classic, err := a.adm.DescribeGroups(ctx, groups...)
+	classic, err := retryDial(ctx, func() (kadm.DescribedGroups, error) { return a.adm.DescribeGroups(ctx, groups...) })
 	var se *kadm.ShardErrors
 	if err != nil && !(errors.As(err, &se) && !se.AllFailed) {
 		return nil, fmt.Errorf("DescribeGroups: %w", unwrapKadm(err))
@@ -1070,4 +1071,38 @@ func commitReset(ctx context.Context, a *admin, group string, rows []resetRow) e
 		return fmt.Errorf("OffsetCommit: %w (%s)", first, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// retryDial calls do again, within ctx, while it fails only because a
+// broker could not be dialed: kgo sends a group request's FindCoordinator
+// to any broker it knows, a dead seed or a broker not yet fenced among
+// them, and does not try another one; the next call picks again.
+func retryDial[T any](ctx context.Context, do func() (T, error)) (T, error) {
+	for {
+		v, err := do()
+		if err == nil || !isDialError(err) || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// isDialError reports whether err, or every shard error of it, is a
+// failure to reach a broker.
+func isDialError(err error) bool {
+	var se *kadm.ShardErrors
+	if errors.As(err, &se) {
+		for _, e := range se.Errs {
+			if !isDialError(e.Err) {
+				return false
+			}
+		}
+		return len(se.Errs) > 0
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
