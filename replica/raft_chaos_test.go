@@ -19,6 +19,7 @@ type chaosNet struct {
 	rng     *rand.Rand
 	hosts   map[uint64]*Host
 	down    map[uint64]bool    // stopped nodes: nothing to or from them
+	paused  map[uint64]bool    // paused nodes (SIGSTOP): as down, but no liveness report
 	cut     map[[2]uint64]bool // from, to: dropped
 	delayed []chaosMsg         // held back until release
 	drop    float64            // probability a message is lost
@@ -42,10 +43,11 @@ type chaosMsg struct {
 
 func newChaosNet(seed uint64) *chaosNet {
 	return &chaosNet{
-		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		hosts: map[uint64]*Host{},
-		down:  map[uint64]bool{},
-		cut:   map[[2]uint64]bool{},
+		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		hosts:  map[uint64]*Host{},
+		down:   map[uint64]bool{},
+		paused: map[uint64]bool{},
+		cut:    map[[2]uint64]bool{},
 	}
 }
 
@@ -81,7 +83,7 @@ func (s chaosSender) Send(msgs []GroupMessage) {
 	for _, gm := range msgs {
 		to := gm.Msg.To
 		n.sent++
-		if n.down[s.from] || n.down[to] || n.cut[[2]uint64{s.from, to}] {
+		if n.down[s.from] || n.down[to] || n.paused[s.from] || n.paused[to] || n.cut[[2]uint64{s.from, to}] {
 			continue
 		}
 		if n.drop > 0 && n.rng.Float64() < n.drop {
@@ -122,7 +124,7 @@ func (n *chaosNet) release() {
 	}
 	var out []delivery
 	for _, m := range held {
-		if n.down[m.to] || n.down[m.gm.Msg.From] {
+		if n.down[m.to] || n.down[m.gm.Msg.From] || n.paused[m.to] || n.paused[m.gm.Msg.From] {
 			continue
 		}
 		if h := n.hosts[m.to]; h != nil {
@@ -166,6 +168,21 @@ func (n *chaosNet) setDown(id uint64, down bool) {
 			h.PeerUp(id)
 		}
 	}
+}
+
+// pause stops delivery to and from node id without telling anyone, as a
+// stopped process (SIGSTOP) looks until the liveness timeout; with
+// paused false, delivery resumes.
+func (n *chaosNet) pause(id uint64, paused bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.paused[id] = paused
+}
+
+func (n *chaosNet) isPaused(id uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused[id]
 }
 
 // liveness tells the hosts of a and b that the other went down or came

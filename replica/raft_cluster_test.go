@@ -204,11 +204,13 @@ func (c *pcluster) up() []*pnode {
 	return out
 }
 
-// tick advances every live host's clock by one tick and releases delayed
-// messages.
+// tick advances every live host's clock by one tick (not a paused
+// one's: a stopped process does not tick) and releases delayed messages.
 func (c *pcluster) tick() {
 	for _, n := range c.up() {
-		n.host.Tick()
+		if !c.net.isPaused(n.id) {
+			n.host.Tick()
+		}
 	}
 	c.net.release()
 }

@@ -319,6 +319,9 @@ type Host struct {
 	// (PeerDown), read without a lock by the workers.
 	downMu sync.Mutex
 	down   atomic.Pointer[[]uint64]
+	// fenced: the replicas the cluster fenced (SetFenced), out of every
+	// ISR (raft_acks.go).
+	fenced atomic.Pointer[[]uint64]
 
 	// base is the host clock's origin and lease the read lease's length
 	// (raft_lease.go).
@@ -364,6 +367,9 @@ type group struct {
 	caught  []caughtUp
 	pv      progressVisit
 	visitFn func(uint64, raft.ProgressType, tracker.Progress)
+	// prog and progFn hand the progress to a copyWaiter (raft_acks.go).
+	prog   []ReplicaProgress
+	progFn func(uint64, raft.ProgressType, tracker.Progress)
 	// confWait, pendingConf and pendingTerm track the configuration
 	// change this leader proposed (raft_membership.go): proposed and not
 	// yet seen in a Ready, then its index and term.

@@ -28,9 +28,10 @@ import (
 //
 //   - acks=1 completes once the leader's own append is durable (the
 //     group's Sync after the write);
-//   - acks=all completes when its index commits with its term; an index
-//     that commits with another term (a new leader replaced the entry)
-//     fails it with NotLeaderError, never a silent success.
+//   - acks=all completes when its index commits with its term and at
+//     least min.insync.replicas replicas of the ISR hold it (raft_acks.go);
+//     an index that commits with another term (a new leader replaced the
+//     entry) fails it with NotLeaderError, never a silent success.
 //
 // Every replica records producer state and leader epochs as it writes
 // entries (followers rebuild the same state the leader had), and moves
@@ -156,6 +157,12 @@ var (
 	// in-sync replicas (the leader counted) than min.insync.replicas;
 	// nothing was appended.
 	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+	// ErrNotEnoughReplicasAfterAppend is NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+	// an acks=all batch was appended and committed, but the ISR shrank
+	// below min.insync.replicas before enough of its members held it
+	// (raft_acks.go). The batch is in the log; a retry may duplicate it
+	// (an idempotent producer's retry is answered with its offsets).
+	ErrNotEnoughReplicasAfterAppend = errors.New("replica: not enough in-sync replicas after the append")
 	// ErrNotAReplica: Open of a raft partition whose group configuration
 	// (RaftConfig.State's ConfState, else Voters and Learners) does not
 	// name the host's NodeID.
@@ -235,6 +242,10 @@ type raftState struct {
 	proposed   []*proposal
 	committing []*proposal
 	unsynced   []*proposal
+	// worker: acks=all proposals committed with their term, waiting for
+	// min.insync.replicas in-sync replicas to hold them (raft_acks.go), in
+	// index order.
+	replicating []*proposal
 
 	// appendMu: the leader's proposals not yet written, per producer id,
 	// in sequence order (the idempotence check sees them); the producers
@@ -319,19 +330,8 @@ func (rs *raftState) inSync(p *Partition, now time.Time, fresh bool) ([]uint64, 
 	if err != nil {
 		return nil, err
 	}
-	var isr []uint64
-	for _, pr := range prog {
-		switch {
-		case pr.Learner:
-		case pr.ID == rs.self:
-			isr = append([]uint64{pr.ID}, isr...)
-		case now.Sub(pr.CaughtUp) <= rs.lagTime:
-			isr = append(isr, pr.ID)
-		}
-	}
-	if len(isr) == 0 || isr[0] != rs.self {
-		isr = nil // not the leader
-	}
+	// CaughtUp is on the host's clock, as the acks=all count's (isrOf).
+	isr := isrOf(prog, rs.self, rs.host.cfg.Now(), rs.lagTime, rs.host.Fenced())
 	p.mu.Lock()
 	rs.isr, rs.isrAt = isr, now
 	p.mu.Unlock()
@@ -613,10 +613,11 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 			}
 			rs.complete(pr, segment.AppendResult{BaseOffset: o.lso, LastOffset: -1, LogAppendTime: -1}, o.err)
 		case ents[pr.index-first].Term == pr.term:
-			if !pr.proposed.IsZero() {
-				rs.host.cfg.Metrics.Committed(time.Since(pr.proposed))
-			}
-			rs.complete(pr, pr.res, nil)
+			// Committed; acknowledged once min.insync.replicas in-sync
+			// replicas hold it (raft_acks.go: the worker's progress
+			// tracking after this apply completes it at once when they
+			// do).
+			rs.replicating = append(rs.replicating, pr)
 		default:
 			rs.complete(pr, noResult, p.notLeader(fmt.Sprintf("the entry at raft index %d was replaced by another leader's", pr.index)))
 		}
@@ -652,6 +653,9 @@ func (m raftMachine) LeaderChanged(lead, term uint64) {
 			rs.complete(pr, noResult, p.notLeader("leadership moved"))
 		}
 		rs.unsynced = rs.unsynced[:0]
+		// Kafka's checkEnoughReplicasReachOffset answers
+		// NOT_LEADER_OR_FOLLOWER once the replica no longer leads.
+		rs.failReplicating(p.notLeader("leadership moved before enough in-sync replicas held the batch"))
 		p.appendMu.Lock()
 		clear(rs.inflight)
 		p.appendMu.Unlock()

@@ -107,6 +107,17 @@ func (h *Host) trackProgress(g *group) {
 	}
 	g.rn.WithProgress(g.visitFn)
 	g.pv.fresh = false
+	if cw, ok := g.machine.(copyWaiter); ok && cw.waitingCopies() {
+		// acks=all waiting for in-sync copies (raft_acks.go).
+		g.prog = g.prog[:0]
+		if g.progFn == nil {
+			g.progFn = func(rid uint64, typ raft.ProgressType, pr tracker.Progress) {
+				g.prog = append(g.prog, ReplicaProgress{ID: rid, Match: pr.Match, Learner: typ == raft.ProgressTypeLearner, CaughtUp: g.caughtAt(rid)})
+			}
+		}
+		g.rn.WithProgress(g.progFn)
+		cw.progressed(g.prog, g.pv.now)
+	}
 }
 
 // visitProgress is trackProgress's visitor.

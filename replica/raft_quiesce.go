@@ -114,6 +114,12 @@ func (h *Host) maybeQuiesce(g *group, out []GroupMessage) []GroupMessage {
 	if ticked == 0 {
 		return out
 	}
+	if cw, ok := g.machine.(copyWaiter); ok && cw.waitingCopies() {
+		// acks=all waits on the replicas' progress and the ISR, which
+		// only a ticking leader keeps current (raft_acks.go).
+		g.idleTicks = 0
+		return out
+	}
 	st := g.rn.BasicStatus()
 	last, err := g.storage.LastIndex()
 	if err != nil || g.rn.HasReady() || st.LeadTransferee != 0 || st.Commit != last || st.Applied != last ||

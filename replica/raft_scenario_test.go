@@ -29,6 +29,11 @@ import (
 //	produce-async node=I ...    as produce, without waiting; "await" waits for them
 //	await                       waits for every produce-async and prints each result
 //	partition A,B|C             cuts the links between the two sides
+//	pause node=I / resume node=I
+//	                            node I neither sends nor receives, and no liveness report says so (SIGSTOP)
+//	fence nodes=I,J             every host's Host.SetFenced (nodes=0: none)
+//	pending                     every produce-async: its result, or "waiting" (does not wait)
+//	wait-hw node=I hw=N         ticks until node I's high watermark is N
 //	heal                        restores every link
 //	stop node=I / start node=I  clean stop and restart
 //	crash node=I [seed=S]       power cut: unsynced data lost; the node stays down
@@ -180,6 +185,43 @@ func TestRaftScenarios(t *testing.T) {
 				return ""
 			case "heal":
 				c.net.heal()
+				return ""
+			case "pause", "resume":
+				c.net.pause(node(), d.Cmd == "pause")
+				return ""
+			case "fence":
+				var fenced []uint64
+				for _, id := range ids(args["nodes"]) {
+					if id != 0 {
+						fenced = append(fenced, id)
+					}
+				}
+				for _, n := range c.up() {
+					n.host.SetFenced(fenced)
+				}
+				return ""
+			case "pending":
+				var out strings.Builder
+				for i, pd := range async {
+					done := pd.done == nil
+					if !done {
+						select {
+						case <-pd.done:
+							done = true
+						default:
+						}
+					}
+					if done {
+						fmt.Fprintf(&out, "%d: %s\n", i, result(pd.res.BaseOffset, pd.res.LastOffset, pd.err))
+					} else {
+						fmt.Fprintf(&out, "%d: waiting\n", i)
+					}
+				}
+				return out.String()
+			case "wait-hw":
+				p := c.nodes[node()].parts[c.groups[0]]
+				want := int64(num("hw", 0))
+				c.drive(fmt.Sprintf("node %d's high watermark at %d", node(), want), func() bool { return p.HighWatermark() == want })
 				return ""
 			case "stop":
 				c.stop(node())
@@ -462,6 +504,8 @@ func errName(err error) string {
 		return "NOT_LEADER_OR_FOLLOWER"
 	case errors.Is(err, ErrLeaderNotAvailable):
 		return "LEADER_NOT_AVAILABLE"
+	case errors.Is(err, ErrNotEnoughReplicasAfterAppend):
+		return "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
 	case errors.Is(err, ErrNotEnoughReplicas):
 		return "NOT_ENOUGH_REPLICAS"
 	case errors.Is(err, ErrOutOfOrderSequence):

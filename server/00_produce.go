@@ -8,7 +8,11 @@ package server
 // transactional ids; v5 returns the log start offset; v8 returns
 // per-record errors; v9 is flexible; v10 adds the current-leader hint of a
 // NOT_LEADER_OR_FOLLOWER answer (KIP-951); v13 names topics by ID. acks=0
-// gets no response.
+// gets no response. acks=all waits at most the request's TimeoutMillis
+// from the end of the appends (Kafka's DelayedProduce): a partition not
+// acknowledged by then answers REQUEST_TIMED_OUT (its batch may still
+// commit). A timeout of 0 or less sets no bound (Kafka expires such a
+// request at once).
 //
 // Kafka's LogValidator rules (one batch per partition, no control or
 // delete-horizon bits from clients, max.message.bytes, keys on compacted
@@ -21,6 +25,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
@@ -134,16 +139,30 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 	if p := panicked.Load(); p != nil {
 		return nil, p
 	}
+	var deadline time.Time
+	if req.Acks == -1 && req.TimeoutMillis > 0 {
+		deadline = time.Now().Add(time.Duration(req.TimeoutMillis) * time.Millisecond)
+	}
 	return func() (kmsg.Response, error) {
+		wctx := ctx
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
 		for _, out := range outs {
 			if out.pending == nil {
 				continue
 			}
-			res, err := out.pending.Wait(ctx)
+			res, err := out.pending.Wait(wctx)
 			if err != nil && ctx.Err() != nil {
 				// The connection is closing: no answer goes out (the
 				// commit completes without us).
 				return nil, err
+			}
+			if err != nil && wctx.Err() != nil {
+				err = kafkaErrorf(kerr.RequestTimedOut, "partition %s-%d: acks=all not satisfied within the request's %d ms (min.insync.replicas=%d, in sync %v); the batch may still be committed",
+					out.topic, out.sp.Partition, req.TimeoutMillis, out.part.Config().MinInsyncReplicas, out.part.ISR())
 			}
 			if err != nil {
 				b.produceFailed(out, err)

@@ -425,11 +425,18 @@ func (c *cluster) applyFrom(buf []byte, from, hw int64) ([]byte, error) {
 // controller looks at its duties, the report loop updates the replication
 // throttle.
 func (c *cluster) applied() {
+	var fenced []uint64
 	for _, br := range c.b.meta.Brokers() {
 		if addr, ok := c.peerAddr(br); ok {
 			c.setPeer(br.NodeID, addr)
 		}
+		if br.Fenced {
+			fenced = append(fenced, uint64(br.NodeID))
+		}
 	}
+	// Out of every ISR, as Metadata reports them (clusterPartitionView)
+	// and as acks=all counts copies (replica/raft_acks.go).
+	c.host.SetFenced(fenced)
 	c.b.recon.kickSoon(nil)
 	c.act.kick()
 	c.kickThrottles()

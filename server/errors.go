@@ -81,6 +81,8 @@ func kafkaCode(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, replica.ErrNotEnoughReplicasAfterAppend):
+		return kerr.NotEnoughReplicasAfterAppend.Code
 	case errors.Is(err, meta.ErrNotController):
 		// The controller changed under a metadata change (retriable:
 		// clients send it again, and it is forwarded anew).

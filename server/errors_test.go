@@ -23,6 +23,7 @@ func TestKafkaCodeReplicationErrors(t *testing.T) {
 		{"ErrNotLeader", replica.ErrNotLeader, kerr.NotLeaderForPartition, false, -1, -1},
 		{"ErrLeaderNotAvailable", replica.ErrLeaderNotAvailable, kerr.NotLeaderForPartition, false, -1, -1},
 		{"ErrNotEnoughReplicas", fmt.Errorf("%w: 1 in sync", replica.ErrNotEnoughReplicas), kerr.NotEnoughReplicas, false, -1, -1},
+		{"ErrNotEnoughReplicasAfterAppend", fmt.Errorf("%w: 2 in sync", replica.ErrNotEnoughReplicasAfterAppend), kerr.NotEnoughReplicasAfterAppend, false, -1, -1},
 		{"NotLeaderError", notLeader, kerr.NotLeaderForPartition, true, 3, 7},
 		{"wrapped NotLeaderError", fmt.Errorf("produce: %w", notLeader), kerr.NotLeaderForPartition, true, 3, 7},
 		{"NotLeaderError without a leader", noLeader, kerr.NotLeaderForPartition, true, -1, 7},
