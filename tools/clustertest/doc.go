@@ -36,6 +36,9 @@
 //     consumer and with kcat, and checks the history.
 //   - harness_test.go tests the harness against today's binary, each node
 //     standalone (no cluster keys).
+//   - minisr_test.go: acks=all against min.insync.replicas with
+//     followers paused (no write acknowledged while they are, writes
+//     again once resumed), printed as "MINISR ..." lines;
 //   - scenarios_test.go holds the fault scenarios on three nodes;
 //     moves_test.go the partition-moving ones (reassignment, cancel,
 //     decommission, a controller killed mid-move, preferred leader
