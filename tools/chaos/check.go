@@ -85,6 +85,11 @@
 //     whose high watermark bounds what they return (log-not-linearizable),
 //     and the high watermarks of consumer polls, which kgo fetches ahead
 //     of the poll (no invoke time to compare with).
+//   - min-isr-ack (check_minisr.go): an OK acks=all send or append
+//     whose whole [Start, End] fell under faults (History.Faults' Down
+//     and Sides) that left fewer than the topic's min.insync.replicas
+//     (History.MinInsync) of its partition's replicas up and reachable
+//     from one another: no correct broker could have had enough copies.
 //   - unpolled (consumer liveness; Jepsen's :unseen counts sends no poll
 //     returned): when History.Drained is set, OK sends to DrainTopic that
 //     no consumer poll returned although the producers had stopped and the
@@ -138,7 +143,7 @@ var Kinds = []AnomalyKind{
 	KindInconsistentOffsets, KindDuplicate, KindLostWrite, KindUnseen,
 	KindPollSkip, KindIntPollSkip, KindNonmonotonicPoll, KindIntNonmonotonicPoll,
 	KindNonmonotonicSend, KindCommitBackwards, KindOffsetsNotLinearizable,
-	KindLogNotLinearizable, KindStaleRead, KindNoLeaderAfterHeal, KindUnpolled, KindFinalReadFailed,
+	KindLogNotLinearizable, KindStaleRead, KindMinISRAck, KindNoLeaderAfterHeal, KindUnpolled, KindFinalReadFailed,
 }
 
 // Anomaly is one thing the history shows went wrong.
@@ -240,6 +245,7 @@ func CheckWith(h *History, o Options) *Result {
 	c.logChecks()
 	c.registerChecks()
 	c.staleReadChecks()
+	c.minISRChecks()
 	c.livenessChecks()
 	for _, a := range c.r.Anomalies {
 		c.r.Counts[a.Kind] += a.Count

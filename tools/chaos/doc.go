@@ -47,7 +47,9 @@
 //     an acks=all write within a bound (these probes are operations of the
 //     history too); the workloads run on for the recovery period, stop,
 //     and a fresh consumer reads every partition whole.
-//  5. Check (check.go, check_log.go) and the reports (report.go,
+//  5. Check (check.go, check_log.go, check_stale.go, check_minisr.go:
+//     which uses the faults' stopped nodes and network sides and the
+//     topics' min.insync.replicas the history records) and the reports (report.go,
 //     report_html.go): a verdict line, report.txt with every anomaly and
 //     the records involved, report.html with the fault timeline,
 //     throughput and latency, and porcupine's visualisations;

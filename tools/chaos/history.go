@@ -116,6 +116,13 @@ type Fault struct {
 	What  string        `json:"what"` // a line for people: "SIGKILL node 2 (leader of queue/0)"
 	Start time.Duration `json:"start"`
 	End   time.Duration `json:"end"`
+	// Down are the nodes the fault stops (paused or killed) while it
+	// lasts; Sides, for a network fault, the components it splits the
+	// nodes into (three for a bridge: the middle one reaches both others).
+	// The min-isr-ack check (check_minisr.go) reads them; a fault with
+	// neither stops or cuts nothing for certain.
+	Down  []int   `json:"down,omitempty"`
+	Sides [][]int `json:"sides,omitempty"`
 }
 
 // History is a whole run.
@@ -134,9 +141,14 @@ type History struct {
 	// Acks1 is set when the queue's producers ("producer-*") sent with
 	// acks=1 (RunOptions.Acks1): their OK sends say nothing about the
 	// high watermark, so the stale-read check leaves them out.
-	Acks1  bool    `json:"acks1,omitempty"`
-	Ops    []Op    `json:"ops"`
-	Faults []Fault `json:"faults"`
+	Acks1 bool `json:"acks1,omitempty"`
+	// MinInsync is each topic's min.insync.replicas, and Replicas its
+	// partitions' replicas as created (absent: every node), for the
+	// min-isr-ack check.
+	MinInsync map[string]int             `json:"min_insync,omitempty"`
+	Replicas  map[string]map[int32][]int `json:"replicas,omitempty"`
+	Ops       []Op                       `json:"ops"`
+	Faults    []Fault                    `json:"faults"`
 	// Final is, per topic and partition, a read of the whole partition
 	// by a fresh consumer after the run (from its log start offset to its
 	// high watermark), and LogStart each partition's log start offset

@@ -161,6 +161,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		}
 		hold = SessionMs*time.Millisecond + n.dur(time.Second, 5*time.Second)
 		f := n.begin(kind, fmt.Sprintf("SIGSTOP %s for %v", what, hold.Round(time.Millisecond)), id)
+		n.faults[f].Down = []int{id}
 		if err := n.c.Pause(id); err != nil {
 			return err
 		}
@@ -179,6 +180,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		}
 		mode := n.mode()
 		f := n.begin(kind, fmt.Sprintf("%s (%v)", what, mode), flatten(comps)...)
+		n.faults[f].Sides = comps
 		if kind == FaultBridge {
 			err = n.c.CutLinks(bridgeLinks(comps), mode)
 		} else {
@@ -251,6 +253,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 // kill SIGKILLs node id, holds, and restarts it: a fault of kind.
 func (n *Nemesis) kill(ctx context.Context, kind, what string, id int, hold time.Duration) error {
 	f := n.begin(kind, what, id)
+	n.faults[f].Down = []int{id}
 	if err := n.c.Kill(id); err != nil {
 		return err
 	}
@@ -655,6 +658,7 @@ func (n *Nemesis) isolatedMove(ctx context.Context, p int32, orig, target []int3
 	}
 	f := n.begin(FaultMoveIsolated, fmt.Sprintf("isolate node %d (%v); meanwhile reassign %s/%d from %v to %v and back",
 		iso, mode, n.topic, p, orig, target), toInts(union(orig, target))...)
+	n.faults[f].Sides = [][]int{{iso}, rest}
 	if err := n.c.Partition([][]int{{iso}, rest}, mode); err != nil {
 		err = errors.Join(err, n.c.HealNetwork())
 		n.end(f)

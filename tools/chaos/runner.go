@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -86,6 +87,10 @@ func (o *RunOptions) defaults() {
 // partitionsOf are the workload topics' partition counts.
 var partitionsOf = map[string]int32{QueueTopic: 6, LogTopic: 3, RegistersTopic: 3}
 
+// topicMinInsync is the runner's topics' min.insync.replicas (with
+// replication factor 3).
+const topicMinInsync = 2
+
 // Run starts a cluster, runs the workloads while the nemesis injects
 // faults, heals, waits for recovery, reads everything back and checks the
 // history; it writes history.json, report.txt and report.html into
@@ -115,13 +120,16 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 			return nil, nil, fmt.Errorf("chaos: unknown workload %q", w)
 		}
 		rf := int16(min(3, o.Nodes))
-		if err := c.CreateTopic(ctx, t, partitionsOf[t], rf, map[string]string{"min.insync.replicas": "2"}); err != nil {
+		if err := c.CreateTopic(ctx, t, partitionsOf[t], rf, map[string]string{"min.insync.replicas": strconv.Itoa(topicMinInsync)}); err != nil {
 			return nil, nil, fmt.Errorf("chaos: create %s: %w", t, err)
 		}
 		topics[t] = true
 	}
 	rec := NewRecorder(time.Now())
-	h := &History{Seed: o.Seed, Nodes: o.Nodes, Started: time.Now(), Acks1: o.Acks1}
+	h := &History{Seed: o.Seed, Nodes: o.Nodes, Started: time.Now(), Acks1: o.Acks1, MinInsync: map[string]int{}}
+	for t := range topics {
+		h.MinInsync[t] = topicMinInsync
+	}
 	for t := range topics {
 		if _, err := probeAll(ctx, c, rec, t, 60*time.Second); err != nil {
 			return nil, nil, fmt.Errorf("chaos: %s not writable at the start: %w", t, err)
