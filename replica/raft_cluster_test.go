@@ -228,10 +228,14 @@ func (c *pcluster) drive(what string, cond func() bool) {
 	}
 }
 
-// leader returns the replica every live node agrees leads g, or nil.
+// leader returns the replica every live node (not paused) agrees leads
+// g, or nil.
 func (c *pcluster) leader(g GroupID) *Partition {
 	var lead uint64
 	for _, n := range c.up() {
+		if c.net.isPaused(n.id) {
+			continue // hears nothing: its view is stale
+		}
 		id, _, ok := n.parts[g].Leader()
 		if !ok || (lead != 0 && id != lead) {
 			return nil

@@ -37,8 +37,9 @@ type ReplicaProgress struct {
 	// CaughtUp is the last time the replica's Match reached the leader's
 	// own durable last index (Kafka's replica.lag.time.max.ms rule: a
 	// replica that has not caught up within the lag time leaves the ISR).
-	// A leader starts its replicas at the time it was elected; a replica
-	// added later has the zero time until it first catches up. The leader
+	// A leader starts its voters at the time it was elected (its learners,
+	// and a replica added later, have the zero time until they first catch
+	// up). The leader
 	// itself is always caught up.
 	CaughtUp time.Time
 }
@@ -121,7 +122,7 @@ func (h *Host) trackProgress(g *group) {
 }
 
 // visitProgress is trackProgress's visitor.
-func (g *group) visitProgress(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+func (g *group) visitProgress(id uint64, typ raft.ProgressType, pr tracker.Progress) {
 	// A follower that holds the leader's log but stopped answering is
 	// not caught up (Kafka: a follower that stops fetching leaves the
 	// ISR even when no record arrives): RecentActive (raft resets it
@@ -138,7 +139,11 @@ func (g *group) visitProgress(id uint64, _ raft.ProgressType, pr tracker.Progres
 		}
 	}
 	c := caughtUp{id: id}
-	if up || g.pv.fresh {
+	// A new leader starts its voters caught up (Kafka resets the ISR's
+	// members' lastCaughtUpTime so), never a learner: one still catching
+	// up (a move's new replica) would look caught up at the election and
+	// be promoted, and join the ISR, before it holds the log.
+	if up || (g.pv.fresh && typ != raft.ProgressTypeLearner) {
 		c.at = g.pv.now
 	}
 	g.caught = append(g.caught, c)

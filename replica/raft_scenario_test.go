@@ -31,6 +31,7 @@ import (
 //	partition A,B|C             cuts the links between the two sides
 //	pause node=I / resume node=I
 //	                            node I neither sends nor receives, and no liveness report says so (SIGSTOP)
+//	caught-up                   the leader's replicas: whether each has caught up since it led (ReplicaProgress.CaughtUp set)
 //	fence nodes=I,J             every host's Host.SetFenced (nodes=0: none)
 //	pending                     every produce-async: its result, or "waiting" (does not wait)
 //	wait-hw node=I hw=N         ticks until node I's high watermark is N
@@ -189,6 +190,23 @@ func TestRaftScenarios(t *testing.T) {
 			case "pause", "resume":
 				c.net.pause(node(), d.Cmd == "pause")
 				return ""
+			case "caught-up":
+				var lead *Partition
+				c.drive("a leader", func() bool { lead = c.newestLeader(); return lead != nil })
+				prog, err := lead.rs.host.Progress(lead.rs.id)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				var out []string
+				for _, pr := range prog {
+					s := fmt.Sprintf("%d:%v", pr.ID, !pr.CaughtUp.IsZero())
+					if pr.Learner {
+						s += "(learner)"
+					}
+					out = append(out, s)
+				}
+				slices.Sort(out)
+				return strings.Join(out, " ")
 			case "fence":
 				var fenced []uint64
 				for _, id := range ids(args["nodes"]) {
@@ -532,7 +550,7 @@ func (c *pcluster) leads(id uint64) bool {
 		return false
 	}
 	for _, o := range c.up() {
-		if o.id == id || c.net.isCut(id, o.id) {
+		if o.id == id || c.net.isCut(id, o.id) || c.net.isPaused(o.id) {
 			continue
 		}
 		if l, _, ok := o.parts[c.groups[0]].Leader(); !ok || l != id {

@@ -21,11 +21,14 @@ import (
 //   - the rates: leader.replication.throttled.rate and
 //     follower.replication.throttled.rate, this broker's dynamic configs,
 //     else the cluster default's, else unlimited (configs_broker.go);
-//   - as leader, for each partition this broker leads whose topic's
-//     leader.replication.throttled.replicas lists * or
+//   - as leader, for each partition this broker holds a replica of whose
+//     topic's leader.replication.throttled.replicas lists * or
 //     <partition>:<this broker>, the replicas that are learners or out of
 //     its ISR (a target replica not added yet counts too, so the first
-//     append to a new replica is already paced);
+//     append to a new replica is already paced): the ISR it computes when
+//     it leads, the metadata's otherwise, so that a replica that becomes
+//     leader during a throttled move paces from its first append (the
+//     throttle acts only on what the host sends as leader);
 //   - as follower, each partition assigned to this broker that it does not
 //     lead, whose topic's follower.replication.throttled.replicas lists *
 //     or <partition>:<this broker>, where this broker is a learner or out
@@ -175,46 +178,52 @@ func (c *cluster) throttledReplicas(tt *throttledTopic, leader map[replica.Group
 		if int(p) < len(t.Assignments) {
 			assigned = t.Assignments[p]
 		}
-		if part != nil && part.IsLeader() {
-			if !tt.leader.Has(p, c.self) {
-				continue
-			}
+		var pl meta.PartitionLeader
+		if int(p) < len(t.Leaders) {
+			pl = t.Leaders[p]
+		}
+		leads := part != nil && part.IsLeader()
+		if part != nil && tt.leader.Has(p, c.self) {
+			// Also for a partition this broker does not lead yet, with
+			// the ISR the metadata reports: a new leader paces from its
+			// first append (a leader change during a throttled move,
+			// issue 28), not from its report loop's next pass.
 			voters, learners, err := part.Membership()
-			if err != nil {
-				continue
+			var isr []uint64
+			if leads {
+				isr = part.ISR()
+			} else {
+				for _, id := range pl.ISR {
+					isr = append(isr, uint64(id))
+				}
 			}
-			isr := part.ISR()
 			var ids []uint64
 			add := func(id uint64, learner bool) {
 				if id != self && (learner || !slices.Contains(isr, id)) && !slices.Contains(ids, id) {
 					ids = append(ids, id)
 				}
 			}
-			for _, id := range learners {
-				add(id, true)
+			if err == nil {
+				for _, id := range learners {
+					add(id, true)
+				}
+				for _, id := range voters {
+					add(id, false)
+				}
+				for _, id := range assigned {
+					add(uint64(id), false) // not added yet: paced from its first append
+				}
 			}
-			for _, id := range voters {
-				add(id, false)
+			if len(ids) > 0 {
+				slices.Sort(ids)
+				if leader == nil {
+					leader = map[replica.GroupID][]uint64{}
+				}
+				leader[g] = ids
 			}
-			for _, id := range assigned {
-				add(uint64(id), false) // not added yet: paced from its first append
-			}
-			if len(ids) == 0 {
-				continue
-			}
-			slices.Sort(ids)
-			if leader == nil {
-				leader = map[replica.GroupID][]uint64{}
-			}
-			leader[g] = ids
-			continue
 		}
-		if !tt.follower.Has(p, c.self) || !slices.Contains(assigned, c.self) {
+		if leads || !tt.follower.Has(p, c.self) || !slices.Contains(assigned, c.self) {
 			continue
-		}
-		var pl meta.PartitionLeader
-		if int(p) < len(t.Leaders) {
-			pl = t.Leaders[p]
 		}
 		catchingUp := !slices.Contains(pl.ISR, c.self)
 		if !catchingUp && part != nil {

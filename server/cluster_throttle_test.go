@@ -255,3 +255,76 @@ func TestClusterThrottledMove(t *testing.T) {
 		t.Errorf("a live produce failed: %v", err)
 	}
 }
+
+// A throttled move survives a leader change (issue 28): big-0 (about
+// 3 MiB) moves from {1,2,3} to the two other replicas and broker 4 under
+// a leader throttle of 256 KiB/s on every broker; its leader crashes
+// while broker 4 is catching up, and the new leader still paces the copy:
+// what broker 4 lacked at the crash takes at least its floor at the rate
+// (it failed so: the new leader started broker 4, a learner, as caught
+// up, promoted it and took it into the ISR, which is not throttled, and
+// copied the rest unpaced; now a new leader starts its learners not
+// caught up, and a replica's broker keeps the leader throttle of a
+// partition it does not lead yet).
+func TestClusterThrottledMoveLeaderFailover(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	b4, _ := tc.startBrokerOnly(4)
+	tc.waitBrokers(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	createAssigned(t, ctx, tc, "big", []int32{1, 2, 3})
+	tc.waitLeaders("big", 3)
+	bytes := fillPartition(t, ctx, tc, "big", 0, 3<<20)
+
+	const rate = 256 << 10
+	if err := cfgAlterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: leaderReplicas, Value: kadm.StringPtr("*")}}, "big")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfgAlterErr(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: leaderRate, Value: kadm.StringPtr(strconv.Itoa(rate))}})); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*Broker{tc.broker(0), tc.broker(1), tc.broker(2), b4} {
+		waitRates(t, b, rate, 0)
+	}
+	leader := -1
+	for i := range 3 {
+		if part, ok := tc.broker(i).partition("big", 0); ok && part.IsLeader() {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no leader of big-0")
+	}
+	var target []int32
+	for i := range 3 {
+		if i != leader {
+			target = append(target, int32(i+1))
+		}
+	}
+	target = append(target, 4)
+	reassign(t, ctx, adm, "big", 0, target)
+	var part4 *replica.Partition
+	eventually(t, 30*time.Second, "broker 4 receiving big-0", func() error {
+		part, ok := b4.partition("big", 0)
+		if !ok || part.Size() < 256<<10 {
+			return errors.New("not yet")
+		}
+		part4 = part
+		return nil
+	})
+	have := part4.Size()
+	tc.crash(leader)
+	crashed := time.Now()
+	t.Logf("broker %d (the leader) crashed with broker 4 holding %d of %d bytes", leader+1, have, bytes)
+	tc.waitReplicas(adm, "big", 0, target, 90*time.Second)
+	took := time.Since(crashed)
+	burst := int64(max(rate/10, 64<<10))
+	floor := time.Duration(float64(bytes-have-burst) / rate * float64(time.Second))
+	t.Logf("after the failover: %d bytes at %d B/s (floor %v) took %v (%.2fx the floor)",
+		bytes-have, rate, floor.Round(time.Millisecond), took.Round(time.Millisecond), float64(took)/float64(floor))
+	if took < floor*3/4 {
+		t.Errorf("the copy finished %v after the leader's crash, under the throttle's floor of %v for the %d bytes left at %d B/s", took, floor, bytes-have, rate)
+	}
+}
