@@ -73,9 +73,15 @@ import (
 const leaseDriftPercent = 5
 
 // ReadLease returns L for the configuration: 0 (no lease, reads on a
-// replicated leader are refused) when the host is ticked by its caller
-// without a LeaseTick, or when the election timeout is too short.
+// replicated leader are refused) without CheckQuorum, when the host is
+// ticked by its caller without a LeaseTick, or when the election timeout
+// is too short.
 func (c *HostConfig) ReadLease() time.Duration {
+	if c.DisableCheckQuorum {
+		// Voters refuse (pre-)votes while they heard from their leader
+		// only under CheckQuorum (raft's inLease): no lease without it.
+		return 0
+	}
 	tick := c.TickInterval
 	if tick < 0 {
 		tick = c.LeaseTick
@@ -155,7 +161,8 @@ func (h *Host) noteSingle(g *group) {
 // pending. Called by the worker after stepping g's mailbox, before its
 // Ready (and a MsgTimeoutNow in it) is sent.
 func (h *Host) noteTransfer(g *group) {
-	if g.role != raft.StateLeader || g.rn.BasicStatus().LeadTransferee == 0 {
+	// raft's own view: g.role is updated only after the Ready.
+	if st := g.rn.BasicStatus(); st.RaftState != raft.StateLeader || st.LeadTransferee == 0 {
 		return
 	}
 	g.lease.block.Store(h.leaseNow() + int64(h.lease))

@@ -140,7 +140,12 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		}
 	}
 	if rc.Joining && st.HardState == (raftpb.HardState{}) {
-		st.HardState.Term = rc.MinTerm // raft_join.go
+		// raft_join.go. Its vote in that term, if it had one, is lost
+		// too: vote for itself, so it grants none in MinTerm.
+		st.HardState.Term = rc.MinTerm
+		if rc.MinTerm > 0 {
+			st.HardState.Vote = self
+		}
 	}
 	if !rc.Joining && !slices.Contains(st.ConfState.Voters, self) && !slices.Contains(st.ConfState.Learners, self) {
 		// A replica must be one of its group's: raft would run it as a

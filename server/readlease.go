@@ -59,11 +59,15 @@ func (b *Broker) awaitReadLeases(ctx context.Context, parts []*replica.Partition
 	}
 }
 
-// coordinatorSuspect is the coordinator's Suspect: the broker leads
-// __consumer_offsets partition p without a read lease. It never waits.
+// coordinatorSuspect is the coordinator's Suspect: the broker holds
+// __consumer_offsets partition p without a read lease (as a follower, or
+// a leader without one). It never waits.
 func (b *Broker) coordinatorSuspect(p int32) bool {
 	part, ok := b.partition(offsetsTopic, p)
-	return ok && part.Replicated() && part.IsLeader() && part.CheckReadLease() != nil
+	// Not IsLeader first: a replica that stepped down serves from its
+	// shard until the coordinator loop unloads it, and CheckReadLease
+	// refuses a follower.
+	return ok && part.Replicated() && part.CheckReadLease() != nil
 }
 
 // groupPartitions returns the __consumer_offsets partitions of the groups

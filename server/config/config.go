@@ -308,7 +308,9 @@ type Config struct {
 	RaftPreVoteEnable bool
 
 	// RaftCheckQuorumEnable turns on raft's CheckQuorum: a leader that has
-	// not heard from a quorum for an election timeout steps down. Key
+	// not heard from a quorum for an election timeout steps down, and a
+	// voter refuses votes while it hears from its leader, which the read
+	// lease rests on: a cluster refuses false. Key
 	// sluice.raft.check.quorum.enable; bool. Default true.
 	RaftCheckQuorumEnable bool
 

@@ -46,12 +46,16 @@ func (c *Config) validateRaft(bad func(key string, reason error)) {
 	}
 	if c.RaftHeartbeatTicks < c.RaftElectionTicks && c.RaftTickMs > 0 && c.RaftLivenessTimeoutMs > 0 {
 		h := c.RaftHostConfig()
+		h.DisableCheckQuorum = false // its own rule, below
 		if h.ReadLease() <= 0 {
 			bad("sluice.raft.election.ticks", fmt.Errorf("leaves a leader no read lease (replica/raft_lease.go: min((ticks-2) * sluice.raft.tick.ms, sluice.raft.liveness.timeout.ms) must exceed one tick); use at least 4 ticks and a liveness timeout over one tick"))
 		}
 	}
 	if c.RaftLivenessTimeoutMs <= c.RaftLivenessIntervalMs {
 		bad("sluice.raft.liveness.timeout.ms", fmt.Errorf("must exceed sluice.raft.liveness.interval.ms (%d): a peer is reported down when silent this long, and it sends a liveness heartbeat every interval", c.RaftLivenessIntervalMs))
+	}
+	if !c.RaftCheckQuorumEnable && c.Clustered() {
+		bad("sluice.raft.check.quorum.enable", errors.New("a replicated leader serves reads only on its read lease, which rests on CheckQuorum (replica/raft_lease.go: voters refuse votes while they heard from their leader): without it no read would be served"))
 	}
 	if c.RaftQuiesceEnable && (!c.RaftPreVoteEnable || !c.RaftCheckQuorumEnable) {
 		bad("sluice.raft.quiesce.enable", errors.New("quiescence needs sluice.raft.prevote.enable and sluice.raft.check.quorum.enable: a replica that missed its group's quiesce message and stands for election must not disrupt a group whose leader is alive; turn those on or set this false"))

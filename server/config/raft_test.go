@@ -40,7 +40,7 @@ func TestRaftHostConfigDefaults(t *testing.T) {
 func TestRaftHostConfig(t *testing.T) {
 	c, err := Load("", node(3,
 		"sluice.raft.tick.ms=50", "sluice.raft.election.ticks=20", "sluice.raft.heartbeat.ticks=2",
-		"sluice.raft.prevote.enable=false", "sluice.raft.check.quorum.enable=FALSE", "sluice.raft.quiesce.enable=false",
+		"sluice.raft.prevote.enable=false", "sluice.raft.check.quorum.enable=TRUE", "sluice.raft.quiesce.enable=false",
 		"sluice.raft.quiesce.ticks=5", "sluice.raft.liveness.interval.ms=100", "sluice.raft.liveness.timeout.ms=600",
 		"sluice.raft.workers=8", "sluice.raft.max.batch.groups=16"))
 	if err != nil {
@@ -48,7 +48,7 @@ func TestRaftHostConfig(t *testing.T) {
 	}
 	want := replica.HostConfig{
 		NodeID: 3, Workers: 8, ElectionTicks: 20, HeartbeatTicks: 2, TickInterval: 50 * time.Millisecond,
-		DisablePreVote: true, DisableCheckQuorum: true, DisableQuiescence: true, QuiesceTicks: 5,
+		DisablePreVote: true, DisableQuiescence: true, QuiesceTicks: 5,
 		LivenessInterval: 100 * time.Millisecond, LivenessTimeout: 600 * time.Millisecond, MaxBatch: 16,
 	}
 	if got := c.RaftHostConfig(); !reflect.DeepEqual(got, want) {
@@ -76,6 +76,7 @@ func TestRaftValidation(t *testing.T) {
 		{[]string{"sluice.raft.election.ticks=3", "sluice.raft.heartbeat.ticks=4"}, "sluice.raft.election.ticks", "must exceed sluice.raft.heartbeat.ticks (4)"},
 		{[]string{"sluice.raft.election.ticks=3", "sluice.raft.heartbeat.ticks=1"}, "sluice.raft.election.ticks", "leaves a leader no read lease"},
 		{[]string{"sluice.raft.tick.ms=2000"}, "sluice.raft.election.ticks", "leaves a leader no read lease"},
+		{[]string{"sluice.raft.check.quorum.enable=false", "sluice.raft.quiesce.enable=false", "node.id=1", "process.roles=broker,controller", "controller.quorum.voters=1@127.0.0.1:9093", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}, "sluice.raft.check.quorum.enable", "rests on CheckQuorum"},
 		{[]string{"sluice.raft.quiesce.ticks=0"}, "sluice.raft.quiesce.ticks", "must be >= 1"},
 		{[]string{"sluice.raft.liveness.interval.ms=0"}, "sluice.raft.liveness.interval.ms", "must be >= 1"},
 		{[]string{"sluice.raft.liveness.timeout.ms=250"}, "sluice.raft.liveness.timeout.ms", "must exceed sluice.raft.liveness.interval.ms (250)"},
