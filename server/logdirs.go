@@ -33,10 +33,13 @@ func lockLogDir(fs vfs.FS, dir string) (io.Closer, error) {
 	if err == nil {
 		err = errors.Join(f.Close(), fs.Remove(probe))
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, syscall.ENOSPC) {
 		lock.Close()
 		return nil, logDirError(dir, "is not writable", err)
 	}
+	// A full disk is not a reason to stay down: the broker serves what it
+	// holds and answers writes KAFKA_STORAGE_ERROR until space frees
+	// (faults.go; TestFullDiskResumes).
 	return lock, nil
 }
 

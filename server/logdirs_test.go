@@ -85,6 +85,12 @@ func TestLogDirNotWritable(t *testing.T) {
 		dir := t.TempDir()
 		wantLogDirError(t, openOn(t, errOn(vfs.OpLock, lockName, syscall.ENOSPC), dir), dir, "no space left")
 	})
+	t.Run("disk full with the lock in place", func(t *testing.T) {
+		// It starts: writes get KAFKA_STORAGE_ERROR until space frees.
+		if err := openOn(t, errOn(vfs.OpCreate, probeName, syscall.ENOSPC), t.TempDir()); err != nil {
+			t.Fatalf("a full disk whose .lock exists stopped the start: %v", err)
+		}
+	})
 }
 
 // A log dir that cannot be created names log.dirs and the file in the way.

@@ -154,9 +154,6 @@ func (b *Broker) recheckOffsetFetch(req *kmsg.OffsetFetchRequest, resp *kmsg.Off
 
 // awaitFetchLeases is awaitReadLeases for a fetch's partitions.
 func (b *Broker) awaitFetchLeases(ctx context.Context, fps []*fetchPartition) {
-	if b.cl == nil {
-		return
-	}
 	var parts []*replica.Partition
 	for _, fp := range fps {
 		if part, ok := b.partition(fp.topic, fp.partition); ok {
@@ -169,9 +166,6 @@ func (b *Broker) awaitFetchLeases(ctx context.Context, fps []*fetchPartition) {
 // awaitTopicLeases is awaitReadLeases for the partitions of a request's
 // topics (ListOffsets, OffsetForLeaderEpoch).
 func awaitTopicLeases[T any](ctx context.Context, b *Broker, topics []T, each func(T) (string, []int32)) {
-	if b.cl == nil {
-		return
-	}
 	var parts []*replica.Partition
 	for _, t := range topics {
 		name, ps := each(t)
