@@ -61,19 +61,23 @@ func (t Topic) TargetReplicas(p int32) []int32 {
 
 // ReassignmentDone reports whether a reassignment of partition p is in
 // progress and the partition's reported ISR (Leaders[p].ISR) holds every
-// target replica and none of the removing ones. Kafka completes a
+// replica it adds and none of the ones it removes. Kafka completes a
 // reassignment once the ISR holds the whole target set (and drops the
-// removing replicas from the ISR as it does); here the partition's leader
-// takes the removing replicas out of its ISR itself, so the metadata
-// never calls a replica removed while the partition still counts it in
-// sync. A partition never reported (nil ISR) is not done.
+// removing replicas from the ISR as it does), and a cancellation at once;
+// here the partition's leader takes the removing replicas out of its ISR
+// itself only once they left the raft group, so the metadata never calls
+// a replica removed while the partition still counts it. A target replica
+// that was a replica before (an original one) need not be in the ISR: it
+// is a raft voter throughout, and a cancellation (nothing added) with an
+// original replica down completes once the added ones left, as Kafka's
+// does. A partition never reported (nil ISR) is not done.
 func (t Topic) ReassignmentDone(p int32) bool {
-	_, removing, ok := t.Reassigning(p)
-	if !ok || int(p) >= len(t.Leaders) {
+	adding, removing, ok := t.Reassigning(p)
+	if !ok || int(p) >= len(t.Leaders) || t.Leaders[p].ISR == nil {
 		return false
 	}
 	isr := t.Leaders[p].ISR
-	for _, r := range t.TargetReplicas(p) {
+	for _, r := range adding {
 		if !slices.Contains(isr, r) {
 			return false
 		}
