@@ -38,17 +38,18 @@ import (
 // (Broker.leaseWait; tests shorten it).
 const leaseWait = 300 * time.Millisecond
 
+// needsLease reports whether a read of p must wait for a lease renewal: a
+// replicated partition this broker leads without a lease (the check asks
+// for the renewal).
+func needsLease(p *replica.Partition) bool {
+	return p.Replicated() && p.IsLeader() && p.CheckReadLease() != nil
+}
+
 // awaitReadLeases waits, at most leaseWait (less when ctx ends sooner),
-// until every replicated partition of parts this broker leads holds a
-// read lease; the renewals run together. The answers check each lease
-// again (notLeader, CheckReadLease).
-func (b *Broker) awaitReadLeases(ctx context.Context, parts []*replica.Partition) {
-	var wait []*replica.Partition
-	for _, p := range parts {
-		if p != nil && p.Replicated() && p.IsLeader() && p.CheckReadLease() != nil {
-			wait = append(wait, p) // the check asked for a renewal
-		}
-	}
+// until every partition of wait (those needsLease found) holds a read
+// lease; the renewals run together. The answers check each lease again
+// (notLeader, CheckReadLease).
+func (b *Broker) awaitReadLeases(ctx context.Context, wait []*replica.Partition) {
 	if len(wait) == 0 {
 		return
 	}
@@ -71,8 +72,9 @@ func (b *Broker) coordinatorSuspect(p int32) bool {
 }
 
 // groupPartitions returns the __consumer_offsets partitions of the groups
-// a coordinator request names (none for ListGroups, which covers them
-// all and answers from what each lease allows).
+// a coordinator request names that need a lease renewal (needsLease; none
+// for ListGroups, which covers them all and answers from what each lease
+// allows).
 func (b *Broker) groupPartitions(req kmsg.Request) []*replica.Partition {
 	var groups []string
 	switch r := req.(type) {
@@ -113,7 +115,7 @@ func (b *Broker) groupPartitions(req kmsg.Request) []*replica.Partition {
 			continue
 		}
 		seen[p] = true
-		if part, ok := b.partition(offsetsTopic, p); ok {
+		if part, ok := b.partition(offsetsTopic, p); ok && needsLease(part) {
 			parts = append(parts, part)
 		}
 	}
@@ -154,26 +156,26 @@ func (b *Broker) recheckOffsetFetch(req *kmsg.OffsetFetchRequest, resp *kmsg.Off
 
 // awaitFetchLeases is awaitReadLeases for a fetch's partitions.
 func (b *Broker) awaitFetchLeases(ctx context.Context, fps []*fetchPartition) {
-	var parts []*replica.Partition
+	var wait []*replica.Partition // allocated only when a lease is missing
 	for _, fp := range fps {
-		if part, ok := b.partition(fp.topic, fp.partition); ok {
-			parts = append(parts, part)
+		if part, ok := b.partition(fp.topic, fp.partition); ok && needsLease(part) {
+			wait = append(wait, part)
 		}
 	}
-	b.awaitReadLeases(ctx, parts)
+	b.awaitReadLeases(ctx, wait)
 }
 
 // awaitTopicLeases is awaitReadLeases for the partitions of a request's
 // topics (ListOffsets, OffsetForLeaderEpoch).
 func awaitTopicLeases[T any](ctx context.Context, b *Broker, topics []T, each func(T) (string, []int32)) {
-	var parts []*replica.Partition
+	var wait []*replica.Partition
 	for _, t := range topics {
 		name, ps := each(t)
 		for _, p := range ps {
-			if part, ok := b.partition(name, p); ok {
-				parts = append(parts, part)
+			if part, ok := b.partition(name, p); ok && needsLease(part) {
+				wait = append(wait, part)
 			}
 		}
 	}
-	b.awaitReadLeases(ctx, parts)
+	b.awaitReadLeases(ctx, wait)
 }
