@@ -3,6 +3,7 @@ module github.com/sluicemq/sluice/server
 go 1.26.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/IBM/sarama v1.61.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
@@ -15,7 +16,6 @@ require (
 	github.com/sluicemq/sluice/meta v0.0.0
 	github.com/sluicemq/sluice/replica v0.0.0
 	github.com/sluicemq/sluice/segment v0.0.0
-	github.com/sluicemq/sluice/tools v0.0.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	github.com/twmb/franz-go v1.22.3
@@ -27,10 +27,8 @@ require (
 
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect
-	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
 	github.com/RaduBerinde/axisds v0.1.0 // indirect
 	github.com/RaduBerinde/btreemap v0.0.0-20250419174037-3d62b7205d54 // indirect
-	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
@@ -83,5 +81,4 @@ replace (
 	github.com/sluicemq/sluice/meta => ../meta
 	github.com/sluicemq/sluice/replica => ../replica
 	github.com/sluicemq/sluice/segment => ../segment
-	github.com/sluicemq/sluice/tools => ../tools
 )

@@ -18,8 +18,7 @@ import (
 	"time"
 )
 
-// Main is the runner's command line (tools/cmd/sluice-chaos and `sluice
-// chaos`): args are the flags after the command's name; output goes to
+// Main is the runner's command line (tools/cmd/sluice-chaos): args are the flags after the command's name; output goes to
 // stdout and stderr. broker returns the broker binary to run when
 // --binary is not given (out is the --out folder). It returns the exit
 // status: 0 when every run was valid, 1 when one found an anomaly, 2 when

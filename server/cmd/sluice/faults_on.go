@@ -31,6 +31,3 @@ func installFaults(opts *server.Options) {
 	opts.MetaFS = f.MetaFS(pebblevfs.Default)
 	opts.Now = f.Now
 }
-
-// faultsBuild reports whether this binary injects faults.
-const faultsBuild = true

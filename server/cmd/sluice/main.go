@@ -32,9 +32,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicemq/sluice/segment/dump"
 	"github.com/sluicemq/sluice/server"
 	"github.com/sluicemq/sluice/server/config"
-	"github.com/sluicemq/sluice/tools/dump"
 )
 
 func main() {
@@ -83,7 +83,6 @@ func keysHelp(w io.Writer) {
 func init() {
 	register(newServeCmd)
 	register(newDumpLogCmd)
-	register(newChaosCmd)
 }
 
 func newServeCmd() *cobra.Command {
@@ -123,10 +122,10 @@ closes; a restart finds everything.`)
 	return c
 }
 
-// newDumpLogCmd and newChaosCmd hand their arguments to their packages'
-// own command lines (tools/dump, tools/chaos), which parse their flags.
-// Neither takes cmd.Context() (chaos catches SIGINT itself while it runs
-// clusters), so SIGINT ends them as any process.
+// newDumpLogCmd hands its arguments to segment/dump's own command line,
+// which parses its flags. It takes no cmd.Context(), so SIGINT ends it as
+// any process. (The fault runner is not part of this binary: it is
+// tools/cmd/sluice-chaos, which runs this binary as its brokers.)
 func newDumpLogCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:                "dump-log [flags] PATH...",
@@ -135,18 +134,6 @@ func newDumpLogCmd() *cobra.Command {
 		Annotations:        map[string]string{noSignalContext: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitCode(dump.MainAs("sluice dump-log", args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-	}
-}
-
-func newChaosCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:                "chaos [--seed N] [--time-limit D] [--faults K,...]",
-		Short:              "Run the fault runner on a local cluster of this binary (chaos -h for its flags)",
-		DisableFlagParsing: true,
-		Annotations:        map[string]string{noSignalContext: "yes"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return exitCode(chaosCmd(args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 }

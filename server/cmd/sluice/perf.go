@@ -1,6 +1,6 @@
 package main
 
-// sluice perf produce|consume|e2e: the load generators of tools/perf (as
+// sluice perf produce|consume|e2e: the load generators of internal/perf (as
 // Kafka's kafka-producer-perf-test.sh, kafka-consumer-perf-test.sh and
 // EndToEndLatency), with this binary's exit codes: a bad command line
 // (perf.UsageError) exits 2, a failed run 1.
@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicemq/sluice/tools/perf"
+	"github.com/sluicemq/sluice/server/cmd/sluice/internal/perf"
 )
 
 func init() { register(newPerfCmd) }

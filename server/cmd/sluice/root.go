@@ -157,8 +157,8 @@ type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-// exitCode turns a code from a command line parsed elsewhere (dump-log,
-// chaos) into run's error.
+// exitCode turns a code from a command line parsed elsewhere (dump-log)
+// into run's error.
 func exitCode(code int) error {
 	if code == 0 {
 		return nil

@@ -109,7 +109,7 @@ func init() {
 // SIGINT ends a command that takes no context at once (run does not
 // catch it for such a command, which would never stop).
 func TestSIGINTEndsCommandWithoutContext(t *testing.T) {
-	for _, c := range []*cobra.Command{newDumpLogCmd(), newChaosCmd()} {
+	for _, c := range []*cobra.Command{newDumpLogCmd()} {
 		if c.Annotations[noSignalContext] == "" {
 			t.Errorf("%s takes no context but lacks the %s annotation", c.Name(), noSignalContext)
 		}

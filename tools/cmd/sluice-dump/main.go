@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/sluicemq/sluice/tools/dump"
+	"github.com/sluicemq/sluice/segment/dump"
 )
 
 func main() {

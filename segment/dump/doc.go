@@ -1,7 +1,7 @@
 // Package dump is sluice-dump, Sluice's segment inspection tool (Kafka's
 // kafka-dump-log.sh): it prints, as text or JSON lines, the record batches
 // and records of a partition log's segment files, and verifies them. The
-// sluice-dump command and, later, `sluice dump-log` are thin wrappers
+// sluice-dump command (tools/cmd/sluice-dump) and `sluice dump-log` are thin wrappers
 // around Main.
 //
 // # Usage
