@@ -231,7 +231,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		defer n.end(f)
 		for _, i := range order {
 			id := i + 1
-			if err := n.c.Stop(id); err != nil {
+			if _, err := n.c.Stop(id); err != nil {
 				n.log.Warn("chaos: nemesis: controlled shutdown", "node", id, "err", err)
 			}
 			n.killed[id] = true

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/tools/faultproxy"
+	"github.com/sluicemq/sluice/tools/localcluster"
 )
 
 // The network partitions the nemesis draws: sides that cover every node
@@ -16,10 +17,7 @@ import (
 // node keeps both halves while the halves lose each other.
 func TestNemesisComponents(t *testing.T) {
 	for _, nodes := range []int{3, 5} {
-		c := &Cluster{}
-		for i := range nodes {
-			c.nodes = append(c.nodes, &Node{ID: i + 1})
-		}
+		c := localcluster.Unstarted(nodes, nil)
 		for seed := range uint64(20) {
 			n := NewNemesis(c, rand.New(rand.NewPCG(seed, 1)), func() time.Duration { return 0 }, "t", 1, slog.Default())
 			for _, kind := range []string{FaultPartition, FaultBridge} {
@@ -98,48 +96,47 @@ func identity(n int) []int {
 // proxiedCluster is a cluster of nodes without brokers whose links are
 // fault proxies to one listener; the proxy of link 1->2 is closed, so
 // cutting it fails.
-func proxiedCluster(t *testing.T, nodes int) (*Cluster, link) {
+func proxiedCluster(t *testing.T, nodes int) *Cluster {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	c := &Cluster{proxies: map[link]*faultproxy.Proxy{}}
-	for i := range nodes {
-		c.nodes = append(c.nodes, &Node{ID: i + 1})
-	}
-	for _, a := range c.nodes {
-		for _, b := range c.nodes {
-			if a == b {
-				continue
+	c := localcluster.Unstarted(nodes, func(from, to int) *faultproxy.Proxy {
+		p, err := faultproxy.New("127.0.0.1:0", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	})
+	c.Proxy(1, 2).Close() // its Cut fails
+	return c
+}
+
+// noCutBut12 checks that no link of proxiedCluster's 3 nodes is cut but
+// the closed one, 1->2.
+func noCutBut12(t *testing.T, c *Cluster) {
+	t.Helper()
+	for from := 1; from <= 3; from++ {
+		for to := 1; to <= 3; to++ {
+			if from != to && (from != 1 || to != 2) && c.Proxy(from, to).Mode() != 0 {
+				t.Errorf("link %d->%d left %v", from, to, c.Proxy(from, to).Mode())
 			}
-			p, err := faultproxy.New("127.0.0.1:0", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Close() })
-			c.proxies[link{a.ID, b.ID}] = p
 		}
 	}
-	closed := link{1, 2}
-	c.proxies[closed].Close() // its Cut fails
-	return c, closed
 }
 
 // A network partition that fails part-way (a proxy that refuses its cut)
 // leaves no link cut behind it: the faults that follow must not run
 // under it.
 func TestNemesisPartitionFailureHeals(t *testing.T) {
-	c, _ := proxiedCluster(t, 3)
+	c := proxiedCluster(t, 3)
 	n := NewNemesis(c, rand.New(rand.NewPCG(1, 1)), func() time.Duration { return time.Second }, "t", 1, slog.Default())
 	if err := n.episode(t.Context(), FaultPartition, nil); err == nil {
 		t.Fatal("a partition with a closed proxy applied")
 	}
-	for l, p := range c.proxies {
-		if l != (link{1, 2}) && p.Mode() != 0 {
-			t.Errorf("link %d->%d left %v", l.from, l.to, p.Mode())
-		}
-	}
+	noCutBut12(t, c)
 	if f := n.Faults(); len(f) != 1 || f[0].End == 0 {
 		t.Errorf("faults %+v: the failed partition is not ended", f)
 	}
@@ -205,17 +202,13 @@ func TestMoveIsolatedKind(t *testing.T) {
 // A move-isolated whose isolation fails part-way leaves no link cut, no
 // move pending and no fault open, and reassigns nothing.
 func TestMoveIsolatedFailureHeals(t *testing.T) {
-	c, closed := proxiedCluster(t, 3)
+	c := proxiedCluster(t, 3)
 	n := NewNemesis(c, rand.New(rand.NewPCG(1, 1)), func() time.Duration { return time.Second }, "t", 1, slog.Default())
 	err := n.isolatedMove(t.Context(), 0, []int32{3, 2, 1}, []int32{3, 2}, 1, faultproxy.Blackhole, time.Second, time.Second)
 	if err == nil {
 		t.Fatal("an isolation with a closed proxy applied")
 	}
-	for l, p := range c.proxies {
-		if l != closed && p.Mode() != 0 {
-			t.Errorf("link %d->%d left %v", l.from, l.to, p.Mode())
-		}
-	}
+	noCutBut12(t, c)
 	if f := n.Faults(); len(f) != 1 || f[0].End == 0 || f[0].Kind != FaultMoveIsolated {
 		t.Errorf("faults %+v: the failed isolation is not ended", f)
 	}

@@ -6,53 +6,35 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/tools/localcluster"
 )
 
-// TestMain removes the broker binary faultsBinary built.
+// TestMain removes the broker binaries the tests built and fails the run
+// when a broker process outlived its test.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if faultsDir != "" {
-		os.RemoveAll(faultsDir)
+	if err := localcluster.AfterTests(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		code = 1
 	}
 	os.Exit(code)
 }
 
-var faultsDir string // faultsBinary's folder
-
 // faultsBinary builds the broker with -tags faults, once per test binary.
-var faultsBinary = func() func(t *testing.T) string {
-	var once sync.Once
-	var bin string
-	var err error
-	return func(t *testing.T) string {
-		t.Helper()
-		once.Do(func() {
-			dir, derr := os.MkdirTemp("", "sluice-chaos-test")
-			if derr != nil {
-				err = derr
-				return
-			}
-			faultsDir = dir
-			bin = filepath.Join(dir, "sluice-faults")
-			build := exec.Command("go", "build", "-tags", "faults", "-o", bin, "./cmd/sluice")
-			build.Dir = filepath.Join("..", "..", "server")
-			if out, berr := build.CombinedOutput(); berr != nil {
-				err = fmt.Errorf("go build -tags faults: %v\n%s", berr, out)
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bin
+func faultsBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := localcluster.TestBinary("faults")
+	if err != nil {
+		t.Fatal(err)
 	}
-}()
+	return bin
+}
 
 // runFolder is the folder of a test's Run: $SLUICE_CHAOS_OUT/<name> when
 // that is set (replacing an earlier run's; always kept), else a new

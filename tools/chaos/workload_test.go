@@ -2,18 +2,14 @@ package chaos
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/tools/procs"
+	"github.com/sluicemq/sluice/tools/localcluster"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -21,71 +17,38 @@ import (
 // The workloads against one single-node broker (replication factor 1, no
 // faults): what they record must agree with what the broker kept.
 
-// startBroker builds the sluice binary and starts one standalone broker
-// on a free loopback port; the test's cleanup kills it.
+// startBroker starts one standalone broker (localcluster, the binary
+// built once per test binary) on a free loopback port; the test's
+// cleanup kills it and prints its log's tail when the test failed.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "sluice")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
-	build.Dir = filepath.Join("..", "..", "server")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/sluice in %s: %v\n%s", build.Dir, err, out)
-	}
-	ports, err := procs.FreePorts(1)
+	bin, err := localcluster.TestBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	logPath := filepath.Join(dir, "broker.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", "--set", "node.id=1", "--set", "log.dirs="+filepath.Join(dir, "data"),
-		"--set", "listeners=PLAINTEXT://"+addr, "--set", "metrics.listen=",
-		// A classic group's first rebalance waits 3 s by default (and 3 s
-		// more for each wave of joins, up to the rebalance timeout).
-		"--set", "group.initial.rebalance.delay.ms=0",
-		// A KIP-848 member heartbeats at the broker's interval (kgo's
-		// HeartbeatInterval is ignored), 5 s by default: a member waiting
-		// for partitions another member releases gets them only at its
-		// next heartbeat, which a 5 s run with churn barely sees. The
-		// queue's kgo interval, 500 ms, for both protocols.
-		"--set", "group.consumer.heartbeat.interval.ms=500")
-	p, err := procs.Start(cmd, logf)
+	c, err := localcluster.Start(t.Context(), localcluster.Config{Binary: bin, Dir: t.TempDir(), Voters: 1, Standalone: true,
+		Tag: "chaos", Sets: []string{
+			// A classic group's first rebalance waits 3 s by default (and 3 s
+			// more for each wave of joins, up to the rebalance timeout).
+			"group.initial.rebalance.delay.ms=0",
+			// A KIP-848 member heartbeats at the broker's interval (kgo's
+			// HeartbeatInterval is ignored), 5 s by default: a member waiting
+			// for partitions another member releases gets them only at its
+			// next heartbeat, which a 5 s run with churn barely sees. The
+			// queue's kgo interval, 500 ms, for both protocols.
+			"group.consumer.heartbeat.interval.ms=500"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.Kill(killTimeout); err != nil {
+		if t.Failed() {
+			t.Logf("broker log tail:\n%s", c.Tail(1, localcluster.TailLines))
+		}
+		if err := c.Close(); err != nil {
 			t.Error(err)
 		}
-		logf.Close()
-		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				lines := strings.Split(string(b), "\n")
-				t.Logf("broker log tail:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
-			}
-		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			return addr
-		}
-		select {
-		case <-p.Done():
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("the broker exited at start-up:\n%s", b)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker does not listen on %s: %v", addr, err)
-		}
-	}
+	return c.Seeds()[0]
 }
 
 func createTopic(t *testing.T, ctx context.Context, addr, topic string, parts int32) {
