@@ -105,7 +105,7 @@ func BenchmarkClusterMove(b *testing.B) {
 				lat = append(lat, stopLive()...)
 				on = to
 				b.StopTimer()
-				moved = dirSize(filepath.Join(c.nodes[newcomer-1].dir, moveTopic+"-0"))
+				moved = dirSize(filepath.Join(c.nodes[newcomer-1].Dir, moveTopic+"-0"))
 				b.StartTimer()
 			}
 			b.StopTimer()

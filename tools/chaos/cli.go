@@ -9,13 +9,14 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicemq/sluice/tools/localcluster"
 )
 
 // Main is the runner's command line (tools/cmd/sluice-chaos): args are the flags after the command's name; output goes to
@@ -155,32 +156,13 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 }
 
 // BuildBroker builds the broker with -tags faults into out, from the
-// repository holding the working directory (the folder with go.work).
+// repository holding the working directory (localcluster.Build).
 func BuildBroker(out string) (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory: run from the repository, or pass --binary")
-		}
-		dir = parent
-	}
 	bin, err := filepath.Abs(filepath.Join(out, "sluice-faults"))
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "build", "-tags", "faults", "-o", bin, "./cmd/sluice")
-	cmd.Dir = filepath.Join(dir, "server")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build -tags faults ./cmd/sluice in %s: %v\n%s", cmd.Dir, err, b)
-	}
-	return bin, nil
+	return bin, localcluster.Build(bin, "faults")
 }
 
 // summary totals runs: faults injected per kind and anomalies per kind.

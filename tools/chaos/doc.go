@@ -9,7 +9,8 @@
 //
 // # A run (runner.go)
 //
-//  1. StartCluster (cluster.go): 3 or 5 nodes, each a broker and a
+//  1. StartCluster (cluster.go; the cluster is tools/localcluster's, shared
+//     with tools/clustertest and bench): 3 or 5 nodes, each a broker and a
 //     controller voter on free loopback ports, each with its own data
 //     folder, log file and fault-control file in the run's folder. Every
 //     node reaches every other node's controller listener (raft,

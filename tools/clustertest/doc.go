@@ -8,12 +8,14 @@
 // log, and committed offsets that go back or stall after a fault. The
 // harness is in the test files:
 //
-//   - main_test.go builds the sluice binary once (in server/, so it works
+//   - The cluster is tools/localcluster's (shared with tools/chaos and
+//     bench): it builds the sluice binary once (in server/, so it works
 //     with or without go.work) and starts every broker from one locked OS
-//     thread with Pdeathsig, so even a test binary killed by -timeout
-//     takes its brokers with it; TestMain fails the run when a process
-//     outlived its test.
-//   - cluster_test.go is the cluster: N voters (1, 3 or 5) and optional
+//     thread with Pdeathsig (tools/procs), so even a test binary killed
+//     by -timeout takes its brokers with it; TestMain (main_test.go)
+//     fails the run when a process outlived its test.
+//   - cluster_test.go is the test's side of the cluster (failures are
+//     t.Fatal, every wait bounded by the test's context): N voters (1, 3 or 5) and optional
 //     broker-only nodes (process.roles=broker, ids after the voters) on
 //     free loopback ports, each with its own controller.quorum.voters list
 //     that names every other voter through a tools/faultproxy proxy (the
@@ -25,7 +27,7 @@
 //     LeaderFrom a given node, Controller from DescribeCluster,
 //     WaitWritable, WaitISR, WaitNotLeader, start and end offsets, a
 //     replica's own end offset), each Metadata asked of a broker
-//     (freshMetadata), never of kadm's cache.
+//     (localcluster.FreshMetadata), never of kadm's cache.
 //   - moves_harness_test.go adds explicit assignments, reassignments,
 //     a watch of ListPartitionReassignments, replica lists, ISRs and
 //     preferred leaders as every running node's Metadata shows them, and

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/tools/faultproxy"
+	"github.com/sluicemq/sluice/tools/localcluster"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -36,43 +37,43 @@ func TestHarnessProcesses(t *testing.T) {
 	defer cancel()
 	c := newCluster(t, ctx, clusterOpts{standalone: true, cut: faultproxy.Reset})
 	for _, n := range c.nodes {
-		if err := apiVersions(n.addr(), 5*time.Second); err != nil {
-			t.Fatalf("node %d: %v", n.id, err)
+		if err := apiVersions(n.Addr(), 5*time.Second); err != nil {
+			t.Fatalf("node %d: %v", n.ID, err)
 		}
 	}
 	pids := map[int]int{}
 	for _, n := range c.nodes {
-		pids[n.id] = n.proc.Pid()
+		pids[n.ID] = c.proc(n.ID).Pid()
 	}
 
 	// Kill and restart: the same port and data dir, both starts in the log.
 	c.Kill(1)
-	if err := apiVersions(c.node(1).addr(), time.Second); err == nil {
+	if err := apiVersions(c.node(1).Addr(), time.Second); err == nil {
 		t.Fatal("node 1 answers after SIGKILL")
 	}
-	if st, ok := c.node(1).proc.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
-		t.Fatalf("node 1 exit: %v", c.node(1).proc.Err())
+	if st, ok := c.proc(1).Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
+		t.Fatalf("node 1 exit: %v", c.proc(1).Err())
 	}
 	c.Start(1)
-	if err := apiVersions(c.node(1).addr(), 5*time.Second); err != nil {
+	if err := apiVersions(c.node(1).Addr(), 5*time.Second); err != nil {
 		t.Fatalf("node 1 after restart: %v", err)
 	}
-	if log, _ := os.ReadFile(c.node(1).logPath); strings.Count(string(log), "=== clustertest: start") != 2 {
+	if log, _ := os.ReadFile(c.node(1).LogPath); strings.Count(string(log), "=== clustertest: start") != 2 {
 		t.Fatalf("node 1's log does not show two starts:\n%s", log)
 	}
 
 	// Pause: requests time out; Resume: they are answered again.
 	c.Pause(2)
-	if err := apiVersions(c.node(2).addr(), 500*time.Millisecond); err == nil {
+	if err := apiVersions(c.node(2).Addr(), 500*time.Millisecond); err == nil {
 		t.Fatal("a paused node answered")
 	}
 	c.Resume(2)
-	if err := apiVersions(c.node(2).addr(), 5*time.Second); err != nil {
+	if err := apiVersions(c.node(2).Addr(), 5*time.Second); err != nil {
 		t.Fatalf("node 2 after resume: %v", err)
 	}
 
 	// Isolate: the links to and from node 3 stop, the others go on.
-	via := func(from, to int) string { return c.proxies[link{from, to}].Addr() }
+	via := func(from, to int) string { return c.Proxy(from, to).Addr() }
 	if err := apiVersions(via(1, 3), 5*time.Second); err != nil {
 		t.Fatalf("through the proxy 1->3: %v", err)
 	}
@@ -82,9 +83,14 @@ func TestHarnessProcesses(t *testing.T) {
 			t.Fatalf("the proxy %d->%d forwards after Isolate(3)", l[0], l[1])
 		}
 	}
-	for l, p := range c.proxies {
-		if want := l.from == 3 || l.to == 3; (p.Mode() != 0) != want {
-			t.Fatalf("proxy %d->%d: mode %v after Isolate(3)", l.from, l.to, p.Mode())
+	for from := 1; from <= 3; from++ {
+		for to := 1; to <= 3; to++ {
+			if from == to {
+				continue
+			}
+			if want, p := from == 3 || to == 3, c.Proxy(from, to); (p.Mode() != 0) != want {
+				t.Fatalf("proxy %d->%d: mode %v after Isolate(3)", from, to, p.Mode())
+			}
 		}
 	}
 	if err := apiVersions(via(1, 2), 5*time.Second); err != nil {
@@ -99,10 +105,10 @@ func TestHarnessProcesses(t *testing.T) {
 	if d := c.Stop(3); d > stopTimeout {
 		t.Fatalf("stop took %v", d)
 	}
-	if err := c.node(3).proc.Err(); err != nil {
+	if err := c.proc(3).Err(); err != nil {
 		t.Fatalf("node 3 exit after SIGTERM: %v", err)
 	}
-	if log, _ := os.ReadFile(c.node(3).logPath); !strings.Contains(string(log), "shutting down") {
+	if log, _ := os.ReadFile(c.node(3).LogPath); !strings.Contains(string(log), "shutting down") {
 		t.Fatalf("node 3's log has no shutdown:\n%s", c.tail(c.node(3)))
 	}
 	c.Start(3)
@@ -110,14 +116,14 @@ func TestHarnessProcesses(t *testing.T) {
 	// The cleanup (run now, as at the end of a test) kills every process.
 	c.cleanup()
 	for _, n := range c.nodes {
-		if !n.proc.Exited() {
-			t.Fatalf("node %d still running after cleanup", n.id)
+		if !c.proc(n.ID).Exited() {
+			t.Fatalf("node %d still running after cleanup", n.ID)
 		}
-		if err := syscall.Kill(n.proc.Pid(), 0); err == nil {
-			t.Fatalf("node %d (pid %d) still exists after cleanup", n.id, n.proc.Pid())
+		if err := syscall.Kill(c.proc(n.ID).Pid(), 0); err == nil {
+			t.Fatalf("node %d (pid %d) still exists after cleanup", n.ID, c.proc(n.ID).Pid())
 		}
 	}
-	if pids[1] == c.node(1).proc.Pid() {
+	if pids[1] == c.proc(1).Pid() {
 		t.Fatal("node 1 kept its pid across a restart")
 	}
 }
@@ -127,15 +133,16 @@ func TestHarnessProcesses(t *testing.T) {
 func TestHarnessStartFailure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := newCluster(t, ctx, clusterOpts{standalone: true, nodes: 1})
-	n := c.node(1)
-	c.Stop(1)
-	n.args = append(n.args, "--set", "no.such.key=1")
-	start := time.Now()
-	if err := c.start(n); err != nil {
+	bin, err := localcluster.TestBinary()
+	if err != nil {
 		t.Fatal(err)
 	}
-	err := c.waitListening(n)
+	start := time.Now()
+	c, err := localcluster.Start(ctx, localcluster.Config{Binary: bin, Dir: t.TempDir(), Voters: 1, Standalone: true,
+		Sets: []string{"no.such.key=1"}})
+	if err == nil {
+		c.Close()
+	}
 	if err == nil || !strings.Contains(err.Error(), "exited at start-up") || !strings.Contains(err.Error(), `unknown key "no.such.key"`) {
 		t.Fatalf("start with an unknown key: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/tools/localcluster"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -287,7 +288,7 @@ func (c *cluster) metadataAll(ctx context.Context, id int) (kadm.Metadata, error
 	if id != 0 {
 		r = c.cl.Broker(id)
 	}
-	return freshMetadata(ctx, r)
+	return localcluster.FreshMetadata(ctx, r)
 }
 
 // waitOffsetsTopic waits until __consumer_offsets exists (the workload's
@@ -323,8 +324,8 @@ func (c *cluster) waitOffsetsTopic(d time.Duration) {
 func (c *cluster) answering() []int {
 	var ids []int
 	for _, n := range c.nodes {
-		if n.proc != nil && !n.proc.Exited() && !n.paused {
-			ids = append(ids, n.id)
+		if c.Running(n.ID) && !c.Paused(n.ID) {
+			ids = append(ids, n.ID)
 		}
 	}
 	return ids
@@ -507,7 +508,7 @@ func (c *cluster) preferredOf(id int32, topics ...string) []tp {
 func (c *cluster) partitionDirs(id int, topic string, p int32) []string {
 	c.t.Helper()
 	name := fmt.Sprintf("%s-%d", topic, p)
-	ents, err := os.ReadDir(c.node(id).dir)
+	ents, err := os.ReadDir(c.node(id).Dir)
 	if err != nil {
 		c.t.Fatalf("node %d's log dir: %v", id, err)
 	}
@@ -539,7 +540,7 @@ func (c *cluster) waitNoPartitionDirs(id int, ps []tp, d time.Duration) {
 // are preallocated) in node id's folder of topic's partition p.
 func (c *cluster) logBytes(id int, topic string, p int32) int64 {
 	var n int64
-	filepath.WalkDir(filepath.Join(c.node(id).dir, fmt.Sprintf("%s-%d", topic, p)), func(_ string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(c.node(id).Dir, fmt.Sprintf("%s-%d", topic, p)), func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".log") {
 			if fi, err := d.Info(); err == nil {
 				n += fi.Size()

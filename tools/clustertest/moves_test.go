@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/tools/localcluster"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -214,8 +215,8 @@ func TestMoveReassignCancelDecommission(t *testing.T) {
 		}
 	}
 	c.waitNoPartitionDirs(4, moved, 20*time.Second)
-	if d := c.Stop(4); c.node(4).proc.Err() != nil {
-		t.Errorf("node 4's exit after SIGTERM (%v): %v", d, c.node(4).proc.Err())
+	if d := c.Stop(4); c.proc(4).Err() != nil {
+		t.Errorf("node 4's exit after SIGTERM (%v): %v", d, c.proc(4).Err())
 	}
 	c.poll("node 4 unregistered once stopped", 30*time.Second, func(ctx context.Context) error {
 		ids, err := c.registered(ctx)
@@ -279,7 +280,7 @@ func TestMoveControllerKill(t *testing.T) {
 	c.poll(fmt.Sprintf("an active controller other than the killed node %d", ctrl), 20*time.Second, func(ctx context.Context) error {
 		next = -1
 		for _, asking := range c.answering() {
-			id, err := c.controllerOnce(ctx, c.cl.Broker(asking))
+			id, err := localcluster.ControllerOf(ctx, c.cl.Broker(asking))
 			switch {
 			case err != nil:
 				return fmt.Errorf("node %d: %w", asking, err)
@@ -330,8 +331,8 @@ func TestMoveControllerKill(t *testing.T) {
 		}
 		to := slices.Clone(rs)
 		for _, n := range c.nodes {
-			if !slices.Contains(rs, int32(n.id)) {
-				to[i] = int32(n.id)
+			if !slices.Contains(rs, int32(n.ID)) {
+				to[i] = int32(n.ID)
 				break
 			}
 		}
@@ -349,8 +350,8 @@ func TestMoveControllerKill(t *testing.T) {
 	watch.Stop()
 	fmt.Printf("MOVE off-node ms=%d node=%d partitions=%d\n", ms, off, len(moves))
 	c.waitNoPartitionDirs(int(off), held, 20*time.Second)
-	if d := c.Stop(int(off)); c.node(int(off)).proc.Err() != nil {
-		t.Errorf("node %d's exit after SIGTERM (%v): %v", off, d, c.node(int(off)).proc.Err())
+	if d := c.Stop(int(off)); c.proc(int(off)).Err() != nil {
+		t.Errorf("node %d's exit after SIGTERM (%v): %v", off, d, c.proc(int(off)).Err())
 	}
 	healed := time.Now()
 	w.WaitAcks(afterAcks, 30*time.Second)
@@ -368,11 +369,11 @@ func restartPreferred(t *testing.T, c *cluster, topics ...string) (int32, []tp, 
 	var victim int32 = -1
 	var prefers []tp
 	for _, n := range c.nodes {
-		if int32(n.id) == ctrl {
+		if int32(n.ID) == ctrl {
 			continue
 		}
-		if ps := c.preferredOf(int32(n.id), topics...); len(ps) > 0 {
-			victim, prefers = int32(n.id), ps
+		if ps := c.preferredOf(int32(n.ID), topics...); len(ps) > 0 {
+			victim, prefers = int32(n.ID), ps
 			break
 		}
 	}

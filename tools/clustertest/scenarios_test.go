@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/tools/faultproxy"
+	"github.com/sluicemq/sluice/tools/localcluster"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -59,8 +60,8 @@ func scenario(t *testing.T, bound time.Duration, opts clusterOpts, topicConfigs 
 func (c *cluster) others(ids ...int) []int {
 	var o []int
 	for _, n := range c.nodes {
-		if !slices.Contains(ids, n.id) {
-			o = append(o, n.id)
+		if !slices.Contains(ids, n.ID) {
+			o = append(o, n.ID)
 		}
 	}
 	return o
@@ -160,7 +161,7 @@ func TestScenarioControllerKill(t *testing.T) {
 	killed := time.Now()
 	var next int32
 	c.poll(fmt.Sprintf("an active controller other than the killed node %d", ctrl), 20*time.Second, func(ctx context.Context) error {
-		id, err := c.controllerOnce(ctx, c.cl)
+		id, err := localcluster.ControllerOf(ctx, c.cl)
 		if err != nil {
 			return err
 		}
@@ -215,18 +216,18 @@ func isolateScenario(t *testing.T, mode faultproxy.Mode) {
 func TestScenarioRollingRestart(t *testing.T) {
 	c, w := scenario(t, 2*scenarioTimeout, clusterOpts{}, nil, workloadOpts{})
 	for _, n := range c.nodes {
-		led := c.LedBy(topic, n.id)
-		start := c.Terminate(n.id)
-		moved := c.WaitNotLeader(topic, n.id, c.others(n.id)[0], stopTimeout)
-		exit := c.WaitExit(n.id, start)
+		led := c.LedBy(topic, n.ID)
+		start := c.Terminate(n.ID)
+		moved := c.WaitNotLeader(topic, n.ID, c.others(n.ID)[0], stopTimeout)
+		exit := c.WaitExit(n.ID, start)
 		ms := moved.Sub(start).Milliseconds()
-		t.Logf("node %d: its %d leaderships (%v) moved %d ms after SIGTERM; it exited after %v", n.id, len(led), led, ms, exit.Round(time.Millisecond))
-		fmt.Printf("FAILOVER controlled-shutdown ms=%d node=%d leaderships=%d exit-ms=%d\n", ms, n.id, len(led), exit.Milliseconds())
-		if err := n.proc.Err(); err != nil {
-			t.Errorf("node %d exit after SIGTERM: %v", n.id, err)
+		t.Logf("node %d: its %d leaderships (%v) moved %d ms after SIGTERM; it exited after %v", n.ID, len(led), led, ms, exit.Round(time.Millisecond))
+		fmt.Printf("FAILOVER controlled-shutdown ms=%d node=%d leaderships=%d exit-ms=%d\n", ms, n.ID, len(led), exit.Milliseconds())
+		if err := c.proc(n.ID).Err(); err != nil {
+			t.Errorf("node %d exit after SIGTERM: %v", n.ID, err)
 		}
-		c.Start(n.id)
-		c.rejoin(n.id)
+		c.Start(n.ID)
+		c.rejoin(n.ID)
 		w.WaitAcks(100, 30*time.Second)
 	}
 	healed := time.Now()
@@ -288,10 +289,10 @@ func TestScenarioCatchUpAfterRetention(t *testing.T) {
 		map[string]string{"segment.bytes": "65536", "retention.bytes": "131072"},
 		workloadOpts{interval: time.Millisecond, valueBytes: 1024})
 	// The victim: a node that leads no partition when one exists.
-	victim := c.nodes[len(c.nodes)-1].id
+	victim := c.nodes[len(c.nodes)-1].ID
 	for _, n := range c.nodes {
-		if len(c.LedBy(topic, n.id)) == 0 {
-			victim = n.id
+		if len(c.LedBy(topic, n.ID)) == 0 {
+			victim = n.ID
 			break
 		}
 	}

@@ -1,5 +1,6 @@
 // Package procs starts and tracks the broker processes of the local
-// clusters that tools/chaos, tools/clustertest and bench run.
+// clusters that tools/localcluster runs for tools/chaos, tools/clustertest
+// and bench.
 //
 // Every process is started from one goroutine locked to its OS thread,
 // with Pdeathsig set to SIGKILL: Linux kills the child when the thread
