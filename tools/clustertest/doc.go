@@ -36,8 +36,9 @@
 //     values "p0-<seq>" round-robin over the partitions and a consumer
 //     group member; Finish stops them, reads the topic with a fresh
 //     consumer and with kcat, and checks the history.
-//   - harness_test.go tests the harness against today's binary, each node
-//     standalone (no cluster keys).
+//   - harness_test.go runs the workload and the checker against one
+//     standalone node (the harness's own process tests are
+//     tools/localcluster's).
 //   - minisr_test.go: acks=all against min.insync.replicas with
 //     followers paused (no write acknowledged while they are, writes
 //     again once resumed), printed as "MINISR ..." lines;
