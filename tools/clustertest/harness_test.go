@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
 )
 
 // The workload and the checker end to end against one standalone node
