@@ -724,8 +724,7 @@ func (h *Host) work() {
 type worker struct {
 	rds    []ready
 	states map[GroupID]GroupState
-	synced []*group
-	errs   []error
+	work   []*ready
 	out    []GroupMessage
 }
 
@@ -737,6 +736,49 @@ type ready struct {
 	failed error // the group's storage failed: nothing more of it runs
 	// sentEarly: a leader's messages, sent before its write (step 1b).
 	sentEarly bool
+	// applied: how many of its committed entries were applied before its
+	// write (step 1c).
+	applied int
+}
+
+// persist writes r's snapshot and entries to its group's storage and
+// syncs them (steps 2 and 3 of handle, for one group); a failure is
+// r.failed. A group whose only voter is this leader then commits what it
+// made durable (soleVoterDurable).
+func (h *Host) persist(r *ready) {
+	h.noteConfProposed(r.g, &r.rd)
+	var err error
+	snap := !raft.IsEmptySnap(r.rd.Snapshot)
+	if snap {
+		err = r.g.storage.ApplySnapshot(r.rd.Snapshot)
+	}
+	if err == nil && len(r.rd.Entries) > 0 {
+		err = r.g.storage.Append(r.rd.Entries)
+	}
+	if err == nil && r.rd.MustSync && (len(r.rd.Entries) > 0 || snap) {
+		err = r.g.storage.Sync()
+	}
+	if err != nil {
+		r.failed = err
+		return
+	}
+	if len(r.rd.Entries) > 0 && r.rd.SoftState == nil {
+		h.soleVoterDurable(r.g)
+	}
+}
+
+// durablePrefix returns how many of committed come before the first of
+// the Ready's new entries (all without new entries): those were written
+// and synced by earlier Readys.
+func durablePrefix(committed, entries []raftpb.Entry) int {
+	if len(entries) == 0 {
+		return len(committed)
+	}
+	n := 0
+	for n < len(committed) && committed[n].Index < entries[0].Index {
+		n++
+	}
+	return n
 }
 
 // leaderReady reports whether rd is a leader's whose messages may leave
@@ -797,59 +839,65 @@ func (h *Host) handle(w *worker, batch []*group) {
 	}
 	clear(early)
 	w.out = early[:0]
-	// 2. Snapshots and entries.
-	synced := w.synced[:0]
+	// 1c. Committed entries already durable here (below the Ready's new
+	// entries: every earlier Ready's were synced before its Advance) are
+	// applied before the new entries are written, so an acknowledgement
+	// waits for the fsync that made its entry durable, not for the next
+	// one too (a one-voter group's commit needs its own write only).
+	// The rest (raft, without AsyncStorageWrites, may commit entries of
+	// this very Ready: a follower's, or a leader's that its followers
+	// acknowledged first) apply in step 6, after their write. A Ready
+	// that changes the leadership or holds a snapshot applies in step 6
+	// whole (the LeaderObserver hears a change before its apply).
 	for i := range rds {
 		r := &rds[i]
-		if !r.has {
+		if !r.has || len(r.rd.CommittedEntries) == 0 || r.rd.SoftState != nil || !raft.IsEmptySnap(r.rd.Snapshot) {
 			continue
 		}
-		h.noteConfProposed(r.g, &r.rd)
-		var err error
-		if !raft.IsEmptySnap(r.rd.Snapshot) {
-			err = r.g.storage.ApplySnapshot(r.rd.Snapshot)
+		n := durablePrefix(r.rd.CommittedEntries, r.rd.Entries)
+		if n == 0 {
+			continue
 		}
-		if err == nil && len(r.rd.Entries) > 0 {
-			err = r.g.storage.Append(r.rd.Entries)
-		}
-		if err != nil {
+		if err := h.apply(r.g, r.rd.CommittedEntries[:n]); err != nil {
 			r.failed = err
 			continue
 		}
-		if r.rd.MustSync && (len(r.rd.Entries) > 0 || !raft.IsEmptySnap(r.rd.Snapshot)) {
-			synced = append(synced, r.g)
-		}
+		r.applied = n
+		h.trackProgress(r.g) // acks=all completes once in-sync copies hold it
 	}
-	// 3. Sync the storages written, concurrently.
-	if len(synced) > 0 {
-		errs := append(w.errs[:0], make([]error, len(synced))...)
-		if len(synced) == 1 {
-			errs[0] = synced[0].storage.Sync()
+	// 2. Snapshots and entries, 3. synced: each group's in turn, the
+	// groups concurrently (each writes and syncs its own log), so a
+	// group's fsync waits for neither the other groups' writes nor their
+	// fsyncs. A group whose only voter is this leader commits what it
+	// made durable at once (soleVoterDurable).
+	work := w.work[:0]
+	for i := range rds {
+		r := &rds[i]
+		if !r.has || r.failed != nil {
+			continue
+		}
+		if !raft.IsEmptySnap(r.rd.Snapshot) {
+			h.persist(r) // rare: not alongside the others
+			continue
+		}
+		if len(r.rd.Entries) > 0 {
+			work = append(work, r)
 		} else {
-			var wg sync.WaitGroup
-			for i, g := range synced {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[i] = g.storage.Sync()
-				}()
-			}
-			wg.Wait()
+			h.noteConfProposed(r.g, &r.rd)
 		}
-		for i, err := range errs {
-			if err != nil {
-				for j := range rds {
-					if rds[j].g == synced[i] {
-						rds[j].failed = err
-					}
-				}
-			}
-		}
-		clear(errs)
-		w.errs = errs[:0]
 	}
-	clear(synced)
-	w.synced = synced[:0]
+	if len(work) == 1 {
+		h.persist(work[0])
+	} else if len(work) > 1 {
+		var wg sync.WaitGroup
+		for _, r := range work[1:] {
+			wg.Go(func() { h.persist(r) })
+		}
+		h.persist(work[0])
+		wg.Wait()
+	}
+	clear(work)
+	w.work = work[:0]
 	// 4. Group states, in one synced write: a new HardState, or the
 	// ConfState and applied index the previous apply left (with the
 	// HardState last saved), so the three saved together are consistent.
@@ -936,17 +984,13 @@ func (h *Host) handle(w *worker, batch []*group) {
 			}
 			r.g.confGen++
 		}
-		applied := false
-		if n := len(r.rd.CommittedEntries); n > 0 {
-			if err := h.applyConfChanges(r.g, r.rd.CommittedEntries); err != nil {
-				// Not raft's panic: the group leaves the host, the
-				// broker and its other groups go on.
+		applied := r.applied > 0
+		if rest := r.rd.CommittedEntries[r.applied:]; len(rest) > 0 {
+			if err := h.apply(r.g, rest); err != nil {
 				r.failed = err
 				h.failGroup(r.g, err)
 				continue
 			}
-			r.g.machine.Apply(r.rd.CommittedEntries)
-			r.g.state.Applied = r.rd.CommittedEntries[n-1].Index
 			applied = true
 		}
 		r.g.rn.Advance(r.rd)
@@ -1057,6 +1101,19 @@ func (h *Host) step(g *group) bool {
 // its index (raft's own rule).
 type snapshotConfIndexer interface {
 	snapshotConfIndex() uint64
+}
+
+// apply applies committed entries: configuration changes to the RawNode,
+// then the group's StateMachine. A configuration change that does not
+// apply is returned (not raft's panic: the group leaves the host, the
+// broker and its other groups go on).
+func (h *Host) apply(g *group, ents []raftpb.Entry) error {
+	if err := h.applyConfChanges(g, ents); err != nil {
+		return err
+	}
+	g.machine.Apply(ents)
+	g.state.Applied = ents[len(ents)-1].Index
+	return nil
 }
 
 // applyConfChanges applies the configuration changes among ents to raft,

@@ -784,3 +784,32 @@ func (m raftMachine) GroupFailed(err error) {
 	m.LeaderChanged(0, m.p.rs.term)
 	m.p.rs.failAll(m.p.notLeader("the partition's storage failed: " + err.Error()))
 }
+
+// soleVoterDurable: this replica leads its group as the only voter and its
+// log is durable up to index, so every entry up to it is committed (see
+// Host.soleVoterDurable). The high watermark moves there and the acks=all
+// proposals written up to it complete now, one Ready before raft applies
+// them (Apply then finds them done). With min.insync.replicas above 1
+// (a one-voter ISR is too small) they wait for Apply, which fails them
+// (raft_acks.go). Worker.
+func (m raftMachine) soleVoterDurable(index uint64) {
+	p, rs := m.p, m.p.rs
+	hw, err := p.log.OffsetAfter(index)
+	if err != nil {
+		return
+	}
+	p.advance(hw)
+	if len(rs.committing) == 0 || p.Config().MinInsyncReplicas > 1 {
+		return
+	}
+	keep := rs.committing[:0]
+	for _, pr := range rs.committing {
+		if pr.index <= index && !pr.del {
+			rs.complete(pr, pr.res, nil)
+		} else {
+			keep = append(keep, pr)
+		}
+	}
+	clear(rs.committing[len(keep):])
+	rs.committing = keep
+}
