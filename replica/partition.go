@@ -283,7 +283,7 @@ type AppendOptions struct {
 // returned once the entry committed; an internal topic's partition takes
 // it too.
 func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (segment.AppendResult, error) {
-	pd, err := p.append(b, opts.LogAppendTime, AcksAll)
+	pd, err := p.appendOwn(b, opts)
 	if err != nil {
 		return pd.res, err
 	}
@@ -296,7 +296,17 @@ func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (s
 // appended one after another commit in that order, or fail from the first
 // that fails (a leadership change drops every later proposal too).
 func (p *Partition) AppendAsync(b []byte, opts AppendOptions) (*Pending, error) {
-	return p.append(b, opts.LogAppendTime, AcksAll)
+	return p.appendOwn(b, opts)
+}
+
+// appendOwn checks a batch the broker built (segment.ValidateAppend) and
+// appends it with acks=all.
+func (p *Partition) appendOwn(b []byte, opts AppendOptions) (*Pending, error) {
+	h, err := segment.ValidateAppend(b)
+	if err != nil {
+		return &Pending{res: noResult}, err
+	}
+	return p.append(b, &h, opts.LogAppendTime, AcksAll)
 }
 
 // Pending is an appended batch on its way to being committed.
@@ -323,18 +333,16 @@ func (pd *Pending) Wait(ctx context.Context) (segment.AppendResult, error) {
 
 var noResult = segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
 
-// append checks b against the producer state and appends it. A batch from
+// append checks b, a batch already checked (checked is its header: see
+// validate), against the producer state and appends it. A batch from
 // an idempotent producer that retries one of its latest 5 batches returns
 // the original offsets without appending again; a sequence gap returns
 // ErrOutOfOrderSequence and an older epoch ErrInvalidProducerEpoch. The
 // commit (a group-commit fsync when flush.messages=1, then the high
 // watermark moving) runs after appendMu is released, in the background:
 // the Pending reports it.
-func (p *Partition) append(b []byte, logAppendTime bool, acks int16) (*Pending, error) {
-	h, err := batch.ParseHeader(b)
-	if err != nil {
-		return &Pending{res: noResult}, err
-	}
+func (p *Partition) append(b []byte, checked *batch.Header, logAppendTime bool, acks int16) (*Pending, error) {
+	h := *checked
 	if p.rs != nil {
 		return p.propose(b, &h, logAppendTime, acks)
 	}
@@ -355,6 +363,7 @@ func (p *Partition) append(b []byte, logAppendTime bool, acks int16) (*Pending, 
 		SetLeaderEpoch: true,
 		LeaderEpoch:    p.LeaderEpoch(),
 		LogAppendTime:  logAppendTime,
+		Checked:        checked,
 	})
 	if err == nil {
 		if res.Rolled {

@@ -55,6 +55,8 @@ type AppendedEntry struct {
 	// Result.TruncatedTo >= 0 says a divergent tail was removed first and
 	// the log end offset went back there.
 	Result segment.AppendResult
+	// Header is a data entry's batch header as written.
+	Header batch.Header
 }
 
 // NewLogStorage returns the storage of a group over l, starting from the
@@ -177,25 +179,39 @@ func (s *LogStorage) Append(ents []raftpb.Entry) error {
 // suffix of the log (which is truncated first), and returns what each
 // wrote (those written before an error too). Data entries' batches are
 // copied before the log stamps them: raft's own copy (its unstable log,
-// the messages of the same Ready) stays as it was.
+// the messages of the same Ready) stays as it was. A data entry's batch
+// is trusted: the leader checked it before proposing (Partition's
+// validate: CRC, records), and its CRC covers it from there on; only its
+// header is read here (recovery still checks what is on disk).
 func (s *LogStorage) AppendEntries(ents []raftpb.Entry) ([]AppendedEntry, error) {
 	out := make([]AppendedEntry, 0, len(ents))
 	for _, e := range ents {
 		kind := segment.EntryEmpty
 		data := e.Data
+		var opts segment.AppendOptions
+		var h batch.Header
 		switch e.Type {
 		case raftpb.EntryNormal:
-			if len(e.Data) > 0 {
-				kind, data = segment.EntryData, append([]byte(nil), e.Data...)
+			if len(e.Data) == 0 {
+				break
 			}
-			// A replicated operation is an internal batch
-			// (raft_deleterecords.go): stored as its kind and payload.
-			if k, payload, ok, err := internalEntry(e.Data); ok {
+			var err error
+			if h, err = batch.ParseHeader(e.Data); err != nil {
+				return out, fmt.Errorf("replica: raft entry %d: %w", e.Index, err)
+			}
+			if h.Internal() {
+				// A replicated operation is an internal batch
+				// (raft_deleterecords.go): stored as its kind and
+				// payload.
+				k, payload, err := internalPayload(e.Data)
 				if err != nil {
 					return out, fmt.Errorf("replica: raft entry %d: %w", e.Index, err)
 				}
 				kind, data = k, append([]byte(nil), payload...)
+				break
 			}
+			kind, data = segment.EntryData, append([]byte(nil), e.Data...)
+			opts.Checked = &h
 		case raftpb.EntryConfChange:
 			kind = segment.EntryConfChange
 		case raftpb.EntryConfChangeV2:
@@ -203,11 +219,11 @@ func (s *LogStorage) AppendEntries(ents []raftpb.Entry) ([]AppendedEntry, error)
 		default:
 			return out, fmt.Errorf("replica: raft entry %d of unknown type %v", e.Index, e.Type)
 		}
-		r, err := s.log.AppendEntry(e.Index, e.Term, kind, data, segment.AppendOptions{})
+		r, err := s.log.AppendEntry(e.Index, e.Term, kind, data, opts)
 		if err != nil {
 			return out, fmt.Errorf("replica: append raft entry %d (term %d): %w", e.Index, e.Term, err)
 		}
-		out = append(out, AppendedEntry{Index: e.Index, Kind: kind, Result: r})
+		out = append(out, AppendedEntry{Index: e.Index, Kind: kind, Result: r, Header: h})
 	}
 	return out, nil
 }

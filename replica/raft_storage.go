@@ -47,11 +47,7 @@ func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 		res := w.Result
 		var h *batch.Header
 		if w.Kind == segment.EntryData {
-			hh, err := batch.ParseHeader(e.Data)
-			if err != nil {
-				return err // AppendEntries validated it
-			}
-			h = &hh
+			h = &written[i].Header
 		}
 		if res.Rolled {
 			p.appendMu.Lock()
