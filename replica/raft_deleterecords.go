@@ -157,7 +157,8 @@ func (p *Partition) DeleteRecordsContext(ctx context.Context, offset int64) (int
 	}
 	rs := p.rs
 	data := deleteRecordsEntry(offset)
-	pr := &proposal{data: data, h: batch.Header{ProducerID: -1}, acks: AcksAll, del: true, pd: &Pending{res: noResult, done: make(chan struct{})}}
+	pr := rs.newProposal(data, batch.Header{ProducerID: -1}, AcksAll)
+	pr.del = true
 	rs.track(pr)
 	err := rs.host.post(rs.id, func(rn *raft.RawNode) error {
 		if err := rn.Propose(data); err != nil {

@@ -55,7 +55,9 @@ type AppendedEntry struct {
 	// Result.TruncatedTo >= 0 says a divergent tail was removed first and
 	// the log end offset went back there.
 	Result segment.AppendResult
-	// Header is a data entry's batch header as written.
+	// Header is a data or internal entry's batch header as proposed:
+	// its BaseOffset is the leader's proposal id (proposal.id), the
+	// offset written being Result's.
 	Header batch.Header
 }
 

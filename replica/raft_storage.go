@@ -60,7 +60,11 @@ func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 			}()
 		}
 		p.noteEpoch(int32(e.Term), res.BaseOffset)
-		p.written(e, w.Kind, res, h, true)
+		var id int64
+		if w.Kind == segment.EntryData || w.Kind == segment.EntryDeleteRecords {
+			id = w.Header.BaseOffset // as proposed: the proposal's id
+		}
+		p.written(e, id, res, h, true)
 	}
 	return err
 }
