@@ -444,6 +444,44 @@ func (p *Partition) Read(offset int64, maxBytes int) (segment.ReadResult, error)
 	return p.log.Read(offset, maxBytes, p.HighWatermark())
 }
 
+// FetchResult is what Fetch read, from one view of the partition.
+type FetchResult struct {
+	// Records are the committed batches read, below HighWatermark (empty
+	// when none was asked for or the read failed); the caller calls
+	// Records.Release once their bytes are sent or copied.
+	Records segment.ReadResult
+	// HighWatermark, LastStableOffset and LogStartOffset are the view's
+	// (LastStableOffset is the high watermark: no transactions yet).
+	HighWatermark, LastStableOffset, LogStartOffset int64
+	// Changed is closed the next time the high watermark moves past
+	// this view's (a Fetch long poll waits on it: no move is missed).
+	Changed <-chan struct{}
+}
+
+// Fetch is a consumer's read: the high watermark, the channel that tells
+// when it next moves and the log start offset, taken together, and the
+// committed batches from offset up to that high watermark, KIP-74 style
+// (maxBytes, at least one batch; maxBytes <= 0 reads none, only the
+// offsets). The records and the offsets answered come from the same view:
+// no batch beyond the high watermark returned. The offsets are filled on
+// a read error too (OFFSET_OUT_OF_RANGE answers carry them).
+func (p *Partition) Fetch(offset int64, maxBytes int) (FetchResult, error) {
+	p.mu.Lock()
+	fr := FetchResult{HighWatermark: p.highWatermark, Changed: p.changed}
+	p.mu.Unlock()
+	fr.LastStableOffset = fr.HighWatermark
+	fr.LogStartOffset = p.log.LogStartOffset()
+	if maxBytes <= 0 {
+		return fr, nil
+	}
+	var err error
+	fr.Records, err = p.log.Read(offset, maxBytes, fr.HighWatermark)
+	if err == nil {
+		fr.LogStartOffset = fr.Records.LogStartOffset // the records' own view
+	}
+	return fr, err
+}
+
 // ReadBytes is Read copying the batches into dst (appended).
 func (p *Partition) ReadBytes(dst []byte, offset int64, maxBytes int) ([]byte, segment.ReadResult, error) {
 	return p.log.ReadBytes(dst, offset, maxBytes, p.HighWatermark())
