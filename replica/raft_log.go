@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,8 +11,10 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 )
 
-// LogStorage is a partition's segment log as its raft group's storage
-// (raft.Storage and GroupStorage): every batch of the log is one raft
+// logStorage is a partition's segment log as its raft group's storage:
+// raft.Storage and the log half of GroupStorage (partitionStorage,
+// raft_storage.go, adds the writes that keep the partition's derived
+// state in step, Sync and the snapshots of raft_snapshot.go). Every batch of the log is one raft
 // entry (see segment's raft.go). Entry data maps as:
 //
 //	raftpb.EntryNormal, Data not empty   segment.EntryData: Data is one record batch
@@ -27,17 +28,13 @@ import (
 // so the log holds the produced bytes once, and raft's own entries take no
 // Kafka offset. The HardState and ConfState live elsewhere (the owner
 // persists them, the HardState in the host's HardStateStore) and are given
-// to it with SetHardState and SetConfState; InitialState returns them.
+// to it with SetState and SetConfState; InitialState returns them.
 //
 // Like any GroupStorage, it is called by one worker at a time; its
 // raft.Storage reads may also run on other goroutines (the Log is safe for
 // concurrent use; the states are guarded by a mutex).
-type LogStorage struct {
+type logStorage struct {
 	log *segment.Log
-	// OnAppend, when set, receives what each Append wrote, for the owner
-	// to track producer state (data entries' offsets) and to reset what
-	// it derived from a truncated tail. It runs in Append's goroutine.
-	OnAppend func([]AppendedEntry)
 
 	mu        sync.Mutex
 	hs        raftpb.HardState
@@ -45,8 +42,8 @@ type LogStorage struct {
 	confIndex uint64 // GroupState.ConfIndex saved with cs
 }
 
-// AppendedEntry is what Append wrote for one raft entry.
-type AppendedEntry struct {
+// appendedEntry is what appendEntries wrote for one raft entry.
+type appendedEntry struct {
 	Index uint64
 	Kind  segment.EntryKind
 	// Result is the segment's AppendResult: for a data entry the offsets
@@ -61,34 +58,24 @@ type AppendedEntry struct {
 	Header batch.Header
 }
 
-// NewLogStorage returns the storage of a group over l, starting from the
+// newLogStorage returns the storage of a group over l, starting from the
 // owner's persisted HardState and ConfState (for a new group, an empty
 // HardState and the synthetic initial ConfState).
-func NewLogStorage(l *segment.Log, hs raftpb.HardState, cs raftpb.ConfState) *LogStorage {
-	return &LogStorage{log: l, hs: hs, cs: cs}
+func newLogStorage(l *segment.Log, hs raftpb.HardState, cs raftpb.ConfState) *logStorage {
+	return &logStorage{log: l, hs: hs, cs: cs}
 }
 
-// Log returns the segment log.
-func (s *LogStorage) Log() *segment.Log { return s.log }
-
 // InitialState returns the HardState and ConfState the owner gave.
-func (s *LogStorage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
+func (s *logStorage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hs, s.cs, nil
 }
 
-// SetHardState records hs (already durable where the owner keeps it).
-func (s *LogStorage) SetHardState(hs raftpb.HardState) {
-	s.mu.Lock()
-	s.hs = hs
-	s.mu.Unlock()
-}
-
 // SetState records the group's saved state (GroupStorage; the host calls
 // it at AddGroup and after each save): InitialState returns its HardState
 // and ConfState.
-func (s *LogStorage) SetState(st GroupState) {
+func (s *logStorage) SetState(st GroupState) {
 	s.mu.Lock()
 	s.hs, s.cs, s.confIndex = st.HardState, cloneConfState(st.ConfState), st.ConfIndex
 	s.mu.Unlock()
@@ -96,14 +83,14 @@ func (s *LogStorage) SetState(st GroupState) {
 
 // confState returns the ConfState last given and the index of the last
 // configuration change it holds (GroupState.ConfIndex).
-func (s *LogStorage) confState() (raftpb.ConfState, uint64) {
+func (s *logStorage) confState() (raftpb.ConfState, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cs, s.confIndex
 }
 
 // SetConfState records cs (after a configuration change was applied).
-func (s *LogStorage) SetConfState(cs raftpb.ConfState) {
+func (s *logStorage) SetConfState(cs raftpb.ConfState) {
 	s.mu.Lock()
 	s.cs = cs
 	s.mu.Unlock()
@@ -123,7 +110,7 @@ func raftErr(err error) error {
 
 // Entries returns the entries [lo, hi), at most maxSize bytes but at
 // least one (raft.Storage).
-func (s *LogStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
+func (s *logStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 	ents, err := s.log.Entries(lo, hi, maxSize)
 	if err != nil {
 		return nil, raftErr(err)
@@ -150,34 +137,18 @@ func (s *LogStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 }
 
 // Term returns the term of entry i, for i in [FirstIndex-1, LastIndex].
-func (s *LogStorage) Term(i uint64) (uint64, error) {
+func (s *logStorage) Term(i uint64) (uint64, error) {
 	t, err := s.log.Term(i)
 	return t, raftErr(err)
 }
 
 // LastIndex returns the index of the last entry.
-func (s *LogStorage) LastIndex() (uint64, error) { return s.log.LastIndex(), nil }
+func (s *logStorage) LastIndex() (uint64, error) { return s.log.LastIndex(), nil }
 
 // FirstIndex returns the index of the first entry.
-func (s *LogStorage) FirstIndex() (uint64, error) { return s.log.FirstIndex(), nil }
+func (s *logStorage) FirstIndex() (uint64, error) { return s.log.FirstIndex(), nil }
 
-// Snapshot is not served yet (snapshots are the next step of replication):
-// raft retries later.
-func (s *LogStorage) Snapshot() (raftpb.Snapshot, error) {
-	return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
-}
-
-// Append writes a Ready's entries (GroupStorage) and hands what it wrote
-// to OnAppend.
-func (s *LogStorage) Append(ents []raftpb.Entry) error {
-	res, err := s.AppendEntries(ents)
-	if s.OnAppend != nil && len(res) > 0 {
-		s.OnAppend(res)
-	}
-	return err
-}
-
-// AppendEntries writes ents, consecutive entries whose first may replace a
+// appendEntries writes ents, consecutive entries whose first may replace a
 // suffix of the log (which is truncated first), and returns what each
 // wrote (those written before an error too). Data entries' batches are
 // copied before the log stamps them: raft's own copy (its unstable log,
@@ -185,8 +156,8 @@ func (s *LogStorage) Append(ents []raftpb.Entry) error {
 // is trusted: the leader checked it before proposing (Partition's
 // validate: CRC, records), and its CRC covers it from there on; only its
 // header is read here (recovery still checks what is on disk).
-func (s *LogStorage) AppendEntries(ents []raftpb.Entry) ([]AppendedEntry, error) {
-	out := make([]AppendedEntry, 0, len(ents))
+func (s *logStorage) appendEntries(ents []raftpb.Entry) ([]appendedEntry, error) {
+	out := make([]appendedEntry, 0, len(ents))
 	for _, e := range ents {
 		kind := segment.EntryEmpty
 		data := e.Data
@@ -225,35 +196,7 @@ func (s *LogStorage) AppendEntries(ents []raftpb.Entry) ([]AppendedEntry, error)
 		if err != nil {
 			return out, fmt.Errorf("replica: append raft entry %d (term %d): %w", e.Index, e.Term, err)
 		}
-		out = append(out, AppendedEntry{Index: e.Index, Kind: kind, Result: r, Header: h})
+		out = append(out, appendedEntry{Index: e.Index, Kind: kind, Result: r, Header: h})
 	}
 	return out, nil
 }
-
-// Sync makes every append durable (a group commit of the log).
-func (s *LogStorage) Sync() error { return s.log.Sync() }
-
-// SnapshotNextOffset encodes the snapshot data ApplySnapshot reads for a
-// delete topic: the Kafka offset after the snapshot's last entry, 8
-// bytes big-endian. Provisional: the snapshot format is the next step.
-func SnapshotNextOffset(next int64) []byte {
-	return binary.BigEndian.AppendUint64(nil, uint64(next))
-}
-
-// ApplySnapshot replaces the log by a snapshot (of a delete topic): the
-// log restarts empty after the snapshot's index, at the offset its data
-// carries (SnapshotNextOffset), durably; the snapshot's ConfState becomes
-// the storage's.
-func (s *LogStorage) ApplySnapshot(snap raftpb.Snapshot) error {
-	if len(snap.Data) != 8 {
-		return fmt.Errorf("replica: snapshot of %d data bytes: only a delete topic's (its next offset) is supported", len(snap.Data))
-	}
-	next := int64(binary.BigEndian.Uint64(snap.Data))
-	if err := s.log.ResetAt(snap.Metadata.Index, snap.Metadata.Term, next); err != nil {
-		return err
-	}
-	s.SetConfState(snap.Metadata.ConfState)
-	return nil
-}
-
-var _ GroupStorage = (*LogStorage)(nil)

@@ -238,7 +238,7 @@ type raftState struct {
 	id       GroupID
 	self     uint64
 	lagTime  time.Duration
-	storage  *LogStorage
+	storage  *logStorage
 	onLeader func(lead, term uint64) // RaftConfig.OnLeaderChange
 	state    SnapshotState           // RaftConfig.SnapshotState
 
