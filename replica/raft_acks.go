@@ -190,8 +190,9 @@ type soleCommitter interface {
 // only voter of its configuration (learners do not count toward a
 // commit), that its log is durable up to its last index. Called by the
 // worker after g's Sync, before its Advance: the configuration checked is
-// the one Advance's self-acknowledgement commits under (committed entries
-// applied in step 1c; a Ready that changes the leadership is skipped).
+// the one Advance's self-acknowledgement commits under (the caller skips
+// a Ready that changes the leadership, or whose committed entries, applied
+// before Advance, hold a configuration change).
 func (h *Host) soleVoterDurable(g *group) {
 	sc, ok := g.machine.(soleCommitter)
 	if !ok || g.role != raft.StateLeader {

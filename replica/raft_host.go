@@ -736,9 +736,6 @@ type ready struct {
 	failed error // the group's storage failed: nothing more of it runs
 	// sentEarly: a leader's messages, sent before its write (step 1b).
 	sentEarly bool
-	// applied: how many of its committed entries were applied before its
-	// write (step 1c).
-	applied int
 }
 
 // persist writes r's snapshot and entries to its group's storage and
@@ -762,23 +759,19 @@ func (h *Host) persist(r *ready) {
 		r.failed = err
 		return
 	}
-	if len(r.rd.Entries) > 0 && r.rd.SoftState == nil {
+	if len(r.rd.Entries) > 0 && r.rd.SoftState == nil && !holdsConfChange(r.rd.CommittedEntries) {
 		h.soleVoterDurable(r.g)
 	}
 }
 
-// durablePrefix returns how many of committed come before the first of
-// the Ready's new entries (all without new entries): those were written
-// and synced by earlier Readys.
-func durablePrefix(committed, entries []raftpb.Entry) int {
-	if len(entries) == 0 {
-		return len(committed)
+// holdsConfChange reports whether ents hold a configuration change.
+func holdsConfChange(ents []raftpb.Entry) bool {
+	for i := range ents {
+		if t := ents[i].Type; t == raftpb.EntryConfChange || t == raftpb.EntryConfChangeV2 {
+			return true
+		}
 	}
-	n := 0
-	for n < len(committed) && committed[n].Index < entries[0].Index {
-		n++
-	}
-	return n
+	return false
 }
 
 // leaderReady reports whether rd is a leader's whose messages may leave
@@ -839,32 +832,6 @@ func (h *Host) handle(w *worker, batch []*group) {
 	}
 	clear(early)
 	w.out = early[:0]
-	// 1c. Committed entries already durable here (below the Ready's new
-	// entries: every earlier Ready's were synced before its Advance) are
-	// applied before the new entries are written, so an acknowledgement
-	// waits for the fsync that made its entry durable, not for the next
-	// one too (a one-voter group's commit needs its own write only).
-	// The rest (raft, without AsyncStorageWrites, may commit entries of
-	// this very Ready: a follower's, or a leader's that its followers
-	// acknowledged first) apply in step 6, after their write. A Ready
-	// that changes the leadership or holds a snapshot applies in step 6
-	// whole (the LeaderObserver hears a change before its apply).
-	for i := range rds {
-		r := &rds[i]
-		if !r.has || len(r.rd.CommittedEntries) == 0 || r.rd.SoftState != nil || !raft.IsEmptySnap(r.rd.Snapshot) {
-			continue
-		}
-		n := durablePrefix(r.rd.CommittedEntries, r.rd.Entries)
-		if n == 0 {
-			continue
-		}
-		if err := h.apply(r.g, r.rd.CommittedEntries[:n]); err != nil {
-			r.failed = err
-			continue
-		}
-		r.applied = n
-		h.trackProgress(r.g) // acks=all completes once in-sync copies hold it
-	}
 	// 2. Snapshots and entries, 3. synced: each group's in turn, the
 	// groups concurrently (each writes and syncs its own log), so a
 	// group's fsync waits for neither the other groups' writes nor their
@@ -984,9 +951,9 @@ func (h *Host) handle(w *worker, batch []*group) {
 			}
 			r.g.confGen++
 		}
-		applied := r.applied > 0
-		if rest := r.rd.CommittedEntries[r.applied:]; len(rest) > 0 {
-			if err := h.apply(r.g, rest); err != nil {
+		applied := false
+		if len(r.rd.CommittedEntries) > 0 {
+			if err := h.apply(r.g, r.rd.CommittedEntries); err != nil {
 				r.failed = err
 				h.failGroup(r.g, err)
 				continue

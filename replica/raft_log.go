@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/sluicemq/sluice/segment"
@@ -40,7 +41,20 @@ type logStorage struct {
 	hs        raftpb.HardState
 	cs        raftpb.ConfState
 	confIndex uint64 // GroupState.ConfIndex saved with cs
+	// mu: the entries written and not yet applied, consecutive, as
+	// Entries would read them back (at most unappliedMax of them): raft
+	// asks for committed entries again to apply them, and these are
+	// answered without reading the log. The worker appends (appendEntries),
+	// trims what it applied (forgetApplied) and drops them all when the
+	// log is reset under them (forgetAll).
+	unapplied []raftpb.Entry
 }
+
+// unappliedMax bounds logStorage.unapplied: entries, bytes of data.
+const (
+	unappliedMax      = 512
+	unappliedMaxBytes = 16 << 20
+)
 
 // appendedEntry is what appendEntries wrote for one raft entry.
 type appendedEntry struct {
@@ -111,6 +125,9 @@ func raftErr(err error) error {
 // Entries returns the entries [lo, hi), at most maxSize bytes but at
 // least one (raft.Storage).
 func (s *logStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
+	if out := s.cached(lo, hi, maxSize); out != nil {
+		return out, nil
+	}
 	ents, err := s.log.Entries(lo, hi, maxSize)
 	if err != nil {
 		return nil, raftErr(err)
@@ -136,6 +153,86 @@ func (s *logStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 	return out, nil
 }
 
+// cached returns Entries(lo, hi, maxSize) from the unapplied entries
+// when they hold all of [lo, hi), else nil.
+func (s *logStorage) cached(lo, hi, maxSize uint64) []raftpb.Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.unapplied)
+	if n == 0 || lo >= hi || lo < s.unapplied[0].Index || hi-1 > s.unapplied[n-1].Index ||
+		lo < s.log.FirstIndex() || hi-1 > s.log.LastIndex() {
+		return nil
+	}
+	first := s.unapplied[0].Index
+	ents := s.unapplied[lo-first : hi-first]
+	size := uint64(0)
+	for i := range ents {
+		size += uint64(ents[i].Size())
+		if i > 0 && size > maxSize {
+			ents = ents[:i]
+			break
+		}
+	}
+	return slices.Clone(ents) // raft may append to what it gets
+}
+
+// remember adds entries just written (as Entries reads them back) to the
+// unapplied ones: after them when they follow, else in their place (a
+// divergent tail replaced).
+func (s *logStorage) remember(ents []raftpb.Entry) {
+	if len(ents) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.unapplied); n > 0 {
+		// Consecutive: the entry at position k has index first+k.
+		first, keep := s.unapplied[0].Index, 0
+		if ents[0].Index > first && ents[0].Index <= s.unapplied[n-1].Index+1 {
+			keep = int(ents[0].Index - first)
+		}
+		clear(s.unapplied[keep:])
+		s.unapplied = s.unapplied[:keep]
+	}
+	s.unapplied = append(s.unapplied, ents...)
+	size := 0
+	for i := range s.unapplied {
+		size += len(s.unapplied[i].Data)
+	}
+	drop := 0
+	for len(s.unapplied)-drop > unappliedMax || (size > unappliedMaxBytes && drop < len(s.unapplied)) {
+		size -= len(s.unapplied[drop].Data)
+		drop++
+	}
+	if drop > 0 {
+		clear(s.unapplied[:drop])
+		s.unapplied = append(s.unapplied[:0], s.unapplied[drop:]...)
+	}
+}
+
+// forgetApplied drops the unapplied entries up to index (applied).
+func (s *logStorage) forgetApplied(index uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for n < len(s.unapplied) && s.unapplied[n].Index <= index {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	clear(s.unapplied[:n])
+	s.unapplied = append(s.unapplied[:0], s.unapplied[n:]...)
+}
+
+// forgetAll drops every unapplied entry (the log was reset: a snapshot).
+func (s *logStorage) forgetAll() {
+	s.mu.Lock()
+	clear(s.unapplied)
+	s.unapplied = s.unapplied[:0]
+	s.mu.Unlock()
+}
+
 // Term returns the term of entry i, for i in [FirstIndex-1, LastIndex].
 func (s *logStorage) Term(i uint64) (uint64, error) {
 	t, err := s.log.Term(i)
@@ -158,6 +255,8 @@ func (s *logStorage) FirstIndex() (uint64, error) { return s.log.FirstIndex(), n
 // header is read here (recovery still checks what is on disk).
 func (s *logStorage) appendEntries(ents []raftpb.Entry) ([]appendedEntry, error) {
 	out := make([]appendedEntry, 0, len(ents))
+	written := make([]raftpb.Entry, 0, len(ents))
+	defer func() { s.remember(written) }()
 	for _, e := range ents {
 		kind := segment.EntryEmpty
 		data := e.Data
@@ -196,6 +295,18 @@ func (s *logStorage) appendEntries(ents []raftpb.Entry) ([]appendedEntry, error)
 		if err != nil {
 			return out, fmt.Errorf("replica: append raft entry %d (term %d): %w", e.Index, e.Term, err)
 		}
+		// As Entries reads it back: the batch as stamped, a replicated
+		// operation rebuilt as proposed (but its id).
+		re := raftpb.Entry{Term: e.Term, Index: e.Index, Type: e.Type}
+		switch kind {
+		case segment.EntryData:
+			re.Data = data
+		case segment.EntryConfChange, segment.EntryConfChangeV2:
+			re.Data = e.Data
+		case segment.EntryDeleteRecords:
+			re.Data = batch.BuildInternal(0, 0, uint8(kind), data)
+		}
+		written = append(written, re)
 		out = append(out, appendedEntry{Index: e.Index, Kind: kind, Result: r, Header: h})
 	}
 	return out, nil

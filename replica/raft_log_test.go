@@ -69,6 +69,7 @@ func TestLogStorageMatchesMemoryStorage(t *testing.T) {
 						t.Fatal(err)
 					}
 					ours.SetConfState(snap.Metadata.ConfState)
+					ours.forgetAll()
 					if err := mem.ApplySnapshot(snap); err != nil {
 						t.Fatal(err)
 					}

@@ -599,6 +599,7 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 		return
 	}
 	first, last := ents[0].Index, ents[len(ents)-1].Index
+	rs.storage.forgetApplied(last)
 	p.log.SetRaftRetainFrom(retentionBound(p, last)) // retention may remove what is applied
 	hw, err := p.log.OffsetAfter(last)
 	if err != nil {
