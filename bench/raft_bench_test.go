@@ -473,6 +473,17 @@ func (c *partCluster) close(b *testing.B) {
 	}
 }
 
+// produceCounted is produceRound on leaders (c's), adding the file and
+// folder syncs of c's partitions and state stores meanwhile to *partSyncs
+// and *storeSyncs.
+func (c *partCluster) produceCounted(ctx context.Context, leaders []*replica.Partition, n int, partSyncs, storeSyncs *int64) error {
+	ps, ss := c.partSyncs.Load(), c.storeSyncs.Load()
+	err := produceRound(ctx, leaders, n)
+	*partSyncs += c.partSyncs.Load() - ps
+	*storeSyncs += c.storeSyncs.Load() - ss
+	return err
+}
+
 // forEach calls f(0..n-1) from up to 32 goroutines and returns the errors.
 func forEach(n int, f func(i int) error) error {
 	var next atomic.Int64
@@ -576,39 +587,16 @@ func BenchmarkRaftProduce(b *testing.B) {
 		part0, store0 := c.partBytes.Load(), c.storeBytes.Load()
 		var partSyncs, storeSyncs int64
 		var peerTime time.Duration
-		b.ResetTimer()
-		b.StopTimer()
-		for round, done := 0, 0; done < b.N; round++ {
-			n := min(raftRoundBatches, b.N-done)
-			timed := func() error {
-				ps, ss := c.partSyncs.Load(), c.storeSyncs.Load()
-				b.StartTimer()
-				err := produceRound(ctx, leaders, n)
-				b.StopTimer()
-				partSyncs += c.partSyncs.Load() - ps
-				storeSyncs += c.storeSyncs.Load() - ss
-				return err
+		alternate(b, raftRoundBatches, func(n int) error {
+			return c.produceCounted(ctx, leaders, n, &partSyncs, &storeSyncs)
+		}, func(n int) error {
+			if pc == nil {
+				return nil
 			}
-			untimed := func() error {
-				if pc == nil {
-					return nil
-				}
-				d, err := timeIt(func() error { return produceRound(ctx, peerLeaders, n) })
-				peerTime += d
-				return err
-			}
-			first, second := timed, untimed
-			if round%2 == 1 {
-				first, second = untimed, timed
-			}
-			if err := first(); err != nil {
-				b.Fatal(err)
-			}
-			if err := second(); err != nil {
-				b.Fatal(err)
-			}
-			done += n
-		}
+			d, err := timeIt(func() error { return produceRound(ctx, peerLeaders, n) })
+			peerTime += d
+			return err
+		})
 		total := size * int64(b.N)
 		b.ReportMetric(float64(partSyncs)/float64(b.N), "log-fsyncs/op")
 		if !main.noRaft {
