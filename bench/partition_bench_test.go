@@ -98,42 +98,23 @@ func BenchmarkPartitionAppend(b *testing.B) {
 
 	var plainTime time.Duration
 	var timedSyncs int64
-	b.ResetTimer()
-	b.StopTimer()
-	for round, done := 0, 0; done < b.N; round++ {
-		n := min(partitionRoundBatches, b.N-done)
-		sluice := func() error {
-			before := syncs.Load()
-			b.StartTimer()
-			err := appendRound(n)
-			b.StopTimer()
-			timedSyncs += syncs.Load() - before
-			return err
-		}
-		plain := func() error {
-			d, err := timeIt(func() error {
-				for i := 0; i < n; i += partitionWriters {
-					if err := peer.write(batches[0], min(partitionWriters, n-i), true); err != nil {
-						return err
-					}
+	alternate(b, partitionRoundBatches, func(n int) error {
+		before := syncs.Load()
+		err := appendRound(n)
+		timedSyncs += syncs.Load() - before
+		return err
+	}, func(n int) error {
+		d, err := timeIt(func() error {
+			for i := 0; i < n; i += partitionWriters {
+				if err := peer.write(batches[0], min(partitionWriters, n-i), true); err != nil {
+					return err
 				}
-				return nil
-			})
-			plainTime += d
-			return err
-		}
-		first, second := sluice, plain
-		if round%2 == 1 {
-			first, second = plain, sluice
-		}
-		if err := first(); err != nil {
-			b.Fatal(err)
-		}
-		if err := second(); err != nil {
-			b.Fatal(err)
-		}
-		done += n
-	}
+			}
+			return nil
+		})
+		plainTime += d
+		return err
+	})
 
 	total := size * int64(b.N)
 	logMBps, plainMBps := mbps(total, b.Elapsed()), mbps(total, plainTime)

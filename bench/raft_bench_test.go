@@ -252,8 +252,15 @@ type partClusterConfig struct {
 	groups   int    // partitions
 	dir      string // "": every replica on its own vfs.NewMem, with MemStateStores
 	noSync   bool   // the partitions' file and directory syncs do nothing
+	noopNet  bool   // a Transport that drops every message instead of TCP (one voter)
 	host     replica.HostConfig
 }
+
+// noopTransport drops every message: a one-voter group sends none that
+// matter.
+type noopTransport struct{}
+
+func (noopTransport) Send([]replica.GroupMessage) {}
 
 // partCluster is replicas hosts (one process, loopback TCP) with the same
 // partitions, each replica a replica.Partition on a counting FS.
@@ -289,7 +296,7 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 	for g := range cfg.groups {
 		c.groups = append(c.groups, replica.GroupID{TopicID: [16]byte{0xbe, byte(g >> 8), byte(g)}, Partition: int32(g)})
 	}
-	if !cfg.noRaft {
+	if !cfg.noRaft && !cfg.noopNet {
 		for _, id := range c.ids {
 			tp, err := replica.ListenTCP(id, "127.0.0.1:0", logger)
 			if err != nil {
@@ -311,7 +318,7 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 		var hs replica.HardStateStore
 		if !cfg.noRaft {
 			for _, peer := range c.ids {
-				if peer != id {
+				if peer != id && !cfg.noopNet {
 					c.tps[id].SetPeer(peer, c.tps[peer].Addr().String())
 				}
 			}
@@ -325,13 +332,20 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 				hs = replica.NewMemStateStore()
 			}
 			hc := cfg.host
-			hc.NodeID, hc.Transport, hc.HardState, hc.Logger = id, c.tps[id], hs, logger
+			hc.NodeID, hc.HardState, hc.Logger = id, hs, logger
+			if cfg.noopNet {
+				hc.Transport = noopTransport{}
+			} else {
+				hc.Transport = c.tps[id]
+			}
 			h, err := replica.NewHost(hc)
 			if err != nil {
 				b.Fatal(err)
 			}
 			c.hosts[id], host = h, h
-			c.tps[id].SetHost(h)
+			if !cfg.noopNet {
+				c.tps[id].SetHost(h)
+			}
 		}
 		// Opened concurrently: each Open waits for a few fsyncs.
 		parts := make([]*replica.Partition, len(c.groups))
@@ -430,7 +444,9 @@ func (c *partCluster) quiesced() bool {
 // talking (its partitions stay open until close).
 func (c *partCluster) stop(id uint64) {
 	c.closed[id] = true
-	c.tps[id].Close()
+	if tp := c.tps[id]; tp != nil {
+		tp.Close()
+	}
 	c.hosts[id].Close()
 }
 
@@ -444,7 +460,9 @@ func (c *partCluster) close(b *testing.B) {
 	}
 	for _, id := range c.ids {
 		if !c.cfg.noRaft && !c.closed[id] {
-			c.tps[id].Close()
+			if tp := c.tps[id]; tp != nil {
+				tp.Close()
+			}
 			c.hosts[id].Close()
 		}
 		if st := c.stores[id]; st != nil {
@@ -453,6 +471,17 @@ func (c *partCluster) close(b *testing.B) {
 			}
 		}
 	}
+}
+
+// produceCounted is produceRound on leaders (c's), adding the file and
+// folder syncs of c's partitions and state stores meanwhile to *partSyncs
+// and *storeSyncs.
+func (c *partCluster) produceCounted(ctx context.Context, leaders []*replica.Partition, n int, partSyncs, storeSyncs *int64) error {
+	ps, ss := c.partSyncs.Load(), c.storeSyncs.Load()
+	err := produceRound(ctx, leaders, n)
+	*partSyncs += c.partSyncs.Load() - ps
+	*storeSyncs += c.storeSyncs.Load() - ss
+	return err
 }
 
 // forEach calls f(0..n-1) from up to 32 goroutines and returns the errors.
@@ -558,39 +587,16 @@ func BenchmarkRaftProduce(b *testing.B) {
 		part0, store0 := c.partBytes.Load(), c.storeBytes.Load()
 		var partSyncs, storeSyncs int64
 		var peerTime time.Duration
-		b.ResetTimer()
-		b.StopTimer()
-		for round, done := 0, 0; done < b.N; round++ {
-			n := min(raftRoundBatches, b.N-done)
-			timed := func() error {
-				ps, ss := c.partSyncs.Load(), c.storeSyncs.Load()
-				b.StartTimer()
-				err := produceRound(ctx, leaders, n)
-				b.StopTimer()
-				partSyncs += c.partSyncs.Load() - ps
-				storeSyncs += c.storeSyncs.Load() - ss
-				return err
+		alternate(b, raftRoundBatches, func(n int) error {
+			return c.produceCounted(ctx, leaders, n, &partSyncs, &storeSyncs)
+		}, func(n int) error {
+			if pc == nil {
+				return nil
 			}
-			untimed := func() error {
-				if pc == nil {
-					return nil
-				}
-				d, err := timeIt(func() error { return produceRound(ctx, peerLeaders, n) })
-				peerTime += d
-				return err
-			}
-			first, second := timed, untimed
-			if round%2 == 1 {
-				first, second = untimed, timed
-			}
-			if err := first(); err != nil {
-				b.Fatal(err)
-			}
-			if err := second(); err != nil {
-				b.Fatal(err)
-			}
-			done += n
-		}
+			d, err := timeIt(func() error { return produceRound(ctx, peerLeaders, n) })
+			peerTime += d
+			return err
+		})
 		total := size * int64(b.N)
 		b.ReportMetric(float64(partSyncs)/float64(b.N), "log-fsyncs/op")
 		if !main.noRaft {

@@ -283,7 +283,7 @@ type AppendOptions struct {
 // returned once the entry committed; an internal topic's partition takes
 // it too.
 func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (segment.AppendResult, error) {
-	pd, err := p.append(b, opts.LogAppendTime, AcksAll)
+	pd, err := p.appendOwn(b, opts)
 	if err != nil {
 		return pd.res, err
 	}
@@ -296,7 +296,17 @@ func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (s
 // appended one after another commit in that order, or fail from the first
 // that fails (a leadership change drops every later proposal too).
 func (p *Partition) AppendAsync(b []byte, opts AppendOptions) (*Pending, error) {
-	return p.append(b, opts.LogAppendTime, AcksAll)
+	return p.appendOwn(b, opts)
+}
+
+// appendOwn checks a batch the broker built (segment.ValidateAppend) and
+// appends it with acks=all.
+func (p *Partition) appendOwn(b []byte, opts AppendOptions) (*Pending, error) {
+	h, err := segment.ValidateAppend(b)
+	if err != nil {
+		return &Pending{res: noResult}, err
+	}
+	return p.append(b, &h, opts.LogAppendTime, AcksAll)
 }
 
 // Pending is an appended batch on its way to being committed.
@@ -323,18 +333,16 @@ func (pd *Pending) Wait(ctx context.Context) (segment.AppendResult, error) {
 
 var noResult = segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
 
-// append checks b against the producer state and appends it. A batch from
+// append checks b, a batch already checked (checked is its header: see
+// validate), against the producer state and appends it. A batch from
 // an idempotent producer that retries one of its latest 5 batches returns
 // the original offsets without appending again; a sequence gap returns
 // ErrOutOfOrderSequence and an older epoch ErrInvalidProducerEpoch. The
 // commit (a group-commit fsync when flush.messages=1, then the high
 // watermark moving) runs after appendMu is released, in the background:
 // the Pending reports it.
-func (p *Partition) append(b []byte, logAppendTime bool, acks int16) (*Pending, error) {
-	h, err := batch.ParseHeader(b)
-	if err != nil {
-		return &Pending{res: noResult}, err
-	}
+func (p *Partition) append(b []byte, checked *batch.Header, logAppendTime bool, acks int16) (*Pending, error) {
+	h := *checked
 	if p.rs != nil {
 		return p.propose(b, &h, logAppendTime, acks)
 	}
@@ -355,6 +363,7 @@ func (p *Partition) append(b []byte, logAppendTime bool, acks int16) (*Pending, 
 		SetLeaderEpoch: true,
 		LeaderEpoch:    p.LeaderEpoch(),
 		LogAppendTime:  logAppendTime,
+		Checked:        checked,
 	})
 	if err == nil {
 		if res.Rolled {
@@ -433,6 +442,44 @@ func (p *Partition) Changed() <-chan struct{} {
 // result once its bytes are sent or copied.
 func (p *Partition) Read(offset int64, maxBytes int) (segment.ReadResult, error) {
 	return p.log.Read(offset, maxBytes, p.HighWatermark())
+}
+
+// FetchResult is what Fetch read, from one view of the partition.
+type FetchResult struct {
+	// Records are the committed batches read, below HighWatermark (empty
+	// when none was asked for or the read failed); the caller calls
+	// Records.Release once their bytes are sent or copied.
+	Records segment.ReadResult
+	// HighWatermark, LastStableOffset and LogStartOffset are the view's
+	// (LastStableOffset is the high watermark: no transactions yet).
+	HighWatermark, LastStableOffset, LogStartOffset int64
+	// Changed is closed the next time the high watermark moves past
+	// this view's (a Fetch long poll waits on it: no move is missed).
+	Changed <-chan struct{}
+}
+
+// Fetch is a consumer's read: the high watermark, the channel that tells
+// when it next moves and the log start offset, taken together, and the
+// committed batches from offset up to that high watermark, KIP-74 style
+// (maxBytes, at least one batch; maxBytes <= 0 reads none, only the
+// offsets). The records and the offsets answered come from the same view:
+// no batch beyond the high watermark returned. The offsets are filled on
+// a read error too (OFFSET_OUT_OF_RANGE answers carry them).
+func (p *Partition) Fetch(offset int64, maxBytes int) (FetchResult, error) {
+	p.mu.Lock()
+	fr := FetchResult{HighWatermark: p.highWatermark, Changed: p.changed}
+	p.mu.Unlock()
+	fr.LastStableOffset = fr.HighWatermark
+	fr.LogStartOffset = p.log.LogStartOffset()
+	if maxBytes <= 0 {
+		return fr, nil
+	}
+	var err error
+	fr.Records, err = p.log.Read(offset, maxBytes, fr.HighWatermark)
+	if err == nil {
+		fr.LogStartOffset = fr.Records.LogStartOffset // the records' own view
+	}
+	return fr, err
 }
 
 // ReadBytes is Read copying the batches into dst (appended).

@@ -205,3 +205,33 @@ func TestFlushConfigAppliesLive(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Fetch answers the records and the offsets from one view: no batch at or
+// beyond the high watermark it reports, the log start offset with it, and
+// only the offsets when no bytes are asked for.
+func TestFetchOneView(t *testing.T) {
+	p := newPartition(t, vfs.NewMem(), segment.DefaultConfig())
+	for i := range 3 {
+		if _, err := produce(t, p, testBatch(batch.BuildOptions{}, fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fr, err := p.Fetch(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Records.Release()
+	if fr.HighWatermark != p.HighWatermark() || fr.LastStableOffset != fr.HighWatermark || fr.LogStartOffset != 0 {
+		t.Fatalf("view: hw %d lso %d log start %d, partition hw %d", fr.HighWatermark, fr.LastStableOffset, fr.LogStartOffset, p.HighWatermark())
+	}
+	if fr.Records.Bytes == 0 || fr.Records.NextOffset != fr.HighWatermark {
+		t.Fatalf("records: %d bytes up to %d, high watermark %d", fr.Records.Bytes, fr.Records.NextOffset, fr.HighWatermark)
+	}
+	only, err := p.Fetch(0, 0)
+	if err != nil || only.Records.Bytes != 0 || only.HighWatermark != fr.HighWatermark || only.Changed == nil {
+		t.Fatalf("offsets only: %+v, %v", only, err)
+	}
+	if _, err := p.Fetch(fr.HighWatermark+1, 1<<20); err == nil {
+		t.Fatal("a fetch past the high watermark read nothing and no error")
+	}
+}

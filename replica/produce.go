@@ -46,16 +46,33 @@ func (p *Partition) ProduceWith(records []byte, opts ProduceOptions) (*Pending, 
 		return &Pending{res: noResult}, fmt.Errorf("%w: clients cannot append to it", ErrInternalTopic)
 	}
 	cfg := p.Config()
-	records, err := validate(records, &cfg)
+	records, h, err := validate(records, &cfg)
 	if err != nil {
 		return &Pending{res: noResult}, err
 	}
-	return p.append(records, cfg.LogAppendTime, opts.Acks)
+	return p.append(records, &h, cfg.LogAppendTime, opts.Acks)
 }
 
-// validate checks records against cfg and returns what is to be stored:
-// records itself, or a copy recompressed with the topic's codec.
-func validate(records []byte, cfg *TopicConfig) ([]byte, error) {
+// validate checks records against cfg and returns what is to be stored,
+// records itself or a copy recompressed with the topic's codec, with its
+// header. It is the only check of the batch: CRC, records walked
+// (segment.ValidateAppend, which corrects maxTimestamp in place), keys
+// on a compacted topic, run in the producer's goroutine; the log, and
+// every replica of a raft partition, trust the header it returns
+// (segment.AppendOptions.Checked).
+func validate(records []byte, cfg *TopicConfig) ([]byte, batch.Header, error) {
+	out, err := validateClient(records, cfg)
+	if err != nil {
+		return nil, batch.Header{}, err
+	}
+	h, err := segment.ValidateAppend(out) // what is stored: recompressed, its records too
+	return out, h, err
+}
+
+// validateClient applies the client rules to records and returns what is
+// to be stored: records itself, or a copy recompressed with the topic's
+// codec.
+func validateClient(records []byte, cfg *TopicConfig) ([]byte, error) {
 	switch {
 	case len(records) == 0:
 		return nil, fmt.Errorf("%w: the records are empty", ErrInvalidRecord)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"go.etcd.io/raft/v3"
 )
 
 // acks=all against min.insync.replicas (Kafka's
@@ -173,4 +175,36 @@ func (rs *raftState) failReplicating(err error) {
 	}
 	clear(rs.replicating)
 	rs.replicating = rs.replicating[:0]
+}
+
+// soleCommitter is a StateMachine told that its group, led by this
+// replica and with it as its only voter, made its log durable up to
+// index: every entry up to it is committed (raft commits it at the next
+// Advance; no other replica can replace it), so what waits for it may
+// complete before raft says so.
+type soleCommitter interface {
+	soleVoterDurable(index uint64)
+}
+
+// soleVoterDurable tells g's machine, when g is a leader that is the
+// only voter of its configuration (learners do not count toward a
+// commit), that its log is durable up to its last index. Called by the
+// worker after g's Sync, before its Advance: the configuration checked is
+// the one Advance's self-acknowledgement commits under (the caller skips
+// a Ready that changes the leadership, or whose committed entries, applied
+// before Advance, hold a configuration change).
+func (h *Host) soleVoterDurable(g *group) {
+	sc, ok := g.machine.(soleCommitter)
+	if !ok || g.role != raft.StateLeader {
+		return
+	}
+	cs := &g.state.ConfState
+	if len(cs.Voters) != 1 || cs.Voters[0] != h.cfg.NodeID || len(cs.VotersOutgoing) != 0 {
+		return
+	}
+	last, err := g.storage.LastIndex()
+	if err != nil {
+		return
+	}
+	sc.soleVoterDurable(last)
 }

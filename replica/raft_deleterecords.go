@@ -86,16 +86,23 @@ func internalEntry(data []byte) (kind segment.EntryKind, payload []byte, ok bool
 	}
 	h, err := batch.ParseHeader(data)
 	if err != nil || !h.Internal() {
-		return 0, nil, false, nil // a record batch (AppendEntry checks it)
+		return 0, nil, false, nil // a record batch
 	}
+	kind, payload, err = internalPayload(data)
+	return kind, payload, true, err
+}
+
+// internalPayload returns the kind and payload of an internal batch (its
+// header already parsed) that must be a replicated operation.
+func internalPayload(data []byte) (kind segment.EntryKind, payload []byte, err error) {
 	_, k, payload, err := batch.ParseInternal(data)
 	if err != nil {
-		return 0, nil, true, err
+		return 0, nil, err
 	}
 	if segment.EntryKind(k) != segment.EntryDeleteRecords {
-		return 0, nil, true, fmt.Errorf("replica: a raft entry's data is an internal batch of kind %s", segment.EntryKind(k))
+		return 0, nil, fmt.Errorf("replica: a raft entry's data is an internal batch of kind %s", segment.EntryKind(k))
 	}
-	return segment.EntryKind(k), payload, true, nil
+	return segment.EntryKind(k), payload, nil
 }
 
 // DeleteRecords moves the log start offset up to offset (-1: the high
@@ -150,7 +157,8 @@ func (p *Partition) DeleteRecordsContext(ctx context.Context, offset int64) (int
 	}
 	rs := p.rs
 	data := deleteRecordsEntry(offset)
-	pr := &proposal{data: data, h: batch.Header{ProducerID: -1}, acks: AcksAll, del: true, pd: &Pending{res: noResult, done: make(chan struct{})}}
+	pr := rs.newProposal(data, batch.Header{ProducerID: -1}, AcksAll)
+	pr.del = true
 	rs.track(pr)
 	err := rs.host.post(rs.id, func(rn *raft.RawNode) error {
 		if err := rn.Propose(data); err != nil {

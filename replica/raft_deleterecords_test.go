@@ -22,14 +22,14 @@ func TestDeleteRecordsEntryRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	s := NewLogStorage(l, raftpb.HardState{}, raftpb.ConfState{Voters: []uint64{1}})
+	s := newLogStorage(l, raftpb.HardState{}, raftpb.ConfState{Voters: []uint64{1}})
 	del := deleteRecordsEntry(1)
 	ents := []raftpb.Entry{
 		{Index: 1, Term: 1},
 		{Index: 2, Term: 1, Data: valueBatch("a", "b")},
 		{Index: 3, Term: 1, Data: del},
 	}
-	w, err := s.AppendEntries(ents)
+	w, err := s.appendEntries(ents)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestDeleteRecordsEntryRoundTrip(t *testing.T) {
 	}
 	// Another internal kind as a normal entry's data is refused.
 	bad := batch.BuildInternal(0, 0, uint8(segment.EntryEmpty), nil)
-	if _, err := s.AppendEntries([]raftpb.Entry{{Index: 4, Term: 1, Data: bad}}); err == nil {
+	if _, err := s.appendEntries([]raftpb.Entry{{Index: 4, Term: 1, Data: bad}}); err == nil {
 		t.Fatal("an empty entry's internal batch as entry data was stored")
 	}
 	if _, err := decodeDeleteRecords([]byte{2, 0, 0, 0, 0, 0, 0, 0, 1}); !errors.Is(err, errBadDeleteRecords) {

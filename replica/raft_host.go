@@ -724,8 +724,7 @@ func (h *Host) work() {
 type worker struct {
 	rds    []ready
 	states map[GroupID]GroupState
-	synced []*group
-	errs   []error
+	work   []*ready
 	out    []GroupMessage
 }
 
@@ -737,6 +736,42 @@ type ready struct {
 	failed error // the group's storage failed: nothing more of it runs
 	// sentEarly: a leader's messages, sent before its write (step 1b).
 	sentEarly bool
+}
+
+// persist writes r's snapshot and entries to its group's storage and
+// syncs them (steps 2 and 3 of handle, for one group); a failure is
+// r.failed. A group whose only voter is this leader then commits what it
+// made durable (soleVoterDurable).
+func (h *Host) persist(r *ready) {
+	h.noteConfProposed(r.g, &r.rd)
+	var err error
+	snap := !raft.IsEmptySnap(r.rd.Snapshot)
+	if snap {
+		err = r.g.storage.ApplySnapshot(r.rd.Snapshot)
+	}
+	if err == nil && len(r.rd.Entries) > 0 {
+		err = r.g.storage.Append(r.rd.Entries)
+	}
+	if err == nil && r.rd.MustSync && (len(r.rd.Entries) > 0 || snap) {
+		err = r.g.storage.Sync()
+	}
+	if err != nil {
+		r.failed = err
+		return
+	}
+	if len(r.rd.Entries) > 0 && r.rd.SoftState == nil && !holdsConfChange(r.rd.CommittedEntries) {
+		h.soleVoterDurable(r.g)
+	}
+}
+
+// holdsConfChange reports whether ents hold a configuration change.
+func holdsConfChange(ents []raftpb.Entry) bool {
+	for i := range ents {
+		if t := ents[i].Type; t == raftpb.EntryConfChange || t == raftpb.EntryConfChangeV2 {
+			return true
+		}
+	}
+	return false
 }
 
 // leaderReady reports whether rd is a leader's whose messages may leave
@@ -797,59 +832,39 @@ func (h *Host) handle(w *worker, batch []*group) {
 	}
 	clear(early)
 	w.out = early[:0]
-	// 2. Snapshots and entries.
-	synced := w.synced[:0]
+	// 2. Snapshots and entries, 3. synced: each group's in turn, the
+	// groups concurrently (each writes and syncs its own log), so a
+	// group's fsync waits for neither the other groups' writes nor their
+	// fsyncs. A group whose only voter is this leader commits what it
+	// made durable at once (soleVoterDurable).
+	work := w.work[:0]
 	for i := range rds {
 		r := &rds[i]
-		if !r.has {
+		if !r.has || r.failed != nil {
 			continue
 		}
-		h.noteConfProposed(r.g, &r.rd)
-		var err error
 		if !raft.IsEmptySnap(r.rd.Snapshot) {
-			err = r.g.storage.ApplySnapshot(r.rd.Snapshot)
-		}
-		if err == nil && len(r.rd.Entries) > 0 {
-			err = r.g.storage.Append(r.rd.Entries)
-		}
-		if err != nil {
-			r.failed = err
+			h.persist(r) // rare: not alongside the others
 			continue
 		}
-		if r.rd.MustSync && (len(r.rd.Entries) > 0 || !raft.IsEmptySnap(r.rd.Snapshot)) {
-			synced = append(synced, r.g)
-		}
-	}
-	// 3. Sync the storages written, concurrently.
-	if len(synced) > 0 {
-		errs := append(w.errs[:0], make([]error, len(synced))...)
-		if len(synced) == 1 {
-			errs[0] = synced[0].storage.Sync()
+		if len(r.rd.Entries) > 0 {
+			work = append(work, r)
 		} else {
-			var wg sync.WaitGroup
-			for i, g := range synced {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[i] = g.storage.Sync()
-				}()
-			}
-			wg.Wait()
+			h.noteConfProposed(r.g, &r.rd)
 		}
-		for i, err := range errs {
-			if err != nil {
-				for j := range rds {
-					if rds[j].g == synced[i] {
-						rds[j].failed = err
-					}
-				}
-			}
-		}
-		clear(errs)
-		w.errs = errs[:0]
 	}
-	clear(synced)
-	w.synced = synced[:0]
+	if len(work) == 1 {
+		h.persist(work[0])
+	} else if len(work) > 1 {
+		var wg sync.WaitGroup
+		for _, r := range work[1:] {
+			wg.Go(func() { h.persist(r) })
+		}
+		h.persist(work[0])
+		wg.Wait()
+	}
+	clear(work)
+	w.work = work[:0]
 	// 4. Group states, in one synced write: a new HardState, or the
 	// ConfState and applied index the previous apply left (with the
 	// HardState last saved), so the three saved together are consistent.
@@ -937,16 +952,12 @@ func (h *Host) handle(w *worker, batch []*group) {
 			r.g.confGen++
 		}
 		applied := false
-		if n := len(r.rd.CommittedEntries); n > 0 {
-			if err := h.applyConfChanges(r.g, r.rd.CommittedEntries); err != nil {
-				// Not raft's panic: the group leaves the host, the
-				// broker and its other groups go on.
+		if len(r.rd.CommittedEntries) > 0 {
+			if err := h.apply(r.g, r.rd.CommittedEntries); err != nil {
 				r.failed = err
 				h.failGroup(r.g, err)
 				continue
 			}
-			r.g.machine.Apply(r.rd.CommittedEntries)
-			r.g.state.Applied = r.rd.CommittedEntries[n-1].Index
 			applied = true
 		}
 		r.g.rn.Advance(r.rd)
@@ -1057,6 +1068,19 @@ func (h *Host) step(g *group) bool {
 // its index (raft's own rule).
 type snapshotConfIndexer interface {
 	snapshotConfIndex() uint64
+}
+
+// apply applies committed entries: configuration changes to the RawNode,
+// then the group's StateMachine. A configuration change that does not
+// apply is returned (not raft's panic: the group leaves the host, the
+// broker and its other groups go on).
+func (h *Host) apply(g *group, ents []raftpb.Entry) error {
+	if err := h.applyConfChanges(g, ents); err != nil {
+		return err
+	}
+	g.machine.Apply(ents)
+	g.state.Applied = ents[len(ents)-1].Index
+	return nil
 }
 
 // applyConfChanges applies the configuration changes among ents to raft,

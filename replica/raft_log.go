@@ -1,9 +1,9 @@
 package replica
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/sluicemq/sluice/segment"
@@ -12,8 +12,10 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 )
 
-// LogStorage is a partition's segment log as its raft group's storage
-// (raft.Storage and GroupStorage): every batch of the log is one raft
+// logStorage is a partition's segment log as its raft group's storage:
+// raft.Storage and the log half of GroupStorage (partitionStorage,
+// raft_storage.go, adds the writes that keep the partition's derived
+// state in step, Sync and the snapshots of raft_snapshot.go). Every batch of the log is one raft
 // entry (see segment's raft.go). Entry data maps as:
 //
 //	raftpb.EntryNormal, Data not empty   segment.EntryData: Data is one record batch
@@ -27,26 +29,35 @@ import (
 // so the log holds the produced bytes once, and raft's own entries take no
 // Kafka offset. The HardState and ConfState live elsewhere (the owner
 // persists them, the HardState in the host's HardStateStore) and are given
-// to it with SetHardState and SetConfState; InitialState returns them.
+// to it with SetState and SetConfState; InitialState returns them.
 //
 // Like any GroupStorage, it is called by one worker at a time; its
 // raft.Storage reads may also run on other goroutines (the Log is safe for
 // concurrent use; the states are guarded by a mutex).
-type LogStorage struct {
+type logStorage struct {
 	log *segment.Log
-	// OnAppend, when set, receives what each Append wrote, for the owner
-	// to track producer state (data entries' offsets) and to reset what
-	// it derived from a truncated tail. It runs in Append's goroutine.
-	OnAppend func([]AppendedEntry)
 
 	mu        sync.Mutex
 	hs        raftpb.HardState
 	cs        raftpb.ConfState
 	confIndex uint64 // GroupState.ConfIndex saved with cs
+	// mu: the entries written and not yet applied, consecutive, as
+	// Entries would read them back (at most unappliedMax of them): raft
+	// asks for committed entries again to apply them, and these are
+	// answered without reading the log. The worker appends (appendEntries),
+	// trims what it applied (forgetApplied) and drops them all when the
+	// log is reset under them (forgetAll).
+	unapplied []raftpb.Entry
 }
 
-// AppendedEntry is what Append wrote for one raft entry.
-type AppendedEntry struct {
+// unappliedMax bounds logStorage.unapplied: entries, bytes of data.
+const (
+	unappliedMax      = 512
+	unappliedMaxBytes = 16 << 20
+)
+
+// appendedEntry is what appendEntries wrote for one raft entry.
+type appendedEntry struct {
 	Index uint64
 	Kind  segment.EntryKind
 	// Result is the segment's AppendResult: for a data entry the offsets
@@ -55,36 +66,30 @@ type AppendedEntry struct {
 	// Result.TruncatedTo >= 0 says a divergent tail was removed first and
 	// the log end offset went back there.
 	Result segment.AppendResult
+	// Header is a data or internal entry's batch header as proposed:
+	// its BaseOffset is the leader's proposal id (proposal.id), the
+	// offset written being Result's.
+	Header batch.Header
 }
 
-// NewLogStorage returns the storage of a group over l, starting from the
+// newLogStorage returns the storage of a group over l, starting from the
 // owner's persisted HardState and ConfState (for a new group, an empty
 // HardState and the synthetic initial ConfState).
-func NewLogStorage(l *segment.Log, hs raftpb.HardState, cs raftpb.ConfState) *LogStorage {
-	return &LogStorage{log: l, hs: hs, cs: cs}
+func newLogStorage(l *segment.Log, hs raftpb.HardState, cs raftpb.ConfState) *logStorage {
+	return &logStorage{log: l, hs: hs, cs: cs}
 }
 
-// Log returns the segment log.
-func (s *LogStorage) Log() *segment.Log { return s.log }
-
 // InitialState returns the HardState and ConfState the owner gave.
-func (s *LogStorage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
+func (s *logStorage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hs, s.cs, nil
 }
 
-// SetHardState records hs (already durable where the owner keeps it).
-func (s *LogStorage) SetHardState(hs raftpb.HardState) {
-	s.mu.Lock()
-	s.hs = hs
-	s.mu.Unlock()
-}
-
 // SetState records the group's saved state (GroupStorage; the host calls
 // it at AddGroup and after each save): InitialState returns its HardState
 // and ConfState.
-func (s *LogStorage) SetState(st GroupState) {
+func (s *logStorage) SetState(st GroupState) {
 	s.mu.Lock()
 	s.hs, s.cs, s.confIndex = st.HardState, cloneConfState(st.ConfState), st.ConfIndex
 	s.mu.Unlock()
@@ -92,14 +97,14 @@ func (s *LogStorage) SetState(st GroupState) {
 
 // confState returns the ConfState last given and the index of the last
 // configuration change it holds (GroupState.ConfIndex).
-func (s *LogStorage) confState() (raftpb.ConfState, uint64) {
+func (s *logStorage) confState() (raftpb.ConfState, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cs, s.confIndex
 }
 
 // SetConfState records cs (after a configuration change was applied).
-func (s *LogStorage) SetConfState(cs raftpb.ConfState) {
+func (s *logStorage) SetConfState(cs raftpb.ConfState) {
 	s.mu.Lock()
 	s.cs = cs
 	s.mu.Unlock()
@@ -119,7 +124,10 @@ func raftErr(err error) error {
 
 // Entries returns the entries [lo, hi), at most maxSize bytes but at
 // least one (raft.Storage).
-func (s *LogStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
+func (s *logStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
+	if out := s.cached(lo, hi, maxSize); out != nil {
+		return out, nil
+	}
 	ents, err := s.log.Entries(lo, hi, maxSize)
 	if err != nil {
 		return nil, raftErr(err)
@@ -145,57 +153,137 @@ func (s *LogStorage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 	return out, nil
 }
 
+// cached returns Entries(lo, hi, maxSize) from the unapplied entries
+// when they hold all of [lo, hi), else nil.
+func (s *logStorage) cached(lo, hi, maxSize uint64) []raftpb.Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.unapplied)
+	if n == 0 || lo >= hi || lo < s.unapplied[0].Index || hi-1 > s.unapplied[n-1].Index ||
+		lo < s.log.FirstIndex() || hi-1 > s.log.LastIndex() {
+		return nil
+	}
+	first := s.unapplied[0].Index
+	ents := s.unapplied[lo-first : hi-first]
+	size := uint64(0)
+	for i := range ents {
+		size += uint64(ents[i].Size())
+		if i > 0 && size > maxSize {
+			ents = ents[:i]
+			break
+		}
+	}
+	return slices.Clone(ents) // raft may append to what it gets
+}
+
+// remember adds entries just written (as Entries reads them back) to the
+// unapplied ones: after them when they follow, else in their place (a
+// divergent tail replaced).
+func (s *logStorage) remember(ents []raftpb.Entry) {
+	if len(ents) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.unapplied); n > 0 {
+		// Consecutive: the entry at position k has index first+k.
+		first, keep := s.unapplied[0].Index, 0
+		if ents[0].Index > first && ents[0].Index <= s.unapplied[n-1].Index+1 {
+			keep = int(ents[0].Index - first)
+		}
+		clear(s.unapplied[keep:])
+		s.unapplied = s.unapplied[:keep]
+	}
+	s.unapplied = append(s.unapplied, ents...)
+	size := 0
+	for i := range s.unapplied {
+		size += len(s.unapplied[i].Data)
+	}
+	drop := 0
+	for len(s.unapplied)-drop > unappliedMax || (size > unappliedMaxBytes && drop < len(s.unapplied)) {
+		size -= len(s.unapplied[drop].Data)
+		drop++
+	}
+	if drop > 0 {
+		clear(s.unapplied[:drop])
+		s.unapplied = append(s.unapplied[:0], s.unapplied[drop:]...)
+	}
+}
+
+// forgetApplied drops the unapplied entries up to index (applied).
+func (s *logStorage) forgetApplied(index uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for n < len(s.unapplied) && s.unapplied[n].Index <= index {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	clear(s.unapplied[:n])
+	s.unapplied = append(s.unapplied[:0], s.unapplied[n:]...)
+}
+
+// forgetAll drops every unapplied entry (the log was reset: a snapshot).
+func (s *logStorage) forgetAll() {
+	s.mu.Lock()
+	clear(s.unapplied)
+	s.unapplied = s.unapplied[:0]
+	s.mu.Unlock()
+}
+
 // Term returns the term of entry i, for i in [FirstIndex-1, LastIndex].
-func (s *LogStorage) Term(i uint64) (uint64, error) {
+func (s *logStorage) Term(i uint64) (uint64, error) {
 	t, err := s.log.Term(i)
 	return t, raftErr(err)
 }
 
 // LastIndex returns the index of the last entry.
-func (s *LogStorage) LastIndex() (uint64, error) { return s.log.LastIndex(), nil }
+func (s *logStorage) LastIndex() (uint64, error) { return s.log.LastIndex(), nil }
 
 // FirstIndex returns the index of the first entry.
-func (s *LogStorage) FirstIndex() (uint64, error) { return s.log.FirstIndex(), nil }
+func (s *logStorage) FirstIndex() (uint64, error) { return s.log.FirstIndex(), nil }
 
-// Snapshot is not served yet (snapshots are the next step of replication):
-// raft retries later.
-func (s *LogStorage) Snapshot() (raftpb.Snapshot, error) {
-	return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
-}
-
-// Append writes a Ready's entries (GroupStorage) and hands what it wrote
-// to OnAppend.
-func (s *LogStorage) Append(ents []raftpb.Entry) error {
-	res, err := s.AppendEntries(ents)
-	if s.OnAppend != nil && len(res) > 0 {
-		s.OnAppend(res)
-	}
-	return err
-}
-
-// AppendEntries writes ents, consecutive entries whose first may replace a
+// appendEntries writes ents, consecutive entries whose first may replace a
 // suffix of the log (which is truncated first), and returns what each
 // wrote (those written before an error too). Data entries' batches are
 // copied before the log stamps them: raft's own copy (its unstable log,
-// the messages of the same Ready) stays as it was.
-func (s *LogStorage) AppendEntries(ents []raftpb.Entry) ([]AppendedEntry, error) {
-	out := make([]AppendedEntry, 0, len(ents))
+// the messages of the same Ready) stays as it was. A data entry's batch
+// is trusted: the leader checked it before proposing (Partition's
+// validate: CRC, records), and its CRC covers it from there on; only its
+// header is read here (recovery still checks what is on disk).
+func (s *logStorage) appendEntries(ents []raftpb.Entry) ([]appendedEntry, error) {
+	out := make([]appendedEntry, 0, len(ents))
+	written := make([]raftpb.Entry, 0, len(ents))
+	defer func() { s.remember(written) }()
 	for _, e := range ents {
 		kind := segment.EntryEmpty
 		data := e.Data
+		var opts segment.AppendOptions
+		var h batch.Header
 		switch e.Type {
 		case raftpb.EntryNormal:
-			if len(e.Data) > 0 {
-				kind, data = segment.EntryData, append([]byte(nil), e.Data...)
+			if len(e.Data) == 0 {
+				break
 			}
-			// A replicated operation is an internal batch
-			// (raft_deleterecords.go): stored as its kind and payload.
-			if k, payload, ok, err := internalEntry(e.Data); ok {
+			var err error
+			if h, err = batch.ParseHeader(e.Data); err != nil {
+				return out, fmt.Errorf("replica: raft entry %d: %w", e.Index, err)
+			}
+			if h.Internal() {
+				// A replicated operation is an internal batch
+				// (raft_deleterecords.go): stored as its kind and
+				// payload.
+				k, payload, err := internalPayload(e.Data)
 				if err != nil {
 					return out, fmt.Errorf("replica: raft entry %d: %w", e.Index, err)
 				}
 				kind, data = k, append([]byte(nil), payload...)
+				break
 			}
+			kind, data = segment.EntryData, append([]byte(nil), e.Data...)
+			opts.Checked = &h
 		case raftpb.EntryConfChange:
 			kind = segment.EntryConfChange
 		case raftpb.EntryConfChangeV2:
@@ -203,39 +291,23 @@ func (s *LogStorage) AppendEntries(ents []raftpb.Entry) ([]AppendedEntry, error)
 		default:
 			return out, fmt.Errorf("replica: raft entry %d of unknown type %v", e.Index, e.Type)
 		}
-		r, err := s.log.AppendEntry(e.Index, e.Term, kind, data, segment.AppendOptions{})
+		r, err := s.log.AppendEntry(e.Index, e.Term, kind, data, opts)
 		if err != nil {
 			return out, fmt.Errorf("replica: append raft entry %d (term %d): %w", e.Index, e.Term, err)
 		}
-		out = append(out, AppendedEntry{Index: e.Index, Kind: kind, Result: r})
+		// As Entries reads it back: the batch as stamped, a replicated
+		// operation rebuilt as proposed (but its id).
+		re := raftpb.Entry{Term: e.Term, Index: e.Index, Type: e.Type}
+		switch kind {
+		case segment.EntryData:
+			re.Data = data
+		case segment.EntryConfChange, segment.EntryConfChangeV2:
+			re.Data = e.Data
+		case segment.EntryDeleteRecords:
+			re.Data = batch.BuildInternal(0, 0, uint8(kind), data)
+		}
+		written = append(written, re)
+		out = append(out, appendedEntry{Index: e.Index, Kind: kind, Result: r, Header: h})
 	}
 	return out, nil
 }
-
-// Sync makes every append durable (a group commit of the log).
-func (s *LogStorage) Sync() error { return s.log.Sync() }
-
-// SnapshotNextOffset encodes the snapshot data ApplySnapshot reads for a
-// delete topic: the Kafka offset after the snapshot's last entry, 8
-// bytes big-endian. Provisional: the snapshot format is the next step.
-func SnapshotNextOffset(next int64) []byte {
-	return binary.BigEndian.AppendUint64(nil, uint64(next))
-}
-
-// ApplySnapshot replaces the log by a snapshot (of a delete topic): the
-// log restarts empty after the snapshot's index, at the offset its data
-// carries (SnapshotNextOffset), durably; the snapshot's ConfState becomes
-// the storage's.
-func (s *LogStorage) ApplySnapshot(snap raftpb.Snapshot) error {
-	if len(snap.Data) != 8 {
-		return fmt.Errorf("replica: snapshot of %d data bytes: only a delete topic's (its next offset) is supported", len(snap.Data))
-	}
-	next := int64(binary.BigEndian.Uint64(snap.Data))
-	if err := s.log.ResetAt(snap.Metadata.Index, snap.Metadata.Term, next); err != nil {
-		return err
-	}
-	s.SetConfState(snap.Metadata.ConfState)
-	return nil
-}
-
-var _ GroupStorage = (*LogStorage)(nil)

@@ -41,7 +41,7 @@ func sameStoredEntry(got, want raftpb.Entry) bool {
 	return bytes.Equal(got.Data, want.Data)
 }
 
-// TestLogStorageMatchesMemoryStorage drives LogStorage and raft's
+// TestLogStorageMatchesMemoryStorage drives logStorage and raft's
 // MemoryStorage with the same random appends (raft's shape: a term starts
 // with its leader's empty entry, a new leader's entries may replace a
 // divergent tail) and snapshots, and compares every answer of
@@ -52,7 +52,7 @@ func TestLogStorageMatchesMemoryStorage(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 3))
 			l := openRaftTestLog(t, vfs.NewMem())
 			defer l.Close()
-			ours := NewLogStorage(l, raftpb.HardState{}, raftpb.ConfState{Voters: []uint64{1}})
+			ours := newLogStorage(l, raftpb.HardState{}, raftpb.ConfState{Voters: []uint64{1}})
 			mem := raft.NewMemoryStorage()
 			term := uint64(0)
 			for step := 0; step < 300; step++ {
@@ -62,11 +62,14 @@ func TestLogStorageMatchesMemoryStorage(t *testing.T) {
 					// A snapshot of a delete topic.
 					idx := last + uint64(rng.IntN(3))
 					term++
-					snap := raftpb.Snapshot{Data: SnapshotNextOffset(int64(1000 + step)),
-						Metadata: raftpb.SnapshotMetadata{Index: idx, Term: term, ConfState: raftpb.ConfState{Voters: []uint64{1, 2}}}}
-					if err := ours.ApplySnapshot(snap); err != nil {
+					snap := raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: idx, Term: term, ConfState: raftpb.ConfState{Voters: []uint64{1, 2}}}}
+					// What a delete topic's snapshot does to the log
+					// (partitionStorage.ApplySnapshot).
+					if err := l.ResetAt(idx, term, int64(1000+step)); err != nil {
 						t.Fatal(err)
 					}
+					ours.SetConfState(snap.Metadata.ConfState)
+					ours.forgetAll()
 					if err := mem.ApplySnapshot(snap); err != nil {
 						t.Fatal(err)
 					}
@@ -110,7 +113,7 @@ func TestLogStorageMatchesMemoryStorage(t *testing.T) {
 					orig[i] = e
 					orig[i].Data = append([]byte(nil), e.Data...)
 				}
-				res, err := ours.AppendEntries(ents)
+				res, err := ours.appendEntries(ents)
 				if err != nil {
 					t.Fatalf("step %d: %v", step, err)
 				}
@@ -127,7 +130,7 @@ func TestLogStorageMatchesMemoryStorage(t *testing.T) {
 				}
 				compareStorage(t, step, ours, mem, rng)
 			}
-			if err := ours.Sync(); err != nil {
+			if err := l.Sync(); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -143,7 +146,7 @@ func mustMarshal(t *testing.T, m interface{ Marshal() ([]byte, error) }) []byte 
 	return b
 }
 
-func compareStorage(t *testing.T, step int, ours *LogStorage, mem *raft.MemoryStorage, rng *rand.Rand) {
+func compareStorage(t *testing.T, step int, ours *logStorage, mem *raft.MemoryStorage, rng *rand.Rand) {
 	t.Helper()
 	f1, _ := ours.FirstIndex()
 	f2, _ := mem.FirstIndex()
@@ -189,19 +192,26 @@ func compareStorage(t *testing.T, step int, ours *LogStorage, mem *raft.MemorySt
 	}
 }
 
-// A single-voter group runs on a LogStorage with a RawNode: the leader's
+// noSnapshots is a logStorage as a raft.Storage that serves no snapshot
+// (partitionStorage serves them: raft_snapshot.go).
+type noSnapshots struct{ *logStorage }
+
+func (noSnapshots) Snapshot() (raftpb.Snapshot, error) {
+	return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+}
+
+// A single-voter group runs on a logStorage with a RawNode: the leader's
 // empty entries take no offset, proposals are the log's batches, and the
 // group restarts from the same log (a new leader, a new term).
 func TestLogStorageRawNode(t *testing.T) {
 	fs := vfs.NewMem()
 	l := openRaftTestLog(t, fs)
 	var hs raftpb.HardState
-	var appended []AppendedEntry
+	var appended []appendedEntry
 	run := func(l *segment.Log, proposals int, tag string) {
 		t.Helper()
-		s := NewLogStorage(l, hs, raftpb.ConfState{Voters: []uint64{1}})
-		s.OnAppend = func(r []AppendedEntry) { appended = append(appended, r...) }
-		rn, err := raft.NewRawNode(&raft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: s,
+		s := newLogStorage(l, hs, raftpb.ConfState{Voters: []uint64{1}})
+		rn, err := raft.NewRawNode(&raft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: noSnapshots{s},
 			MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, Applied: hs.Commit, Logger: discardRaftLogger{}})
 		if err != nil {
 			t.Fatal(err)
@@ -225,15 +235,17 @@ func TestLogStorageRawNode(t *testing.T) {
 				continue
 			}
 			rd := rn.Ready()
-			if err := s.Append(rd.Entries); err != nil {
+			r, err := s.appendEntries(rd.Entries)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Sync(); err != nil {
+			appended = append(appended, r...)
+			if err := l.Sync(); err != nil {
 				t.Fatal(err)
 			}
 			if !raft.IsEmptyHardState(rd.HardState) {
 				hs = rd.HardState
-				s.SetHardState(hs)
+				s.SetState(GroupState{HardState: hs, ConfState: raftpb.ConfState{Voters: []uint64{1}}})
 			}
 			rn.Advance(rd)
 		}

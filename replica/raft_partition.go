@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -22,9 +22,9 @@ import (
 // Produce (leader only, no proposal forwarding) validates the batch,
 // checks it against the idempotent producers' state including the
 // leader's proposals not yet written (inflight), and proposes it. The
-// proposal is found again in the Ready that writes it (by its data
-// slice: etcd raft keeps the slice it was given) and tracked by
-// (index, term) from then on:
+// proposal is found again in the Ready that writes it (by the id its
+// entry carries in the batch's baseOffset field: proposal.id) and
+// tracked by (index, term) from then on:
 //
 //   - acks=1 completes once the leader's own append is durable (the
 //     group's Sync after the write);
@@ -209,6 +209,12 @@ const (
 
 // proposal is one batch the leader proposed.
 type proposal struct {
+	// id is the proposal's own (raftState.nextID), carried in its
+	// entry's data as the batch's baseOffset field (outside the CRC; each
+	// replica stamps the real base offset as it writes the entry): the
+	// worker matches the entries it writes to the leader's proposals by
+	// it, never by the data's identity.
+	id   int64
 	data []byte
 	h    batch.Header
 	acks int16
@@ -232,7 +238,7 @@ type raftState struct {
 	id       GroupID
 	self     uint64
 	lagTime  time.Duration
-	storage  *LogStorage
+	storage  *logStorage
 	onLeader func(lead, term uint64) // RaftConfig.OnLeaderChange
 	state    SnapshotState           // RaftConfig.SnapshotState
 
@@ -240,6 +246,7 @@ type raftState struct {
 	// order; written ones waiting for their commit, in index order; acks=1
 	// ones waiting for the next Sync.
 	proposed   []*proposal
+	nextID     atomic.Int64 // the last proposal id given
 	committing []*proposal
 	unsynced   []*proposal
 	// worker: acks=all proposals committed with their term, waiting for
@@ -360,7 +367,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		batch.SetLogAppendTime(b, p.now().UnixMilli())
 		h.Attributes |= batch.TimestampTypeBit
 	}
-	pr := &proposal{data: b, h: *h, acks: acks, pd: &Pending{res: noResult, done: make(chan struct{})}}
+	pr := rs.newProposal(b, *h, acks)
 	if m := rs.host.cfg.Metrics; m != nil && m.Committed != nil && acks == AcksAll {
 		pr.proposed = time.Now()
 	}
@@ -417,6 +424,14 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		p.failProposal(pr, p.notLeader(err.Error()))
 	}
 	return pr.pd, nil
+}
+
+// newProposal returns a proposal of data with a new id, written into
+// data's baseOffset field.
+func (rs *raftState) newProposal(data []byte, h batch.Header, acks int16) *proposal {
+	id := rs.nextID.Add(1)
+	batch.SetBaseOffset(data, id)
+	return &proposal{id: id, data: data, h: h, acks: acks, pd: &Pending{res: noResult, done: make(chan struct{})}}
 }
 
 // follow returns a Pending that completes as orig does (a retry of a
@@ -510,22 +525,18 @@ func (pd *Pending) finish(res segment.AppendResult, err error) {
 	close(pd.done)
 }
 
-// sameData reports whether a written entry's data is a proposal's slice.
-func sameData(a, b []byte) bool {
-	return len(a) > 0 && len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
-}
-
 // written is called by the storage, in the worker, for each entry of a
-// Ready it wrote, with its append result and, for a data entry, its
-// header. It records the batch in the producer state (unless record is
-// false: the state was just rebuilt from the log) and matches the
-// leader's proposals.
-func (p *Partition) written(e *raftpb.Entry, kind segment.EntryKind, res segment.AppendResult, h *batch.Header, record bool) {
+// Ready it wrote, with its append result, for a data entry its header,
+// and the proposal id its data carried (its batch's baseOffset field as
+// proposed: 0 for raft's own entries). It records the batch in the
+// producer state (unless record is false: the state was just rebuilt
+// from the log) and matches the leader's proposals by id.
+func (p *Partition) written(e *raftpb.Entry, id int64, res segment.AppendResult, h *batch.Header, record bool) {
 	rs := p.rs
 	var pr *proposal
-	if h != nil || kind == segment.EntryDeleteRecords {
+	if id > 0 {
 		for j, q := range rs.proposed {
-			if !sameData(e.Data, q.data) {
+			if q.id != id {
 				continue
 			}
 			// Proposals before it never came: raft dropped them.
@@ -588,6 +599,7 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 		return
 	}
 	first, last := ents[0].Index, ents[len(ents)-1].Index
+	rs.storage.forgetApplied(last)
 	p.log.SetRaftRetainFrom(retentionBound(p, last)) // retention may remove what is applied
 	hw, err := p.log.OffsetAfter(last)
 	if err != nil {
@@ -783,4 +795,33 @@ func (rs *raftState) failAll(err error) {
 func (m raftMachine) GroupFailed(err error) {
 	m.LeaderChanged(0, m.p.rs.term)
 	m.p.rs.failAll(m.p.notLeader("the partition's storage failed: " + err.Error()))
+}
+
+// soleVoterDurable: this replica leads its group as the only voter and its
+// log is durable up to index, so every entry up to it is committed (see
+// Host.soleVoterDurable). The high watermark moves there and the acks=all
+// proposals written up to it complete now, one Ready before raft applies
+// them (Apply then finds them done). With min.insync.replicas above 1
+// (a one-voter ISR is too small) they wait for Apply, which fails them
+// (raft_acks.go). Worker.
+func (m raftMachine) soleVoterDurable(index uint64) {
+	p, rs := m.p, m.p.rs
+	hw, err := p.log.OffsetAfter(index)
+	if err != nil {
+		return
+	}
+	p.advance(hw)
+	if len(rs.committing) == 0 || p.Config().MinInsyncReplicas > 1 {
+		return
+	}
+	keep := rs.committing[:0]
+	for _, pr := range rs.committing {
+		if pr.index <= index && !pr.del {
+			rs.complete(pr, pr.res, nil)
+		} else {
+			keep = append(keep, pr)
+		}
+	}
+	clear(rs.committing[len(keep):])
+	rs.committing = keep
 }

@@ -43,7 +43,7 @@ func TestTruncatingAppendRecordsOnce(t *testing.T) {
 	c := newPCluster(t, 3, 1, 1)
 	c.start(1) // never campaigns: no worker writes this storage
 	p := c.nodes[1].parts[c.groups[0]]
-	s := &partitionStorage{LogStorage: p.rs.storage, p: p}
+	s := &partitionStorage{logStorage: p.rs.storage, p: p}
 	d := func(seq int32, v string) []byte { return idempotentBatch(7, 0, seq, v) }
 	if err := s.Append([]raftpb.Entry{{Index: 1, Term: 1}, {Index: 2, Term: 1, Data: d(0, "a")},
 		{Index: 3, Term: 3}, {Index: 4, Term: 3, Data: d(1, "b-divergent")}}); err != nil {

@@ -431,6 +431,7 @@ func readFile(p *Partition, name string) ([]byte, error) {
 // offset (a snapshot's index is committed).
 func (s *partitionStorage) ApplySnapshot(snap raftpb.Snapshot) error {
 	p := s.p
+	s.forgetAll() // the log is replaced under them
 	d, err := decodeRaftSnap(snap.Data)
 	if err != nil {
 		return err

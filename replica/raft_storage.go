@@ -12,14 +12,16 @@ import (
 )
 
 // partitionStorage is a replicated partition's GroupStorage: raft reads
-// its log through LogStorage (raft_log.go) over the segment log, and the
+// its log through logStorage (raft_log.go) over the segment log, and the
 // host's worker writes a Ready's entries through Append, which also keeps
 // what is derived from the log (producer state, leader epochs, producer
 // snapshots at rolls, the leader's proposals) in step with it.
 type partitionStorage struct {
-	*LogStorage
+	*logStorage
 	p *Partition
 }
+
+var _ GroupStorage = (*partitionStorage)(nil)
 
 // Append writes a Ready's entries: data entries as record batches (base
 // offset and leader epoch stamped by the log from the entry's index and
@@ -41,17 +43,13 @@ func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 			return err
 		}
 	}
-	written, err := s.AppendEntries(ents)
+	written, err := s.appendEntries(ents)
 	for i, w := range written {
 		e := &ents[i]
 		res := w.Result
 		var h *batch.Header
 		if w.Kind == segment.EntryData {
-			hh, err := batch.ParseHeader(e.Data)
-			if err != nil {
-				return err // AppendEntries validated it
-			}
-			h = &hh
+			h = &written[i].Header
 		}
 		if res.Rolled {
 			p.appendMu.Lock()
@@ -64,7 +62,11 @@ func (s *partitionStorage) Append(ents []raftpb.Entry) error {
 			}()
 		}
 		p.noteEpoch(int32(e.Term), res.BaseOffset)
-		p.written(e, w.Kind, res, h, true)
+		var id int64
+		if w.Kind == segment.EntryData || w.Kind == segment.EntryDeleteRecords {
+			id = w.Header.BaseOffset // as proposed: the proposal's id
+		}
+		p.written(e, id, res, h, true)
 	}
 	return err
 }
@@ -172,7 +174,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	if first := p.log.FirstIndex(); st.HardState.Commit+1 < first {
 		st.HardState.Commit = first - 1
 	}
-	rs.storage = NewLogStorage(p.log, st.HardState, st.ConfState)
+	rs.storage = newLogStorage(p.log, st.HardState, st.ConfState)
 	p.rs = rs
 	applied := st.Applied
 	if first := p.log.FirstIndex(); applied+1 < first {
@@ -191,7 +193,7 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	p.mu.Unlock()
 	err = rc.Host.AddGroup(GroupConfig{
 		ID:      rc.Group,
-		Storage: &partitionStorage{LogStorage: rs.storage, p: p},
+		Storage: &partitionStorage{logStorage: rs.storage, p: p},
 		Machine: raftMachine{p},
 		State:   st,
 		Joining: rc.Joining,

@@ -235,6 +235,11 @@ type AppendOptions struct {
 	// timestamp field and the timestamp-type attribute bit are set and the
 	// CRC recomputed (Kafka's message.timestamp.type=LogAppendTime).
 	LogAppendTime bool
+	// Checked, when set, is the batch's header as the caller parsed it
+	// after checking the batch itself (ValidateAppend, or a replicated
+	// entry whose leader did): the append then trusts the batch and runs
+	// neither the CRC nor the record walk again. Nil: the append checks it.
+	Checked *batch.Header
 }
 
 // AppendResult describes an appended batch.
@@ -287,7 +292,7 @@ func (l *Log) Append(b []byte) (int64, error) {
 // never syncs: it reports in AppendResult.NeedSync whether flush.messages
 // wants a Sync now, and leaves that to the caller.
 func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
-	h, err := validateAppend(b)
+	h, err := checkedHeader(b, opts.Checked)
 	if err != nil {
 		return AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1, TruncatedTo: -1}, err
 	}
@@ -296,10 +301,24 @@ func (l *Log) AppendWith(b []byte, opts AppendOptions) (AppendResult, error) {
 	return l.appendLocked(b, &h, opts, 0)
 }
 
-// validateAppend checks a batch to append as a leader checks a producer's
-// (batch.ValidateRecords, which refuses internal batches), refuses an
-// empty one, and corrects maxTimestamp from the records.
-func validateAppend(b []byte) (batch.Header, error) {
+// checkedHeader returns b's header: checked, the caller's, when set (its
+// size must still be b's), else ValidateAppend's.
+func checkedHeader(b []byte, checked *batch.Header) (batch.Header, error) {
+	if checked == nil {
+		return ValidateAppend(b)
+	}
+	if checked.Size() != len(b) || checked.Internal() || checked.NumRecords <= 0 {
+		return *checked, fmt.Errorf("%w: a checked batch of %d bytes whose header says %d bytes, %d records", ErrCorrupt, len(b), checked.Size(), checked.NumRecords)
+	}
+	return *checked, nil
+}
+
+// ValidateAppend checks a batch to append as a leader checks a producer's
+// (batch.ValidateRecords: CRC, records walked, decompressed if need be;
+// internal batches refused), refuses an empty one, and corrects
+// maxTimestamp from the records (in b, the CRC recomputed). A caller that
+// ran it passes the header as AppendOptions.Checked.
+func ValidateAppend(b []byte) (batch.Header, error) {
 	h, recordsMaxTs, err := batch.ValidateRecords(b)
 	if err != nil {
 		return h, err

@@ -340,7 +340,7 @@ func (l *Log) AppendEntry(index, term uint64, kind EntryKind, data []byte, opts 
 	switch kind {
 	case EntryData:
 		b = data
-		if h, err = validateAppend(b); err != nil {
+		if h, err = checkedHeader(b, opts.Checked); err != nil {
 			return res, err
 		}
 	case EntryEmpty, EntryConfChange, EntryConfChangeV2, EntryDeleteRecords:

@@ -210,19 +210,27 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 				sp.ErrorCode = kerr.UnknownTopicID.Code
 			}
 		} else {
-			changed := part.Changed() // before reading: no wake-up is missed
-			hw := part.HighWatermark()
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, part.LogStartOffset()
 			limit := min(int64(fp.maxBytes), budget-total)
-			// The lease again, now that the high watermark is taken (a
-			// pause since the first check shows here; readlease.go). The
-			// records read next are committed whatever happens.
-			if err := part.CheckReadLease(); err != nil {
-				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-				sp.ErrorCode = kafkaCode(err)
+			want := 0
+			if limit > 0 || total == 0 {
+				want = int(max(limit, 1))
 			}
-			if sp.ErrorCode == 0 && (limit > 0 || total == 0) {
-				res, err := part.Read(fp.offset, int(max(limit, 1)))
+			// The records, the offsets and the wake-up channel from one
+			// view of the partition (no wake-up missed, no record beyond
+			// the high watermark answered).
+			fr, err := part.Fetch(fp.offset, want)
+			changed, res := fr.Changed, fr.Records
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = fr.HighWatermark, fr.LastStableOffset, fr.LogStartOffset
+			// The lease again, now that the view is taken (a pause since
+			// the first check shows here; readlease.go). What was read is
+			// committed whatever happens.
+			if lerr := part.CheckReadLease(); lerr != nil {
+				res.Release()
+				res, err = segment.ReadResult{}, nil
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+				sp.ErrorCode = kafkaCode(lerr)
+			}
+			if sp.ErrorCode == 0 && want > 0 {
 				if err == nil && total > 0 && res.Bytes > limit {
 					// KIP-74: only the first partition with records may
 					// exceed the limits; later ones wait for a next fetch.
