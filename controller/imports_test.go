@@ -1,0 +1,38 @@
+package controller
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// forbiddenImports are the modules the controller must never import: the
+// server calls the controller (through a small interface), never the
+// other way round, and tools drive whole brokers. (Pebble's
+// TestForbiddenImports, over `go list -deps`.)
+var forbiddenImports = []string{
+	"github.com/sluicemq/sluice/server",
+	"github.com/sluicemq/sluice/tools",
+}
+
+func TestForbiddenImports(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	for _, args := range [][]string{
+		{"list", "-deps", "-f", "{{.ImportPath}}", "./..."},
+		{"list", "-deps", "-test", "-f", "{{.ImportPath}}", "./..."},
+	} {
+		out, err := exec.Command("go", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		for _, pkg := range strings.Fields(string(out)) {
+			for _, f := range forbiddenImports {
+				if pkg == f || strings.HasPrefix(pkg, f+"/") {
+					t.Errorf("go %s: the controller module depends on %s (forbidden: %s)", strings.Join(args, " "), pkg, f)
+				}
+			}
+		}
+	}
+}
