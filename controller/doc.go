@@ -23,6 +23,9 @@
 //     a leader's report of its leadership and ISR, refused when its broker
 //     epoch is stale or when it was computed before the partition's latest
 //     reassignment record (partition epoch: INVALID_UPDATE_VERSION).
+//   - Fenced brokers leave every ISR and every leadership as Metadata
+//     reports them (ReplicationControlManager.handleBrokerFenced;
+//     FenceOut).
 //   - Reassignment completion (ReplicationControlManager, KIP-455): a
 //     reassignment ends once the reported ISR holds every replica it adds
 //     and none it removes.
