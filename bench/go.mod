@@ -44,6 +44,7 @@ require (
 	github.com/prometheus/common v0.42.0 // indirect
 	github.com/prometheus/procfs v0.10.1 // indirect
 	github.com/rogpeppe/go-internal v1.9.0 // indirect
+	github.com/sluicemq/sluice/controller v0.0.0 // indirect
 	github.com/sluicemq/sluice/coordinator v0.0.0 // indirect
 	github.com/sluicemq/sluice/meta v0.0.0 // indirect
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
@@ -54,6 +55,7 @@ require (
 )
 
 replace (
+	github.com/sluicemq/sluice/controller => ../controller
 	github.com/sluicemq/sluice/coordinator => ../coordinator
 	github.com/sluicemq/sluice/index => ../index
 	github.com/sluicemq/sluice/meta => ../meta

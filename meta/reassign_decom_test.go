@@ -23,7 +23,7 @@ func TestReassignTwoDecommissioningInOnePartition(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// What activeController.drain proposes for broker 2, then for broker 3.
+	// What the controller's drain proposes for broker 2, then for broker 3.
 	errs, err = s.Reassign([]ReassignRequest{
 		{TopicID: ts[0].ID, Partition: 0, Target: []int32{1, 4, 3}},
 		{TopicID: ts[0].ID, Partition: 0, Target: []int32{1, 2, 5}},

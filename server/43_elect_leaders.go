@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/controller"
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -148,14 +149,14 @@ func (b *Broker) electDecision(t meta.Topic, p int32, typ int8) electTarget {
 		et.err = kafkaErrorf(kerr.EligibleLeadersNotAvailable, "%s-%d has no leader and %s; it elects a leader by itself once a majority of its replicas (%v) is back", t.Name, p, why, v.replicas)
 		return et
 	}
-	switch {
-	case et.preferred < 0:
+	switch controller.PreferredDecision(v.replicas, v.leader, v.isr) {
+	case controller.PreferredNoReplicas:
 		et.err = kafkaErrorf(kerr.PreferredLeaderNotAvailable, "%s-%d has no replicas", t.Name, p)
-	case v.leader == et.preferred:
+	case controller.PreferredNotNeeded:
 		et.err = kafkaErrorf(kerr.ElectionNotNeeded, "Leader election not needed for topic partition %s-%d: its preferred replica %d leads", t.Name, p, et.preferred)
-	case v.leader < 0:
+	case controller.PreferredNoLeader:
 		et.err = kafkaErrorf(kerr.PreferredLeaderNotAvailable, "%s-%d has no leader now (an election is under way); retry", t.Name, p)
-	case !slices.Contains(v.isr, et.preferred):
+	case controller.PreferredNotInSync:
 		et.err = kafkaErrorf(kerr.PreferredLeaderNotAvailable, "Failed to elect leader for partition %s-%d under strategy PreferredElection: the preferred replica %d is not live and in the ISR %v", t.Name, p, et.preferred, v.isr)
 	default:
 		et.leader = v.leader
@@ -310,78 +311,4 @@ func (b *Broker) transferToPreferred(ctx context.Context, req *kmsg.ElectLeaders
 		rp.ErrorCode, rp.ErrorMessage = kafkaCode(err), errMessage(err)
 	}
 	return resp
-}
-
-// rebalance is the controller's automatic preferred leader election
-// (auto.leader.rebalance.enable, Kafka's KafkaController
-// checkAndTriggerAutoLeaderRebalance): every
-// leader.imbalance.check.interval.seconds, each broker whose preferred
-// partitions are led elsewhere for more than
-// leader.imbalance.per.broker.percentage of them gets those back (the
-// ones whose preferred replica is live and in sync, and not being
-// reassigned).
-func (a *activeController) rebalance() {
-	b := a.c.b
-	if !b.cfg.AutoLeaderRebalanceEnable {
-		return
-	}
-	every := time.Duration(b.cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second
-	a.mu.Lock()
-	if a.rebalancing || time.Since(a.rebalanced) < every {
-		a.mu.Unlock()
-		return
-	}
-	if a.rebalanced.IsZero() {
-		// The first check comes one interval after this controller
-		// took over, as Kafka schedules it.
-		a.rebalanced = time.Now()
-		a.mu.Unlock()
-		return
-	}
-	a.rebalancing = true
-	a.mu.Unlock()
-	preferred := map[int32]int{}
-	var elect []electTarget
-	notLed := map[int32][]electTarget{}
-	for _, t := range b.meta.Topics() {
-		for p := int32(0); p < t.Partitions && int(p) < len(t.Assignments); p++ {
-			if len(t.Assignments[p]) == 0 || isMoving(t, p) {
-				continue
-			}
-			pref := t.Assignments[p][0]
-			preferred[pref]++
-			et := b.electDecision(t, p, electionPreferred)
-			if et.err == nil {
-				notLed[pref] = append(notLed[pref], et)
-			}
-		}
-	}
-	for id, ets := range notLed {
-		if br, ok := b.meta.Broker(id); !ok || br.Fenced || br.Decommissioning {
-			continue // a leaving broker gets no leadership back
-		}
-		if 100*len(ets) > int(b.cfg.LeaderImbalancePerBrokerPercentage)*preferred[id] {
-			elect = append(elect, ets...)
-		}
-	}
-	a.c.wg.Add(1)
-	go func() {
-		defer a.c.wg.Done()
-		defer func() {
-			a.mu.Lock()
-			a.rebalancing, a.rebalanced = false, time.Now()
-			a.mu.Unlock()
-		}()
-		if len(elect) == 0 {
-			return
-		}
-		b.electAtLeaders(a.c.ctx, elect, electWait)
-		moved := 0
-		for _, et := range elect {
-			if et.err == nil {
-				moved++
-			}
-		}
-		b.logger.Info("sluice: controller: leader rebalance: preferred leaders elected", "partitions", len(elect), "elected", moved)
-	}()
 }

@@ -12,7 +12,7 @@ package server
 // replicas); the partition's leader then drives its raft group there one
 // change at a time (cluster_move.go), and the controller completes the
 // reassignment once the leader reports an ISR holding the whole target and
-// none of the removed replicas (activeController.completeMoves).
+// none of the removed replicas (the controller module).
 
 import (
 	"context"
@@ -105,7 +105,7 @@ func serveAlterPartitionReassignments(ctx context.Context, b *Broker, cc *client
 			}
 		}
 		if b.cl != nil {
-			b.cl.act.kick()
+			b.cl.act.Kick()
 		}
 	}
 	return resp, nil

@@ -25,7 +25,7 @@ package server
 // LastFetchTimestamp is a replica's last fetch of the metadata log; Sluice
 // has no fetches there (the leader pushes raft messages), so for a broker
 // it is the broker's last heartbeat (or registration) to the active
-// controller (activeController.beat; -1 if this process never heard one),
+// controller (controller.Controller.LastBeats; -1 if this process never heard one),
 // which is what fences a silent broker; a voter that is no broker sends
 // none, and its last catch-up stands for it. The leader's own are now, as
 // in Kafka. Timestamps are the leader's wall clock (ms since the epoch).
@@ -97,12 +97,7 @@ func (c *cluster) describeQuorum() kmsg.DescribeQuorumResponseTopicPartition {
 		}
 		return wall.Add(-mono.Sub(t)).UnixMilli()
 	}
-	c.act.mu.Lock()
-	beats := make(map[int32]time.Time, len(c.act.beat))
-	for id, t := range c.act.beat {
-		beats[id] = t
-	}
-	c.act.mu.Unlock()
+	beats := c.act.LastBeats()
 	for _, pr := range prog {
 		id := int32(pr.ID)
 		rs := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()

@@ -58,7 +58,7 @@ type cluster struct {
 
 	ctrl    *controllerClients // requests to the active controller (cluster_rpc.go)
 	brokers *peerClients       // requests to other brokers (cluster_peers.go)
-	act     *activeController  // the active controller's duties (cluster_controller.go)
+	act     controllerDuties   // the active controller's duties (controller module; cluster_controller.go)
 
 	epoch atomic.Int64 // this broker's epoch once registered; -1 before (epochs are metadata offsets, from 0)
 	// shuttingDown is set when a controlled shutdown begins: every
@@ -128,7 +128,6 @@ func newCluster(b *Broker) (*cluster, error) {
 	c.epoch.Store(-1)
 	c.ctrl = newControllerClients(c)
 	c.brokers = newPeerClients(c)
-	c.act = newActiveController(c)
 	return c, nil
 }
 
@@ -213,6 +212,7 @@ func (s metaSnapState) NextOffset() int64 { return s.m.ReplicatedOffset() }
 // raft group (a voter, or a learner on a broker-only node).
 func (c *cluster) openMetaLog() error {
 	b := c.b
+	c.act = newActiveController(c) // over b.meta, open now
 	cfg, err := b.metaTopicConfig()
 	if err != nil {
 		return err
@@ -224,7 +224,7 @@ func (c *cluster) openMetaLog() error {
 	rc := &replica.RaftConfig{Host: c.host, Group: metaGroup, State: st, Voters: c.voterIDs(),
 		ReplicaLagTime: time.Duration(b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		SnapshotState:  metaSnapState{b.meta},
-		OnLeaderChange: func(uint64, uint64) { c.act.kick(); c.kickLeadership() }}
+		OnLeaderChange: func(uint64, uint64) { c.act.Kick(); c.kickLeadership() }}
 	if _, voter := c.voters[c.self]; !voter {
 		rc.Learners = []uint64{uint64(c.self)}
 	}
@@ -438,7 +438,7 @@ func (c *cluster) applied() {
 	// and as acks=all counts copies (replica/raft_acks.go).
 	c.host.SetFenced(fenced)
 	c.b.recon.kickSoon(nil)
-	c.act.kick()
+	c.act.Kick()
 	c.kickThrottles()
 }
 
@@ -454,7 +454,10 @@ func (c *cluster) start() {
 		go c.coordinatorLoop()
 	}
 	c.wg.Add(1)
-	go c.act.run()
+	go func() {
+		defer c.wg.Done()
+		c.act.Run(c.ctx)
+	}()
 }
 
 // close stops the cluster's goroutines, the metadata log, the host, the

@@ -3,23 +3,22 @@ package server
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/controller"
 	"github.com/sluicemq/sluice/meta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
-// The active controller's duties (Kafka's QuorumController and its
-// BrokerHeartbeatManager): it registers brokers, keeps their sessions from
-// heartbeats (in memory: a new active controller gives every broker a
-// fresh session), fences a broker whose session expired
-// (broker.session.timeout.ms) and unfences one that has caught up with the
-// metadata log, records leaders' reports of leadership and ISR, hands out
-// producer-id blocks, and adds brokers that are not voters to the metadata
-// group as raft learners.
+// The active controller's requests (Kafka's QuorumController and its
+// BrokerHeartbeatManager): BrokerRegistration, BrokerHeartbeat,
+// AlterPartition and AllocateProducerIDs, decoded here and decided by the
+// controller module (controller.Controller: registration, sessions and
+// fencing, leader and ISR reports, producer-id blocks, metadata learners,
+// reassignment completion, decommission, leader rebalance), which reaches
+// this broker only through controllerHost.
 //
 // A partition's failover does not wait for fencing: raft elects a new
 // leader in about a second (its replicas' liveness); fencing only takes a
@@ -32,131 +31,78 @@ func init() {
 	register(handler{key: 67, minVersion: 0, maxVersion: 0, serve: serveAllocateProducerIDs, controllerOnly: true})
 }
 
-// controllerCheckEvery is how often the active controller checks broker
-// sessions and learners.
-const controllerCheckEvery = 250 * time.Millisecond
-
-type activeController struct {
-	c      *cluster
-	kickCh chan struct{}
-
-	mu sync.Mutex
-	// term is the metadata group's term whose duties started (0: none):
-	// a new term, even this node's again, starts every session afresh.
-	term  int32
-	heard map[int32]time.Time // each broker's session: its last heartbeat or registration, or this term's start
-	// beat is each broker's last heartbeat or registration as this
-	// process heard it, kept across terms (heard restarts every session
-	// at a new term): DescribeQuorum's LastFetchTimestamp.
-	beat     map[int32]time.Time
-	learners map[int32]bool // learners added to the metadata group in this term
-	// leaving are the brokers in controlled shutdown, with the broker
-	// epoch that asked: never unfenced again in that epoch.
-	leaving map[int32]int64
-	// rebalanced is when the last leader rebalance ended (zero: none
-	// yet in this process); rebalancing while one runs (43_elect_leaders.go).
-	rebalanced  time.Time
-	rebalancing bool
-	// drained is when drain last ran; drainWarned when it last warned
-	// about each broker it cannot drain (64_unregister_broker.go).
-	drained     time.Time
-	drainWarned map[int32]time.Time
+// controllerDuties is what the server asks of the active controller's
+// duties (controller.Controller; the server only decodes and answers the
+// Kafka requests).
+type controllerDuties interface {
+	Run(ctx context.Context)
+	Kick()
+	Register(r meta.BrokerRegistered) (epoch int64, err error)
+	Heartbeat(h controller.Heartbeat) (controller.HeartbeatReply, error)
+	AlterPartition(broker int32, brokerEpoch int64, changes []meta.PartitionChanged, epochs []int32) ([]error, error)
+	AllocateProducerIDs(n int64) (first int64, err error)
+	Unregister(id int32) (msg string, err error)
+	LastBeats() map[int32]time.Time
 }
 
-func newActiveController(c *cluster) *activeController {
-	return &activeController{c: c, kickCh: make(chan struct{}, 1), heard: map[int32]time.Time{}, beat: map[int32]time.Time{}, learners: map[int32]bool{}, leaving: map[int32]int64{}, drainWarned: map[int32]time.Time{}}
+// newActiveController is the controller's duties over this broker's
+// metadata store and raft host.
+func newActiveController(c *cluster) controllerDuties {
+	cfg := &c.b.cfg
+	return controller.New(controller.Options{
+		Store: c.b.meta,
+		Host:  controllerHost{c},
+		Config: controller.Config{
+			SessionTimeout:               time.Duration(cfg.BrokerSessionTimeoutMs) * time.Millisecond,
+			AutoLeaderRebalance:          cfg.AutoLeaderRebalanceEnable,
+			ImbalanceCheckInterval:       time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
+			ImbalancePerBrokerPercentage: cfg.LeaderImbalancePerBrokerPercentage,
+		},
+		Logger: c.b.logger,
+	})
 }
 
-func (a *activeController) kick() {
-	select {
-	case a.kickCh <- struct{}{}:
-	default:
+// controllerHost is the broker's side of the controller (controller.Host).
+type controllerHost struct{ c *cluster }
+
+func (h controllerHost) Term() (int32, bool) {
+	if h.c.metaPart == nil {
+		return 0, false
 	}
+	_, term, _ := h.c.metaPart.Leader()
+	return term, h.c.isController()
 }
 
-// heartbeat notes that broker id was heard from.
-func (a *activeController) heartbeat(id int32) {
-	now := time.Now()
-	a.mu.Lock()
-	a.heard[id] = now
-	a.beat[id] = now
-	a.mu.Unlock()
+func (h controllerHost) IsVoter(id int32) bool {
+	_, ok := h.c.voters[id]
+	return ok
 }
 
-func (a *activeController) run() {
-	defer a.c.wg.Done()
-	t := time.NewTicker(controllerCheckEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.c.stopping():
-			return
-		case <-t.C:
-		case <-a.kickCh:
-		}
-		a.check()
-	}
+func (h controllerHost) AddLearner(id int32) error {
+	cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode, NodeID: uint64(id)}}}
+	return h.c.host.ProposeConfChange(metaGroup, cc)
 }
 
-// check runs the duties once.
-func (a *activeController) check() {
-	c := a.c
-	b := c.b
-	_, term, _ := c.metaPart.Leader()
-	if !c.isController() {
-		a.mu.Lock()
-		a.term = 0
-		a.mu.Unlock()
-		return
+func (h controllerHost) PeersDown() []int32 { return raftIDs(h.c.host.PeersDown()) }
+
+func (h controllerHost) Partition(t meta.Topic, p int32) (int32, []int32) {
+	v := h.c.b.partitionView(t, p)
+	return v.leader, v.isr
+}
+
+func (h controllerHost) ElectPreferred(ctx context.Context, parts []controller.Election) int {
+	targets := make([]electTarget, len(parts))
+	for i, e := range parts {
+		targets[i] = electTarget{topic: e.Topic, partition: e.Partition, leader: e.Leader, preferred: e.Preferred}
 	}
-	now := time.Now()
-	brokers := b.meta.Brokers()
-	session := time.Duration(b.cfg.BrokerSessionTimeoutMs) * time.Millisecond
-	var expired []meta.Broker
-	var learners []int32
-	a.mu.Lock()
-	if a.term != term {
-		// A new leadership: every broker starts a fresh session.
-		a.term = term
-		clear(a.heard)
-		clear(a.learners)
-		clear(a.leaving)
-		for _, br := range brokers {
-			a.heard[br.NodeID] = now
+	h.c.b.electAtLeaders(ctx, targets, electWait)
+	elected := 0
+	for _, et := range targets {
+		if et.err == nil {
+			elected++
 		}
 	}
-	for _, br := range brokers {
-		if _, ok := a.heard[br.NodeID]; !ok {
-			a.heard[br.NodeID] = now
-		}
-		if !br.Fenced && now.Sub(a.heard[br.NodeID]) > session {
-			expired = append(expired, br)
-		}
-		if _, voter := c.voters[br.NodeID]; !voter && !a.learners[br.NodeID] {
-			learners = append(learners, br.NodeID)
-		}
-	}
-	a.mu.Unlock()
-	for _, br := range expired {
-		if err := b.meta.FenceBroker(br.NodeID, br.Epoch, true); err != nil {
-			b.logger.Warn("sluice: controller: cannot fence a broker whose session expired", "broker", br.NodeID, "err", err)
-			continue
-		}
-		b.logger.Warn("sluice: controller: fenced a broker: no heartbeat within broker.session.timeout.ms", "broker", br.NodeID, "session_timeout_ms", b.cfg.BrokerSessionTimeoutMs)
-	}
-	for _, id := range learners {
-		cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode, NodeID: uint64(id)}}}
-		if err := c.host.ProposeConfChange(metaGroup, cc); err != nil {
-			b.logger.Warn("sluice: controller: cannot add a broker to the metadata log as a learner", "broker", id, "err", err)
-			continue
-		}
-		a.mu.Lock()
-		a.learners[id] = true
-		a.mu.Unlock()
-	}
-	a.completeMoves()
-	a.drain()
-	a.rebalance()
+	return elected
 }
 
 // controllerCode maps a meta error of a controller change to a Kafka code.
@@ -166,6 +112,10 @@ func controllerCode(err error) int16 {
 		return 0
 	case errors.Is(err, meta.ErrNotController):
 		return kerr.NotController.Code
+	case errors.Is(err, controller.ErrStaleBrokerEpoch):
+		return kerr.StaleBrokerEpoch.Code
+	case errors.Is(err, controller.ErrBrokerNotRegistered):
+		return kerr.BrokerIDNotRegistered.Code
 	default:
 		return kerr.UnknownServerError.Code
 	}
@@ -189,15 +139,11 @@ func serveBrokerRegistration(_ context.Context, b *Broker, _ *clientConn, kreq k
 	for _, l := range req.Listeners {
 		rec.Listeners = append(rec.Listeners, meta.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port)})
 	}
-	epoch, err := b.meta.RegisterBroker(rec)
+	epoch, err := b.cl.act.Register(rec)
 	if err != nil {
-		b.logger.Warn("sluice: controller: broker registration failed", "broker", req.BrokerID, "err", err)
 		resp.ErrorCode = controllerCode(err)
 		return resp, nil
 	}
-	b.cl.act.heartbeat(req.BrokerID)
-	b.cl.act.kick()
-	b.logger.Info("sluice: controller: broker registered", "broker", req.BrokerID, "broker_epoch", epoch, "rack", rec.Rack)
 	resp.BrokerEpoch = epoch
 	return resp, nil
 }
@@ -209,42 +155,13 @@ func serveBrokerHeartbeat(_ context.Context, b *Broker, _ *clientConn, kreq kmsg
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil
 	}
-	br, ok := b.meta.Broker(req.BrokerID)
-	if !ok || br.Epoch != req.BrokerEpoch {
-		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+	r, err := b.cl.act.Heartbeat(controller.Heartbeat{Broker: req.BrokerID, Epoch: req.BrokerEpoch,
+		MetadataOffset: req.CurrentMetadataOffset, WantFence: req.WantFence, WantShutdown: req.WantShutdown})
+	if err != nil {
+		resp.ErrorCode = controllerCode(err)
 		return resp, nil
 	}
-	b.cl.act.heartbeat(req.BrokerID)
-	// Caught up: the broker applied the metadata log up to its own
-	// registration (KRaft's rule).
-	caughtUp := req.CurrentMetadataOffset >= br.Epoch
-	a := b.cl.act
-	a.mu.Lock()
-	if req.WantShutdown {
-		a.leaving[br.NodeID] = br.Epoch
-	}
-	e, leaving := a.leaving[br.NodeID]
-	leaving = leaving && e == br.Epoch
-	a.mu.Unlock()
-	fence := br.Fenced
-	switch {
-	case req.WantShutdown || req.WantFence || leaving:
-		fence = true
-	case br.Fenced && caughtUp && !(br.Decommissioning && len(replicasOn(b.meta.Topics(), br.NodeID)) == 0):
-		// A decommissioned broker that holds no replica any more stays
-		// fenced until it stops (activeController.retire).
-		fence = false
-	}
-	if fence != br.Fenced {
-		if err := b.meta.FenceBroker(br.NodeID, br.Epoch, fence); err != nil {
-			resp.ErrorCode = controllerCode(err)
-			return resp, nil
-		}
-		b.logger.Info("sluice: controller: broker fencing changed", "broker", br.NodeID, "fenced", fence, "shutting_down", req.WantShutdown)
-	}
-	resp.IsCaughtUp = caughtUp
-	resp.IsFenced = fence
-	resp.ShouldShutdown = req.WantShutdown
+	resp.IsCaughtUp, resp.IsFenced, resp.ShouldShutdown = r.CaughtUp, r.Fenced, r.ShouldShutdown
 	return resp, nil
 }
 
@@ -255,10 +172,6 @@ func serveAlterPartition(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil
 	}
-	if br, ok := b.meta.Broker(req.BrokerID); !ok || br.Epoch != req.BrokerEpoch {
-		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
-		return resp, nil
-	}
 	var changes []meta.PartitionChanged
 	var epochs []int32
 	for _, t := range req.Topics {
@@ -267,10 +180,7 @@ func serveAlterPartition(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.
 			epochs = append(epochs, p.PartitionEpoch)
 		}
 	}
-	// The partition epoch (Kafka's) counts the partition's reassignment
-	// records: a report computed before the latest one is refused
-	// (INVALID_UPDATE_VERSION), so it cannot complete a move it predates.
-	errs, err := b.meta.ChangePartitionsAt(changes, epochs)
+	errs, err := b.cl.act.AlterPartition(req.BrokerID, req.BrokerEpoch, changes, epochs)
 	if err != nil {
 		resp.ErrorCode = controllerCode(err)
 		return resp, nil
@@ -304,7 +214,7 @@ func serveAllocateProducerIDs(_ context.Context, b *Broker, _ *clientConn, kreq 
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil
 	}
-	first, err := b.meta.AllocateProducerIDs(producerIDBlockSize)
+	first, err := b.cl.act.AllocateProducerIDs(producerIDBlockSize)
 	if err != nil {
 		resp.ErrorCode = controllerCode(err)
 		return resp, nil

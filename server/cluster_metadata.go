@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicemq/sluice/controller"
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -186,25 +187,14 @@ func (b *Broker) partitionView(t meta.Topic, p int32) partitionView {
 			v.leader = -1
 		}
 	}
-	for _, r := range v.replicas {
-		if br, ok := b.meta.Broker(r); !ok || br.Fenced {
-			v.offline = append(v.offline, r)
-		}
-	}
-	// A fenced broker leaves every ISR, as Kafka's controller takes it out
-	// when its session expires (raft progress alone keeps a silent
-	// follower in sync for replica.lag.time.max.ms).
-	v.isr = slices.DeleteFunc(v.isr, func(id int32) bool { return slices.Contains(v.offline, id) })
-	if v.leader >= 0 {
-		if br, ok := b.meta.Broker(v.leader); !ok || br.Fenced {
-			v.leader = -1
-		}
-	}
+	// A fenced broker leaves every ISR and every leadership, as Kafka's
+	// controller takes it out when its session expires.
+	v.offline, v.isr, v.leader = controller.FenceOut(v.replicas, v.isr, v.leader, func(id int32) bool {
+		br, ok := b.meta.Broker(id)
+		return ok && !br.Fenced
+	})
 	if v.leader < 0 {
 		v.err = kerr.LeaderNotAvailable
-	}
-	if v.isr == nil {
-		v.isr = []int32{}
 	}
 	return v
 }

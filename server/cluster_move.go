@@ -27,7 +27,7 @@ import (
 // (nextMoveStep), so a new leader, a restarted broker or a replaced
 // reassignment continues from wherever the group is. The controller
 // completes the reassignment once the leader's ISR report holds the whole
-// target and none of the removed replicas (activeController.completeMoves);
+// target and none of the removed replicas (controller.Controller, at each check);
 // the removed brokers' reconcilers then close their replicas and delete
 // their data.
 
@@ -188,27 +188,6 @@ func raftVoterIDs(ids []int32) []uint64 {
 // sameIDs reports whether a and b hold the same ids, in any order.
 func sameIDs(a, b []uint64) bool {
 	return len(a) == len(b) && !slices.ContainsFunc(a, func(id uint64) bool { return !slices.Contains(b, id) })
-}
-
-// completeMoves ends every reassignment whose partition's reported ISR
-// holds the whole target and none of the removing replicas (Kafka's
-// controller completes a reassignment on such an AlterPartition). The
-// active controller runs it at each check.
-func (a *activeController) completeMoves() {
-	b := a.c.b
-	for _, r := range b.meta.Reassignments() {
-		t, ok := b.meta.TopicByID(r.TopicID)
-		if !ok || !t.ReassignmentDone(r.Partition) {
-			continue
-		}
-		done, err := b.meta.CompleteReassignment(r.TopicID, r.Partition)
-		switch {
-		case err != nil:
-			b.logger.Warn("sluice: controller: cannot complete a reassignment; retried", "topic", r.Topic, "partition", r.Partition, "err", err)
-		case done:
-			b.logger.Info("sluice: controller: reassignment completed", "topic", r.Topic, "partition", r.Partition, "replicas", t.TargetReplicas(r.Partition))
-		}
-	}
 }
 
 // withLeaving adds to a moving partition's reported ISR the members of its
