@@ -165,6 +165,7 @@ func (p *Partition) DeleteRecordsContext(ctx context.Context, offset int64) (int
 			p.failProposal(pr, p.notLeader(err.Error()))
 			return err
 		}
+		pr.propTerm = rn.BasicStatus().Term
 		rs.proposed = append(rs.proposed, pr)
 		return nil
 	})

@@ -214,11 +214,17 @@ type proposal struct {
 	// replica stamps the real base offset as it writes the entry): the
 	// worker matches the entries it writes to the leader's proposals by
 	// it, never by the data's identity.
-	id   int64
-	data []byte
-	h    batch.Header
-	acks int16
-	pd   *Pending
+	id int64
+	// propTerm is the raft term the proposal was taken in: its entry
+	// carries it. An entry matches only with its id and this term, so an
+	// entry another leader wrote (whose own counter may have reached the
+	// same id) is never taken for this one, even in the Ready that
+	// replaced the proposal before raft handed it out.
+	propTerm uint64
+	data     []byte
+	h        batch.Header
+	acks     int16
+	pd       *Pending
 	// del marks a DeleteRecords entry (raft_deleterecords.go): no
 	// producer state; it completes once applied, with the log start
 	// offset as its result's BaseOffset.
@@ -417,6 +423,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 			p.failProposal(pr, p.notLeader(err.Error()))
 			return err
 		}
+		pr.propTerm = rn.BasicStatus().Term
 		rs.proposed = append(rs.proposed, pr)
 		return nil
 	})
@@ -536,7 +543,7 @@ func (p *Partition) written(e *raftpb.Entry, id int64, res segment.AppendResult,
 	var pr *proposal
 	if id > 0 {
 		for j, q := range rs.proposed {
-			if q.id != id {
+			if q.id != id || q.propTerm != e.Term {
 				continue
 			}
 			// Proposals before it never came: raft dropped them.
