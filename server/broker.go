@@ -38,7 +38,7 @@ type Broker struct {
 	leaseWait time.Duration
 	raftSkew  atomic.Int64
 	now       func() time.Time // the wall clock (Options.Now)
-	cl        *cluster         // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
+	cl        *cluster         // the raft host, the metadata log, the controller (cluster.go); a single node is a one-voter cluster
 	recon     *reconciler      // opens, reconfigures and closes partitions (reconcile.go)
 	// recovery gathers the start-up's log recoveries into one line
 	// (recovery.go).
@@ -182,34 +182,26 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	if cfg.MetricsListen != "" {
 		b.metrics = newBrokerMetrics(b)
 	}
-	mopts := meta.Options{FS: opts.MetaFS, Logger: logger}
-	if cfg.Clustered() {
-		cl, err := newCluster(b)
-		if err != nil {
-			locks.Close()
-			return nil, err
-		}
-		b.cl = cl
-		mopts.Replicator = cl
-	}
-	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), mopts)
+	cl, err := newCluster(b)
 	if err != nil {
-		if b.cl != nil {
-			b.cl.close()
-		}
+		locks.Close()
+		return nil, err
+	}
+	b.cl = cl
+	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), meta.Options{FS: opts.MetaFS, Logger: logger, Replicator: cl})
+	if err != nil {
+		cl.close()
 		locks.Close()
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
 	b.meta = st
 	b.startRecoverySummary()
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
-	if b.cl != nil {
-		if err := b.cl.openMetaLog(); err != nil {
-			b.cl.close()
-			st.Close()
-			locks.Close()
-			return nil, err
-		}
+	if err := cl.openMetaLog(); err != nil {
+		cl.close()
+		st.Close()
+		locks.Close()
+		return nil, err
 	}
 	b.clean = newCleaner(cfg, logger)
 	b.coord = b.newCoordinator()
@@ -217,9 +209,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	b.recon.pass() // every partition the metadata names, before serving
 	b.endRecoverySummary()
 	b.recon.start()
-	if b.cl != nil {
-		b.cl.startApplier()
-	}
+	cl.startApplier()
 	b.sweep.Start()
 	b.startCleaner()
 	b.startProducerExpiry()
@@ -277,12 +267,10 @@ func (b *Broker) close() error {
 	// The reconciler stops first: no partition opens (nor a coordinator
 	// load starts) once shutdown has begun. Then group requests waiting
 	// for a rebalance are answered, so their connections can finish.
-	if b.cl != nil {
-		if b.lns != nil && !b.noControlledShutdown {
-			b.cl.controlledShutdown()
-		}
-		b.cl.stopLoops()
+	if b.lns != nil && !b.noControlledShutdown {
+		b.cl.controlledShutdown()
 	}
+	b.cl.stopLoops()
 	b.recon.close()
 	b.coord.Close()
 	if b.lns != nil {
@@ -324,9 +312,7 @@ func (b *Broker) close() error {
 	b.stopCleaner()
 	b.stopProducerExpiry()
 	err := b.recon.closeAll()
-	if b.cl != nil {
-		err = errors.Join(err, b.cl.close())
-	}
+	err = errors.Join(err, b.cl.close())
 	err = errors.Join(err, b.meta.Close())
 	if b.lock != nil {
 		err = errors.Join(err, b.lock.Close())

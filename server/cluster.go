@@ -239,7 +239,23 @@ func (c *cluster) openMetaLog() error {
 		return fmt.Errorf("server: metadata log %s: %w", dir, err)
 	}
 	c.metaPart = part
+	c.campaignIfSole(part, metaGroup)
 	return nil
+}
+
+// campaignIfSole makes this replica stand for election at once when it is
+// its group's only voter (a single node's metadata log and partitions, a
+// partition of replication factor 1): it wins at once, where waiting for
+// raft's election timeout would leave the group leaderless for a second
+// or two after every open.
+func (c *cluster) campaignIfSole(part *replica.Partition, id replica.GroupID) {
+	voters, _, err := part.Membership()
+	if err != nil || len(voters) != 1 || voters[0] != uint64(c.self) {
+		return
+	}
+	if err := c.host.Campaign(id); err != nil {
+		c.b.logger.Debug("sluice: campaign", "group", id, "err", err)
+	}
 }
 
 // startApplier starts the applier, once the reconciler exists.

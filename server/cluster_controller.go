@@ -173,7 +173,7 @@ func controllerCode(err error) int16 {
 
 // notActiveController is true (and the caller answers NOT_CONTROLLER) when
 // this node is not the active controller.
-func notActiveController(b *Broker) bool { return b.cl == nil || !b.cl.isController() }
+func notActiveController(b *Broker) bool { return !b.cl.isController() }
 
 func serveBrokerRegistration(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.BrokerRegistrationRequest)

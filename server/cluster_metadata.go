@@ -25,7 +25,7 @@ import (
 // in a cluster one derived from controller.quorum.voters, the same on
 // every node (22 characters, as Kafka prints a Uuid).
 func clusterIDFor(cfg *config.Config) string {
-	if !cfg.Clustered() {
+	if cfg.SoloQuorum() {
 		return clusterID
 	}
 	var ids []string
@@ -48,10 +48,6 @@ type clientBroker struct {
 // liveBrokers are the brokers clients of the named listener are told
 // about, by id.
 func (b *Broker) liveBrokers(listener string) []clientBroker {
-	if b.cl == nil {
-		host, port := b.advertisedHostPort(listener)
-		return []clientBroker{{id: b.cfg.NodeID, host: host, port: port}}
-	}
 	var out []clientBroker
 	for _, br := range b.meta.Brokers() {
 		if br.Fenced {
@@ -68,9 +64,6 @@ func (b *Broker) liveBrokers(listener string) []clientBroker {
 // of listener would reach them (DescribeCluster v2, KIP-1073); a single
 // node has none.
 func (b *Broker) fencedBrokers(listener string) []clientBroker {
-	if b.cl == nil {
-		return nil
-	}
 	var out []clientBroker
 	for _, br := range b.meta.Brokers() {
 		if !br.Fenced {
@@ -106,13 +99,6 @@ func endpointFor(br meta.Broker, listener string) (clientBroker, bool) {
 // brokerEndpoint is where clients of listener reach broker id; ok is false
 // for a broker not registered or fenced.
 func (b *Broker) brokerEndpoint(id int32, listener string) (host string, port int32, ok bool) {
-	if b.cl == nil {
-		if id != b.cfg.NodeID {
-			return "", 0, false
-		}
-		host, port = b.advertisedHostPort(listener)
-		return host, port, true
-	}
 	br, ok := b.meta.Broker(id)
 	if !ok || br.Fenced {
 		return "", 0, false
@@ -126,9 +112,6 @@ func (b *Broker) brokerEndpoint(id int32, listener string) (host string, port in
 // (KRaft brokers answer clients with a live broker: admin requests sent
 // to it are forwarded), so the id is always one of Metadata's brokers.
 func (b *Broker) controllerForClients() int32 {
-	if b.cl == nil {
-		return b.cfg.NodeID
-	}
 	if id := b.cl.controllerID(); id >= 0 {
 		if br, ok := b.meta.Broker(id); ok && !br.Fenced {
 			return id
@@ -148,20 +131,6 @@ type partitionView struct {
 }
 
 func (b *Broker) partitionView(t meta.Topic, p int32) partitionView {
-	if b.cl == nil {
-		v := partitionView{leader: b.cfg.NodeID, replicas: []int32{b.cfg.NodeID}, isr: []int32{b.cfg.NodeID}}
-		if part, ok := b.partition(t.Name, p); ok {
-			// The partition's epoch (KIP-320): clients send it back as
-			// their current leader epoch.
-			v.epoch = part.LeaderEpoch()
-		} else {
-			// Not open (being opened, or its open failed and is
-			// retried): no leader, and this broker's replica is
-			// offline.
-			v.leader, v.err, v.offline = -1, kerr.LeaderNotAvailable, []int32{b.cfg.NodeID}
-		}
-		return v
-	}
 	v := partitionView{leader: -1, epoch: -1}
 	if int(p) < len(t.Assignments) {
 		v.replicas = slices.Clone(t.Assignments[p])
@@ -238,11 +207,9 @@ func (b *Broker) leaderEndpoints(ids []int32, listener string) []clientBroker {
 			continue
 		}
 		cb := clientBroker{id: id, host: host, port: port}
-		if b.cl != nil {
-			if br, ok := b.meta.Broker(id); ok && br.Rack != "" {
-				rack := br.Rack
-				cb.rack = &rack
-			}
+		if br, ok := b.meta.Broker(id); ok && br.Rack != "" {
+			rack := br.Rack
+			cb.rack = &rack
 		}
 		out = append(out, cb)
 	}

@@ -299,21 +299,13 @@ func (r *reconciler) open(tp topicPartition, t meta.Topic) {
 	b.parts[tp] = part
 	delete(b.offline, tp)
 	b.mu.Unlock()
-	switch {
-	case b.cl != nil:
-		b.cl.kickLeadership() // the leader loads it (cluster_broker.go)
-	case t.Name == offsetsTopic:
-		b.loadOffsetsPartition(tp.partition, part)
-	}
+	b.cl.kickLeadership() // the leader loads it (cluster_broker.go)
 }
 
 // hosts reports whether this broker holds a replica of partition p of t:
 // always for a single node; in a cluster when the partition's replica
 // list names it.
 func (b *Broker) hosts(t meta.Topic, p int32) bool {
-	if b.cl == nil {
-		return true
-	}
 	if !b.cfg.IsBroker() || int(p) >= len(t.Assignments) {
 		return false
 	}
@@ -330,11 +322,9 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 	if err != nil {
 		return nil, dir, err
 	}
-	var rc *replica.RaftConfig
-	if b.cl != nil {
-		if rc, err = b.cl.raftConfig(t, tp.partition); err != nil {
-			return nil, dir, err
-		}
+	rc, err := b.cl.raftConfig(t, tp.partition)
+	if err != nil {
+		return nil, dir, err
 	}
 	part, err := replica.Open(b.fs, dir, cfg, replica.Options{
 		Raft:                 rc,
@@ -361,6 +351,7 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 			return nil, dir, err
 		}
 	}
+	b.cl.campaignIfSole(part, rc.Group)
 	return part, dir, nil
 }
 
@@ -449,11 +440,9 @@ func (r *reconciler) drop(tp topicPartition, h *heldPartition) {
 	if err := h.part.Close(); err != nil {
 		b.logger.Warn("sluice: close deleted partition", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
-	if b.cl != nil {
-		// The group left the host at Close; its raft state goes too.
-		if err := b.cl.states.Delete(replica.GroupID{TopicID: h.topicID, Partition: tp.partition}); err != nil {
-			b.logger.Warn("sluice: remove a deleted partition's raft state", "topic", tp.topic, "partition", tp.partition, "err", err)
-		}
+	// The group left the host at Close; its raft state goes too.
+	if err := b.cl.states.Delete(replica.GroupID{TopicID: h.topicID, Partition: tp.partition}); err != nil {
+		b.logger.Warn("sluice: remove a deleted partition's raft state", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
 	if err := removePartitionDir(b.fs, h.part.Dir()); err != nil {
 		b.logger.Warn("sluice: remove deleted partition folder", "topic", tp.topic, "partition", tp.partition, "err", err)

@@ -43,7 +43,7 @@ const startGateCheck = 20 * time.Millisecond
 // only a clustered broker's do.
 func (b *Broker) openStartGate() {
 	b.gate = make(chan struct{})
-	if b.cl == nil || !b.cfg.IsBroker() {
+	if !b.cfg.IsBroker() {
 		close(b.gate)
 		return
 	}
