@@ -195,6 +195,12 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
 	b.meta = st
+	if err := b.adoptSingleNodeTopics(); err != nil {
+		cl.close()
+		st.Close()
+		locks.Close()
+		return nil, err
+	}
 	b.startRecoverySummary()
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
 	if err := cl.openMetaLog(); err != nil {
@@ -214,6 +220,24 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	b.startCleaner()
 	b.startProducerExpiry()
 	return b, nil
+}
+
+// adoptSingleNodeTopics gives the topics a single node wrote before it ran
+// as a one-voter cluster (kept without replica assignments, in local
+// mode) this node as their one replica (meta.Store.AdoptUnassigned), so
+// the reconciler opens them as raft groups: their logs, which hold no
+// raft state, are adopted as they are (every batch one entry of term 0;
+// the lone voter's first term commits them all). It runs before the
+// metadata log applies anything.
+func (b *Broker) adoptSingleNodeTopics() error {
+	names, err := b.meta.AdoptUnassigned(b.cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("server: metadata: adopting a single node's topics: %w (restore the data dir's __sluice_metadata from before, or move the data dir away and start empty)", err)
+	}
+	if len(names) > 0 {
+		b.logger.Info("sluice: adopted the topics this node wrote before it ran as a one-voter cluster", "node_id", b.cfg.NodeID, "topics", len(names))
+	}
+	return nil
 }
 
 // partitionDirName is Kafka's layout: <log dir>/<topic>-<partition>.
