@@ -45,6 +45,7 @@ func faultBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS, buf *logBuffer) *Bro
 		b.Close()
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	return b
 }
 

@@ -143,6 +143,7 @@ func TestSegmentFileCacheBoundsBroker(t *testing.T) {
 		b.Close()
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	t.Cleanup(func() { b.Close() })
 	addr := b.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -88,6 +88,9 @@ type reconciler struct {
 	// failed is the last open error logged, per partition. Only the
 	// reconciler goroutine writes it, holding mu; openFailure reads it.
 	failed map[topicPartition]string
+	// campaigned are the partitions this pass opened whose lone voter
+	// campaigned (campaignIfSole): the pass waits for their leadership.
+	campaigned []*replica.Partition
 
 	mu      sync.Mutex
 	applied uint64        // the metadata offset the last pass covered
@@ -251,6 +254,8 @@ func (r *reconciler) pass() {
 		}
 	}
 	r.resumeFailed(want)
+	awaitLeaders(r.campaigned)
+	r.campaigned = r.campaigned[:0]
 	r.mu.Lock()
 	r.applied = max(r.applied, off)
 	close(r.passed)
@@ -303,8 +308,7 @@ func (r *reconciler) open(tp topicPartition, t meta.Topic) {
 }
 
 // hosts reports whether this broker holds a replica of partition p of t:
-// always for a single node; in a cluster when the partition's replica
-// list names it.
+// when the partition's replica list names it.
 func (b *Broker) hosts(t meta.Topic, p int32) bool {
 	if !b.cfg.IsBroker() || int(p) >= len(t.Assignments) {
 		return false
@@ -351,7 +355,9 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 			return nil, dir, err
 		}
 	}
-	b.cl.campaignIfSole(part, rc.Group)
+	if b.cl.campaignIfSole(part, rc.Group) {
+		r.campaigned = append(r.campaigned, part)
+	}
 	return part, dir, nil
 }
 

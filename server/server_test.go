@@ -32,8 +32,22 @@ func startBroker(t *testing.T, dir string, sets ...string) (*Broker, string) {
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	t.Cleanup(func() { b.Close() })
 	return b, b.Addr().String()
+}
+
+// awaitServing waits until b's client listeners serve requests (the
+// start-up gate: a single node, a one-voter cluster, registers with itself
+// and is unfenced first), so a test's own calls into b find what a client
+// would.
+func awaitServing(t testing.TB, b *Broker) {
+	t.Helper()
+	select {
+	case <-b.gate:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker's client listeners did not open in 30s")
+	}
 }
 
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
