@@ -154,9 +154,23 @@ func (b *Broker) partitionView(t meta.Topic, p int32) partitionView {
 		} else {
 			v.leader = -1
 		}
+	} else if b.hosts(t, p) {
+		// This broker's replica is not open (being opened, or its open
+		// failed and is retried): it leads nothing, and one whose log
+		// could not be opened is offline, as Kafka reports a replica in
+		// an offline log dir.
+		if v.leader == b.cfg.NodeID {
+			v.leader = -1
+		}
+		b.mu.RLock()
+		_, off := b.offline[topicPartition{t.Name, p}]
+		b.mu.RUnlock()
+		if off {
+			v.offline = append(v.offline, b.cfg.NodeID)
+		}
 	}
 	for _, r := range v.replicas {
-		if br, ok := b.meta.Broker(r); !ok || br.Fenced {
+		if br, ok := b.meta.Broker(r); (!ok || br.Fenced) && !slices.Contains(v.offline, r) {
 			v.offline = append(v.offline, r)
 		}
 	}
