@@ -63,9 +63,10 @@ type Broker struct {
 	lns []net.Listener // one per listener, in config order (listen.go)
 	// wrapListener, when set (tests), wraps each listener before serving.
 	wrapListener func(net.Listener) net.Listener
-	// gate is closed once the client listeners serve requests: at Start
-	// for a single node, once registered and unfenced for a clustered
-	// broker (startgate.go); gateMax (tests) bounds that wait.
+	// gate is closed once the client listeners serve requests: once
+	// registered and unfenced (startgate.go; a single node registers
+	// with itself), at Start for a controller-only node; gateMax (tests)
+	// bounds that wait.
 	gate    chan struct{}
 	gateMax time.Duration
 	limits  *connLimits    // max.connections, max.connections.per.ip

@@ -45,7 +45,8 @@ const (
 	raftStateDirName = "__sluice_raft"      // the raft group states (replica.StateStore, Pebble)
 )
 
-// cluster is the cluster-mode part of a Broker; nil in single-node mode.
+// cluster is the cluster part of a Broker, never nil: a single node is a
+// one-voter cluster.
 type cluster struct {
 	b      *Broker
 	self   int32

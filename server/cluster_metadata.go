@@ -13,15 +13,16 @@ import (
 )
 
 // What Metadata, DescribeCluster and FindCoordinator say about brokers and
-// partitions, in both modes. A single node is the only broker, its own
-// controller and every partition's leader. In a cluster the brokers are
+// partitions, whatever the cluster's size (a single node is a one-voter
+// cluster: its only broker and controller). The brokers are
 // the registered, unfenced ones (KRaft's Metadata leaves fenced brokers
 // out), each at its advertised endpoint of the listener the request came
 // in on; a partition's leader is this broker's own raft view when it holds
 // a replica (the freshest: it changes within an election), else the
 // leader's last report in the metadata.
 
-// clusterIDFor is the cluster id: "sluice-single-node" for a single node;
+// clusterIDFor is the cluster id: "sluice-single-node" for a single node
+// (the quorum synthesized, config.SoloQuorum: the id clients saw before);
 // in a cluster one derived from controller.quorum.voters, the same on
 // every node (22 characters, as Kafka prints a Uuid).
 func clusterIDFor(cfg *config.Config) string {

@@ -195,8 +195,8 @@ func (cc *controllerClients) close() {
 const forwardTimeout = 30 * time.Second
 
 // forward sends a client's admin request to the active controller and
-// returns the controller's answer at the client's version. ok is false in
-// single-node mode and on the active controller itself: the caller serves
+// returns the controller's answer at the client's version. ok is false on
+// the active controller itself (a single node's, once elected): the caller serves
 // the request. A controller that cannot be reached is NOT_CONTROLLER
 // (retriable). settled, when set, says whether this broker's own copy of
 // the metadata shows the change: forward waits (bounded) for it and for a

@@ -167,9 +167,9 @@ func (b *Broker) checkTopic(r topicRequest) (meta.TopicSpec, error) {
 	return meta.TopicSpec{Name: r.name, Partitions: partitions, ReplicationFactor: rf, Configs: r.configs, Assignments: assignment}, nil
 }
 
-// usableBroker reports whether replicas may be placed on broker id: this
-// node for a single node; in a cluster a registered, unfenced broker
-// (KRaft's usable brokers) that is not being decommissioned.
+// usableBroker reports whether replicas may be placed on broker id: a
+// registered, unfenced broker (KRaft's usable brokers) that is not being
+// decommissioned.
 func (b *Broker) usableBroker(id int32) bool {
 	br, ok := b.meta.Broker(id)
 	return ok && !br.Fenced && !br.Decommissioning
@@ -179,8 +179,7 @@ func (b *Broker) usableBroker(id int32) bool {
 // ones, over the usable brokers (meta.PlaceMore: round-robin,
 // rack-aware). leader0 is the preferred leader of the topic's partition 0,
 // whose pattern new partitions continue; -1 for a new topic, which starts
-// at random. A single node returns nil (meta's "this node only") after
-// checking rf is 1. A replication factor above the usable broker count is
+// at random. A replication factor above the usable broker count is
 // INVALID_REPLICATION_FACTOR, as in Kafka.
 func (b *Broker) place(existing, n int32, rf int16, leader0 int32) ([][]int32, error) {
 	// A broker the controller's transport already reports down (a
@@ -214,8 +213,8 @@ func (b *Broker) place(existing, n int32, rf int16, leader0 int32) ([][]int32, e
 	return a, nil
 }
 
-// clusterSize is how many brokers the cluster has: 1 for a single node,
-// else the voters or the registered brokers, whichever are more.
+// clusterSize is how many brokers the cluster has: the voters or the
+// registered brokers, whichever are more.
 func (b *Broker) clusterSize() int {
 	return max(len(b.cl.voters), len(b.meta.Brokers()))
 }
