@@ -96,6 +96,7 @@ func crashBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS) *Broker {
 		t.Fatal(err)
 	}
 	awaitServing(t, b)
+	awaitCaughtUp(t, b)
 	return b
 }
 

@@ -50,6 +50,21 @@ func awaitServing(t testing.TB, b *Broker) {
 	}
 }
 
+// awaitCaughtUp waits until b applied its metadata log up to its high
+// watermark and a reconciler pass covered it (after a restart the applier
+// applies the entries committed before the crash, and the reconciler
+// opens what they name, after Start), so a test sees the partitions the
+// metadata names open.
+func awaitCaughtUp(t *testing.T, b *Broker) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the metadata log applied to its high watermark", func() bool {
+		return b.meta.ReplicatedOffset() >= b.cl.metaPart.HighWatermark()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b.recon.changed(ctx)
+}
+
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
