@@ -170,6 +170,7 @@
 //	                            nodeID int32 | decommissioning bool
 //	type 12 BrokerUnregistered  nodeID int32
 //	type 13 NodeConfigChanged   nodeID int32 | set map | delete list
+//	type 14 TopicAdopted        topicID (16) | nodeID int32
 //
 //	intN         N/8 bytes, big-endian, two's complement
 //	bool         1 byte, 0 or 1

@@ -142,6 +142,7 @@ const (
 	TypeBrokerDecommissioning RecordType = 11
 	TypeBrokerUnregistered    RecordType = 12
 	TypeNodeConfigChanged     RecordType = 13
+	TypeTopicAdopted          RecordType = 14
 )
 
 // The broker/ value's flags byte (a bit field; a value written before
@@ -184,6 +185,8 @@ func (t RecordType) String() string {
 		return "BrokerUnregistered"
 	case TypeNodeConfigChanged:
 		return "NodeConfigChanged"
+	case TypeTopicAdopted:
+		return "TopicAdopted"
 	}
 	return fmt.Sprintf("RecordType(%d)", byte(t))
 }

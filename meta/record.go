@@ -159,6 +159,7 @@ func (PartitionReassigned) Type() RecordType   { return TypePartitionReassigned 
 func (BrokerDecommissioning) Type() RecordType { return TypeBrokerDecommissioning }
 func (BrokerUnregistered) Type() RecordType    { return TypeBrokerUnregistered }
 func (NodeConfigChanged) Type() RecordType     { return TypeNodeConfigChanged }
+func (TopicAdopted) Type() RecordType          { return TypeTopicAdopted }
 
 func (TopicRecord) isRecord()           {}
 func (PartitionsAdded) isRecord()       {}
@@ -173,6 +174,20 @@ func (PartitionReassigned) isRecord()   {}
 func (BrokerDecommissioning) isRecord() {}
 func (BrokerUnregistered) isRecord()    {}
 func (NodeConfigChanged) isRecord()     {}
+func (TopicAdopted) isRecord()          {}
+
+// TopicAdopted gives a topic kept without replica assignments (written
+// by a single node before it ran as a one-voter cluster) the replica list
+// [NodeID] for each of its partitions: the node that held them all. Valid
+// only for such a topic (Store.AdoptUnassigned writes it).
+type TopicAdopted struct {
+	TopicID [16]byte
+	NodeID  int32
+}
+
+func (r TopicAdopted) String() string {
+	return fmt.Sprintf("TopicAdopted id=%s node=%d", FormatTopicID(r.TopicID), r.NodeID)
+}
 
 // String prints the assignments only when there are some.
 func (r TopicRecord) String() string {
@@ -345,6 +360,9 @@ func EncodeRecord(r Record) []byte {
 		e.i32(r.NodeID)
 		e.strMap(r.Set)
 		e.strList(r.Delete)
+	case TopicAdopted:
+		e.b = append(e.b, r.TopicID[:]...)
+		e.i32(r.NodeID)
 	default:
 		panic(fmt.Sprintf("meta: EncodeRecord of unknown record %T", r))
 	}
@@ -435,6 +453,8 @@ func DecodeRecord(b []byte) (Record, error) {
 		c.Set = d.strMap()
 		c.Delete = d.strList()
 		r = c
+	case TypeTopicAdopted:
+		r = TopicAdopted{TopicID: d.id(), NodeID: d.i32()}
 	default:
 		return nil, fmt.Errorf("%w: record type %d", ErrCorrupt, b[1])
 	}

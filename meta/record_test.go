@@ -38,6 +38,7 @@ func sampleRecords() []Record {
 		BrokerUnregistered{NodeID: 1 << 20},
 		NodeConfigChanged{NodeID: 3, Set: map[string]string{"log.retention.ms": "1", "a": ""}, Delete: []string{"z"}},
 		NodeConfigChanged{},
+		TopicAdopted{TopicID: [16]byte{1}, NodeID: 2},
 	}
 }
 
@@ -217,6 +218,7 @@ func TestRecordString(t *testing.T) {
 		{BrokerUnregistered{NodeID: 3}, "BrokerUnregistered node=3"},
 		{NodeConfigChanged{NodeID: 3, Set: map[string]string{"b": "2", "a": "1"}, Delete: []string{"c"}},
 			"NodeConfigChanged node=3 set={a=1,b=2} delete=[c]"},
+		{TopicAdopted{TopicID: [16]byte{1}, NodeID: 2}, "TopicAdopted id=" + FormatTopicID([16]byte{1}) + " node=2"},
 	} {
 		if got := tc.r.String(); got != tc.want {
 			t.Errorf("got  %s\nwant %s", got, tc.want)
@@ -225,7 +227,7 @@ func TestRecordString(t *testing.T) {
 			t.Errorf("%v: type %s", tc.r, got)
 		}
 	}
-	if got := RecordType(14).String(); got != "RecordType(14)" {
+	if got := RecordType(15).String(); got != "RecordType(15)" {
 		t.Errorf("unknown type: %s", got)
 	}
 }

@@ -353,6 +353,24 @@ func (st *state) plan(rec Record) (delta, error) {
 	case PartitionReassigned:
 		return st.planReassigned(r)
 
+	case TopicAdopted:
+		t, err := st.topicByID(r.TopicID)
+		if err != nil {
+			return delta{}, err
+		}
+		if t.Assignments != nil {
+			return delta{}, fmt.Errorf("%w: %s has replica assignments already", ErrInvalidReplicaAssignment, t.Name)
+		}
+		if r.NodeID < 0 {
+			return delta{}, fmt.Errorf("%w: node id %d", ErrInvalidBroker, r.NodeID)
+		}
+		n := *t
+		n.Assignments = make([][]int32, t.Partitions)
+		for p := range n.Assignments {
+			n.Assignments[p] = []int32{r.NodeID}
+		}
+		return delta{topic: &n}, nil
+
 	case BrokerDecommissioning:
 		b, ok := st.brokers[r.NodeID]
 		if !ok {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
 )
@@ -169,4 +170,32 @@ func TestLeaderSendsBeforeItsWrite(t *testing.T) {
 	}
 	armed.Store(false)
 	close(release)
+}
+
+// A raft leader refuses a produced batch the log would refuse (a bad CRC)
+// before proposing it, as a single replica's append does: it never
+// becomes an entry, and the leader keeps leading.
+func TestCorruptProduceNotProposed(t *testing.T) {
+	c := newPCluster(t, 3, 1, 1)
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	p := c.nodes[1].parts[g]
+	b := valueBatch("x")
+	b[len(b)-1] ^= 1
+	if _, err := p.ProduceWith(b, ProduceOptions{Acks: AcksAll}); !errors.Is(err, segment.ErrCorrupt) {
+		t.Fatalf("produce of a batch with a bad CRC: %v, want segment.ErrCorrupt", err)
+	}
+	pd, err := p.ProduceWith(valueBatch("y"), ProduceOptions{Acks: AcksAll})
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = pd.Wait(ctx)
+	}
+	if err != nil || !p.IsLeader() {
+		t.Fatalf("produce after the corrupt batch: %v (leader %v)", err, p.IsLeader())
+	}
 }

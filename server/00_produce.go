@@ -195,6 +195,14 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 
 // produceFailed puts err into a partition's answer.
 func (b *Broker) produceFailed(out *produced, err error) {
+	if ferr := out.part.Failed(); ferr != nil {
+		// The log's writes failed (an IO error, a full disk): raft's
+		// storage failure takes the group off the host, so the append
+		// reads as a lost leadership; the cause is this replica's log
+		// dir, KAFKA_STORAGE_ERROR as Kafka's offline log dir answers
+		// until the reconciler reopens it (faults.go).
+		err = kafkaErrorf(kerr.KafkaStorageError, "partition %s-%d: its log failed: %v", out.topic, out.sp.Partition, ferr)
+	}
 	out.sp.ErrorCode = kafkaCode(err)
 	out.sp.ErrorMessage = errMessage(err)
 	out.sp.LogStartOffset = out.part.LogStartOffset()

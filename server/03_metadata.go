@@ -112,7 +112,7 @@ func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error
 	if len(reqs) == 0 {
 		return errs
 	}
-	if b.cl != nil && !b.cl.isController() {
+	if !b.cl.isController() {
 		b.autoCreateRemote(reqs, errs)
 		return errs
 	}

@@ -37,9 +37,7 @@ func serveFindCoordinator(_ context.Context, b *Broker, cc *clientConn, kreq kms
 			if err := b.ensureOffsetsTopic(); err != nil {
 				return -1, "", -1, err
 			}
-			if b.cl != nil {
-				return b.groupCoordinator(key, connListener(cc))
-			}
+			return b.groupCoordinator(key, connListener(cc))
 		case coordinatorKeyTransaction:
 		default:
 			return -1, "", -1, kafkaErrorf(kerr.InvalidRequest, "coordinator key type %d is not supported", req.CoordinatorType)

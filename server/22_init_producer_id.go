@@ -78,9 +78,6 @@ func (p *producerIDs) next(allocate func() (int64, error)) (int64, error) {
 // (AllocateProducerIds, as KRaft brokers), so two brokers never hand out
 // the same id.
 func (b *Broker) allocateProducerIDs() (int64, error) {
-	if b.cl == nil {
-		return b.meta.AllocateProducerIDs(producerIDBlockSize)
-	}
 	req := kmsg.NewPtrAllocateProducerIDsRequest()
 	req.BrokerID, req.BrokerEpoch = b.cfg.NodeID, b.cl.epoch.Load()
 	ctx, cancel := context.WithTimeout(b.cl.ctx, 10*time.Second)

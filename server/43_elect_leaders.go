@@ -132,11 +132,6 @@ func (b *Broker) electDecision(t meta.Topic, p int32, typ int8) electTarget {
 	if len(v.replicas) > 0 {
 		et.preferred = v.replicas[0]
 	}
-	if b.cl == nil {
-		// A single node leads everything it has.
-		et.err = kafkaErrorf(kerr.ElectionNotNeeded, "Leader election not needed for topic partition %s-%d (a single node leads every partition)", t.Name, p)
-		return et
-	}
 	if typ == electionUnclean {
 		if v.leader >= 0 {
 			et.err = kafkaErrorf(kerr.ElectionNotNeeded, "Leader election not needed for topic partition %s-%d: it has leader %d", t.Name, p, v.leader)

@@ -71,8 +71,6 @@ func serveAlterPartitionReassignments(ctx context.Context, b *Broker, cc *client
 			switch {
 			case !known || rp.Partition < 0 || rp.Partition >= t.Partitions:
 				err = kafkaErrorf(kerr.UnknownTopicOrPartition, "topic %q has no partition %d", rt.Topic, rp.Partition)
-			case b.cl == nil:
-				err = singleNodeReassignment(b, rp.Replicas)
 			case req.Version >= 1 && !req.AllowReplicationFactorChange && rp.Replicas != nil &&
 				len(rp.Replicas) != len(t.TargetReplicas(rp.Partition)):
 				// KIP-860: against the replication factor the partition has
@@ -104,9 +102,7 @@ func serveAlterPartitionReassignments(ctx context.Context, b *Broker, cc *client
 				sp.ErrorCode, sp.ErrorMessage = reassignCode(errs[k]), errMessage(errs[k])
 			}
 		}
-		if b.cl != nil {
-			b.cl.act.Kick()
-		}
+		b.cl.act.Kick()
 	}
 	return resp, nil
 }
@@ -123,26 +119,6 @@ func reassignmentShows(t meta.Topic, p int32, target []int32) bool {
 	}
 	got := t.TargetReplicas(p)
 	return len(got) == len(target) && !slices.ContainsFunc(target, func(id int32) bool { return !slices.Contains(got, id) })
-}
-
-// singleNodeReassignment answers a reassignment on a single node: its one
-// broker is every partition's only replica, so the only valid target is
-// that broker, and nothing is ever in progress.
-func singleNodeReassignment(b *Broker, target []int32) error {
-	switch {
-	case target == nil:
-		return kafkaErrorf(kerr.NoReassignmentInProgress, "no reassignment is in progress (a single node never moves partitions)")
-	case len(target) == 1 && target[0] == b.cfg.NodeID:
-		return nil
-	case len(target) == 0:
-		return kafkaErrorf(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
-	}
-	for _, id := range target {
-		if id != b.cfg.NodeID {
-			return kafkaErrorf(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered (this single node is broker %d).", id, b.cfg.NodeID)
-		}
-	}
-	return kafkaErrorf(kerr.InvalidReplicaAssignment, "The manual partition assignment includes duplicate broker %d.", b.cfg.NodeID)
 }
 
 // reassignCode maps meta.Store.Reassign's per-partition errors to Kafka's
@@ -164,9 +140,6 @@ func reassignCode(err error) int16 {
 func serveListPartitionReassignments(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-	if b.cl == nil {
-		return resp, nil // a single node never has one
-	}
 	// The active controller answers, as Kafka's brokers forward it: this
 	// broker's copy of the metadata may be behind (a client takes any
 	// broker that names itself the controller for it).

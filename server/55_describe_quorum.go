@@ -51,9 +51,6 @@ func serveDescribeQuorum(ctx context.Context, b *Broker, cc *clientConn, kreq km
 		resp.ErrorCode, resp.ErrorMessage = kafkaCode(err), errMessage(err)
 		return resp, nil
 	}
-	if b.cl == nil {
-		return fail(kafkaErrorf(kerr.UnsupportedVersion, "a single node has no controller quorum (set controller.quorum.voters to run a cluster)"))
-	}
 	if len(req.Topics) != 1 || req.Topics[0].Topic != metaTopic || len(req.Topics[0].Partitions) != 1 || req.Topics[0].Partitions[0].Partition != 0 {
 		// Kafka: "Until we support multi-raft, we treat topic partition
 		// mismatches as invalid requests."

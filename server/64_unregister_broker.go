@@ -18,7 +18,6 @@ package server
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -29,12 +28,6 @@ func init() {
 func serveUnregisterBroker(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.UnregisterBrokerRequest)
 	resp := req.ResponseKind().(*kmsg.UnregisterBrokerResponse)
-	if b.cl == nil {
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
-		msg := "a single node has no brokers to unregister (set controller.quorum.voters to run a cluster)"
-		resp.ErrorMessage = &msg
-		return resp, nil
-	}
 	if fresp, ok, err := b.forward(ctx, cc, req, nil); ok {
 		if err != nil {
 			resp.ErrorCode, resp.ErrorMessage = kafkaCode(err), errMessage(err)

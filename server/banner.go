@@ -13,9 +13,9 @@ import (
 // none. Every line ends in "\n".
 func (b *Broker) Banner(configSource string) string {
 	var s strings.Builder
-	mode := "single node"
-	if b.cfg.Clustered() {
-		mode = fmt.Sprintf("cluster of %d controller voters", len(b.cfg.QuorumVoters))
+	mode := fmt.Sprintf("cluster of %d controller voters", len(b.cfg.QuorumVoters))
+	if b.cfg.SoloQuorum() {
+		mode = "single node (a one-voter cluster)"
 	}
 	fmt.Fprintf(&s, "Sluice %s started: node %d (%s), %s\n", Version(), b.cfg.NodeID, b.cfg.ProcessRoles, mode)
 	line := func(k, v string) { fmt.Fprintf(&s, "  %-10s %s\n", k, v) }

@@ -12,7 +12,7 @@ func TestBanner(t *testing.T) {
 	b, addr := startBroker(t, dir, "metrics.listen=127.0.0.1:0")
 	got := b.Banner("server.properties + 1 --set, over the defaults")
 	for _, want := range []string{
-		"Sluice " + Version() + " started: node 1 (broker,controller), single node\n",
+		"Sluice " + Version() + " started: node 1 (broker,controller), single node (a one-voter cluster)\n",
 		"  config     server.properties + 1 --set, over the defaults\n",
 		"  data       " + dir + "\n",
 		"  listener   PLAINTEXT://" + addr + ", advertised to clients as " + addr + "\n",

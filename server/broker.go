@@ -38,7 +38,7 @@ type Broker struct {
 	leaseWait time.Duration
 	raftSkew  atomic.Int64
 	now       func() time.Time // the wall clock (Options.Now)
-	cl        *cluster         // cluster mode (controller.quorum.voters set); nil for a single node (cluster.go)
+	cl        *cluster         // the raft host, the metadata log, the controller (cluster.go); a single node is a one-voter cluster
 	recon     *reconciler      // opens, reconfigures and closes partitions (reconcile.go)
 	// recovery gathers the start-up's log recoveries into one line
 	// (recovery.go).
@@ -63,9 +63,10 @@ type Broker struct {
 	lns []net.Listener // one per listener, in config order (listen.go)
 	// wrapListener, when set (tests), wraps each listener before serving.
 	wrapListener func(net.Listener) net.Listener
-	// gate is closed once the client listeners serve requests: at Start
-	// for a single node, once registered and unfenced for a clustered
-	// broker (startgate.go); gateMax (tests) bounds that wait.
+	// gate is closed once the client listeners serve requests: once
+	// registered and unfenced (startgate.go; a single node registers
+	// with itself), at Start for a controller-only node; gateMax (tests)
+	// bounds that wait.
 	gate    chan struct{}
 	gateMax time.Duration
 	limits  *connLimits    // max.connections, max.connections.per.ip
@@ -182,34 +183,32 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	if cfg.MetricsListen != "" {
 		b.metrics = newBrokerMetrics(b)
 	}
-	mopts := meta.Options{FS: opts.MetaFS, Logger: logger}
-	if cfg.Clustered() {
-		cl, err := newCluster(b)
-		if err != nil {
-			locks.Close()
-			return nil, err
-		}
-		b.cl = cl
-		mopts.Replicator = cl
-	}
-	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), mopts)
+	cl, err := newCluster(b)
 	if err != nil {
-		if b.cl != nil {
-			b.cl.close()
-		}
+		locks.Close()
+		return nil, err
+	}
+	b.cl = cl
+	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), meta.Options{FS: opts.MetaFS, Logger: logger, Replicator: cl})
+	if err != nil {
+		cl.close()
 		locks.Close()
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
 	b.meta = st
+	if err := b.adoptSingleNodeTopics(); err != nil {
+		cl.close()
+		st.Close()
+		locks.Close()
+		return nil, err
+	}
 	b.startRecoverySummary()
 	b.sweep = segment.NewSweeper(time.Duration(cfg.LogRetentionCheckIntervalMs)*time.Millisecond, logger)
-	if b.cl != nil {
-		if err := b.cl.openMetaLog(); err != nil {
-			b.cl.close()
-			st.Close()
-			locks.Close()
-			return nil, err
-		}
+	if err := cl.openMetaLog(); err != nil {
+		cl.close()
+		st.Close()
+		locks.Close()
+		return nil, err
 	}
 	b.clean = newCleaner(cfg, logger)
 	b.coord = b.newCoordinator()
@@ -217,13 +216,29 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	b.recon.pass() // every partition the metadata names, before serving
 	b.endRecoverySummary()
 	b.recon.start()
-	if b.cl != nil {
-		b.cl.startApplier()
-	}
+	cl.startApplier()
 	b.sweep.Start()
 	b.startCleaner()
 	b.startProducerExpiry()
 	return b, nil
+}
+
+// adoptSingleNodeTopics gives the topics a single node wrote before it ran
+// as a one-voter cluster (kept without replica assignments, in local
+// mode) this node as their one replica (meta.Store.AdoptUnassigned), so
+// the reconciler opens them as raft groups: their logs, which hold no
+// raft state, are adopted as they are (every batch one entry of term 0;
+// the lone voter's first term commits them all). It runs before the
+// metadata log applies anything.
+func (b *Broker) adoptSingleNodeTopics() error {
+	names, err := b.meta.AdoptUnassigned(b.cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("server: metadata: adopting a single node's topics: %w (restore the data dir's __sluice_metadata from before, or move the data dir away and start empty)", err)
+	}
+	if len(names) > 0 {
+		b.logger.Info("sluice: adopted the topics this node wrote before it ran as a one-voter cluster", "node_id", b.cfg.NodeID, "topics", len(names))
+	}
+	return nil
 }
 
 // partitionDirName is Kafka's layout: <log dir>/<topic>-<partition>.
@@ -277,12 +292,10 @@ func (b *Broker) close() error {
 	// The reconciler stops first: no partition opens (nor a coordinator
 	// load starts) once shutdown has begun. Then group requests waiting
 	// for a rebalance are answered, so their connections can finish.
-	if b.cl != nil {
-		if b.lns != nil && !b.noControlledShutdown {
-			b.cl.controlledShutdown()
-		}
-		b.cl.stopLoops()
+	if b.lns != nil && !b.noControlledShutdown {
+		b.cl.controlledShutdown()
 	}
+	b.cl.stopLoops()
 	b.recon.close()
 	b.coord.Close()
 	if b.lns != nil {
@@ -324,9 +337,7 @@ func (b *Broker) close() error {
 	b.stopCleaner()
 	b.stopProducerExpiry()
 	err := b.recon.closeAll()
-	if b.cl != nil {
-		err = errors.Join(err, b.cl.close())
-	}
+	err = errors.Join(err, b.cl.close())
 	err = errors.Join(err, b.meta.Close())
 	if b.lock != nil {
 		err = errors.Join(err, b.lock.Close())

@@ -45,7 +45,8 @@ const (
 	raftStateDirName = "__sluice_raft"      // the raft group states (replica.StateStore, Pebble)
 )
 
-// cluster is the cluster-mode part of a Broker; nil in single-node mode.
+// cluster is the cluster part of a Broker, never nil: a single node is a
+// one-voter cluster.
 type cluster struct {
 	b      *Broker
 	self   int32
@@ -239,7 +240,53 @@ func (c *cluster) openMetaLog() error {
 		return fmt.Errorf("server: metadata log %s: %w", dir, err)
 	}
 	c.metaPart = part
+	c.campaignIfSole(part, metaGroup)
 	return nil
+}
+
+// campaignIfSole makes this replica stand for election at once when it is
+// its group's only voter in a cluster of this node alone (a single node:
+// the only voter of the metadata quorum, and no other broker registered,
+// so no other node can hold a newer configuration of the group): it wins
+// at once, where waiting for raft's election timeout would leave the
+// group leaderless for a second or two after every open. It reports
+// whether it campaigned.
+func (c *cluster) campaignIfSole(part *replica.Partition, id replica.GroupID) bool {
+	if len(c.voters) != 1 || c.voters[c.self] == "" {
+		return false
+	}
+	if c.b.meta != nil {
+		for _, br := range c.b.meta.Brokers() {
+			if br.NodeID != c.self {
+				return false
+			}
+		}
+	}
+	voters, _, err := part.Membership()
+	if err != nil || len(voters) != 1 || voters[0] != uint64(c.self) {
+		return false
+	}
+	if err := c.host.Campaign(id); err != nil {
+		c.b.logger.Debug("sluice: campaign", "group", id, "err", err)
+		return false
+	}
+	return true
+}
+
+// soleLeaderWait bounds a reconciler pass's wait for the lone voters it
+// made campaign to lead (campaignIfSole).
+const soleLeaderWait = 2 * time.Second
+
+// awaitLeaders waits, at most soleLeaderWait in all, until each of parts
+// leads its group: a topic created on a single node has its leaders when
+// the request that created it is answered, as a client expects.
+func awaitLeaders(parts []*replica.Partition) {
+	deadline := time.Now().Add(soleLeaderWait)
+	for _, p := range parts {
+		for !p.IsLeader() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // startApplier starts the applier, once the reconciler exists.

@@ -123,7 +123,7 @@ func controllerCode(err error) int16 {
 
 // notActiveController is true (and the caller answers NOT_CONTROLLER) when
 // this node is not the active controller.
-func notActiveController(b *Broker) bool { return b.cl == nil || !b.cl.isController() }
+func notActiveController(b *Broker) bool { return !b.cl.isController() }
 
 func serveBrokerRegistration(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.BrokerRegistrationRequest)
@@ -226,15 +226,8 @@ func serveAllocateProducerIDs(_ context.Context, b *Broker, _ *clientConn, kreq 
 // toController serves req on this node when it is the active controller,
 // else sends it to the active controller.
 func (c *cluster) toController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	if c.isController() {
-		h := handlers[req.Key()]
-		resp, err := h.serve(ctx, c.b, nil, req)
-		if err == nil && topLevelCode(resp) == kerr.NotController.Code {
-			err = errNoController
-		}
-		if err == nil {
-			return resp, nil
-		}
+	if resp, err := c.serveHere(ctx, req); err == nil {
+		return resp, nil
 	}
 	return c.ctrl.request(ctx, req)
 }

@@ -14,19 +14,20 @@ import (
 )
 
 // What Metadata, DescribeCluster and FindCoordinator say about brokers and
-// partitions, in both modes. A single node is the only broker, its own
-// controller and every partition's leader. In a cluster the brokers are
+// partitions, whatever the cluster's size (a single node is a one-voter
+// cluster: its only broker and controller). The brokers are
 // the registered, unfenced ones (KRaft's Metadata leaves fenced brokers
 // out), each at its advertised endpoint of the listener the request came
 // in on; a partition's leader is this broker's own raft view when it holds
 // a replica (the freshest: it changes within an election), else the
 // leader's last report in the metadata.
 
-// clusterIDFor is the cluster id: "sluice-single-node" for a single node;
+// clusterIDFor is the cluster id: "sluice-single-node" for a single node
+// (the quorum synthesized, config.SoloQuorum: the id clients saw before);
 // in a cluster one derived from controller.quorum.voters, the same on
 // every node (22 characters, as Kafka prints a Uuid).
 func clusterIDFor(cfg *config.Config) string {
-	if !cfg.Clustered() {
+	if cfg.SoloQuorum() {
 		return clusterID
 	}
 	var ids []string
@@ -49,10 +50,6 @@ type clientBroker struct {
 // liveBrokers are the brokers clients of the named listener are told
 // about, by id.
 func (b *Broker) liveBrokers(listener string) []clientBroker {
-	if b.cl == nil {
-		host, port := b.advertisedHostPort(listener)
-		return []clientBroker{{id: b.cfg.NodeID, host: host, port: port}}
-	}
 	var out []clientBroker
 	for _, br := range b.meta.Brokers() {
 		if br.Fenced {
@@ -69,9 +66,6 @@ func (b *Broker) liveBrokers(listener string) []clientBroker {
 // of listener would reach them (DescribeCluster v2, KIP-1073); a single
 // node has none.
 func (b *Broker) fencedBrokers(listener string) []clientBroker {
-	if b.cl == nil {
-		return nil
-	}
 	var out []clientBroker
 	for _, br := range b.meta.Brokers() {
 		if !br.Fenced {
@@ -107,13 +101,6 @@ func endpointFor(br meta.Broker, listener string) (clientBroker, bool) {
 // brokerEndpoint is where clients of listener reach broker id; ok is false
 // for a broker not registered or fenced.
 func (b *Broker) brokerEndpoint(id int32, listener string) (host string, port int32, ok bool) {
-	if b.cl == nil {
-		if id != b.cfg.NodeID {
-			return "", 0, false
-		}
-		host, port = b.advertisedHostPort(listener)
-		return host, port, true
-	}
 	br, ok := b.meta.Broker(id)
 	if !ok || br.Fenced {
 		return "", 0, false
@@ -127,9 +114,6 @@ func (b *Broker) brokerEndpoint(id int32, listener string) (host string, port in
 // (KRaft brokers answer clients with a live broker: admin requests sent
 // to it are forwarded), so the id is always one of Metadata's brokers.
 func (b *Broker) controllerForClients() int32 {
-	if b.cl == nil {
-		return b.cfg.NodeID
-	}
 	if id := b.cl.controllerID(); id >= 0 {
 		if br, ok := b.meta.Broker(id); ok && !br.Fenced {
 			return id
@@ -149,20 +133,6 @@ type partitionView struct {
 }
 
 func (b *Broker) partitionView(t meta.Topic, p int32) partitionView {
-	if b.cl == nil {
-		v := partitionView{leader: b.cfg.NodeID, replicas: []int32{b.cfg.NodeID}, isr: []int32{b.cfg.NodeID}}
-		if part, ok := b.partition(t.Name, p); ok {
-			// The partition's epoch (KIP-320): clients send it back as
-			// their current leader epoch.
-			v.epoch = part.LeaderEpoch()
-		} else {
-			// Not open (being opened, or its open failed and is
-			// retried): no leader, and this broker's replica is
-			// offline.
-			v.leader, v.err, v.offline = -1, kerr.LeaderNotAvailable, []int32{b.cfg.NodeID}
-		}
-		return v
-	}
 	v := partitionView{leader: -1, epoch: -1}
 	if int(p) < len(t.Assignments) {
 		v.replicas = slices.Clone(t.Assignments[p])
@@ -186,10 +156,30 @@ func (b *Broker) partitionView(t meta.Topic, p int32) partitionView {
 		} else {
 			v.leader = -1
 		}
+	} else if b.hosts(t, p) {
+		// This broker's replica is not open (being opened, or its open
+		// failed and is retried): it leads nothing, and one whose log
+		// could not be opened is offline, as Kafka reports a replica in
+		// an offline log dir.
+		if v.leader == b.cfg.NodeID {
+			v.leader = -1
+		}
+		b.mu.RLock()
+		_, off := b.offline[topicPartition{t.Name, p}]
+		b.mu.RUnlock()
+		if off {
+			v.offline = append(v.offline, b.cfg.NodeID)
+		}
 	}
 	// A fenced broker leaves every ISR and every leadership, as Kafka's
-	// controller takes it out when its session expires.
+	// controller takes it out when its session expires (raft progress
+	// alone keeps a silent follower in sync for replica.lag.time.max.ms);
+	// so does this broker's replica whose log could not be opened.
+	off := v.offline
 	v.offline, v.isr, v.leader = controller.FenceOut(v.replicas, v.isr, v.leader, func(id int32) bool {
+		if slices.Contains(off, id) {
+			return false
+		}
 		br, ok := b.meta.Broker(id)
 		return ok && !br.Fenced
 	})
@@ -228,11 +218,9 @@ func (b *Broker) leaderEndpoints(ids []int32, listener string) []clientBroker {
 			continue
 		}
 		cb := clientBroker{id: id, host: host, port: port}
-		if b.cl != nil {
-			if br, ok := b.meta.Broker(id); ok && br.Rack != "" {
-				rack := br.Rack
-				cb.rack = &rack
-			}
+		if br, ok := b.meta.Broker(id); ok && br.Rack != "" {
+			rack := br.Rack
+			cb.rack = &rack
 		}
 		out = append(out, cb)
 	}

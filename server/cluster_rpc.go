@@ -108,6 +108,13 @@ func (cc *controllerClients) requestOnce(ctx context.Context, req kmsg.Request, 
 		ids := cc.c.voterIDs()
 		id = int32(ids[try%len(ids)])
 	}
+	if id == cc.c.self {
+		// Never through its own listener (a lone voter's client
+		// listener waits at the start-up gate for the very
+		// registration it would carry): served here once this node
+		// leads the metadata group.
+		return cc.c.serveHere(ctx, req)
+	}
 	cl, err := cc.client(id, laneOf(req))
 	if err != nil {
 		return nil, err
@@ -140,6 +147,25 @@ func (cc *controllerClients) tryTimeout(req kmsg.Request) time.Duration {
 	return 10 * time.Second
 }
 
+// serveHere serves a request to the active controller on this node, which
+// must be it (else errNoController, and the caller retries).
+func (c *cluster) serveHere(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if !c.isController() {
+		return nil, errNoController
+	}
+	if p, ok := req.(pinnedRequest); ok {
+		req = p.Request // forwarded: the caller sets the client's version on the answer
+	}
+	resp, err := handlers[req.Key()].serve(ctx, c.b, nil, req)
+	if err != nil {
+		return nil, err
+	}
+	if topLevelCode(resp) == kerr.NotController.Code {
+		return nil, errNoController
+	}
+	return resp, nil
+}
+
 // topLevelCode is a response's top-level error code, for the responses
 // that have one (0 otherwise).
 func topLevelCode(resp kmsg.Response) int16 {
@@ -169,15 +195,15 @@ func (cc *controllerClients) close() {
 const forwardTimeout = 30 * time.Second
 
 // forward sends a client's admin request to the active controller and
-// returns the controller's answer at the client's version. ok is false in
-// single-node mode and on the active controller itself: the caller serves
+// returns the controller's answer at the client's version. ok is false on
+// the active controller itself (a single node's, once elected): the caller serves
 // the request. A controller that cannot be reached is NOT_CONTROLLER
 // (retriable). settled, when set, says whether this broker's own copy of
 // the metadata shows the change: forward waits (bounded) for it and for a
 // reconciler pass over it, so the client's next request here sees it.
 func (b *Broker) forward(ctx context.Context, cc *clientConn, kreq kmsg.Request, settled func(resp kmsg.Response) bool) (resp kmsg.Response, ok bool, err error) {
 	c := b.cl
-	if c == nil || c.isController() {
+	if c.isController() {
 		return nil, false, nil
 	}
 	if cc != nil && strings.HasPrefix(cc.clientID, brokerClientIDPrefix) {

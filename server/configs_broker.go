@@ -117,15 +117,9 @@ func brokerResourceID(name string) (int32, error) {
 }
 
 // checkBrokerAlterResource accepts the broker resources whose dynamic
-// configs this node changes: in a cluster (on the active controller, which
-// changes them for everyone) any broker id, registered or not, and ""; a
-// single node its own id and "".
+// configs this node changes (on the active controller, which changes them
+// for everyone): any broker id, registered or not, and "".
 func (b *Broker) checkBrokerAlterResource(name string) (int32, error) {
-	if b.cl == nil {
-		if err := b.checkBrokerResource(name); err != nil {
-			return 0, err
-		}
-	}
 	return brokerResourceID(name)
 }
 

@@ -311,11 +311,13 @@ func TestCurrentLeaderEpochChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	part, _ := b.partition("ep", 0)
+	ep := part.LeaderEpoch() // the raft term of the partition's leader
 	rc := dialRaw(t, addr)
 	for _, tc := range []struct {
 		epoch int32
 		want  int16
-	}{{-1, 0}, {0, 0}, {5, kerr.UnknownLeaderEpoch.Code}} {
+	}{{-1, 0}, {ep, 0}, {ep + 5, kerr.UnknownLeaderEpoch.Code}} {
 		lo := kmsg.NewPtrListOffsetsRequest()
 		lo.ReplicaID = -1
 		lt := kmsg.NewListOffsetsRequestTopic()

@@ -109,7 +109,7 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
 	// Bodies larger than the buffer are read into their own memory
 	// directly; the buffer batches small pipelined requests.
 	r := bufio.NewReaderSize(c, 16<<10)
-	if b.cl != nil && b.handOffRaft(c, r) {
+	if b.handOffRaft(c, r) {
 		return
 	}
 	if !b.passStartGate(listener) {

@@ -81,6 +81,7 @@ func newTestBroker(t *testing.T, logs *logBuffer, level slog.Level, before func(
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	t.Cleanup(func() { b.Close() })
 	return b
 }

@@ -95,6 +95,8 @@ func crashBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS) *Broker {
 		b.Close()
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
+	awaitCaughtUp(t, b)
 	return b
 }
 

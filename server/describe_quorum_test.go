@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -149,8 +148,8 @@ func TestDescribeQuorum(t *testing.T) {
 	})
 }
 
-// A single node has no controller quorum: UNSUPPORTED_VERSION, with a
-// message saying so.
+// A single node is a one-voter cluster: its quorum is itself, the leader
+// and only voter, with no observer.
 func TestDescribeQuorumSingleNode(t *testing.T) {
 	_, addr := startBroker(t, t.TempDir())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -162,8 +161,9 @@ func TestDescribeQuorumSingleNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := quorumPartition(resp); !errors.Is(err, kerr.UnsupportedVersion) || resp.ErrorMessage == nil {
-		t.Errorf("single node: %v, message %v", err, resp.ErrorMessage)
+	p, err := quorumPartition(resp)
+	if err != nil || p.LeaderID != 1 || len(p.CurrentVoters) != 1 || p.CurrentVoters[0].ReplicaID != 1 || len(p.Observers) != 0 {
+		t.Errorf("single node: %v, %+v", err, p)
 	}
 	if !slices.ContainsFunc(sortedHandlers(), func(h handler) bool { return h.key == 55 && h.maxVersion == 2 }) {
 		t.Error("DescribeQuorum is not registered up to v2")

@@ -77,9 +77,6 @@ func brokerAddr(ls []meta.Endpoint) string {
 // brokerStates are the registered brokers, by id; now stamps those newly
 // seen fenced. A single node is its one broker, up.
 func (b *Broker) brokerStates(now time.Time) []brokerState {
-	if b.cl == nil {
-		return []brokerState{{id: b.cfg.NodeID}}
-	}
 	brokers := b.meta.Brokers()
 	t := &b.down
 	t.mu.Lock()

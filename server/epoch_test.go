@@ -11,7 +11,7 @@ import (
 )
 
 func TestOffsetForLeaderEpoch(t *testing.T) {
-	_, addr := startBroker(t, "")
+	b, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cl := newClient(t, addr, kgo.DefaultProduceTopic("epochs"), kgo.AllowAutoTopicCreation())
@@ -35,13 +35,15 @@ func TestOffsetForLeaderEpoch(t *testing.T) {
 		}
 		return resp.Topics[0].Partitions[0]
 	}
-	if p := ask(0, 0); p.ErrorCode != 0 || p.LeaderEpoch != 0 || p.EndOffset != 4 {
-		t.Fatalf("epoch 0: %+v", p)
+	part, _ := b.partition("epochs", 0)
+	ep := part.LeaderEpoch() // the raft term of the partition's leader
+	if p := ask(ep, ep); p.ErrorCode != 0 || p.LeaderEpoch != ep || p.EndOffset != 4 {
+		t.Fatalf("epoch %d: %+v", ep, p)
 	}
-	if p := ask(3, -1); p.ErrorCode != 0 || p.EndOffset != -1 {
+	if p := ask(ep+3, -1); p.ErrorCode != 0 || p.EndOffset != -1 {
 		t.Fatalf("future epoch: %+v", p)
 	}
-	if p := ask(0, 5); p.ErrorCode != kerr.UnknownLeaderEpoch.Code {
+	if p := ask(ep, ep+5); p.ErrorCode != kerr.UnknownLeaderEpoch.Code {
 		t.Fatalf("newer current epoch: %+v", p)
 	}
 }

@@ -35,6 +35,7 @@ func faultInjectBroker(t *testing.T, f *faultinject.Faults) *Broker {
 		b.Close()
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	t.Cleanup(func() { b.Close() })
 	return b
 }

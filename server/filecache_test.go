@@ -143,6 +143,7 @@ func TestSegmentFileCacheBoundsBroker(t *testing.T) {
 		b.Close()
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	t.Cleanup(func() { b.Close() })
 	addr := b.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -161,9 +162,10 @@ func TestSegmentFileCacheBoundsBroker(t *testing.T) {
 		part, _ := b.partition("many", p)
 		totalSegs += part.NumSegments()
 	}
-	// Steady state: 3 per partition (the active segment) and the cache;
-	// sealed segments' index files close once the flusher synced them.
-	bound := int64(3*partitions + cacheMax + 2)
+	// Steady state: 3 per partition (the active segment), 3 for the
+	// metadata log's (__cluster_metadata-0) and the cache; sealed
+	// segments' index files close once the flusher synced them.
+	bound := int64(3*partitions + 3 + cacheMax + 2)
 	waitFor(t, 10*time.Second, fmt.Sprintf("at most %d open files (have %d)", bound, fs.open.Load()), func() bool { return fs.open.Load() <= bound })
 	fs.peak.Store(fs.open.Load())
 	consumeAll(t, ctx, addr, "many", counts)

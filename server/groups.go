@@ -51,20 +51,6 @@ func (b *Broker) newCoordinator() *coordinator.Coordinator {
 	})
 }
 
-// loadOffsetsPartition loads a __consumer_offsets partition the
-// reconciler opened into the coordinator, replaying it in its own
-// goroutine (requests for a partition still replaying get
-// COORDINATOR_LOAD_IN_PROGRESS).
-func (b *Broker) loadOffsetsPartition(p int32, part *replica.Partition) {
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		if err := b.coord.Load(p, offsetsLog{part, b.now}); err != nil {
-			b.logger.Error("sluice: loading group coordinator state", "partition", p, "err", err)
-		}
-	}()
-}
-
 // ensureOffsetsTopic creates __consumer_offsets if it does not exist yet
 // and loads it. Errors are kafkaErrors (COORDINATOR_NOT_AVAILABLE while it
 // cannot be created, as Kafka answers).
@@ -72,7 +58,7 @@ func (b *Broker) ensureOffsetsTopic() error {
 	if _, ok := b.meta.Topic(offsetsTopic); ok {
 		return nil
 	}
-	if b.cl != nil && !b.cl.isController() {
+	if !b.cl.isController() {
 		return b.ensureOffsetsTopicRemote()
 	}
 	// offsets.topic.replication.factor (Kafka's default 3) is capped by
@@ -235,11 +221,9 @@ func (bt brokerTopics) ByID(id [16]byte) (coordinator.TopicInfo, bool) {
 func coordinated[Req kmsg.Request, Resp kmsg.Response](key, maxVersion int16, fn func(*coordinator.Coordinator, context.Context, Req) Resp) {
 	register(handler{key: key, minVersion: 0, maxVersion: maxVersion,
 		serve: func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error) {
-			if b.cl != nil {
-				b.awaitReadLeases(ctx, b.groupPartitions(req)) // readlease.go
-			}
+			b.awaitReadLeases(ctx, b.groupPartitions(req)) // readlease.go
 			resp := fn(b.coord, b.groupContext(ctx, cc), req.(Req))
-			if of, ok := any(req).(*kmsg.OffsetFetchRequest); ok && b.cl != nil {
+			if of, ok := any(req).(*kmsg.OffsetFetchRequest); ok {
 				b.recheckOffsetFetch(of, any(resp).(*kmsg.OffsetFetchResponse))
 			}
 			return resp, nil

@@ -167,6 +167,7 @@ func TestCreateRolledBackWhenOpenFails(t *testing.T) {
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

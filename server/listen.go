@@ -89,11 +89,9 @@ func (b *Broker) Start() error {
 			b.acceptLoop(ln, name)
 		}()
 	}
-	if b.cl != nil {
-		b.cl.start()
-		b.warnStop, b.warnDone = make(chan struct{}), make(chan struct{})
-		go b.warnDownLoop(b.warnStop, b.warnDone)
-	}
+	b.cl.start()
+	b.warnStop, b.warnDone = make(chan struct{}), make(chan struct{})
+	go b.warnDownLoop(b.warnStop, b.warnDone)
 	if metricsLn != nil {
 		b.serveMetrics(metricsLn)
 	}

@@ -142,8 +142,6 @@ func (b *Broker) notReady() string {
 		return "shutting down"
 	case b.lns == nil:
 		return "listeners not open"
-	case b.cl == nil:
-		return ""
 	case !b.cfg.IsBroker():
 		if b.cl.controllerID() < 0 {
 			return "the metadata log has no leader (no controller quorum)"

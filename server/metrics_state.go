@@ -114,7 +114,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.underReplicated, float64(under))
 	gauge(c.underMinISR, float64(underMin))
 
-	active := b.cl == nil || b.cl.isController()
+	active := b.cl.isController()
 	offline := 0
 	if active {
 		for _, t := range b.meta.Topics() {

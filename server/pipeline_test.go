@@ -259,6 +259,7 @@ func startGatedBroker(t *testing.T, g *gatedSyncs) *Broker {
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	t.Cleanup(func() { b.Close() })
 	t.Cleanup(g.open) // first: Close syncs
 	return b

@@ -88,6 +88,9 @@ type reconciler struct {
 	// failed is the last open error logged, per partition. Only the
 	// reconciler goroutine writes it, holding mu; openFailure reads it.
 	failed map[topicPartition]string
+	// campaigned are the partitions this pass opened whose lone voter
+	// campaigned (campaignIfSole): the pass waits for their leadership.
+	campaigned []*replica.Partition
 
 	mu      sync.Mutex
 	applied uint64        // the metadata offset the last pass covered
@@ -251,6 +254,8 @@ func (r *reconciler) pass() {
 		}
 	}
 	r.resumeFailed(want)
+	awaitLeaders(r.campaigned)
+	r.campaigned = r.campaigned[:0]
 	r.mu.Lock()
 	r.applied = max(r.applied, off)
 	close(r.passed)
@@ -299,21 +304,12 @@ func (r *reconciler) open(tp topicPartition, t meta.Topic) {
 	b.parts[tp] = part
 	delete(b.offline, tp)
 	b.mu.Unlock()
-	switch {
-	case b.cl != nil:
-		b.cl.kickLeadership() // the leader loads it (cluster_broker.go)
-	case t.Name == offsetsTopic:
-		b.loadOffsetsPartition(tp.partition, part)
-	}
+	b.cl.kickLeadership() // the leader loads it (cluster_broker.go)
 }
 
 // hosts reports whether this broker holds a replica of partition p of t:
-// always for a single node; in a cluster when the partition's replica
-// list names it.
+// when the partition's replica list names it.
 func (b *Broker) hosts(t meta.Topic, p int32) bool {
-	if b.cl == nil {
-		return true
-	}
 	if !b.cfg.IsBroker() || int(p) >= len(t.Assignments) {
 		return false
 	}
@@ -330,11 +326,9 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 	if err != nil {
 		return nil, dir, err
 	}
-	var rc *replica.RaftConfig
-	if b.cl != nil {
-		if rc, err = b.cl.raftConfig(t, tp.partition); err != nil {
-			return nil, dir, err
-		}
+	rc, err := b.cl.raftConfig(t, tp.partition)
+	if err != nil {
+		return nil, dir, err
 	}
 	part, err := replica.Open(b.fs, dir, cfg, replica.Options{
 		Raft:                 rc,
@@ -360,6 +354,9 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 			part.Close()
 			return nil, dir, err
 		}
+	}
+	if b.cl.campaignIfSole(part, rc.Group) {
+		r.campaigned = append(r.campaigned, part)
 	}
 	return part, dir, nil
 }
@@ -449,11 +446,9 @@ func (r *reconciler) drop(tp topicPartition, h *heldPartition) {
 	if err := h.part.Close(); err != nil {
 		b.logger.Warn("sluice: close deleted partition", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
-	if b.cl != nil {
-		// The group left the host at Close; its raft state goes too.
-		if err := b.cl.states.Delete(replica.GroupID{TopicID: h.topicID, Partition: tp.partition}); err != nil {
-			b.logger.Warn("sluice: remove a deleted partition's raft state", "topic", tp.topic, "partition", tp.partition, "err", err)
-		}
+	// The group left the host at Close; its raft state goes too.
+	if err := b.cl.states.Delete(replica.GroupID{TopicID: h.topicID, Partition: tp.partition}); err != nil {
+		b.logger.Warn("sluice: remove a deleted partition's raft state", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
 	if err := removePartitionDir(b.fs, h.part.Dir()); err != nil {
 		b.logger.Warn("sluice: remove deleted partition folder", "topic", tp.topic, "partition", tp.partition, "err", err)

@@ -31,6 +31,7 @@ func TestRecoveryLogsOneSummaryLine(t *testing.T) {
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cl := newClient(t, b.Addr().String(), kgo.DefaultProduceTopic("many"), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))

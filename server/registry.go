@@ -43,7 +43,7 @@ func (h handler) served(b *Broker, cc *clientConn) bool {
 	if !h.controllerOnly || cc == nil {
 		return true
 	}
-	return b.cl != nil && b.isControllerListener(cc.listener)
+	return b.isControllerListener(cc.listener)
 }
 
 // isControllerListener reports whether the named listener is one of

@@ -32,8 +32,37 @@ func startBroker(t *testing.T, dir string, sets ...string) (*Broker, string) {
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	awaitServing(t, b)
 	t.Cleanup(func() { b.Close() })
 	return b, b.Addr().String()
+}
+
+// awaitServing waits until b's client listeners serve requests (the
+// start-up gate: a single node, a one-voter cluster, registers with itself
+// and is unfenced first), so a test's own calls into b find what a client
+// would.
+func awaitServing(t testing.TB, b *Broker) {
+	t.Helper()
+	select {
+	case <-b.gate:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker's client listeners did not open in 30s")
+	}
+}
+
+// awaitCaughtUp waits until b applied its metadata log up to its high
+// watermark and a reconciler pass covered it (after a restart the applier
+// applies the entries committed before the crash, and the reconciler
+// opens what they name, after Start), so a test sees the partitions the
+// metadata names open.
+func awaitCaughtUp(t *testing.T, b *Broker) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the metadata log applied to its high watermark", func() bool {
+		return b.meta.ReplicatedOffset() >= b.cl.metaPart.HighWatermark()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b.recon.changed(ctx)
 }
 
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {

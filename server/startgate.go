@@ -27,8 +27,10 @@ import (
 // brokers of the quorum register through them. The wait is bounded
 // (startGateMax, Kafka's initial.broker.registration.timeout.ms
 // default); past it the client listeners serve anyway, with a warning
-// naming what is missing. A single node, and a controller-only node
-// (whose listeners are all controller listeners), serve at once. The gate
+// naming what is missing. A single node, a one-voter cluster, waits too:
+// it registers with itself, in-process, within a fraction of a second. A
+// controller-only node (whose listeners are all controller listeners)
+// serves at once. The gate
 // opens once: a broker fenced later keeps serving (its Metadata leaves
 // itself out), as Kafka's does.
 
@@ -43,7 +45,7 @@ const startGateCheck = 20 * time.Millisecond
 // only a clustered broker's do.
 func (b *Broker) openStartGate() {
 	b.gate = make(chan struct{})
-	if b.cl == nil || !b.cfg.IsBroker() {
+	if !b.cfg.IsBroker() {
 		close(b.gate)
 		return
 	}

@@ -148,9 +148,6 @@ func (b *Broker) checkTopic(r topicRequest) (meta.TopicSpec, error) {
 		}
 		assignment = r.assignment
 		partitions, rf = int32(len(assignment)), int16(len(assignment[0]))
-		if b.cl == nil {
-			assignment = nil // valid, so every list is this node: meta's nil
-		}
 	}
 	if partitions < 1 {
 		return meta.TopicSpec{}, kafkaErrorf(kerr.InvalidPartitions, "partitions %d: must be at least 1", partitions)
@@ -170,13 +167,10 @@ func (b *Broker) checkTopic(r topicRequest) (meta.TopicSpec, error) {
 	return meta.TopicSpec{Name: r.name, Partitions: partitions, ReplicationFactor: rf, Configs: r.configs, Assignments: assignment}, nil
 }
 
-// usableBroker reports whether replicas may be placed on broker id: this
-// node for a single node; in a cluster a registered, unfenced broker
-// (KRaft's usable brokers) that is not being decommissioned.
+// usableBroker reports whether replicas may be placed on broker id: a
+// registered, unfenced broker (KRaft's usable brokers) that is not being
+// decommissioned.
 func (b *Broker) usableBroker(id int32) bool {
-	if b.cl == nil {
-		return id == b.cfg.NodeID
-	}
 	br, ok := b.meta.Broker(id)
 	return ok && !br.Fenced && !br.Decommissioning
 }
@@ -185,16 +179,9 @@ func (b *Broker) usableBroker(id int32) bool {
 // ones, over the usable brokers (meta.PlaceMore: round-robin,
 // rack-aware). leader0 is the preferred leader of the topic's partition 0,
 // whose pattern new partitions continue; -1 for a new topic, which starts
-// at random. A single node returns nil (meta's "this node only") after
-// checking rf is 1. A replication factor above the usable broker count is
+// at random. A replication factor above the usable broker count is
 // INVALID_REPLICATION_FACTOR, as in Kafka.
 func (b *Broker) place(existing, n int32, rf int16, leader0 int32) ([][]int32, error) {
-	if b.cl == nil {
-		if rf < 1 || rf > 1 {
-			return nil, kafkaErrorf(kerr.InvalidReplicationFactor, "replication factor %d: there is 1 live broker", rf)
-		}
-		return nil, nil
-	}
 	// A broker the controller's transport already reports down (a
 	// second without a frame) gets no new replica even before its session
 	// expires and it is fenced: a raft group needs its voters to elect.
@@ -226,20 +213,14 @@ func (b *Broker) place(existing, n int32, rf int16, leader0 int32) ([][]int32, e
 	return a, nil
 }
 
-// clusterSize is how many brokers the cluster has: 1 for a single node,
-// else the voters or the registered brokers, whichever are more.
+// clusterSize is how many brokers the cluster has: the voters or the
+// registered brokers, whichever are more.
 func (b *Broker) clusterSize() int {
-	if b.cl == nil {
-		return 1
-	}
 	return max(len(b.cl.voters), len(b.meta.Brokers()))
 }
 
 // usableBrokerCount is how many brokers replicas may be placed on.
 func (b *Broker) usableBrokerCount() int {
-	if b.cl == nil {
-		return 1
-	}
 	down := b.cl.host.PeersDown()
 	n := 0
 	for _, br := range b.meta.Brokers() {

@@ -92,9 +92,6 @@ func (b *Broker) addPartitions(name string, count int32, assignment [][]int32, v
 		if n := int16(len(assignment[0])); n != t.ReplicationFactor {
 			return kafkaErrorf(kerr.InvalidReplicaAssignment, "topic %q: the new partitions have %d replicas, the topic's have %d", name, n, t.ReplicationFactor)
 		}
-		if b.cl == nil {
-			assignment = nil // valid, so every list is this node: meta's nil
-		}
 	} else {
 		leader0 := int32(-1)
 		if len(t.Assignments) > 0 && len(t.Assignments[0]) > 0 {

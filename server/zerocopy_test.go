@@ -22,7 +22,7 @@ func TestFetchUsesFileRanges(t *testing.T) {
 		}
 	}
 	tp, _ := b.meta.Topic("zc")
-	parts := []*fetchPartition{{topic: "zc", topicID: tp.ID, partition: 0, maxBytes: 1 << 20, lastHW: -2, lastLogStart: -2}}
+	parts := []*fetchPartition{{topic: "zc", topicID: tp.ID, partition: 0, maxBytes: 1 << 20, lastHW: -2, lastLogStart: -2, leaderEpoch: -1}}
 	var splices []splice
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = 16

@@ -15,14 +15,17 @@ import (
 // KafkaConfig, KRaftConfigs and QuorumConfig are the spec for names,
 // defaults and messages; where Sluice differs, the field's doc says so.
 //
-// Two modes:
+// Every node is one of a cluster, run by the same code whatever its size:
 //
-//   - Single node (controller.quorum.voters and
-//     controller.quorum.bootstrap.servers empty, the default): the node is
-//     its own controller and needs no quorum, as Sluice always ran.
+//   - A single node (controller.quorum.voters and
+//     controller.quorum.bootstrap.servers empty, the default) is a
+//     one-voter cluster, as etcd's single member and KRaft's combined
+//     mode: derive synthesizes the quorum, this node alone
+//     (SoloQuorum), its voter address its inter-broker listener (raft
+//     rides the broker's listeners; a lone voter never dials it).
 //     process.roles must be the default broker,controller and no listener
 //     may be a controller listener.
-//   - Clustered (controller.quorum.voters set, or formed from
+//   - A configured quorum (controller.quorum.voters set, or formed from
 //     controller.quorum.bootstrap.servers by bootstrapVoters): Kafka's
 //     KRaft rules for the roles the node plays.
 
@@ -84,11 +87,20 @@ func (c *Config) IsBroker() bool { return c.ProcessRoles&RoleBroker != 0 }
 // IsController reports whether process.roles includes controller.
 func (c *Config) IsController() bool { return c.ProcessRoles&RoleController != 0 }
 
-// Clustered reports whether the node is one of a cluster: true when
-// controller.quorum.voters is set or formed from
-// controller.quorum.bootstrap.servers. False is single-node mode, Sluice's
-// default.
-func (c *Config) Clustered() bool { return len(c.QuorumVoters) > 0 }
+// SoloQuorum reports whether the controller quorum is this node alone,
+// synthesized because neither controller.quorum.voters nor
+// controller.quorum.bootstrap.servers is set (Sluice's default: a single
+// node). The node runs the cluster's code either way; this tells only how
+// the quorum came about (config checks, the cluster id, the banner).
+func (c *Config) SoloQuorum() bool { return c.soloQuorum }
+
+// soloVoter is the one-voter quorum of a single node: node.id at its
+// advertised inter-broker listener (its port 0 until the server binds it;
+// nothing dials a lone voter).
+func (c *Config) soloVoter() []Voter {
+	l, _ := c.InterBrokerListener()
+	return []Voter{{ID: c.NodeID, Host: l.Host, Port: int32(l.Port)}}
+}
 
 // isControllerName reports whether name is in controller.listener.names.
 func (c *Config) isControllerName(name string) bool {
@@ -396,7 +408,10 @@ func (c *Config) validateCluster(bad func(key string, reason error)) {
 			bad("controller.quorum.bootstrap.servers", err)
 		}
 	}
-	if !c.Clustered() {
+	if c.SoloQuorum() {
+		if c.NodeID < 1 {
+			bad("node.id", fmt.Errorf("must be >= 1: a single node is a one-voter controller quorum (KRaft's combined mode) and node.id is its raft id, which raft reserves 0 from; leave node.id unset (1) or set it >= 1"))
+		}
 		if c.ProcessRoles != RoleBroker|RoleController && checkProcessRoles(c) == nil {
 			// Kafka: "If using process.roles, controller.quorum.voters
 			// must contain a parseable set of voters."

@@ -22,15 +22,19 @@ func node(n int, extra ...string) []string {
 	}, extra...)
 }
 
-// Single-node mode is what Sluice always ran: no quorum, combined roles,
-// no controller listener, the same listeners advertised.
+// A single node is a one-voter cluster: its quorum synthesized (node.id at
+// its inter-broker listener, not shown as set), combined roles, no
+// controller listener, the same listeners advertised.
 func TestSingleNodeDefaults(t *testing.T) {
 	c, err := Load("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Clustered() || !c.IsBroker() || !c.IsController() || c.ProcessRoles != RoleBroker|RoleController {
-		t.Errorf("roles %v clustered %v", c.ProcessRoles, c.Clustered())
+	if !c.SoloQuorum() || !c.IsBroker() || !c.IsController() || c.ProcessRoles != RoleBroker|RoleController {
+		t.Errorf("roles %v solo %v", c.ProcessRoles, c.SoloQuorum())
+	}
+	if want := []Voter{{ID: 1, Host: "127.0.0.1", Port: 9092}}; !reflect.DeepEqual(c.QuorumVoters, want) {
+		t.Errorf("voters %v, want %v", c.QuorumVoters, want)
 	}
 	if l, ok := c.ControllerListener(); ok {
 		t.Errorf("controller listener %v", l)
@@ -69,9 +73,13 @@ func TestSingleNodeDefaults(t *testing.T) {
 	if c.ReplicaLagTime().Milliseconds() != 30000 {
 		t.Errorf("ReplicaLagTime %v", c.ReplicaLagTime())
 	}
-	// node.id 0 is fine without a quorum (raft ids are not used).
-	if _, err := Load("", []string{"node.id=0", "process.roles=controller,broker"}); err != nil {
-		t.Error(err)
+	// node.id 0 is not: it is the lone voter's raft id, and raft
+	// reserves 0.
+	if _, err := Load("", []string{"node.id=0", "process.roles=controller,broker"}); err == nil || !strings.Contains(err.Error(), "one-voter") {
+		t.Errorf("node.id=0: %v", err)
+	}
+	if c, err := Load("", []string{"node.id=7"}); err != nil || c.QuorumVoters[0].ID != 7 {
+		t.Errorf("node.id=7: %v %v", c.QuorumVoters, err)
 	}
 }
 
@@ -81,8 +89,8 @@ func TestThreeNodeCombined(t *testing.T) {
 		if err != nil {
 			t.Fatalf("node %d: %v", n, err)
 		}
-		if !c.Clustered() || !c.IsBroker() || !c.IsController() {
-			t.Errorf("node %d: clustered %v roles %v", n, c.Clustered(), c.ProcessRoles)
+		if c.SoloQuorum() || !c.IsBroker() || !c.IsController() {
+			t.Errorf("node %d: solo %v roles %v", n, c.SoloQuorum(), c.ProcessRoles)
 		}
 		cl, ok := c.ControllerListener()
 		if want := fmt.Sprintf("CONTROLLER://127.0.0.1:%d", 9191+n); !ok || cl.String() != want {
@@ -237,7 +245,7 @@ func TestBrokerOnlyAndControllerOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !b.IsBroker() || b.IsController() || !b.Clustered() || b.BrokerRack != "rack-a" {
+	if !b.IsBroker() || b.IsController() || b.SoloQuorum() || b.BrokerRack != "rack-a" {
 		t.Errorf("broker: %+v", b)
 	}
 	if _, ok := b.ControllerListener(); ok {
@@ -347,7 +355,7 @@ func TestLoadKafkaStockFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Voter{{ID: 1, Host: "localhost", Port: 9093}}; !reflect.DeepEqual(c.QuorumVoters, want) || !c.Clustered() {
+	if want := []Voter{{ID: 1, Host: "localhost", Port: 9093}}; !reflect.DeepEqual(c.QuorumVoters, want) || c.SoloQuorum() {
 		t.Errorf("voters %v, want %v", c.QuorumVoters, want)
 	}
 	if want := []Listener{{"PLAINTEXT", "localhost", 9092}}; !reflect.DeepEqual(c.AdvertisedListeners, want) {

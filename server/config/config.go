@@ -85,8 +85,8 @@
 // broker.session.timeout.ms, broker.rack, replica.lag.time.max.ms) and
 // Sluice's sluice.raft.* keys (RaftHostConfig) describe a cluster. With
 // controller.quorum.voters and controller.quorum.bootstrap.servers empty,
-// the default, the node is a single node as Sluice always ran (Clustered
-// is false; process.roles must stay broker,controller); with either set,
+// the default, the node is a single node: a one-voter cluster (SoloQuorum;
+// process.roles must stay broker,controller); with either set,
 // Kafka's rules apply (cluster.go), and bootstrap servers form the voters
 // by Sluice's rule (see QuorumBootstrapServers).
 // controller.quorum.election.timeout.ms and controller.quorum.fetch.timeout.ms
@@ -182,7 +182,8 @@ type Config struct {
 	// QuorumVoters are the controller quorum's voters. Key
 	// controller.quorum.voters; comma-separated id@host:port (Kafka's
 	// syntax), host:port being the voter's controller listener. Default
-	// empty (Kafka's): single-node mode (see Clustered), unless
+	// empty (Kafka's): a single node, whose quorum is itself alone
+	// (SoloQuorum: node.id at its inter-broker listener), unless
 	// controller.quorum.bootstrap.servers forms them (see
 	// QuorumBootstrapServers). When set: 1, 3 or
 	// 5 voters (Sluice's rule: a raft quorum is a majority, so an even
@@ -191,6 +192,7 @@ type Config struct {
 	// controller's node.id must be among them and a broker-only node's
 	// must not (Kafka's rules).
 	QuorumVoters []Voter
+	soloQuorum   bool // QuorumVoters is the synthesized one-voter quorum (SoloQuorum)
 
 	// QuorumBootstrapServers are the controllers' endpoints, as Kafka 4
 	// lists them (KIP-853). Key controller.quorum.bootstrap.servers;

@@ -70,6 +70,7 @@ func TestLoadServerProperties(t *testing.T) {
 	want.GroupInitialRebalanceDelayMs = 0
 	want.OffsetsTopicReplicationFactor = 1
 	want.LogMessageTimestampType = "LogAppendTime"
+	want.QuorumVoters = want.soloVoter()
 	c.set, want.set = keyBits{}, keyBits{}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", c, want)

@@ -107,7 +107,12 @@ var keyTable = []spec{
 			c.QuorumVoters, err = parseVoters(v)
 			return err
 		},
-		get: func(c *Config) string { return formatVoters(c.QuorumVoters) },
+		get: func(c *Config) string {
+			if c.soloQuorum && slices.Equal(c.QuorumVoters, c.soloVoter()) {
+				return "" // synthesized, not set
+			}
+			return formatVoters(c.QuorumVoters)
+		},
 		check: func(c *Config) error {
 			if !c.set.intersects(entries["controller.quorum.voters"].bit) {
 				return nil // derived from controller.quorum.bootstrap.servers: validateCluster

@@ -109,6 +109,10 @@ func (c *Config) derive() {
 	if !c.set.intersects(entries["inter.broker.listener.name"].bit) {
 		c.InterBrokerListenerName = c.defaultInterBrokerListenerName()
 	}
+	c.soloQuorum = len(c.QuorumVoters) == 0
+	if c.soloQuorum {
+		c.QuorumVoters = c.soloVoter()
+	}
 }
 
 // advertisedAll is advertised.listeners as given, controller listeners

@@ -54,7 +54,7 @@ func (c *Config) validateRaft(bad func(key string, reason error)) {
 	if c.RaftLivenessTimeoutMs <= c.RaftLivenessIntervalMs {
 		bad("sluice.raft.liveness.timeout.ms", fmt.Errorf("must exceed sluice.raft.liveness.interval.ms (%d): a peer is reported down when silent this long, and it sends a liveness heartbeat every interval", c.RaftLivenessIntervalMs))
 	}
-	if !c.RaftCheckQuorumEnable && c.Clustered() {
+	if !c.RaftCheckQuorumEnable && !c.SoloQuorum() {
 		bad("sluice.raft.check.quorum.enable", errors.New("a replicated leader serves reads only on its read lease, which rests on CheckQuorum (replica/raft_lease.go: voters refuse votes while they heard from their leader): without it no read would be served"))
 	}
 	if c.RaftQuiesceEnable && (!c.RaftPreVoteEnable || !c.RaftCheckQuorumEnable) {
