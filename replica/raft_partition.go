@@ -358,13 +358,9 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 	if !p.IsLeader() {
 		return &Pending{res: noResult}, p.notLeader("produce goes to the partition leader")
 	}
-	// The CRC and the records, as the single replica's log append checks
-	// them before anything is written: a batch the log would refuse must
-	// never become a raft entry (every replica's storage would fail on it,
-	// and the group leave the host).
-	if _, _, err := batch.ValidateRecords(b); err != nil {
-		return &Pending{res: noResult}, err
-	}
+	// b was checked once, before append (validate, appendOwn): a batch
+	// the log would refuse never becomes a raft entry (every replica's
+	// storage would fail on it, and the group leave the host).
 	if acks == AcksAll {
 		isr, err := rs.inSync(p, time.Now(), false)
 		if err != nil {
