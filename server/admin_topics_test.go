@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -534,13 +535,16 @@ func TestDeleteTopicUnderLoad(t *testing.T) {
 
 	loadCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var produced, polled atomic.Int64
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		p := newClient(t, addr, kgo.DefaultProduceTopic("busy"),
 			kgo.RecordDeliveryTimeout(time.Second), kgo.MetadataMinAge(50*time.Millisecond), kgo.UnknownTopicRetries(1))
 		for loadCtx.Err() == nil {
-			p.ProduceSync(loadCtx, &kgo.Record{Value: []byte("y")})
+			if p.ProduceSync(loadCtx, &kgo.Record{Value: []byte("y")}).FirstErr() == nil {
+				produced.Add(1)
+			}
 		}
 	}()
 	go func() {
@@ -548,9 +552,10 @@ func TestDeleteTopicUnderLoad(t *testing.T) {
 		c := newClient(t, addr, kgo.ConsumeTopics("busy"), kgo.FetchMaxWait(100*time.Millisecond))
 		for loadCtx.Err() == nil {
 			c.PollFetches(loadCtx)
+			polled.Add(1)
 		}
 	}()
-	time.Sleep(100 * time.Millisecond) // let the load start; correctness does not depend on it
+	waitFor(t, 10*time.Second, "the load to start", func() bool { return produced.Load() > 0 && polled.Load() > 0 })
 	if _, err := adm.DeleteTopic(ctx, "busy"); err != nil {
 		t.Fatal(err)
 	}

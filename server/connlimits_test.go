@@ -341,7 +341,10 @@ func TestRequestReceiveTimeout(t *testing.T) {
 	}
 	// A connection that idles between requests is not cut by this limit.
 	c := dialProbe(t, addr)
-	time.Sleep(500 * time.Millisecond) // longer than the receive timeout, between requests
+	// Not a wait for a condition: the idle time itself is the point
+	// (longer than the receive timeout, between requests; the timeout is
+	// a socket deadline, on the wall clock).
+	time.Sleep(500 * time.Millisecond)
 	if err := probe(c, 10*time.Second); err != nil {
 		t.Fatalf("idle between requests: %v", err)
 	}
