@@ -118,6 +118,7 @@ func assertUnknownTopic(t *testing.T, ctx context.Context, adm *admin, topic str
 }
 
 func TestDeleteTopicsByNameAndID(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, addr := startBroker(t, dir)
 	ctx := adminCtx(t)
@@ -221,6 +222,7 @@ func partitionCount(t *testing.T, ctx context.Context, adm *admin, topic string)
 }
 
 func TestCreatePartitionsGrowOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, addr := startBroker(t, dir)
 	ctx := adminCtx(t)
@@ -315,6 +317,7 @@ func TestCreatePartitionsGrowOnly(t *testing.T) {
 }
 
 func TestDeleteRecords(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "", "log.segment.bytes=200")
 	ctx := adminCtx(t)
 	adm := newAdmin(t, addr)
@@ -432,6 +435,7 @@ func TestDeleteRecords(t *testing.T) {
 }
 
 func TestTopicNameCollision(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx := adminCtx(t)
 	adm := newAdmin(t, addr)
@@ -450,6 +454,7 @@ func TestTopicNameCollision(t *testing.T) {
 }
 
 func TestTopicAdminSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b1, addr := startBroker(t, dir)
 	ctx := adminCtx(t)
@@ -506,6 +511,7 @@ func TestTopicAdminSurvivesRestart(t *testing.T) {
 // leaves a folder no topic owns; a new topic of that name must not
 // inherit it.
 func TestCreateTopicRemovesLeftoverFolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	left := filepath.Join(dir, "ghost-0")
 	if err := os.MkdirAll(left, 0o755); err != nil {

@@ -28,6 +28,7 @@ import (
 // ListOffsets' special timestamps are version-gated
 // (ReplicaManager.isListOffsetsTimestampUnsupported).
 func TestListOffsetsSpecialTimestampVersions(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	if _, err := b.createTopic("lo", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
@@ -65,6 +66,7 @@ func TestListOffsetsSpecialTimestampVersions(t *testing.T) {
 // epoch 0; a half-set id/epoch pair is INVALID_REQUEST
 // (KafkaApis.handleInitProducerIdRequest).
 func TestInitProducerIDPairs(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	rc := dialRaw(t, addr)
 	init := func(id int64, epoch int16) *kmsg.InitProducerIDResponse {
@@ -91,6 +93,7 @@ func TestInitProducerIDPairs(t *testing.T) {
 // offsets; otherwise INVALID_RECORD (non-retriable), and nothing is
 // stored.
 func TestProduceBaseOffsetNotZero(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	topic, err := b.createTopic("bo", 1, 1, nil, false)
 	if err != nil {
@@ -119,6 +122,7 @@ func TestProduceBaseOffsetNotZero(t *testing.T) {
 // DeleteRecords on a compact-only topic is POLICY_VIOLATION
 // (Partition.deleteRecordsOnLeader).
 func TestDeleteRecordsCompactOnlyPolicyViolation(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -145,6 +149,7 @@ func TestDeleteRecordsCompactOnlyPolicyViolation(t *testing.T) {
 // v0 as Kafka 4 does (librdkafka needs it to compress, KAFKA-18659).
 // ApiVersions alone answers a version it does not know, in v0 (KIP-511).
 func TestVersionsOutsideServedCloseConnection(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	if _, err := b.createTopic("old", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
@@ -288,6 +293,7 @@ func TestFetchHonoursMinBytes(t *testing.T) {
 // A second broker on the same log dir is refused with a message that says
 // another broker holds it (Kafka's .lock), and the first keeps serving.
 func TestLogDirLocked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	startBroker(t, dir)
 	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir})
@@ -307,6 +313,7 @@ func TestLogDirLocked(t *testing.T) {
 // Fetch (v9+) and ListOffsets (v4+) check the client's current leader
 // epoch (KIP-320): one newer than the partition's is UNKNOWN_LEADER_EPOCH.
 func TestCurrentLeaderEpochChecked(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	topic, err := b.createTopic("ep", 1, 1, nil, false)
 	if err != nil {
@@ -346,6 +353,7 @@ func TestCurrentLeaderEpochChecked(t *testing.T) {
 // the fewest, a restart finds them wherever they are, and DescribeLogDirs
 // answers each dir with its partitions.
 func TestSeveralLogDirs(t *testing.T) {
+	t.Parallel()
 	d1, d2 := t.TempDir(), t.TempDir()
 	dirs := "log.dirs=" + d1 + "," + d2
 	b, addr := startBroker(t, d1, dirs)

@@ -165,6 +165,7 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 // The accept loop survives accept errors (it retries with a backoff) and
 // logs them once per interval, not once each.
 func TestAcceptErrorsDoNotStopServing(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	var fl *flakyListener
 	b := newTestBroker(t, &logs, slog.LevelInfo, func(b *Broker) {
@@ -193,6 +194,7 @@ func TestAcceptErrorsDoNotStopServing(t *testing.T) {
 // max.connections.per.ip closes connections past the limit (Kafka's
 // TooManyConnectionsException); overrides raise it for one address.
 func TestMaxConnectionsPerIP(t *testing.T) {
+	t.Parallel()
 	b := newTestBroker(t, nil, slog.LevelInfo, nil, "max.connections.per.ip=2")
 	addr := b.Addr().String()
 	c1 := dialProbe(t, addr)

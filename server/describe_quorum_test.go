@@ -152,6 +152,7 @@ func TestDescribeQuorum(t *testing.T) {
 // A single node has no controller quorum: UNSUPPORTED_VERSION, with a
 // message saying so.
 func TestDescribeQuorumSingleNode(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, t.TempDir())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
