@@ -47,6 +47,26 @@ for m in $modules; do
 	(cd "$m" && go vet ./... && GOWORK=off go build ./...)
 done
 
+echo "== go mod tidy -diff (each module alone, GOWORK=off)"
+for m in $modules; do
+	if ! (cd "$m" && GOWORK=off go mod tidy -diff); then
+		echo "test.sh: go mod tidy would change $m/go.mod or $m/go.sum (run it there with GOWORK=off)" >&2
+		exit 1
+	fi
+done
+
+# staticcheck, pinned: built once from the module proxy into a temporary
+# folder (go install ...@version ignores go.work and the modules' go.mod),
+# then run in each module (checks configured in staticcheck.conf).
+staticcheck_version=v0.8.2
+echo "== staticcheck $staticcheck_version"
+staticcheck_bin=$(mktemp -d)
+trap 'rm -rf "$staticcheck_bin"' EXIT
+GOBIN="$staticcheck_bin" go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+for m in $modules; do
+	(cd "$m" && "$staticcheck_bin/staticcheck" ./...)
+done
+
 echo "== go test"
 for m in $modules; do
 	if [ "$m" = tools ]; then

@@ -76,7 +76,7 @@ func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
 }
 
 func (c *pcluster) dir(g GroupID) string {
-	return filepath.Join("/data", fmt.Sprintf("%s", g))
+	return filepath.Join("/data", g.String())
 }
 
 // start opens node id's host and partitions from what its FS and state

@@ -2,7 +2,6 @@ package replica
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -166,7 +165,7 @@ func TestHostLeaderObserver(t *testing.T) {
 			leaderOf[c[1]] = c[0]
 		}
 	}
-	t.Log(fmt.Sprintf("leaders by term %v (second %d)", leaderOf, second))
+	t.Logf("leaders by term %v (second %d)", leaderOf, second)
 }
 
 // Tracking a leader's progress allocates nothing once its replicas are

@@ -2,7 +2,6 @@ package segment
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -294,9 +293,6 @@ func (s *segment) replacePrefix(pos int64) error {
 	s.log.replacePinned(f)
 	return nil
 }
-
-// errNoRaftIndex is a segment without raft indexes where one is needed.
-var errNoRaftIndex = errors.New("segment: segment outside the raft log")
 
 // RaftIndexFile is a decoded .raftindex file (format above), for tools.
 type RaftIndexFile struct {

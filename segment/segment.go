@@ -234,16 +234,6 @@ func (s *segment) closeFiles() error {
 	return errors.Join(errs...)
 }
 
-// close flushes the indexes (without trimming) and closes the files.
-func (s *segment) close() error {
-	var errs []error
-	if s.offIdx != nil {
-		errs = append(errs, s.offIdx.Flush(), s.timeIdx.Flush())
-	}
-	errs = append(errs, s.closeFiles())
-	return errors.Join(errs...)
-}
-
 // seal is called when the segment stops being the active one: the time
 // index gets a last entry holding the segment's max timestamp (so a reopen
 // knows it without a scan, as Kafka does) and both indexes are trimmed.

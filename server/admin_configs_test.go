@@ -126,6 +126,7 @@ func TestConfigTypesMatchKmsg(t *testing.T) {
 }
 
 func TestDescribeTopicConfigs(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "", "log.segment.bytes=104857600")
 	ctx := cfgCtx(t)
 	adm := cfgAdmin(t, addr)
@@ -190,6 +191,7 @@ func TestDescribeTopicConfigs(t *testing.T) {
 }
 
 func TestDescribeBrokerConfigs(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "", "num.partitions=3", "log.retention.hours=48")
 	ctx := cfgCtx(t)
 	adm := cfgAdmin(t, addr)
@@ -252,6 +254,7 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 }
 
 func TestIncrementalAlterTopicConfigs(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx := cfgCtx(t)
 	adm := cfgAdmin(t, addr)
@@ -315,6 +318,7 @@ func TestIncrementalAlterTopicConfigs(t *testing.T) {
 }
 
 func TestAlterTopicConfigsReplacesAll(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx := cfgCtx(t)
 	adm := cfgAdmin(t, addr)
@@ -353,6 +357,7 @@ func TestAlterTopicConfigsReplacesAll(t *testing.T) {
 }
 
 func TestAlterConfigsRejects(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx := cfgCtx(t)
 	adm := cfgAdmin(t, addr)
@@ -453,6 +458,7 @@ func TestAlterConfigsRejects(t *testing.T) {
 }
 
 func TestAlteredConfigsTakeEffectAndSurviveRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b, addr := startBroker(t, dir)
 	ctx := cfgCtx(t)
@@ -503,6 +509,7 @@ func TestAlteredConfigsTakeEffectAndSurviveRestart(t *testing.T) {
 }
 
 func TestDescribeCluster(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "", "node.id=4")
 	ctx := cfgCtx(t)
 	cl := newClient(t, addr)
@@ -543,6 +550,7 @@ func TestDescribeCluster(t *testing.T) {
 }
 
 func TestDescribeLogDirs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, addr := startBroker(t, dir)
 	ctx := cfgCtx(t)

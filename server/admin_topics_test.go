@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,6 +118,7 @@ func assertUnknownTopic(t *testing.T, ctx context.Context, adm *admin, topic str
 }
 
 func TestDeleteTopicsByNameAndID(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, addr := startBroker(t, dir)
 	ctx := adminCtx(t)
@@ -220,6 +222,7 @@ func partitionCount(t *testing.T, ctx context.Context, adm *admin, topic string)
 }
 
 func TestCreatePartitionsGrowOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, addr := startBroker(t, dir)
 	ctx := adminCtx(t)
@@ -314,6 +317,7 @@ func TestCreatePartitionsGrowOnly(t *testing.T) {
 }
 
 func TestDeleteRecords(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "", "log.segment.bytes=200")
 	ctx := adminCtx(t)
 	adm := newAdmin(t, addr)
@@ -431,6 +435,7 @@ func TestDeleteRecords(t *testing.T) {
 }
 
 func TestTopicNameCollision(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx := adminCtx(t)
 	adm := newAdmin(t, addr)
@@ -449,6 +454,7 @@ func TestTopicNameCollision(t *testing.T) {
 }
 
 func TestTopicAdminSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b1, addr := startBroker(t, dir)
 	ctx := adminCtx(t)
@@ -505,6 +511,7 @@ func TestTopicAdminSurvivesRestart(t *testing.T) {
 // leaves a folder no topic owns; a new topic of that name must not
 // inherit it.
 func TestCreateTopicRemovesLeftoverFolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	left := filepath.Join(dir, "ghost-0")
 	if err := os.MkdirAll(left, 0o755); err != nil {
@@ -534,13 +541,16 @@ func TestDeleteTopicUnderLoad(t *testing.T) {
 
 	loadCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var produced, polled atomic.Int64
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		p := newClient(t, addr, kgo.DefaultProduceTopic("busy"),
 			kgo.RecordDeliveryTimeout(time.Second), kgo.MetadataMinAge(50*time.Millisecond), kgo.UnknownTopicRetries(1))
 		for loadCtx.Err() == nil {
-			p.ProduceSync(loadCtx, &kgo.Record{Value: []byte("y")})
+			if p.ProduceSync(loadCtx, &kgo.Record{Value: []byte("y")}).FirstErr() == nil {
+				produced.Add(1)
+			}
 		}
 	}()
 	go func() {
@@ -548,9 +558,10 @@ func TestDeleteTopicUnderLoad(t *testing.T) {
 		c := newClient(t, addr, kgo.ConsumeTopics("busy"), kgo.FetchMaxWait(100*time.Millisecond))
 		for loadCtx.Err() == nil {
 			c.PollFetches(loadCtx)
+			polled.Add(1)
 		}
 	}()
-	time.Sleep(100 * time.Millisecond) // let the load start; correctness does not depend on it
+	waitFor(t, 10*time.Second, "the load to start", func() bool { return produced.Load() > 0 && polled.Load() > 0 })
 	if _, err := adm.DeleteTopic(ctx, "busy"); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 // Garbage on one connection closes that connection; the broker keeps
 // serving others.
 func TestBadFramesCloseOnlyThatConnection(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	rng := rand.New(rand.NewPCG(1, 2))
 	frames := [][]byte{
@@ -59,6 +60,7 @@ func TestBadFramesCloseOnlyThatConnection(t *testing.T) {
 
 // A batch with a bad CRC gets CORRUPT_MESSAGE and nothing is stored.
 func TestProduceCorruptCRC(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -28,6 +28,7 @@ func consumeN(t *testing.T, ctx context.Context, addr, topic string, from kgo.Of
 // Every codec round trips, and consuming from an offset in the middle of
 // a compressed batch starts at that offset.
 func TestCompressionCodecs(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -51,6 +52,7 @@ func TestCompressionCodecs(t *testing.T) {
 
 // A record larger than the consumer's fetch limits still arrives (KIP-74).
 func TestLargeRecordExceedsFetchLimits(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -68,6 +70,7 @@ func TestLargeRecordExceedsFetchLimits(t *testing.T) {
 // A timestamp lookup lands inside one batch; LogAppendTime topics stamp
 // the broker's time.
 func TestTimestampsInsideBatchAndLogAppendTime(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -141,6 +144,7 @@ func TestRetentionBytes(t *testing.T) {
 // A topic with compression.type=zstd stores zstd batches whatever the
 // producer sent; consumers read the same records.
 func TestCompressionTypeRecompresses(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -80,11 +80,17 @@ func TestClusterCancelAfterPromotionKeepsVoters(t *testing.T) {
 		t.Fatalf("cancel: %v %v", err, rs.Error())
 	}
 	noPartitionDir(t, b4, dir4, "cp", 0) // broker 4's data is deleted...
-	// ...though raft still needs it.
-	time.Sleep(8 * time.Second)
+	// ...though raft still needs it, unless the cancel removed 4 and 5
+	// from the group first: the group goes back to {1,2,3}, led.
 	running := []*Broker{tc.broker(0), tc.broker(1), tc.broker(2)}
-	lead, v, l = leaderMembership(running, "cp")
-	t.Logf("8s after cancel: leader %d voters %v learners %v", lead, v, l)
+	eventually(t, 30*time.Second, "cp-0's raft group back to {1,2,3} with a leader", func() error {
+		lead, v, l = leaderMembership(running, "cp")
+		if lead < 0 || !slices.Equal(v, []uint64{1, 2, 3}) || len(l) != 0 {
+			return fmt.Errorf("leader %d voters %v learners %v", lead, v, l)
+		}
+		return nil
+	})
+	t.Logf("after cancel: leader %d voters %v learners %v", lead, v, l)
 	for _, b := range running {
 		if b == nil {
 			continue
@@ -184,7 +190,12 @@ func TestClusterRestartedJoinerStaysJoining(t *testing.T) {
 	defer func() {
 		// The real group comes back: where does the acknowledged record go?
 		b5 = tc.startBrokerOnlyAt(5, dir5, port5)
-		time.Sleep(10 * time.Second)
+		// Diagnostics on the failure path: let the group elect (or give
+		// up after 10 s), then log what each side holds.
+		pollUntil(10*time.Second, func() bool {
+			p, ok := b5.partition("jn", 0)
+			return ok && p.IsLeader()
+		})
 		for _, b := range []*Broker{b4, b5} {
 			if p, ok := b.partition("jn", 0); ok {
 				v, l, _ := p.Membership()
@@ -233,8 +244,23 @@ func TestClusterCompletesAfterRaftRemoval(t *testing.T) {
 	adm := kadm.NewClient(tc.client())
 	createAssigned(t, ctx, tc, "cr", []int32{1, 2, 5})
 	tc.waitLeaders("cr", 3)
-	reviewCrash(b5) // the replica being moved off is down
-	time.Sleep(2 * time.Second)
+	// The replica being moved off is down, and out of the ISR.
+	reviewCrash(b5)
+	eventually(t, 30*time.Second, "5 out of cr-0's ISR", func() error {
+		mctx, mcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer mcancel()
+		m, err := tc.metadata(mctx, "cr")
+		if err != nil {
+			return err
+		}
+		if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 1 {
+			return fmt.Errorf("metadata %+v", m.Topics)
+		}
+		if isr := m.Topics[0].Partitions[0].ISR; slices.Contains(isr, 5) {
+			return fmt.Errorf("isr %v", isr)
+		}
+		return nil
+	})
 	reassign(t, ctx, adm, "cr", 0, []int32{1, 2, 4})
 	all := func() []*Broker { return []*Broker{tc.broker(0), tc.broker(1), tc.broker(2), b4} }
 	eventually(t, 30*time.Second, "completed", func() error {

@@ -113,6 +113,25 @@ func (tc *testCluster) startBrokerOnlyAt(id int, dir string, port int, extra ...
 	return b
 }
 
+// producedSome waits until topic's partitions hold n records in all: its
+// steadyProducer runs.
+func producedSome(t *testing.T, ctx context.Context, tc *testCluster, topic string, n int64) {
+	t.Helper()
+	adm := kadm.NewClient(tc.client())
+	eventually(t, 20*time.Second, topic+": records produced", func() error {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		var sum int64
+		ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+		if sum < n {
+			return fmt.Errorf("%d records, want %d", sum, n)
+		}
+		return nil
+	})
+}
+
 // steadyProducer produces unique values to topic with an idempotent
 // acks=all client until stop, which returns the acknowledged values.
 func steadyProducer(t *testing.T, tc *testCluster, topic string) (stop func() []string) {
@@ -142,7 +161,7 @@ func steadyProducer(t *testing.T, tc *testCluster, topic string) (stop func() []
 				}
 			})
 			if i%50 == 49 {
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // paces the producer; not a wait for a condition
 			}
 		}
 	}()
@@ -277,7 +296,7 @@ func TestClusterReassignment(t *testing.T) {
 	createAssigned(t, ctx, tc, "mv", []int32{1, 2, 3})
 	tc.waitLeaders("mv", 3)
 	stop := steadyProducer(t, tc, "mv")
-	time.Sleep(300 * time.Millisecond) // some records before the move
+	producedSome(t, ctx, tc, "mv", 20) // some records before the move
 
 	reassign(t, ctx, adm, "mv", 0, []int32{2, 3, 4})
 	// Listed while in progress (or already done): never anything else.
@@ -495,7 +514,7 @@ func TestClusterDecommission(t *testing.T) {
 	createAssigned(t, ctx, tc, "dc", []int32{4, 1, 2}, []int32{1, 4, 3}, []int32{2, 3, 1})
 	tc.waitLeaders("dc", 3)
 	stop := steadyProducer(t, tc, "dc")
-	time.Sleep(300 * time.Millisecond)
+	producedSome(t, ctx, tc, "dc", 20)
 	req := kmsg.NewPtrUnregisterBrokerRequest()
 	req.BrokerID = 4
 	resp, err := req.RequestWith(ctx, tc.client())
@@ -559,7 +578,7 @@ func TestClusterReassignmentSurvivesRestarts(t *testing.T) {
 	createAssigned(t, ctx, tc, "rs", []int32{1, 2, 3})
 	tc.waitLeaders("rs", 3)
 	stop := steadyProducer(t, tc, "rs")
-	time.Sleep(200 * time.Millisecond)
+	producedSome(t, ctx, tc, "rs", 20)
 
 	// Broker 4 stops after it joined as a learner, before the move ends.
 	reassign(t, ctx, adm, "rs", 0, []int32{2, 3, 4})

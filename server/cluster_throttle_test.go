@@ -76,7 +76,7 @@ func countingProducer(t *testing.T, tc *testCluster, topic string) (acked func()
 		defer close(done)
 		for i := 0; ctx.Err() == nil; i++ {
 			if i%100 == 99 {
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // paces the producer; not a wait for a condition
 			}
 			cl.Produce(ctx, &kgo.Record{Value: []byte("live-" + strconv.Itoa(i))}, func(_ *kgo.Record, err error) {
 				switch {

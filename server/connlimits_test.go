@@ -166,6 +166,7 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 // The accept loop survives accept errors (it retries with a backoff) and
 // logs them once per interval, not once each.
 func TestAcceptErrorsDoNotStopServing(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	var fl *flakyListener
 	b := newTestBroker(t, &logs, slog.LevelInfo, func(b *Broker) {
@@ -194,6 +195,7 @@ func TestAcceptErrorsDoNotStopServing(t *testing.T) {
 // max.connections.per.ip closes connections past the limit (Kafka's
 // TooManyConnectionsException); overrides raise it for one address.
 func TestMaxConnectionsPerIP(t *testing.T) {
+	t.Parallel()
 	b := newTestBroker(t, nil, slog.LevelInfo, nil, "max.connections.per.ip=2")
 	addr := b.Addr().String()
 	c1 := dialProbe(t, addr)
@@ -342,7 +344,10 @@ func TestRequestReceiveTimeout(t *testing.T) {
 	}
 	// A connection that idles between requests is not cut by this limit.
 	c := dialProbe(t, addr)
-	time.Sleep(500 * time.Millisecond) // longer than the receive timeout, between requests
+	// Not a wait for a condition: the idle time itself is the point
+	// (longer than the receive timeout, between requests; the timeout is
+	// a socket deadline, on the wall clock).
+	time.Sleep(500 * time.Millisecond)
 	if err := probe(c, 10*time.Second); err != nil {
 		t.Fatalf("idle between requests: %v", err)
 	}

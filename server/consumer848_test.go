@@ -136,6 +136,7 @@ func TestConsumerGroup848FranzGo(t *testing.T) {
 
 // franz-go's KIP-848 consumer subscribing by regex (SubscribedTopicRegex).
 func TestConsumerGroup848FranzGoRegex(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "", "group.consumer.heartbeat.interval.ms=200")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -151,6 +151,7 @@ func TestDescribeQuorum(t *testing.T) {
 // A single node is a one-voter cluster: its quorum is itself, the leader
 // and only voter, with no observer.
 func TestDescribeQuorumSingleNode(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, t.TempDir())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestOffsetForLeaderEpoch(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

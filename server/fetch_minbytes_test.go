@@ -256,7 +256,7 @@ func TestFetchMinBytesNewDataDuringWait(t *testing.T) {
 	produceAfter := func(d time.Duration, value string) <-chan error {
 		done := make(chan error, 1)
 		go func() {
-			time.Sleep(d)
+			time.Sleep(d) // not a wait for a condition: the fetch must wait for this late batch
 			done <- producer.ProduceSync(context.Background(), &kgo.Record{Value: []byte(value)}).FirstErr()
 		}()
 		return done
@@ -412,7 +412,7 @@ func TestFetchMinBytesReplicated(t *testing.T) {
 		f.offsets = map[int32]int64{0: next}
 		done := make(chan error, 1)
 		go func() {
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // not a wait for a condition: the batch comes late on purpose
 			done <- prod.ProduceSync(ctx, &kgo.Record{Value: []byte("late")}).FirstErr()
 		}()
 		d, resp = timedFetch(rc, v, f)

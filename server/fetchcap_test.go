@@ -45,6 +45,7 @@ func fetchAt(t *testing.T, rc *rawConn, topic string, offset int64, maxBytes, pa
 // limit (-1, 0: Kafka then returns one batch); KIP-74: the first batch is
 // returned even when larger than every limit.
 func TestFetchMaxBytesCap(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "", "fetch.max.bytes=4096")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

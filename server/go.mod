@@ -11,8 +11,8 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1
-	github.com/sluicemq/sluice/controller v0.0.0
 	github.com/segmentio/kafka-go v0.4.51
+	github.com/sluicemq/sluice/controller v0.0.0
 	github.com/sluicemq/sluice/coordinator v0.0.0
 	github.com/sluicemq/sluice/meta v0.0.0
 	github.com/sluicemq/sluice/replica v0.0.0

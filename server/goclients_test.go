@@ -55,6 +55,7 @@ var saramaVersions = []sarama.KafkaVersion{sarama.V0_11_0_0, sarama.V2_8_0_0, sa
 // sarama (github.com/IBM/sarama): a SyncProducer with acks=all produces,
 // a partition Consumer reads back from OffsetOldest.
 func TestSaramaProduceConsume(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	for _, v := range saramaVersions {
 		t.Run(v.String(), func(t *testing.T) {
@@ -142,6 +143,7 @@ func testSarama(t *testing.T, addr string, version sarama.KafkaVersion, topic st
 // segmentio/kafka-go: a Writer with acks=all and auto topic creation
 // produces, a Reader on partition 0 reads back from FirstOffset.
 func TestKafkaGoProduceConsume(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

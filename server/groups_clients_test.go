@@ -364,6 +364,7 @@ func TestGroupResumeAfterKill(t *testing.T) {
 // the classic one once its members are gone (as Kafka's default migration
 // policy allows), and each new member resumes at the last commit.
 func TestGroupProtocolSwitch(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, addr := startBroker(t, "", groupSets...)

@@ -134,6 +134,7 @@ func configValue(cs []kadm.Config, key string) string {
 // with a different offsets.topic.num.partitions keeps using the topic's
 // real count.
 func TestOffsetsTopicProtected(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir := t.TempDir()

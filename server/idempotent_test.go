@@ -46,6 +46,7 @@ func idemBatch(pid int64, epoch int16, seq int32, n int) []byte {
 // the original offset; gaps and fenced epochs are refused; the state
 // survives a restart.
 func TestIdempotentProducer(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b, addr := startBroker(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -94,6 +95,7 @@ func TestIdempotentProducer(t *testing.T) {
 // producer snapshots for this; before them the restarted broker stored the
 // retry as a new batch.
 func TestIdempotentStateSurvivesDeleteRecords(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b, addr := startBroker(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

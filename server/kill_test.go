@@ -114,7 +114,7 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 						mu.Unlock()
 					}
 				})
-				time.Sleep(200 * time.Microsecond)
+				time.Sleep(200 * time.Microsecond) // paces the producer; not a wait for a condition
 			}
 		}(w)
 	}

@@ -26,6 +26,7 @@ import (
 // metadata records (one per block of 1,000; it was one each), the ids are
 // unique, and stay unique across a restart.
 func TestInitProducerIDBlocks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b, addr := startBroker(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -63,6 +64,7 @@ func TestInitProducerIDBlocks(t *testing.T) {
 // THROTTLING_QUOTA_EXCEEDED, retriable), in few metadata commits; the
 // broker keeps answering and restarts.
 func TestMetadataAutoCreateMany(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b, addr := startBroker(t, dir, "sluice.auto.create.topics.max.per.request=500")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -153,6 +155,7 @@ func (fs *fdLimitFS) OpenReadWrite(name string) (vfs.File, error) {
 // KAFKA_STORAGE_ERROR, the topic is gone with its folders, the broker
 // restarts clean, and a topic that fits is created afterwards.
 func TestCreateRolledBackWhenOpenFails(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fs := &fdLimitFS{FS: vfs.Default}
 	fs.limit.Store(math.MaxInt64)

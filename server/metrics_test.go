@@ -301,6 +301,7 @@ func TestHealthReadySingleNode(t *testing.T) {
 // With metrics.listen empty (or none) there is no HTTP listener and no
 // metrics work.
 func TestMetricsOff(t *testing.T) {
+	t.Parallel()
 	for _, off := range []string{"metrics.listen=", "metrics.listen=none"} {
 		b, _ := startBroker(t, "", off)
 		if b.metrics != nil || b.MetricsAddr() != nil {

@@ -192,6 +192,7 @@ func checkOffsets(t *testing.T, what string, got []offsetAt, want []string) {
 // lands at the next offsets (no OUT_OF_ORDER_SEQUENCE), and a ListOffsets
 // sees the records of the produces before it.
 func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	if _, err := b.createTopic("pipe", 2, 1, nil, false); err != nil {
 		t.Fatal(err)
@@ -364,6 +365,7 @@ func TestConnectionClosedMidPipeline(t *testing.T) {
 // requests in flight) into 16 partitions: every record is acked once,
 // without error, and reads back in produce order per partition.
 func TestIdempotentProducerPipelined(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	const parts, n = 16, 20000
 	if _, err := b.createTopic("pipe", parts, 1, nil, false); err != nil {

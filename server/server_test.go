@@ -76,6 +76,7 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 }
 
 func TestProduceConsumeFranzGo(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -110,6 +111,7 @@ func TestProduceConsumeFranzGo(t *testing.T) {
 }
 
 func TestCreateTopicsAndListOffsets(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 // KIP-227: a session's incremental fetches answer only partitions with
 // something new; wrong epochs and unknown sessions are refused.
 func TestFetchSessions(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

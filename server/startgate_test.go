@@ -97,8 +97,10 @@ func TestStartGateWaitsAndIsBounded(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Error(err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Close took %v with a connection at the gate", d)
+	// Not a speed target: a Close that waited for the gate would take
+	// its bound (startGateMax, a minute).
+	if d := time.Since(start); d >= startGateMax/2 {
+		t.Errorf("Close took %v with a connection at the gate: it waited for the gate's bound", d)
 	}
 
 	// Bounded: past gateMax the client listener serves anyway.

@@ -132,6 +132,7 @@ func opOf(op kmsg.IncrementalAlterConfigOp, name string, value *string) kmsg.Inc
 // described in canonical form with no broker synonym, and without effect
 // on the partition's own settings.
 func TestThrottledReplicasTopicConfigs(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx := cfgCtx(t)
 	adm := cfgAdmin(t, addr)

@@ -36,6 +36,7 @@ func TestBrokerDefaultsResolve(t *testing.T) {
 // cleanup.policy (Kafka trims list items), the partition log compacts and
 // deletes, and DescribeConfigs shows the list as Kafka does.
 func TestCreateTopicListWithSpaces(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx := cfgCtx(t)
 	adm := cfgAdmin(t, addr)
@@ -62,6 +63,7 @@ func TestCreateTopicListWithSpaces(t *testing.T) {
 // TestCreateTopicNamesFirstBadConfig: with several bad configs, the error
 // names the alphabetically first bad key, every time, in Kafka's words.
 func TestCreateTopicNamesFirstBadConfig(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "")
 	ctx := cfgCtx(t)
 	adm := cfgAdmin(t, addr)

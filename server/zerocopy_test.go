@@ -12,6 +12,7 @@ import (
 // Fetches leave OS-backed log bytes in the files (sendfile) and the client
 // still reads the same records.
 func TestFetchUsesFileRanges(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -114,17 +114,6 @@ func TestSegmentGap(t *testing.T) {
 	}
 }
 
-// lastOffset returns the last offset of a .log file's last batch.
-func lastOffset(t *testing.T, path string) int64 {
-	t.Helper()
-	ps := positions(t, path)
-	h, err := batch.ParseHeader(readAt(t, path, ps[len(ps)-1], batch.HeaderSize))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h.LastOffset()
-}
-
 // checkpointBytes returns a checkpoint file's bytes with a valid CRC.
 func checkpointBytes(body string) []byte {
 	crc := crc32.Checksum([]byte(body), crc32.MakeTable(crc32.Castagnoli))

@@ -81,7 +81,7 @@ func TestAlertRulesParse(t *testing.T) {
 			}
 			for _, sel := range parser.ExtractSelectors(expr) {
 				for _, m := range sel {
-					if m.Name == labels.MetricName && !strings.HasPrefix(m.Value, "sluice_") {
+					if m.Name == model.MetricNameLabel && !strings.HasPrefix(m.Value, "sluice_") {
 						t.Errorf("%s reads %s, not a Sluice metric", r.Alert, m.Value)
 					}
 				}

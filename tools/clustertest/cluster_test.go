@@ -434,12 +434,14 @@ func (c *cluster) ReplicaEndOffset(ctx context.Context, id int, topic string, p 
 		return -1, err
 	}
 	for _, t := range resp.Topics {
-		for _, rp := range t.Partitions {
-			if err := errorCode(rp.ErrorCode, nil); err != nil {
-				return -1, fmt.Errorf("node %d, %s/%d: %w", id, topic, p, err)
-			}
-			return rp.Offset, nil
+		if len(t.Partitions) == 0 {
+			continue
 		}
+		rp := t.Partitions[0]
+		if err := errorCode(rp.ErrorCode, nil); err != nil {
+			return -1, fmt.Errorf("node %d, %s/%d: %w", id, topic, p, err)
+		}
+		return rp.Offset, nil
 	}
 	return -1, fmt.Errorf("node %d answered no partition", id)
 }

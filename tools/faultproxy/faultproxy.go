@@ -40,6 +40,7 @@
 package faultproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -348,8 +349,18 @@ func (c *conn) run() {
 	if !c.wait() {
 		return
 	}
-	d := net.Dialer{Timeout: dialTimeout, Cancel: c.done}
-	server, err := d.Dial("tcp", c.p.target)
+	// The dial ends early when the connection closes (c.done).
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-c.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	d := net.Dialer{Timeout: dialTimeout}
+	server, err := d.DialContext(ctx, "tcp", c.p.target)
+	cancel()
 	if err != nil {
 		c.close(true)
 		return

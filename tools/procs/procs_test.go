@@ -29,12 +29,8 @@ func TestKill(t *testing.T) {
 	if err := p.Signal(syscall.SIGSTOP); err != nil { // Kill resumes a stopped process
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if err := p.Kill(5 * time.Second); err != nil {
+	if err := p.Kill(5 * time.Second); err != nil { // fails if not reaped within 5 s
 		t.Fatal(err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("Kill took %v", d)
 	}
 	if !p.Exited() {
 		t.Fatal("not Exited after Kill")

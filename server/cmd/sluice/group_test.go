@@ -135,7 +135,7 @@ func TestGroupCommands(t *testing.T) {
 
 		// To an offset beyond the end: kept within the log (Kafka's
 		// checkOffsetsRange), and said per partition.
-		out = wantExit(t, 0, append([]string{"group", "reset-offsets", "--group", "g1", "--topic", "orders", "--to-offset", "100", "--execute"}, b...),
+		wantExit(t, 0, append([]string{"group", "reset-offsets", "--group", "g1", "--topic", "orders", "--to-offset", "100", "--execute"}, b...),
 			"Group g1, orders-0: offset 100 is past the log end offset: set to 5.", "Group g1, orders-1: offset 100 is past the log end offset: set to 3.")
 		wantCommitted(t, adm, "g1", "orders", map[int32]int64{0: 5, 1: 3})
 		out = wantExit(t, 0, append([]string{"group", "reset-offsets", "--group", "g1", "--topic", "orders", "--shift-by", "-4"}, b...),
@@ -172,7 +172,7 @@ func TestGroupCommands(t *testing.T) {
 		wantContains(t, "delete-offsets", out, "TOPIC   PARTITION  STATUS", "orders  1          Successful")
 		wantCommitted(t, adm, "g1", "orders", map[int32]int64{0: 0})
 
-		out = wantExit(t, 1, append([]string{"group", "delete", "--group", "g1", "--group", "nope"}, b...), "Deleted group g1.", "Group nope: GROUP_ID_NOT_FOUND", "hint (GROUP_ID_NOT_FOUND)")
+		wantExit(t, 1, append([]string{"group", "delete", "--group", "g1", "--group", "nope"}, b...), "Deleted group g1.", "Group nope: GROUP_ID_NOT_FOUND", "hint (GROUP_ID_NOT_FOUND)")
 		out = wantExit(t, 1, append([]string{"group", "describe", "--group", "g1"}, b...), "sluice group describe: group g1: GROUP_ID_NOT_FOUND", "hint (GROUP_ID_NOT_FOUND): no such group")
 		if strings.Contains(out, "Error:") {
 			t.Errorf("describe's error is not in every command's format:\n%s", out)

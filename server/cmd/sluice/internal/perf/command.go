@@ -118,14 +118,6 @@ func (c *common) check() ([]string, error) {
 	return seeds, nil
 }
 
-// end is the end of --duration counted from start, or zero.
-func (c *common) end(start time.Time) time.Time {
-	if c.duration == 0 {
-		return time.Time{}
-	}
-	return start.Add(c.duration)
-}
-
 // baseOpts are every client's options.
 func baseOpts(seeds []string) []kgo.Opt {
 	return []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("sluice-perf")}
