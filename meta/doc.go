@@ -212,7 +212,8 @@
 // ReplicationFactor distinct registered brokers when the partition is
 // created (Kafka's INVALID_REPLICA_ASSIGNMENT checks, ValidateAssignment;
 // a reassignment may change a partition's replica count); a topic created
-// without them (single-node mode, "this node only") grows without them,
+// without them ("this node only": a single node's, before it ran as a
+// one-voter cluster, until AdoptUnassigned gives it some) grows without them,
 // and one created with them grows with them. Place and PlaceMore compute
 // Kafka's default placement. A broker registration needs a node id >= 0
 // and distinct, named listeners; it replaces an earlier one of the same

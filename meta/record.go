@@ -29,8 +29,9 @@ type TopicRecord struct {
 	Configs           map[string]string // topic config overrides
 	// Assignments are the replica lists of the partitions (the first
 	// replica is the preferred leader): len(Assignments) == Partitions,
-	// each of ReplicationFactor distinct registered brokers. Nil in
-	// single-node mode, meaning "this node only".
+	// each of ReplicationFactor distinct registered brokers. Nil ("this
+	// node only") in data dirs of a single node from before it ran as a
+	// one-voter cluster; AdoptUnassigned replaces it.
 	Assignments [][]int32
 }
 

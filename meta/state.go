@@ -19,7 +19,8 @@ type Topic struct {
 	ReplicationFactor int16
 	Configs           map[string]string // topic config overrides; never nil in results
 	// Assignments are the partitions' replica lists (first replica = the
-	// preferred leader); nil in single-node mode ("this node only").
+	// preferred leader); nil for a topic kept without
+	// them ("this node only"; see AdoptUnassigned).
 	Assignments [][]int32
 	// Leaders has one entry per partition: the latest PartitionChanged for
 	// it, or Leader -1, LeaderEpoch -1 and a nil ISR if none was applied.

@@ -75,7 +75,8 @@ type TopicSpec struct {
 	ReplicationFactor int16
 	Configs           map[string]string // overrides; values are not checked
 	// Assignments are the partitions' replica lists (Place's result, or a
-	// request's explicit assignment), or nil in single-node mode. With
+	// request's explicit assignment), or nil for "this node only" (tests; data dirs
+	// from before a single node ran as a one-voter cluster). With
 	// assignments, a Partitions or ReplicationFactor <= 0 (Kafka's -1) is
 	// taken from them.
 	Assignments [][]int32
@@ -191,7 +192,7 @@ func (st *state) lookup(name string) (*Topic, error) {
 }
 
 // AddPartitions grows a topic kept without replica assignments
-// (single-node mode) to newTotal partitions: AddPartitionsAssigned with
+// ("this node only") to newTotal partitions: AddPartitionsAssigned with
 // nil assignments.
 func (s *Store) AddPartitions(name string, newTotal int32) error {
 	return s.AddPartitionsAssigned(name, newTotal, nil)

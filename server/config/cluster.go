@@ -109,7 +109,8 @@ func (c *Config) isControllerName(name string) bool {
 
 // ControllerListener returns the first listener whose name is in
 // controller.listener.names: where this node serves the controller quorum.
-// ok is false when the node has none (single-node mode, broker-only nodes).
+// ok is false when the node has none (a broker-only node; a single node's
+// synthesized quorum uses its inter-broker listener).
 func (c *Config) ControllerListener() (l Listener, ok bool) {
 	for _, l := range c.Listeners {
 		if c.isControllerName(l.Name) {
