@@ -52,6 +52,14 @@ type cluster struct {
 	self   int32
 	voters map[int32]string // controller.quorum.voters: node id -> controller address
 
+	// holdReports is set while a reconciler pass opens partitions whose
+	// lone voter campaigned (campaignIfSole): their leaderships come one
+	// by one as they open, and reporting each as it comes would write the
+	// metadata log once per few partitions. The pass reports them all at
+	// its end, in one AlterPartition (one metadata commit), as Kafka's
+	// controller writes a CreateTopics request's partitions in one batch.
+	holdReports atomic.Bool
+
 	states    *replica.StateStore
 	transport *replica.TCPTransport
 	host      *replica.Host

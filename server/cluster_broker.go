@@ -271,8 +271,8 @@ func (c *cluster) coordinatorLeadership(loaded map[int32]loadedShard) {
 // leads whose leader, epoch or ISR differ from the metadata's.
 func (c *cluster) reportLeadership() {
 	b := c.b
-	if c.epoch.Load() < 0 {
-		return
+	if c.epoch.Load() < 0 || c.holdReports.Load() {
+		return // not registered; or a reconciler pass reports at its end
 	}
 	b.mu.RLock()
 	parts := make(map[topicPartition]*replica.Partition, len(b.parts))

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/batch"
@@ -371,8 +372,15 @@ func copyDir(src, dst string) error {
 
 // installRaftLog makes dir's topic-0 folder (a broker's, stopped) hold
 // the raft-written log in src: every file but partition.metadata is
-// replaced.
-func installRaftLog(t *testing.T, logDir, topic, src string) {
+// replaced, and the partition's raft group state in the broker's state
+// store (__sluice_raft) is made to match it, as a broker that wrote that
+// log and then stopped would have left it: the term at least the log's
+// last, everything committed, the configuration the broker's own (the
+// group's, as the broker created it: itself alone). Without that the
+// broker's one-voter group would resume from the state of the empty log
+// it had created (commit 0, an older term), which does not describe the
+// log installed.
+func installRaftLog(t *testing.T, logDir, topic string, topicID [16]byte, src string) {
 	t.Helper()
 	dst := filepath.Join(logDir, topic+"-0")
 	ents, err := os.ReadDir(dst)
@@ -388,6 +396,39 @@ func installRaftLog(t *testing.T, logDir, topic, src string) {
 		}
 	}
 	if err := copyDir(src, dst); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := segment.Open(vfs.Default, dst, replica.DefaultTopicConfig().Log, segment.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := l.LastIndex()
+	lastTerm, err := l.Term(last)
+	l.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := replica.OpenStateStore(filepath.Join(logDir, raftStateDirName), pebblevfs.Default, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer states.Close()
+	id := replica.GroupID{TopicID: topicID, Partition: 0}
+	st, ok, err := states.Load(id)
+	if err != nil || !ok {
+		t.Fatalf("the broker holds no raft state for %s-0 (%v)", topic, err)
+	}
+	hs := st.HardState
+	if lastTerm > hs.Term {
+		hs.Term, hs.Vote = lastTerm, 0
+	}
+	hs.Commit = last
+	// Every configuration change the log may hold is the three-replica
+	// group's, never to be applied here (ConfIndex); the records are
+	// applied again from the start (Applied 0: Apply is idempotent).
+	st = replica.GroupState{HardState: hs, ConfState: st.ConfState, Applied: 0, ConfIndex: last}
+	if err := states.Save(map[replica.GroupID]replica.GroupState{id: st}, true); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -255,6 +255,11 @@ func (r *reconciler) pass() {
 	}
 	r.resumeFailed(want)
 	awaitLeaders(r.campaigned)
+	if len(r.campaigned) > 0 {
+		// Report the leaderships this pass's opens won, together.
+		b.cl.holdReports.Store(false)
+		b.cl.kickLeadership()
+	}
 	r.campaigned = r.campaigned[:0]
 	r.mu.Lock()
 	r.applied = max(r.applied, off)
@@ -356,6 +361,7 @@ func (r *reconciler) openPartition(tp topicPartition, t meta.Topic) (_ *replica.
 		}
 	}
 	if b.cl.campaignIfSole(part, rc.Group) {
+		b.cl.holdReports.Store(true) // until the pass ends (pass)
 		r.campaigned = append(r.campaigned, part)
 	}
 	return part, dir, nil
