@@ -109,8 +109,8 @@ type topicPartition struct {
 	partition int32
 }
 
-// metaDirName is the folder under the first log dir holding the cluster
-// metadata (Pebble).
+// metaDirName is the folder under the metadata dir (metadata.log.dir, else
+// the first log dir) holding the cluster metadata (Pebble).
 const metaDirName = "__sluice_metadata"
 
 // lockName is the file in the log dir a broker holds locked while it runs
@@ -169,7 +169,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	cfg.AdvertisedListeners = append([]config.Listener(nil), cfg.AdvertisedListeners...)
 	// One broker per log dir, as Kafka's .lock.
 	var locks multiCloser
-	for _, dir := range cfg.LogDirs {
+	for _, dir := range cfg.AllLogDirs() {
 		lock, err := lockLogDir(opts.FS, dir)
 		if err != nil {
 			locks.Close()
@@ -189,7 +189,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.cl = cl
-	st, err := meta.Open(filepath.Join(cfg.LogDirs[0], metaDirName), meta.Options{FS: opts.MetaFS, Logger: logger, Replicator: cl})
+	st, err := meta.Open(filepath.Join(cfg.MetadataLogDirOrFirst(), metaDirName), meta.Options{FS: opts.MetaFS, Logger: logger, Replicator: cl})
 	if err != nil {
 		cl.close()
 		locks.Close()

@@ -107,7 +107,7 @@ func newCluster(b *Broker) (*cluster, error) {
 	for _, v := range cfg.QuorumVoters {
 		c.voters[v.ID] = v.Addr()
 	}
-	states, err := replica.OpenStateStore(filepath.Join(cfg.LogDirs[0], raftStateDirName), b.metaFS, b.logger)
+	states, err := replica.OpenStateStore(filepath.Join(cfg.MetadataLogDirOrFirst(), raftStateDirName), b.metaFS, b.logger)
 	if err != nil {
 		return nil, fmt.Errorf("server: raft state: %w", err)
 	}
@@ -237,7 +237,7 @@ func (c *cluster) openMetaLog() error {
 	if _, voter := c.voters[c.self]; !voter {
 		rc.Learners = []uint64{uint64(c.self)}
 	}
-	dir := filepath.Join(b.cfg.LogDirs[0], partitionDirName(metaTopic, 0))
+	dir := filepath.Join(b.cfg.MetadataLogDirOrFirst(), partitionDirName(metaTopic, 0))
 	part, err := replica.Open(b.fs, dir, cfg, replica.Options{
 		Internal: true,
 		Raft:     rc,

@@ -137,6 +137,14 @@ func (b *Broker) notLeader(part *replica.Partition, what string) error {
 		}
 		return nil
 	}
+	if ferr := part.Failed(); ferr != nil {
+		// This replica's log failed (an IO error, a full disk): raft's
+		// storage failure took its group off the host, so it leads no
+		// more. The cause is its log dir: KAFKA_STORAGE_ERROR, as
+		// Kafka's ReplicaManager answers for a partition on an offline
+		// log dir, until the reconciler reopens it (faults.go).
+		return kafkaErrorf(kerr.KafkaStorageError, "%s: the partition's log failed: %v", what, ferr)
+	}
 	lead, epoch, _ := part.Leader()
 	return &replica.NotLeaderError{Leader: lead, Epoch: epoch, Reason: what + " goes to the partition leader"}
 }

@@ -16,10 +16,19 @@ package server
 //     KAFKA_STORAGE_ERROR; its log dir is answered with
 //     KAFKA_STORAGE_ERROR in DescribeLogDirs. It stays so until an
 //     operator truncates it (sluice-dump truncate) and restarts.
-//   - A log that failed on an IO error (a full disk: ENOSPC) serves reads
-//     and refuses writes with KAFKA_STORAGE_ERROR; the reconciler probes
-//     its folder with backoff and reopens it (recovery runs) once a write
-//     succeeds there again, so the partition resumes by itself.
+//   - A log that failed on an IO error (a full disk: ENOSPC) takes its
+//     raft group off the host (replica.Host.failGroup), so its replica
+//     leads no more: Produce, Fetch, ListOffsets and
+//     OffsetForLeaderEpoch answer KAFKA_STORAGE_ERROR, as Kafka's
+//     partitions on an offline log dir do (Broker.notLeader,
+//     produceFailed); the reconciler probes its folder with backoff and
+//     reopens it (recovery runs) once a write succeeds there again, so
+//     the partition resumes by itself.
+//   - The metadata log is not one of these: a metadata log that cannot
+//     be written stops the broker (watchMetaLog; Kafka halts when its
+//     metadata log dir fails, KIP-858), and a start whose metadata log
+//     cannot be written fails. metadata.log.dir puts it on another disk
+//     than the data.
 
 import (
 	"errors"
@@ -112,7 +121,7 @@ func (r *reconciler) kickSoon(error) {
 // error once its folder takes a synced write again (a full disk has
 // space again): the partition is closed and opened, so recovery finds
 // what is really on disk (as a restart would), and serves and takes
-// writes again. Until then it keeps serving reads.
+// writes again. Until then it answers KAFKA_STORAGE_ERROR.
 func (r *reconciler) resumeFailed(want map[topicPartition]meta.Topic) {
 	b := r.b
 	for tp, h := range r.held {

@@ -24,10 +24,10 @@ import (
 )
 
 // faultBroker is crashBroker with a logger into buf (nil: discarded).
-func faultBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS, buf *logBuffer) *Broker {
+func faultBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS, buf *logBuffer, keys ...string) *Broker {
 	t.Helper()
-	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
-		"offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0", "log.segment.bytes=4096"})
+	cfg, err := config.Load("", append([]string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
+		"offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0", "log.segment.bytes=4096"}, keys...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,13 +356,18 @@ func waitProduce(t *testing.T, ctx context.Context, cl *kgo.Client, topic string
 // produce answers KAFKA_STORAGE_ERROR; once space returns the partition
 // resumes without a restart; shutdown on a full disk finishes; a start-up
 // on a full disk listens, logs at a bounded rate, and the partition
-// opens once space returns.
+// opens once space returns. The disk that fills holds the data
+// (log.dirs), not the metadata (metadata.log.dir on another): a one-voter
+// metadata log must write to start (the leader's entry of its new term,
+// this start's registration), and a metadata log that cannot be written
+// stops the broker, as Kafka halts when its metadata log dir fails
+// (KIP-858).
 func TestFullDiskResumes(t *testing.T) {
 	mem := vfs.NewMem()
 	mfs := pebblevfs.NewMem()
 	var full atomic.Bool
 	fs := diskFullFS(mem, &full)
-	b := faultBroker(t, fs, mfs, nil)
+	b := faultBroker(t, fs, mfs, nil, "metadata.log.dir=/metadata")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cl := newClient(t, b.Addr().String())
@@ -398,7 +403,7 @@ func TestFullDiskResumes(t *testing.T) {
 
 	// Start-up on a still-full disk: it listens, and logs little.
 	logs := &logBuffer{}
-	b = faultBroker(t, fs, mfs, logs)
+	b = faultBroker(t, fs, mfs, logs, "metadata.log.dir=/metadata")
 	defer b.Close()
 	cl = newClient(t, b.Addr().String())
 	if code := rawListEnd(t, ctx, cl, "t"); code != kerr.KafkaStorageError.Code && code != 0 {

@@ -98,7 +98,10 @@
 // not modify them in place either.
 package config
 
-import "math"
+import (
+	"math"
+	"path/filepath"
+)
 
 // Config is the broker's static configuration. Build one with Default or
 // Load; a zero Config is not valid.
@@ -352,6 +355,13 @@ type Config struct {
 	// Key log.dirs (synonym log.dir; log.dirs wins); comma-separated paths,
 	// at least one. Default ./data (Kafka: /tmp/kafka-logs).
 	LogDirs []string
+
+	// MetadataLogDir is the directory holding the metadata log
+	// (__cluster_metadata-0), as Kafka's: "" places it in the first of
+	// LogDirs. A separate disk keeps the metadata log writable when a
+	// data disk fills (Kafka halts the broker when its metadata log dir
+	// fails, KIP-858). Key metadata.log.dir; a path. Default "".
+	MetadataLogDir string
 
 	// NumPartitions is the partition count of topics created without one.
 	// Key num.partitions; int >= 1. Default 1 (Kafka's).
@@ -826,4 +836,28 @@ func (p CleanupPolicy) String() string {
 		return "compact,delete"
 	}
 	return ""
+}
+
+// MetadataLogDirOrFirst is the directory of the metadata log:
+// metadata.log.dir, else the first of log.dirs (Kafka's rule).
+func (c *Config) MetadataLogDirOrFirst() string {
+	if c.MetadataLogDir != "" {
+		return c.MetadataLogDir
+	}
+	return c.LogDirs[0]
+}
+
+// AllLogDirs is log.dirs and, when it is not one of them,
+// metadata.log.dir: the directories the broker locks.
+func (c *Config) AllLogDirs() []string {
+	dirs := append([]string(nil), c.LogDirs...)
+	if c.MetadataLogDir == "" {
+		return dirs
+	}
+	for _, d := range dirs {
+		if filepath.Clean(d) == filepath.Clean(c.MetadataLogDir) {
+			return dirs
+		}
+	}
+	return append(dirs, c.MetadataLogDir)
 }

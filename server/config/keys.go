@@ -157,6 +157,11 @@ var keyTable = []spec{
 	intKey("sluice.raft.workers", func(c *Config) *int32 { return &c.RaftWorkers }, 1, 1024),
 	intKey("sluice.raft.max.batch.groups", func(c *Config) *int32 { return &c.RaftMaxBatchGroups }, 1, math.MaxInt32),
 	{
+		name: "metadata.log.dir",
+		set:  func(c *Config, v string) error { c.MetadataLogDir = strings.TrimSpace(v); return nil },
+		get:  func(c *Config) string { return c.MetadataLogDir },
+	},
+	{
 		name:     "log.dirs",
 		set:      setDirs,
 		get:      func(c *Config) string { return strings.Join(c.LogDirs, ",") },
