@@ -436,6 +436,17 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 	return pr.pd, nil
 }
 
+// Proposals is how many batches this replica has proposed since it
+// opened (DeleteRecords entries included): a produce counts here once
+// it is handed to raft, before it is written or committed. 0 on a single
+// replica.
+func (p *Partition) Proposals() int64 {
+	if p.rs == nil {
+		return 0
+	}
+	return p.rs.nextID.Load()
+}
+
 // newProposal returns a proposal of data with a new id, written into
 // data's baseOffset field.
 func (rs *raftState) newProposal(data []byte, h batch.Header, acks int16) *proposal {
