@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment"
-	"github.com/sluicemq/sluice/segment/batch"
 )
 
 // Cluster mode (controller.quorum.voters set; DESIGN.md, "The cluster"):
@@ -361,19 +361,18 @@ func (c *cluster) Propose(ctx context.Context, recs [][]byte) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()
-	now := c.b.now().UnixMilli()
-	rs := make([]batch.Record, len(recs))
+	rs := make([]replica.Record, len(recs))
 	for i, r := range recs {
-		rs[i] = batch.Record{Timestamp: now, Value: r}
+		rs[i] = replica.Record{Value: r}
 	}
-	res, err := c.metaPart.Append(ctx, batch.Build(batch.NewBuildOptions(), rs), replica.AppendOptions{})
+	first, err := c.metaPart.AppendRecords(ctx, c.b.now().UnixMilli(), rs)
 	if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrLeaderNotAvailable) {
 		return 0, fmt.Errorf("%w: %v", meta.ErrNotController, err)
 	}
 	if err != nil {
 		return 0, err
 	}
-	return res.BaseOffset, nil
+	return first, nil
 }
 
 // applyLoop hands every committed batch of the metadata log to the meta
@@ -422,7 +421,8 @@ func (c *cluster) applyLoop() {
 	}
 }
 
-// applyFrom applies the committed records of [from, hw).
+// applyFrom applies the committed records of [from, hw), batch by batch
+// (a batch is one Propose: one atomic change of the metadata).
 func (c *cluster) applyFrom(buf []byte, from, hw int64) ([]byte, error) {
 	b := c.b
 	if ls := c.metaPart.LogStartOffset(); from < ls {
@@ -431,48 +431,14 @@ func (c *cluster) applyFrom(buf []byte, from, hw int64) ([]byte, error) {
 		// applier.
 		return buf, fmt.Errorf("the metadata log starts at offset %d, after the next one to apply (%d)", ls, from)
 	}
-	buf, res, err := c.metaPart.ReadBytes(buf[:0], from, 1<<20)
-	if err != nil {
-		return buf, err
-	}
-	for rest := buf; len(rest) > 0; {
-		h, err := batch.ParseHeader(rest)
-		if err != nil {
-			return buf, err
+	buf, _, err := c.metaPart.ScanRecords(buf, from, hw, func(first int64, recs []replica.Record) error {
+		vals := make([][]byte, len(recs))
+		for i, r := range recs {
+			vals[i] = bytes.Clone(r.Value) // the store keeps them
 		}
-		bb := rest[:h.Size()]
-		rest = rest[h.Size():]
-		if h.Control() || h.LastOffset() < from {
-			continue
-		}
-		if h.BaseOffset >= hw {
-			break
-		}
-		var first int64 = -1
-		var recs [][]byte
-		if _, err := batch.Iterate(bb, func(r *batch.Record) error {
-			if r.Offset < from || r.Offset >= hw {
-				return nil
-			}
-			if first < 0 {
-				first = r.Offset
-			}
-			recs = append(recs, append([]byte(nil), r.Value...))
-			return nil
-		}); err != nil {
-			return buf, err
-		}
-		if len(recs) == 0 {
-			continue
-		}
-		if err := b.meta.ApplyReplicated(first, recs); err != nil {
-			return buf, err
-		}
-	}
-	if res.NextOffset <= from {
-		return buf, fmt.Errorf("metadata log read stuck at offset %d", from)
-	}
-	return buf, nil
+		return b.meta.ApplyReplicated(first, vals)
+	})
+	return buf, err
 }
 
 // applied runs after the metadata moved: the transport learns new brokers'

@@ -2,15 +2,12 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"time"
 
 	"github.com/sluicemq/sluice/coordinator"
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
-	"github.com/sluicemq/sluice/segment"
-	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -120,27 +117,17 @@ type offsetsLog struct {
 	now func() time.Time // the broker's wall clock (Options.Now)
 }
 
-// Append writes recs as one uncompressed batch stamped with the current
-// time and returns once the partition committed it.
+// Append writes recs as one batch stamped with the current time and
+// returns once the partition committed it (replica.AppendRecords).
 func (l offsetsLog) Append(ctx context.Context, recs []coordinator.Record) error {
-	now := l.now().UnixMilli()
-	rs := make([]batch.Record, len(recs))
-	for i, r := range recs {
-		rs[i] = batch.Record{Timestamp: now, Key: r.Key, Value: r.Value}
-	}
-	_, err := l.p.Append(ctx, batch.Build(batch.NewBuildOptions(), rs), replica.AppendOptions{})
+	_, err := l.p.AppendRecords(ctx, l.now().UnixMilli(), records(recs))
 	return err
 }
 
 // AppendAsync is Append without waiting for the commit
 // (coordinator.AsyncLog): offset commits to one partition overlap.
 func (l offsetsLog) AppendAsync(recs []coordinator.Record) (func(context.Context) error, error) {
-	now := l.now().UnixMilli()
-	rs := make([]batch.Record, len(recs))
-	for i, r := range recs {
-		rs[i] = batch.Record{Timestamp: now, Key: r.Key, Value: r.Value}
-	}
-	pd, err := l.p.AppendAsync(batch.Build(batch.NewBuildOptions(), rs), replica.AppendOptions{})
+	pd, err := l.p.AppendRecordsAsync(l.now().UnixMilli(), records(recs))
 	if err != nil {
 		return nil, err
 	}
@@ -150,44 +137,27 @@ func (l offsetsLog) AppendAsync(recs []coordinator.Record) (func(context.Context
 	}, nil
 }
 
-// Replay reads the partition from its log start offset to its high
-// watermark and hands every record of every data batch to fn (control
-// batches are skipped).
-func (l offsetsLog) Replay(fn func(coordinator.Record) error) error {
-	hw := l.p.HighWatermark()
-	var buf []byte
-	for off := l.p.LogStartOffset(); off < hw; {
-		var res segment.ReadResult
-		var err error
-		buf, res, err = l.p.ReadBytes(buf[:0], off, 1<<20)
-		if err != nil {
-			return err
-		}
-		if res.NextOffset <= off {
-			return fmt.Errorf("replay stuck at offset %d", off)
-		}
-		for rest := buf; len(rest) > 0; {
-			h, err := batch.ParseHeader(rest)
-			if err != nil {
-				return err
-			}
-			b := rest[:h.Size()]
-			rest = rest[h.Size():]
-			if h.Control() {
-				continue
-			}
-			if _, err := batch.Iterate(b, func(r *batch.Record) error {
-				if r.Offset < off {
-					return nil // before the start (DeleteRecords inside a batch)
-				}
-				return fn(coordinator.Record{Key: r.Key, Value: r.Value})
-			}); err != nil {
-				return err
-			}
-		}
-		off = res.NextOffset
+// records is recs as the replica's records.
+func records(recs []coordinator.Record) []replica.Record {
+	rs := make([]replica.Record, len(recs))
+	for i, r := range recs {
+		rs[i] = replica.Record{Key: r.Key, Value: r.Value}
 	}
-	return nil
+	return rs
+}
+
+// Replay hands fn every record of the partition's data batches from its
+// log start offset to its high watermark (replica.ScanRecords).
+func (l offsetsLog) Replay(fn func(coordinator.Record) error) error {
+	_, _, err := l.p.ScanRecords(nil, l.p.LogStartOffset(), l.p.HighWatermark(), func(_ int64, recs []replica.Record) error {
+		for _, r := range recs {
+			if err := fn(coordinator.Record{Key: r.Key, Value: r.Value}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return err
 }
 
 // brokerTopics is the coordinator's view of the topics.
