@@ -67,6 +67,24 @@ for m in $modules; do
 	(cd "$m" && "$staticcheck_bin/staticcheck" ./...)
 done
 
+# gotest runs go test with its arguments, its output also kept in a file:
+# when it fails, the failures and, after a timeout, the tests that were
+# still running are printed again at the end (a CI log's tail would show
+# only the goroutine dump).
+gotest() {
+	local log
+	log=$(mktemp)
+	if go test "$@" 2>&1 | tee "$log"; then
+		rm -f "$log"
+		return 0
+	fi
+	echo "== go test failed in $(pwd): $*"
+	grep -E -- '^(--- FAIL|FAIL|panic:|    [a-z_]+_test\.go:[0-9]+:)' "$log" | head -100 || true
+	sed -n '/running tests:/,/^$/p' "$log"
+	rm -f "$log"
+	return 1
+}
+
 echo "== go test"
 for m in $modules; do
 	if [ "$m" = tools ]; then
@@ -78,8 +96,8 @@ for m in $modules; do
 		# would watch only their harness, not the brokers (separate
 		# processes, built without it); the rest of tools runs with it.
 		nonrace="./alerts/... ./chaos/... ./clustertest/..."
-		(cd "$m" && go test -race -count=1 -timeout 20m -p 1 ${SLUICE_TEST_SHORT:+-short} $(go list ./... | grep -v -E '/tools/(alerts|chaos|clustertest)(/|$)'))
-		(cd "$m" && go test -count=1 -timeout 20m -p 1 ${SLUICE_TEST_SHORT:+-short} $nonrace)
+		(cd "$m" && gotest -race -count=1 -timeout 20m -p 1 ${SLUICE_TEST_SHORT:+-short} $(go list ./... | grep -v -E '/tools/(alerts|chaos|clustertest)(/|$)'))
+		(cd "$m" && gotest -count=1 -timeout 20m -p 1 ${SLUICE_TEST_SHORT:+-short} $nonrace)
 		continue
 	fi
 	if [ "$m" = segment ]; then
@@ -90,11 +108,11 @@ for m in $modules; do
 		# concurrent tests (TestCleanConcurrentWithLogChanges, the file
 		# cache's), which keep it, do not. They run without it.
 		crash='^Test(CrashRecovery|RaftCrash|CleanCrashRandom|CleanCrashEveryOp|CleanRaftLogCrashEveryOp|InstallSnapshotCrashEveryOp|SyncSurvivesCrash)$'
-		(cd "$m" && go test -race -count=1 -timeout 20m ${SLUICE_TEST_SHORT:+-short} -skip "$crash" ./...)
-		(cd "$m" && go test -count=1 -timeout 20m ${SLUICE_TEST_SHORT:+-short} -run "$crash" .)
+		(cd "$m" && gotest -race -count=1 -timeout 20m ${SLUICE_TEST_SHORT:+-short} -skip "$crash" ./...)
+		(cd "$m" && gotest -count=1 -timeout 20m ${SLUICE_TEST_SHORT:+-short} -run "$crash" .)
 		continue
 	fi
-	(cd "$m" && go test -race -count=1 -timeout 20m ${SLUICE_TEST_SHORT:+-short} ./...)
+	(cd "$m" && gotest -race -count=1 -timeout 20m ${SLUICE_TEST_SHORT:+-short} ./...)
 done
 
 echo "== benchmarks compile and run once"

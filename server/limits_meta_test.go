@@ -19,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -69,7 +70,10 @@ func TestMetadataAutoCreateMany(t *testing.T) {
 	b, addr := startBroker(t, dir, "sluice.auto.create.topics.max.per.request=500")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cl := newClient(t, addr)
+	// One request, never retried: a retry after a slow answer (kgo's
+	// default read deadline, under -race on a loaded machine) would be a
+	// second request, allowed its own 500.
+	cl := newClient(t, addr, kgo.RequestRetries(0), kgo.RequestTimeoutOverhead(110*time.Second))
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = true
 	for i := range 20000 {
