@@ -497,10 +497,10 @@ func TestCheckTimeout(t *testing.T) {
 // there.
 func TestAssignmentReassigned(t *testing.T) {
 	rec := NewRecorder(time.Now())
-	c := &consumer{w: &queueWorkload{cfg: WorkloadConfig{Rec: rec, Topic: "q"}}, name: "consumer-0", owned: map[int32]bool{}}
-	c.assignment([]int32{0, 1}, true)
-	c.assignment(nil, true)        // a rebalance that changed nothing
-	c.assignment([]int32{1}, true) // 1 again, in full
+	a := NewAssignment(rec, "consumer-0", "q", "q-group")
+	a.change([]int32{0, 1}, true)
+	a.change(nil, true)        // a rebalance that changed nothing
+	a.change([]int32{1}, true) // 1 again, in full
 	var got [][]int32
 	for _, op := range rec.Ops() {
 		got = append(got, op.Parts)
