@@ -525,8 +525,8 @@ func TestProduceOutcome(t *testing.T) {
 		{kgo.ErrRecordTimeout, Info},
 		{context.DeadlineExceeded, Info},
 	} {
-		if got := produceOutcome(tc.err); got != tc.want {
-			t.Errorf("produceOutcome(%v) = %s, want %s", tc.err, got, tc.want)
+		if got := ProduceOutcome(tc.err); got != tc.want {
+			t.Errorf("ProduceOutcome(%v) = %s, want %s", tc.err, got, tc.want)
 		}
 	}
 }

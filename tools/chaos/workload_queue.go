@@ -210,7 +210,7 @@ func (w *queueWorkload) produce(name string, cl *kgo.Client, keyed keyTopicParti
 		// record buffered at Stop still finishes (Stop flushes).
 		cl.TryProduce(context.Background(), r, func(r *kgo.Record, err error) {
 			w.cfg.Rec.Complete(id, func(op *Op) {
-				op.Outcome = produceOutcome(err)
+				op.Outcome = ProduceOutcome(err)
 				if err != nil {
 					op.Err = err.Error()
 					return

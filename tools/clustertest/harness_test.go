@@ -37,7 +37,7 @@ func TestHarnessWorkloadSingleNode(t *testing.T) {
 		fmt.Printf("FAILOVER harness-single-node-restart ms=%d\n", first.Sub(killed).Milliseconds())
 	}
 	res := w.Finish(healed)
-	if res.Acked < 600 || res.Consumed == 0 {
+	if res.SendsOK < 600 || res.RecordsSeen == 0 {
 		t.Fatalf("%+v", res)
 	}
 }
