@@ -156,8 +156,14 @@ func (w *workload) produce(ctx context.Context) {
 func (w *workload) consume(ctx context.Context) {
 	defer w.consDone.Done()
 	for ctx.Err() == nil {
+		// Bounded, as chaos's consumers poll: a poll waiting for records
+		// blocks rebalances too (BlockRebalanceOnPoll), so an unbounded one
+		// with nothing to fetch would hold off the rebalance that gets it
+		// some.
+		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		start := w.rec.Since()
-		fs := w.cons.PollFetches(ctx)
+		fs := w.cons.PollFetches(pctx)
+		cancel()
 		var rs []chaos.Record
 		fs.EachRecord(func(r *kgo.Record) {
 			rs = append(rs, chaos.Record{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
