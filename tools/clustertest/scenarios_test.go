@@ -38,7 +38,8 @@ func needCluster(t *testing.T) {
 }
 
 // scenario starts a three-node cluster, creates the topic and starts the
-// workload, and waits until it is acknowledged warmAcks times.
+// workload, and waits until it is acknowledged warmAcks times and its
+// consumer has polled.
 func scenario(t *testing.T, bound time.Duration, opts clusterOpts, topicConfigs map[string]string, wopts workloadOpts) (*cluster, *workload) {
 	t.Helper()
 	needCluster(t)
@@ -53,6 +54,7 @@ func scenario(t *testing.T, bound time.Duration, opts clusterOpts, topicConfigs 
 	wopts.topic, wopts.partitions = topic, partitions
 	w := startWorkload(t, c, wopts)
 	w.WaitAcks(warmAcks, 30*time.Second)
+	w.WaitPolled(30 * time.Second)
 	return c, w
 }
 

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -244,6 +245,22 @@ func (w *workload) WaitAcks(n int, d time.Duration) {
 		}
 		return nil
 	})
+}
+
+// WaitPolled waits until the consumer has polled a record: its group
+// has joined and consumes, so a fault after it hits a consuming group.
+func (w *workload) WaitPolled(d time.Duration) {
+	w.t.Helper()
+	start := time.Now()
+	w.c.poll("the consumer polled a record", d, func(context.Context) error {
+		for _, op := range w.rec.Ops() {
+			if op.Kind == chaos.OpPoll && len(op.Records) > 0 {
+				return nil
+			}
+		}
+		return errors.New("no poll returned records")
+	})
+	w.t.Logf("the consumer polled its first records after %v", time.Since(start).Round(time.Millisecond))
 }
 
 // AckedBelow is how many acknowledged records are below starts (each
