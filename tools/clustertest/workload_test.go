@@ -81,6 +81,11 @@ func startWorkload(t *testing.T, c *cluster, opts workloadOpts) *workload {
 		kgo.RequestTimeoutOverhead(3*time.Second),
 		kgo.RecordDeliveryTimeout(60*time.Second),
 		kgo.MaxBufferedRecords(20_000),
+		// kgo refreshes metadata at most every MetadataMinAge (5 s by
+		// default), so after a failover the client, not the cluster,
+		// would hold the workload up; Kafka's Java client refreshes
+		// after retry.backoff.ms (100 ms).
+		kgo.MetadataMinAge(250*time.Millisecond),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +100,7 @@ func startWorkload(t *testing.T, c *cluster, opts workloadOpts) *workload {
 		kgo.AutoCommitInterval(500*time.Millisecond), kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.RequestTimeoutOverhead(3*time.Second), // as the producer's
+		kgo.RequestTimeoutOverhead(3*time.Second), kgo.MetadataMinAge(250*time.Millisecond), // as the producer's
 	)...)
 	if err != nil {
 		w.prod.Close()
