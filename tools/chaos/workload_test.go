@@ -17,16 +17,13 @@ import (
 // The workloads against one single-node broker (replication factor 1, no
 // faults): what they record must agree with what the broker kept.
 
-// startBroker starts one standalone broker (localcluster, the binary
-// built once per test binary) on a free loopback port; the test's
+// startBroker starts one standalone broker (localcluster, the runs'
+// -tags faults binary, built once per test binary: with SLUICE_FAULTS
+// unset it is the plain broker) on a free loopback port; the test's
 // cleanup kills it and prints its log's tail when the test failed.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	bin, err := localcluster.TestBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := localcluster.Start(t.Context(), localcluster.Config{Binary: bin, Dir: t.TempDir(), Voters: 1, Standalone: true,
+	c, err := localcluster.Start(t.Context(), localcluster.Config{Binary: faultsBinary(t), Dir: t.TempDir(), Voters: 1, Standalone: true,
 		Tag: "chaos", Sets: []string{
 			// A classic group's first rebalance waits 3 s by default (and 3 s
 			// more for each wave of joins, up to the rebalance timeout).
