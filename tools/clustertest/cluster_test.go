@@ -47,6 +47,9 @@ type clusterOpts struct {
 	standalone bool
 	sets       []string        // more --set key=value for every node
 	cut        faultproxy.Mode // Isolate's mode; Blackhole when 0
+	// serial runs the scenario alone, not in parallel with the others
+	// (needCluster).
+	serial bool
 }
 
 // cluster is a local multi-process Sluice cluster. Its methods are called

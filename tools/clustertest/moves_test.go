@@ -40,7 +40,7 @@ const rebalanceInterval = 2 * time.Second
 // acknowledged warmAcks times and its consumer has polled.
 func moveScenario(t *testing.T, bound time.Duration, opts clusterOpts, assignment [][]int32) (*cluster, *workload) {
 	t.Helper()
-	needCluster(t)
+	needCluster(t, opts.serial)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	t.Cleanup(cancel) // registered first, so it runs after the cluster's cleanup
 	opts.sets = append(slices.Clone(moveSets), opts.sets...)

@@ -30,11 +30,20 @@ const (
 )
 
 // needCluster skips a scenario under go test -short (each starts three
-// broker processes and runs for tens of seconds).
-func needCluster(t *testing.T) {
+// broker processes and runs for tens of seconds) and, unless serial, runs
+// it in parallel with the package's other parallel scenarios: go test
+// runs -parallel of them at once, GOMAXPROCS by default, so two on CI's
+// two cores. A scenario mostly waits (on faults' timeouts, failovers,
+// polls: the package used about a third of one core when they ran one at
+// a time). A serial one runs alone, before the parallel ones: one whose
+// check rests on a wall-clock margin a loaded machine could eat.
+func needCluster(t *testing.T, serial bool) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: the multi-process cluster scenarios are skipped")
+	}
+	if !serial {
+		t.Parallel()
 	}
 }
 
@@ -43,7 +52,7 @@ func needCluster(t *testing.T) {
 // consumer has polled.
 func scenario(t *testing.T, bound time.Duration, opts clusterOpts, topicConfigs map[string]string, wopts workloadOpts) (*cluster, *workload) {
 	t.Helper()
-	needCluster(t)
+	needCluster(t, opts.serial)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	t.Cleanup(cancel) // registered first, so it runs after the cluster's cleanup
 	c := newCluster(t, ctx, opts)
@@ -242,7 +251,9 @@ func TestScenarioRollingRestart(t *testing.T) {
 // succeed (raft cannot commit on one node of three), nor may the
 // workload's; when they return, nothing acknowledged is lost.
 func TestScenarioTwoOfThreeDown(t *testing.T) {
-	c, w := scenario(t, 2*scenarioTimeout, clusterOpts{}, nil, workloadOpts{})
+	// Serial: no workload record may be acknowledged later than 500 ms
+	// after the kills.
+	c, w := scenario(t, 2*scenarioTimeout, clusterOpts{serial: true}, nil, workloadOpts{})
 	leader := int(c.Leader(topic, 0))
 	down := []int{leader, c.others(leader)[0]}
 	for _, id := range down {
