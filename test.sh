@@ -90,9 +90,11 @@ for m in $modules; do
 	if [ "$m" = tools ]; then
 		# tools' multi-process tests (clustertest's scenarios, the chaos
 		# runner's schedules) each start a cluster of broker processes:
-		# one package at a time, so that two clusters never share the two
-		# cores. They and the alert rules' evaluator (Prometheus's rule
-		# engine, a large build) run without -race: the race detector
+		# one package at a time. The chaos runs (about a core each) run
+		# one at a time; clustertest's scenarios, which mostly wait (a
+		# third of a core each), two at a time (t.Parallel; -parallel is
+		# GOMAXPROCS). They and the alert rules' evaluator (Prometheus's
+		# rule engine, a large build) run without -race: the race detector
 		# would watch only their harness, not the brokers (separate
 		# processes, built without it); the rest of tools runs with it.
 		nonrace="./alerts/... ./chaos/... ./clustertest/..."

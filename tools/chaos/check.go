@@ -13,7 +13,10 @@
 //   - inconsistent-offsets (Jepsen: :inconsistent-offsets): one offset
 //     observed with two different values.
 //   - duplicate (Jepsen: :duplicate): one value observed at two or more
-//     offsets of a partition (a run's send values are unique).
+//     offsets of a partition (a run's send values are unique). An OK send
+//     acknowledged at another offset than a read found its value at is
+//     one too. With History.Unique set, only values with one of its
+//     prefixes are checked (a harness's probe records may repeat).
 //   - lost-write (Jepsen: :lost-write): an OK send (p, o, v) whose value no
 //     read (poll, Final read, log read) ever returned, although a read
 //     returned an offset above o in p. If o is below the partition's
@@ -23,13 +26,21 @@
 //     in the Final read of their partition (only for partitions that have
 //     one). One anomaly per partition, Count the number of sends. A
 //     lost-write is also unseen, and both are reported, as Jepsen does.
+//   - polled-not-in-final: a record a poll returned at an offset at or
+//     above its partition's LogStart where the Final read (for partitions
+//     that have one) holds no record at all: the log lost a record a
+//     consumer had seen, acknowledged or not (another value there is
+//     inconsistent-offsets). One anomaly per partition, Count the number
+//     of offsets.
 //   - poll-skip / int-poll-skip (Jepsen: :poll-skip, :int-poll-skip):
 //     within one consumer process and partition, two consecutive offsets a
 //     then b the consumer polled with b > a+1 while the index holds a value
 //     at some offset in (a, b): the consumer skipped a record that exists.
 //     int-poll-skip is the same inside a single poll; poll-skip is across
 //     two polls. A gap the index knows no value for (a transaction marker,
-//     a record nobody saw) is not a skip.
+//     a record nobody saw) is not a skip, nor is one whose known records
+//     are all below the partition's LogStart (retention may have deleted
+//     them before the consumer got there; it then resumes at the start).
 //   - nonmonotonic-poll / int-nonmonotonic-poll (Jepsen: :nonmonotonic-poll,
 //     :int-nonmonotonic-poll): same scope, b <= a (the consumer went back
 //     or saw an offset twice), across two polls or inside one.
@@ -55,6 +66,13 @@
 //     registers and are checked by the next check instead. (Jepsen checks
 //     committed-offset monotonicity through its :offsets and
 //     :nonmonotonic-poll analyses; this is the History's form of it.)
+//   - commit-stalled (consumer liveness): with History.CommitGroup and
+//     Healed set, a partition of the group's topic whose Final read ends
+//     past the offset the group had committed when the faults were healed
+//     (the highest that its OK OpFetchOffsets ended by Healed returned;
+//     absent: -1), although the last of its OK OpFetchOffsets to end
+//     returned no more: the group stopped committing it after the heal,
+//     or never committed it.
 //   - offsets-not-linearizable: per (group, partition) of the offsets
 //     workload, OpCommit (write of Offsets[p]) and OK OpFetchOffsets (read;
 //     absent = -1) are not linearizable as a register. Info writes may
@@ -124,12 +142,14 @@ const (
 	KindDuplicate              AnomalyKind = "duplicate"
 	KindLostWrite              AnomalyKind = "lost-write"
 	KindUnseen                 AnomalyKind = "unseen"
+	KindPolledNotInFinal       AnomalyKind = "polled-not-in-final"
 	KindPollSkip               AnomalyKind = "poll-skip"
 	KindIntPollSkip            AnomalyKind = "int-poll-skip"
 	KindNonmonotonicPoll       AnomalyKind = "nonmonotonic-poll"
 	KindIntNonmonotonicPoll    AnomalyKind = "int-nonmonotonic-poll"
 	KindNonmonotonicSend       AnomalyKind = "nonmonotonic-send"
 	KindCommitBackwards        AnomalyKind = "commit-backwards"
+	KindCommitStalled          AnomalyKind = "commit-stalled"
 	KindOffsetsNotLinearizable AnomalyKind = "offsets-not-linearizable"
 	KindLogNotLinearizable     AnomalyKind = "log-not-linearizable"
 	KindStaleRead              AnomalyKind = "stale-read"
@@ -140,9 +160,9 @@ const (
 
 // Kinds is every anomaly kind, in report order.
 var Kinds = []AnomalyKind{
-	KindInconsistentOffsets, KindDuplicate, KindLostWrite, KindUnseen,
+	KindInconsistentOffsets, KindDuplicate, KindLostWrite, KindUnseen, KindPolledNotInFinal,
 	KindPollSkip, KindIntPollSkip, KindNonmonotonicPoll, KindIntNonmonotonicPoll,
-	KindNonmonotonicSend, KindCommitBackwards, KindOffsetsNotLinearizable,
+	KindNonmonotonicSend, KindCommitBackwards, KindCommitStalled, KindOffsetsNotLinearizable,
 	KindLogNotLinearizable, KindStaleRead, KindMinISRAck, KindNoLeaderAfterHeal, KindUnpolled, KindFinalReadFailed,
 }
 
@@ -240,8 +260,10 @@ func CheckWith(h *History, o Options) *Result {
 	c.index()
 	c.offsetChecks()
 	c.sendChecks()
+	c.polledChecks()
 	c.pollChecks()
 	c.commitChecks()
+	c.commitStalledChecks()
 	c.logChecks()
 	c.registerChecks()
 	c.staleReadChecks()
@@ -454,7 +476,7 @@ func (c *checker) offsetChecks() {
 		}
 		for _, v := range slices.Sorted(maps.Keys(pi.where)) {
 			ss := pi.where[v]
-			if len(ss) < 2 {
+			if len(ss) < 2 || !c.unique(v) {
 				continue
 			}
 			slices.SortFunc(ss, func(a, b seen) int { return cmp.Compare(a.offset, b.offset) })
@@ -546,6 +568,59 @@ func (c *checker) sendChecks() {
 	}
 }
 
+// unique reports whether v is a value the run writes once
+// (History.Unique).
+func (c *checker) unique(v string) bool {
+	return len(c.h.Unique) == 0 || slices.ContainsFunc(c.h.Unique, func(p string) bool { return strings.HasPrefix(v, p) })
+}
+
+// polledChecks reports polled records whose offset the Final read lacks.
+func (c *checker) polledChecks() {
+	finalAt := map[tp]map[int64]bool{} // the Final read's offsets, and those reported
+	missing := map[tp][]Record{}
+	missingOps := map[tp][]int{}
+	for i, op := range c.h.Ops {
+		if op.Kind != OpPoll {
+			continue
+		}
+		for _, rec := range op.Records {
+			k := tp{op.Topic, rec.Partition}
+			recs, ok := c.h.Final[k.topic][k.p]
+			if !ok {
+				continue
+			}
+			if ls, known := c.logStart(k); known && rec.Offset < ls {
+				continue
+			}
+			at := finalAt[k]
+			if at == nil {
+				at = map[int64]bool{}
+				for _, r := range recs {
+					at[r.Offset] = true
+				}
+				finalAt[k] = at
+			}
+			if at[rec.Offset] {
+				continue
+			}
+			at[rec.Offset] = true // reported once
+			missing[k] = append(missing[k], rec)
+			missingOps[k] = append(missingOps[k], i)
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(missing), cmpTP) {
+		recs := missing[k]
+		slices.SortFunc(recs, func(a, b Record) int { return cmp.Compare(a.Offset, b.Offset) })
+		var ex []string
+		for _, r := range recs {
+			ex = append(ex, r.String())
+		}
+		c.add(Anomaly{Kind: KindPolledNotInFinal, Topic: k.topic, Partition: k.p, Count: len(recs),
+			Msg: fmt.Sprintf("%s: %d polled offsets hold no record in the final read: %s", k, len(recs), examples(ex)),
+			Ops: slices.Compact(missingOps[k]), Records: recs})
+	}
+}
+
 // byProcess returns each process's operations in Start order.
 func (c *checker) byProcess() ([]string, map[string][]int) {
 	by := map[string][]int{}
@@ -623,7 +698,11 @@ func (c *checker) pollStep(k tp, ia int, a Record, ib int, b Record) {
 		return
 	}
 	pi := c.parts[k]
-	j, _ := slices.BinarySearch(pi.offsets, a.Offset+1)
+	from := a.Offset + 1
+	if ls, ok := c.logStart(k); ok {
+		from = max(from, ls) // below it, retention may have been first
+	}
+	j, _ := slices.BinarySearch(pi.offsets, from)
 	var skipped []Record
 	for ; j < len(pi.offsets) && pi.offsets[j] < b.Offset; j++ {
 		for _, s := range pi.at[pi.offsets[j]] {
@@ -703,6 +782,62 @@ func (c *checker) commitChecks() {
 						Ops: []int{best, i}})
 				}
 			}
+		}
+	}
+}
+
+// commitStalledChecks reports partitions whose committed offset, in
+// History.CommitGroup, did not move on after the heal.
+func (c *checker) commitStalledChecks() {
+	g := c.h.CommitGroup
+	if g == "" || c.h.Healed <= 0 {
+		return
+	}
+	var fetches []int
+	topics := map[string]bool{}
+	for i, op := range c.h.Ops {
+		if op.Kind == OpFetchOffsets && op.Outcome == OK && op.Group == g {
+			fetches = append(fetches, i)
+			topics[op.Topic] = true
+		}
+	}
+	slices.SortStableFunc(fetches, func(a, b int) int { return cmp.Compare(c.h.Ops[a].End, c.h.Ops[b].End) })
+	val := func(i int, p int32) int64 {
+		if o, ok := c.h.Ops[i].Offsets[p]; ok {
+			return o
+		}
+		return -1
+	}
+	for _, topic := range slices.Sorted(maps.Keys(topics)) {
+		for _, p := range slices.Sorted(maps.Keys(c.h.Final[topic])) {
+			recs := c.h.Final[topic][p]
+			if len(recs) == 0 {
+				continue
+			}
+			end := recs[len(recs)-1].Offset + 1
+			atHeal, healOp := int64(-1), -1
+			for _, i := range fetches {
+				if c.h.Ops[i].End <= c.h.Healed && val(i, p) > atHeal {
+					atHeal, healOp = val(i, p), i
+				}
+			}
+			last := fetches[len(fetches)-1:]
+			lastVal := int64(-1)
+			if len(last) > 0 {
+				lastVal = val(last[0], p)
+			}
+			if end <= atHeal || lastVal > atHeal {
+				continue
+			}
+			var ops []int
+			if healOp >= 0 {
+				ops = append(ops, healOp)
+			}
+			ops = append(ops, last...)
+			c.add(Anomaly{Kind: KindCommitStalled, Topic: topic, Group: g, Partition: p,
+				Msg: fmt.Sprintf("group %q %s/%d: committed offset %d when the faults were healed at %s, %d at the end, while the final read ends at %d",
+					g, topic, p, atHeal, secs(c.h.Healed), lastVal, end),
+				Ops: ops})
 		}
 	}
 }

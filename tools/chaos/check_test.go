@@ -51,6 +51,13 @@ func hwRead(proc, via string, start, end int, offs map[int32]int64) Op {
 	return Op{Process: proc, Kind: OpHighWater, Outcome: OK, Topic: "q", Via: via, Start: ms(start), End: ms(end), Offsets: offs}
 }
 
+// groupFetch is an OK fetch of group "g"'s committed offsets in topic q.
+func groupFetch(start, end int, offs map[int32]int64) Op {
+	op := fetchOffsets("offsets-reader", "g", start, end, offs)
+	op.Topic = "q"
+	return op
+}
+
 func final(recs ...Record) map[string]map[int32][]Record {
 	f := map[string]map[int32][]Record{"q": {}}
 	for _, r := range recs {
@@ -86,6 +93,26 @@ func TestCheck(t *testing.T) {
 		{name: "duplicate", want: want{KindDuplicate: 1}, h: History{
 			Ops:   ops(abc(), []Op{poll("consumer-0", 10, 11, a, b, c, rec(0, 3, "a"))}),
 			Final: final(a, b, c, rec(0, 3, "a"))}},
+		{name: "acknowledged at another offset than the final read's", want: want{KindDuplicate: 1}, h: History{
+			Ops:   abc(),
+			Final: final(a, b, rec(0, 5, "c"))}},
+		{name: "values outside Unique may repeat", want: want{}, h: History{Unique: []string{"a", "b", "c"},
+			Ops:   abc(),
+			Final: final(a, b, c, rec(0, 3, "probe"), rec(0, 4, "probe"))}},
+		{name: "values inside Unique may not", want: want{KindDuplicate: 1}, h: History{Unique: []string{"a", "b", "c", "probe"},
+			Ops:   abc(),
+			Final: final(a, b, c, rec(0, 3, "probe"), rec(0, 4, "probe"))}},
+
+		{name: "polled, then not in the final read", want: want{KindPolledNotInFinal: 1}, h: History{
+			Ops:   ops([]Op{abc()[0], abc()[2]}, []Op{poll("consumer-0", 10, 11, a, b, c), poll("consumer-1", 10, 11, b)}),
+			Final: final(a, c)}},
+		{name: "polled below the log start, then not in the final read", want: want{}, h: History{
+			Ops:      ops([]Op{abc()[0], abc()[2]}, []Op{poll("consumer-0", 10, 11, a, b, c)}),
+			Final:    final(c),
+			LogStart: map[string]map[int32]int64{"q": {0: 2}}}},
+		{name: "polled another value than the final read's", want: want{KindInconsistentOffsets: 1}, h: History{
+			Ops:   ops(abc(), []Op{poll("consumer-0", 10, 11, a, rec(0, 1, "x"), c)}),
+			Final: final(a, b, c)}},
 
 		{name: "lost write", want: want{KindLostWrite: 1}, h: History{
 			Ops: ops(abc(), []Op{poll("consumer-0", 10, 11, a), poll("consumer-1", 12, 13, c)})}},
@@ -124,6 +151,10 @@ func TestCheck(t *testing.T) {
 			Ops: ops(abc(), []Op{poll("consumer-0", 10, 11, a), assign("consumer-0", 11, 12, 0),
 				poll("consumer-0", 12, 13, c)}),
 			Final: final(a, b, c)}},
+		{name: "a skip below the log start is retention's", want: want{}, expired: 1, h: History{
+			Ops:      ops(abc(), []Op{poll("consumer-0", 10, 11, a), poll("consumer-0", 12, 13, c)}),
+			Final:    final(c),
+			LogStart: map[string]map[int32]int64{"q": {0: 2}}}},
 
 		{name: "nonmonotonic poll", want: want{KindNonmonotonicPoll: 1}, h: History{
 			Ops:   ops(abc(), []Op{poll("consumer-0", 10, 11, a, b), poll("consumer-0", 12, 13, b, c)}),
@@ -175,6 +206,22 @@ func TestCheck(t *testing.T) {
 			Ops: []Op{fetchOffsets("consumer-0", "g", 10, 20, map[int32]int64{0: 5}),
 				fetchOffsets("consumer-1", "g", 15, 25, map[int32]int64{0: 3}),
 				fetchOffsets("consumer-1", "g", 30, 40, map[int32]int64{0: 6})}}},
+
+		{name: "commit stalled after the heal", want: want{KindCommitStalled: 1}, h: History{Healed: ms(50), CommitGroup: "g",
+			Ops:   ops(abc(), []Op{groupFetch(10, 20, map[int32]int64{0: 1}), groupFetch(60, 70, map[int32]int64{0: 1})}),
+			Final: final(a, b, c)}},
+		{name: "commit moved after the heal", want: want{}, h: History{Healed: ms(50), CommitGroup: "g",
+			Ops:   ops(abc(), []Op{groupFetch(10, 20, map[int32]int64{0: 1}), groupFetch(60, 70, map[int32]int64{0: 3})}),
+			Final: final(a, b, c)}},
+		{name: "a partition never committed", want: want{KindCommitStalled: 1}, h: History{Healed: ms(50), CommitGroup: "g",
+			Ops:   ops(abc(), []Op{groupFetch(10, 20, nil), groupFetch(60, 70, map[int32]int64{1: 0})}),
+			Final: final(a, b, c)}},
+		{name: "a group that had committed everything before the heal", want: want{}, h: History{Healed: ms(50), CommitGroup: "g",
+			Ops:   ops(abc(), []Op{groupFetch(10, 20, map[int32]int64{0: 3}), groupFetch(60, 70, map[int32]int64{0: 3})}),
+			Final: final(a, b, c)}},
+		{name: "stalled commits without CommitGroup are not checked", want: want{}, h: History{Healed: ms(50),
+			Ops:   ops(abc(), []Op{groupFetch(10, 20, map[int32]int64{0: 1}), groupFetch(60, 70, map[int32]int64{0: 1})}),
+			Final: final(a, b, c)}},
 
 		{name: "offsets register: a committed offset not read back", want: want{KindOffsetsNotLinearizable: 1}, h: History{
 			Ops: []Op{commit("offsets-0", "r", OK, 0, 10, map[int32]int64{0: 5}),
@@ -450,10 +497,10 @@ func TestCheckTimeout(t *testing.T) {
 // there.
 func TestAssignmentReassigned(t *testing.T) {
 	rec := NewRecorder(time.Now())
-	c := &consumer{w: &queueWorkload{cfg: WorkloadConfig{Rec: rec, Topic: "q"}}, name: "consumer-0", owned: map[int32]bool{}}
-	c.assignment([]int32{0, 1}, true)
-	c.assignment(nil, true)        // a rebalance that changed nothing
-	c.assignment([]int32{1}, true) // 1 again, in full
+	a := NewAssignment(rec, "consumer-0", "q", "q-group")
+	a.change([]int32{0, 1}, true)
+	a.change(nil, true)        // a rebalance that changed nothing
+	a.change([]int32{1}, true) // 1 again, in full
 	var got [][]int32
 	for _, op := range rec.Ops() {
 		got = append(got, op.Parts)
@@ -478,8 +525,8 @@ func TestProduceOutcome(t *testing.T) {
 		{kgo.ErrRecordTimeout, Info},
 		{context.DeadlineExceeded, Info},
 	} {
-		if got := produceOutcome(tc.err); got != tc.want {
-			t.Errorf("produceOutcome(%v) = %s, want %s", tc.err, got, tc.want)
+		if got := ProduceOutcome(tc.err); got != tc.want {
+			t.Errorf("ProduceOutcome(%v) = %s, want %s", tc.err, got, tc.want)
 		}
 	}
 }

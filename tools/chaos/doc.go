@@ -55,7 +55,9 @@
 //     the records involved, report.html with the fault timeline,
 //     throughput and latency, and porcupine's visualisations;
 //     history.json so that a history can be checked again without a
-//     cluster (sluice-chaos --recheck).
+//     cluster (sluice-chaos --recheck). tools/clustertest checks its
+//     scenarios' histories with the same Check (it records its workload
+//     with a Recorder and an Assignment).
 //
 // # Goroutines
 //

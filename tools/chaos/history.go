@@ -147,8 +147,19 @@ type History struct {
 	// min-isr-ack check.
 	MinInsync map[string]int             `json:"min_insync,omitempty"`
 	Replicas  map[string]map[int32][]int `json:"replicas,omitempty"`
-	Ops       []Op                       `json:"ops"`
-	Faults    []Fault                    `json:"faults"`
+	// Unique, when set, are the prefixes of the values the run writes
+	// once: the duplicate check covers only values with one of them, so
+	// other writers (a harness's probe records, written again on a retry)
+	// may repeat theirs. Empty: every value is unique.
+	Unique []string `json:"unique,omitempty"`
+	// CommitGroup, when set with Healed, is a consumer group that must
+	// consume on after the heal: in every partition whose Final read ends
+	// past the offset the group had committed when the faults were healed
+	// (by its OK OpFetchOffsets that ended by then), the last OK
+	// OpFetchOffsets must return more (commit-stalled).
+	CommitGroup string  `json:"commit_group,omitempty"`
+	Ops         []Op    `json:"ops"`
+	Faults      []Fault `json:"faults"`
 	// Final is, per topic and partition, a read of the whole partition
 	// by a fresh consumer after the run (from its log start offset to its
 	// high watermark), and LogStart each partition's log start offset

@@ -62,11 +62,50 @@ func ParseFaults(s string) ([]string, error) {
 	return out, nil
 }
 
+// Timings are the ranges the nemesis draws its durations from, each
+// [lo, hi). The zero value is the soak's (DefaultTimings).
+type Timings struct {
+	// Hold is how long a fault is held: a kill, a cut, a disk or clock
+	// fault, and each step of a move-isolated. Its lower bound must
+	// outlast raft's election timeout (1 to 2 s) and
+	// broker.session.timeout.ms (SessionMs), so that a held fault forces
+	// an election and a fencing. 3 to 8 s by default.
+	Hold [2]time.Duration
+	// Gap is the quiet time after a fault healed, before the next one.
+	// 2 to 5 s by default.
+	Gap [2]time.Duration
+	// PauseOver is how long a pause outlasts broker.session.timeout.ms.
+	// 1 to 5 s by default.
+	PauseOver [2]time.Duration
+}
+
+// DefaultTimings are the soak's timings.
+var DefaultTimings = Timings{
+	Hold:      [2]time.Duration{3 * time.Second, 8 * time.Second},
+	Gap:       [2]time.Duration{2 * time.Second, 5 * time.Second},
+	PauseOver: [2]time.Duration{time.Second, 5 * time.Second},
+}
+
+// orDefault fills t's zero ranges from DefaultTimings.
+func (t Timings) orDefault() Timings {
+	if t.Hold[1] == 0 {
+		t.Hold = DefaultTimings.Hold
+	}
+	if t.Gap[1] == 0 {
+		t.Gap = DefaultTimings.Gap
+	}
+	if t.PauseOver[1] == 0 {
+		t.PauseOver = DefaultTimings.PauseOver
+	}
+	return t
+}
+
 // Nemesis injects faults into a cluster on a schedule drawn from its
 // random source and records each one.
 type Nemesis struct {
 	c          *Cluster
 	rng        *rand.Rand
+	timings    Timings
 	since      func() time.Duration
 	topic      string // the topic whose partitions' leaders are targets
 	partitions int32
@@ -89,11 +128,17 @@ type pendingMove struct {
 	original []int32
 }
 
-// NewNemesis returns a nemesis for c whose choices come from rng.
+// NewNemesis returns a nemesis for c whose choices come from rng, with
+// DefaultTimings (SetTimings changes them).
 func NewNemesis(c *Cluster, rng *rand.Rand, since func() time.Duration, topic string, partitions int32, log *slog.Logger) *Nemesis {
-	return &Nemesis{c: c, rng: rng, since: since, topic: topic, partitions: partitions, log: log,
+	return &Nemesis{c: c, rng: rng, timings: DefaultTimings, since: since, topic: topic, partitions: partitions, log: log,
 		killed: map[int]bool{}, paused: map[int]bool{}, diskSet: map[int]bool{}}
 }
+
+// SetTimings sets the ranges of the nemesis's durations (zero ranges:
+// DefaultTimings'). The draws are the same whatever the ranges, so a
+// seed picks the same faults and targets.
+func (n *Nemesis) SetTimings(t Timings) { n.timings = t.orDefault() }
 
 // Faults are the faults injected so far.
 func (n *Nemesis) Faults() []Fault { return slices.Clone(n.faults) }
@@ -118,7 +163,7 @@ func (n *Nemesis) Run(ctx context.Context, kinds []string, sequential bool, d ti
 			}
 			n.log.Warn("chaos: nemesis: fault not applied", "kind", k, "err", err)
 		}
-		if err := n.sleep(ctx, n.dur(2*time.Second, 5*time.Second)); err != nil {
+		if err := n.sleep(ctx, n.dur(n.timings.Gap[0], n.timings.Gap[1])); err != nil {
 			return nil
 		}
 	}
@@ -146,7 +191,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 	if kind == FaultMoveIsolated {
 		return n.moveIsolated(ctx)
 	}
-	hold := n.dur(3*time.Second, 8*time.Second)
+	hold := n.dur(n.timings.Hold[0], n.timings.Hold[1])
 	switch kind {
 	case FaultKillLeader, FaultKillFollower, FaultKillController:
 		id, what, err := n.target(ctx, kind)
@@ -159,7 +204,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		if err != nil {
 			return err
 		}
-		hold = SessionMs*time.Millisecond + n.dur(time.Second, 5*time.Second)
+		hold = SessionMs*time.Millisecond + n.dur(n.timings.PauseOver[0], n.timings.PauseOver[1])
 		f := n.begin(kind, fmt.Sprintf("SIGSTOP %s for %v", what, hold.Round(time.Millisecond)), id)
 		n.faults[f].Down = []int{id}
 		if err := n.c.Pause(id); err != nil {
@@ -579,8 +624,9 @@ func (n *Nemesis) moveIsolated(ctx context.Context) error {
 	p := int32(n.rng.IntN(int(n.partitions)))
 	plan := rand.New(rand.NewPCG(n.rng.Uint64(), n.rng.Uint64()))
 	mode := n.mode()
-	hold, settle, gap := n.dur(3*time.Second, 8*time.Second), n.dur(time.Second, 3*time.Second), n.dur(time.Second, 4*time.Second)
-	killHold, diskHold := n.dur(3*time.Second, 8*time.Second), n.dur(3*time.Second, 8*time.Second)
+	holdRange := n.timings.Hold
+	hold, settle, gap := n.dur(holdRange[0], holdRange[1]), n.dur(time.Second, 3*time.Second), n.dur(time.Second, 4*time.Second)
+	killHold, diskHold := n.dur(holdRange[0], holdRange[1]), n.dur(holdRange[0], holdRange[1])
 	follower := n.rng.IntN(2)
 	disk := NodeFaults{FsyncDelayMs: 50 + n.rng.IntN(450), WriteDelayMs: n.rng.IntN(20)}
 

@@ -95,6 +95,73 @@ func (r *Recorder) Ops() []Op {
 	return ops
 }
 
+// Assignment is one group consumer's assignment of a topic, as its kgo
+// callbacks tell it, recorded as OpAssign operations of its process: each
+// change records the whole new owned set. The checker restarts its
+// tracking of a partition only where an OpAssign newly assigns it, so a
+// partition assigned again while owned (kgo hands a topic whose cursors a
+// new session must assign in full) is recorded as lost, then assigned.
+type Assignment struct {
+	rec  *Recorder
+	base Op
+
+	mu    sync.Mutex
+	owned map[int32]bool
+}
+
+// NewAssignment returns the assignment of topic to process, a member of
+// group, recorded in rec.
+func NewAssignment(rec *Recorder, process, topic, group string) *Assignment {
+	return &Assignment{rec: rec, base: Op{Process: process, Kind: OpAssign, Outcome: OK, Topic: topic, Group: group},
+		owned: map[int32]bool{}}
+}
+
+// Opts are the kgo options that feed a: OnPartitionsAssigned,
+// OnPartitionsRevoked and OnPartitionsLost.
+func (a *Assignment) Opts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { a.change(m[a.base.Topic], true) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { a.change(m[a.base.Topic], false) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { a.change(m[a.base.Topic], false) }),
+	}
+}
+
+// change applies a callback's partitions (added or removed) and records
+// the new owned set.
+func (a *Assignment) change(parts []int32, add bool) {
+	a.mu.Lock()
+	if add && slices.ContainsFunc(parts, func(p int32) bool { return a.owned[p] }) {
+		var kept []int32
+		for p := range a.owned {
+			if !slices.Contains(parts, p) {
+				kept = append(kept, p)
+			}
+		}
+		slices.Sort(kept)
+		a.record(kept)
+	}
+	for _, p := range parts {
+		if add {
+			a.owned[p] = true
+		} else {
+			delete(a.owned, p)
+		}
+	}
+	owned := make([]int32, 0, len(a.owned))
+	for p := range a.owned {
+		owned = append(owned, p)
+	}
+	a.mu.Unlock()
+	slices.Sort(owned)
+	a.record(owned)
+}
+
+func (a *Assignment) record(parts []int32) {
+	op := a.base
+	op.Parts = parts
+	a.rec.Add(op)
+}
+
 // WorkloadConfig is what every workload needs.
 type WorkloadConfig struct {
 	Seeds []string // bootstrap brokers, host:port

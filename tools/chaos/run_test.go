@@ -77,15 +77,28 @@ var shortSchedule = []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKil
 	FaultPartition, FaultMove, FaultDiskFail, FaultClock, FaultBridge, FaultKillFollower, FaultDiskSlow,
 	FaultMoveIsolated}
 
+// ciTimings are the nemesis's timings in CI's runs: each fault held 3 to
+// 4.5 s (the soak's shortest holds: past raft's election timeout, 1 to
+// 2 s, and broker.session.timeout.ms, 3 s, so every kill, cut and pause
+// still forces an election and a fencing under load), 1 to 2 s between
+// faults, a pause 1 to 2 s past the session timeout. The soak keeps
+// DefaultTimings.
+var ciTimings = Timings{
+	Hold:      [2]time.Duration{3 * time.Second, 4500 * time.Millisecond},
+	Gap:       [2]time.Duration{time.Second, 2 * time.Second},
+	PauseOver: [2]time.Duration{time.Second, 2 * time.Second},
+}
+
 // The short schedule CI runs (test.sh runs every module's tests): seed 1
-// on three nodes, every kind of fault once in a fixed order, the three
-// workloads. It fails on any anomaly, printing the text report and the
+// on three nodes, every kind of fault once in a fixed order (one pass:
+// the fault phase's Duration is shorter than any pass), with ciTimings,
+// the three workloads. It fails on any anomaly, printing the text report and the
 // nodes' lines about the partitions involved; the run's folder (node
 // logs, report.html, history.json) is kept when the run has an anomaly
 // or the test fails (see runFolder).
 func TestChaosShortSchedule(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a three-broker cluster for about three and a half minutes")
+		t.Skip("starts a three-broker cluster for about two minutes")
 	}
 	folder := newRunFolder(t, "short-schedule")
 	dir := folder.dir
@@ -95,8 +108,7 @@ func TestChaosShortSchedule(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h, res, err := Run(ctx, RunOptions{Binary: bin, Dir: dir, Nodes: 3, Seed: 1, Sequential: true,
-		Faults:   shortSchedule,
-		Duration: 110 * time.Second, Logger: log})
+		Faults: shortSchedule, Duration: time.Second, Timings: ciTimings, Recovery: 5 * time.Second, Logger: log})
 	if err != nil {
 		t.Fatalf("run: %v\nrunner log:\n%s", err, logs.String())
 	}
@@ -135,9 +147,12 @@ func TestChaosFindsAcks1Losses(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	folder := newRunFolder(t, "acks1")
+	// About five faults in 25 s with ciTimings (as in 40 s with the
+	// soak's). The drain cannot end early (the lost writes are never
+	// polled), so its bound is the time the consumers get to catch up.
 	h, res, err := Run(ctx, RunOptions{Binary: faultsBinary(t), Dir: folder.dir, Nodes: 3, Seed: 2, Sequential: true,
 		Workloads: []string{WorkloadQueue}, Faults: []string{FaultIsolate, FaultKillLeader},
-		Duration: 40 * time.Second, DrainBound: 10 * time.Second, Acks1: true, Logger: log})
+		Duration: 25 * time.Second, Timings: ciTimings, Recovery: 5 * time.Second, DrainBound: 5 * time.Second, Acks1: true, Logger: log})
 	if err != nil {
 		t.Fatalf("run: %v\nrunner log:\n%s", err, logs.String())
 	}

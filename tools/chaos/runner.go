@@ -48,6 +48,9 @@ type RunOptions struct {
 	// DrainBound is how long the queue's consumers get to poll every
 	// acknowledged send once the producers stopped (60 s when 0).
 	DrainBound time.Duration
+	// Timings are the nemesis's ranges of fault holds and gaps
+	// (DefaultTimings' where zero).
+	Timings Timings
 	// Acks1 runs the queue's producers with acks=1 and no idempotence
 	// (QueueOptions.Acks1): a run that should find lost writes.
 	Acks1  bool
@@ -174,6 +177,7 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 	log.Info("chaos: warm-up", "seed", o.Seed, "d", o.Warmup)
 	sleepCtx(ctx, o.Warmup)
 	nem := NewNemesis(c, nemRng, rec.Since, QueueTopic, partitionsOf[QueueTopic], log)
+	nem.SetTimings(o.Timings)
 	if !slices.Contains(o.Workloads, WorkloadQueue) {
 		nem.topic, nem.partitions = LogTopic, partitionsOf[LogTopic]
 	}

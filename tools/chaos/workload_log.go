@@ -51,7 +51,7 @@ func producerOpts(seeds []string, id string) []kgo.Opt {
 	)
 }
 
-// produceOutcome classifies a produce error: Fail only when the record
+// ProduceOutcome classifies a produce error: Fail only when the record
 // certainly was not written (kgo never buffered it, or the broker
 // refused it with an error it would have given every attempt, before
 // appending), Info otherwise (a timeout, a lost connection, the client
@@ -59,7 +59,7 @@ func producerOpts(seeds []string, id string) []kgo.Opt {
 // depends on the broker's clock, which the clock fault moves, so a retry
 // may be refused after an earlier attempt was written (Kafka validates
 // timestamps before it looks for an idempotent duplicate).
-func produceOutcome(err error) Outcome {
+func ProduceOutcome(err error) Outcome {
 	if err == nil {
 		return OK
 	}
@@ -128,7 +128,7 @@ func (w *logWorkload) write(cfg WorkloadConfig, o LogOptions, name string, p int
 		// for it, bounded by its ctx, and then closes the client).
 		r, err := w.prod.ProduceSync(context.Background(), &kgo.Record{Partition: p, Value: []byte(v)}).First()
 		cfg.Rec.Complete(id, func(op *Op) {
-			op.Outcome = produceOutcome(err)
+			op.Outcome = ProduceOutcome(err)
 			if err != nil {
 				op.Err = err.Error()
 				return

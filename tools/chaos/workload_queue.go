@@ -210,7 +210,7 @@ func (w *queueWorkload) produce(name string, cl *kgo.Client, keyed keyTopicParti
 		// record buffered at Stop still finishes (Stop flushes).
 		cl.TryProduce(context.Background(), r, func(r *kgo.Record, err error) {
 			w.cfg.Rec.Complete(id, func(op *Op) {
-				op.Outcome = produceOutcome(err)
+				op.Outcome = ProduceOutcome(err)
 				if err != nil {
 					op.Err = err.Error()
 					return
@@ -370,9 +370,6 @@ type consumer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the poll loop has exited and closed the client
-
-	mu    sync.Mutex
-	owned map[int32]bool // the assignment, as the callbacks told it
 }
 
 // kgoLevel is the level of the consumers' kgo logs: Info when
@@ -392,7 +389,7 @@ func (w *queueWorkload) startConsumer() (*consumer, error) {
 	name := fmt.Sprintf("consumer-%d", k)
 	w.names = append(w.names, name)
 	w.mu.Unlock()
-	c := &consumer{w: w, name: name, done: make(chan struct{}), owned: map[int32]bool{}}
+	c := &consumer{w: w, name: name, done: make(chan struct{})}
 	opts := append(clientOpts(w.cfg.Seeds, name), kgo.WithLogger(kgoLogger{w.cfg.logger().With("process", name), w.kgoLevel()}),
 		kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.cfg.Topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
@@ -400,10 +397,8 @@ func (w *queueWorkload) startConsumer() (*consumer, error) {
 		kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond),
 		kgo.RebalanceTimeout(10*time.Second),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.assignment(m[w.cfg.Topic], true) }),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.assignment(m[w.cfg.Topic], false) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { c.assignment(m[w.cfg.Topic], false) }),
 	)
+	opts = append(opts, NewAssignment(w.cfg.Rec, name, w.cfg.Topic, w.group).Opts()...)
 	if w.o.Protocol == ProtocolConsumer || (w.o.Protocol == ProtocolMixed && k%2 == 1) {
 		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
 	}
@@ -415,39 +410,6 @@ func (w *queueWorkload) startConsumer() (*consumer, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.run()
 	return c, nil
-}
-
-// assignment applies an assignment callback's partitions (added or
-// removed) and records the whole new owned set. The checker restarts its
-// tracking of a partition only where an OpAssign newly assigns it, so a
-// partition assigned again while owned (kgo hands a topic whose cursors a
-// new session must assign in full) is recorded as lost, then assigned.
-func (c *consumer) assignment(parts []int32, add bool) {
-	c.mu.Lock()
-	if add && slices.ContainsFunc(parts, func(p int32) bool { return c.owned[p] }) {
-		var kept []int32
-		for p := range c.owned {
-			if !slices.Contains(parts, p) {
-				kept = append(kept, p)
-			}
-		}
-		slices.Sort(kept)
-		c.w.cfg.Rec.Add(Op{Process: c.name, Kind: OpAssign, Outcome: OK, Topic: c.w.cfg.Topic, Group: c.w.group, Parts: kept})
-	}
-	for _, p := range parts {
-		if add {
-			c.owned[p] = true
-		} else {
-			delete(c.owned, p)
-		}
-	}
-	owned := make([]int32, 0, len(c.owned))
-	for p := range c.owned {
-		owned = append(owned, p)
-	}
-	c.mu.Unlock()
-	slices.Sort(owned)
-	c.w.cfg.Rec.Add(Op{Process: c.name, Kind: OpAssign, Outcome: OK, Topic: c.w.cfg.Topic, Group: c.w.group, Parts: owned})
 }
 
 func (c *consumer) run() {

@@ -1,12 +1,16 @@
 // Package clustertest runs a local multi-process Sluice cluster under
 // faults and checks what its clients saw.
 //
-// The package's only exported code is the checker (check.go): Check
-// takes a History (the acknowledged produces, a final read of the log,
-// what a consumer group consumed and committed) and reports lost,
-// moved or duplicated records, consumed records that disagree with the
-// log, and committed offsets that go back or stall after a fault. The
-// harness is in the test files:
+// The package is all tests. Their histories are checked by tools/chaos's
+// checker (chaos.Check), the one set of anomaly checks of the chaos
+// runner and these scenarios: the workload records its operations in a
+// chaos.Recorder as the chaos runner's queue workload does (OpSend,
+// OpPoll, OpAssign, OpFetchOffsets), and Finish adds the final read,
+// each partition's log start offset, when the fault healed
+// (History.CommitGroup: the group's committed offsets must move after
+// it) and the workload's value prefix (History.Unique: the scenarios'
+// probe records may repeat). check_test.go runs the checker on
+// synthetic workload histories. The harness is in the test files:
 //
 //   - The cluster is tools/localcluster's (shared with tools/chaos and
 //     bench): it builds the sluice binary once (in server/, so it works
@@ -34,8 +38,10 @@
 //     the partition folders in a node's log dir.
 //   - workload_test.go is an idempotent acks=all producer writing unique
 //     values "p0-<seq>" round-robin over the partitions and a consumer
-//     group member; Finish stops them, reads the topic with a fresh
-//     consumer and with kcat, and checks the history.
+//     group member, recorded as a chaos history; Finish stops them, reads
+//     the topic with a fresh consumer and with kcat, and checks the
+//     history (chaos.Check; on anomalies the test fails with chaos's text
+//     report).
 //   - harness_test.go runs the workload and the checker against one
 //     standalone node (the harness's own process tests are
 //     tools/localcluster's).
@@ -53,8 +59,11 @@
 //
 //	cd tools && go test -count=1 -v -run 'Scenario|Move|Rebalance|Elect' ./clustertest
 //
-// Each is bounded (90 s; the rolling restart, two of three down, the
-// retention catch-up and the two multi-step move scenarios 180 s) and
+// They run two at a time (go test's -parallel, GOMAXPROCS by default;
+// -parallel 1 runs them one by one), but for two of three down, which
+// runs alone first (needCluster). Each is bounded (90 s; the rolling
+// restart, two of three down, the retention catch-up and the two
+// multi-step move scenarios 180 s) and
 // prints its times as "FAILOVER <what> ms=<n> ...", "MOVE <what> ms=<n>
 // ...", "REBALANCE ms=<n> ..." and "ELECT ms=<n> ...".
 // What they assume of the cluster, beyond Kafka's protocol: the KRaft

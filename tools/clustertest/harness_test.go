@@ -15,6 +15,7 @@ import (
 // acknowledged record is found, the group's commits move on, kcat reads
 // them all.
 func TestHarnessWorkloadSingleNode(t *testing.T) {
+	t.Parallel() // as the scenarios (needCluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := newCluster(t, ctx, clusterOpts{standalone: true, nodes: 1, sets: []string{"log.flush.interval.messages=1"}})
@@ -37,7 +38,7 @@ func TestHarnessWorkloadSingleNode(t *testing.T) {
 		fmt.Printf("FAILOVER harness-single-node-restart ms=%d\n", first.Sub(killed).Milliseconds())
 	}
 	res := w.Finish(healed)
-	if res.Acked < 600 || res.Consumed == 0 {
+	if res.SendsOK < 600 || res.RecordsSeen == 0 {
 		t.Fatalf("%+v", res)
 	}
 }

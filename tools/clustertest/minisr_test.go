@@ -28,7 +28,7 @@ const minISRPause = sessionMs*time.Millisecond + 2*time.Second
 // it is resumed, writes succeed again. The same with
 // min.insync.replicas=2 and both followers paused.
 func TestScenarioMinISRPausedFollowers(t *testing.T) {
-	needCluster(t)
+	needCluster(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
 	t.Cleanup(cancel)
 	c := newCluster(t, ctx, clusterOpts{})

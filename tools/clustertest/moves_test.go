@@ -37,10 +37,10 @@ const rebalanceInterval = 2 * time.Second
 
 // moveScenario starts a cluster, creates the workload topic with an
 // explicit assignment and starts the workload, and waits until it is
-// acknowledged warmAcks times.
+// acknowledged warmAcks times and its consumer has polled.
 func moveScenario(t *testing.T, bound time.Duration, opts clusterOpts, assignment [][]int32) (*cluster, *workload) {
 	t.Helper()
-	needCluster(t)
+	needCluster(t, opts.serial)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	t.Cleanup(cancel) // registered first, so it runs after the cluster's cleanup
 	opts.sets = append(slices.Clone(moveSets), opts.sets...)
@@ -49,6 +49,7 @@ func moveScenario(t *testing.T, bound time.Duration, opts clusterOpts, assignmen
 	w := startWorkload(t, c, workloadOpts{topic: topic, partitions: partitions, valueBytes: 200})
 	c.waitOffsetsTopic(30 * time.Second)
 	w.WaitAcks(warmAcks, 30*time.Second)
+	w.WaitPolled(30 * time.Second)
 	return c, w
 }
 

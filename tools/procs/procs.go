@@ -16,10 +16,13 @@ package procs
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -152,23 +155,66 @@ func KillLive(d time.Duration) []int {
 	return pids
 }
 
-// FreePorts picks n distinct free loopback ports (each was free when
-// picked; the listeners close together at the end so none repeats).
+// FreePorts picks n distinct free loopback ports: each was free when
+// picked, and none was picked before by this process. They lie below the
+// kernel's ephemeral range (ip_local_port_range, 32768 and up by
+// default), where a bind to port 0 (the harness's proxies, another
+// cluster's in the same test binary) or a client's outgoing connection
+// cannot take one between its pick and its broker's bind, nor while its
+// broker is down; the proxies used to take a node's port that way. The
+// scan starts at a random port, so processes picking at once rarely meet.
 func FreePorts(n int) ([]int, error) {
+	pickedMu.Lock()
+	defer pickedMu.Unlock()
+	lo, hi := minPort, ephemeralLow()
+	if hi-lo < n {
+		return nil, fmt.Errorf("procs: ports %d to %d below the ephemeral range: fewer than %d", lo, hi, n)
+	}
+	span := hi - lo
+	first := rand.IntN(span)
 	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
+	for i := 0; i < span && len(ports) < n; i++ {
+		p := lo + (first+i)%span
+		if picked[p] {
+			continue
 		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			return nil, err
+			continue
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
+		picked[p] = true
+		ports = append(ports, p)
+	}
+	if len(ports) < n {
+		return nil, fmt.Errorf("procs: %d free ports between %d and %d, want %d", len(ports), lo, hi, n)
 	}
 	return ports, nil
+}
+
+// minPort is the lowest port FreePorts picks: above the well-known and
+// most registered services' ports.
+const minPort = 10000
+
+var (
+	pickedMu sync.Mutex
+	picked   = map[int]bool{} // every port FreePorts returned
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range), 32768 when unreadable.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo <= minPort {
+		return 32768
+	}
+	return lo
 }

@@ -97,8 +97,8 @@ func TestFreePorts(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	for _, p := range ports {
-		if p <= 0 || seen[p] {
-			t.Fatalf("port %d (of %v)", p, ports)
+		if p < minPort || p >= ephemeralLow() || seen[p] {
+			t.Fatalf("port %d (of %v): want distinct ports from %d below the ephemeral range (%d)", p, ports, minPort, ephemeralLow())
 		}
 		seen[p] = true
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
@@ -106,5 +106,14 @@ func TestFreePorts(t *testing.T) {
 			t.Fatalf("port %d: %v", p, err)
 		}
 		ln.Close()
+	}
+	again, err := FreePorts(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range again {
+		if seen[p] {
+			t.Fatalf("port %d picked twice", p)
+		}
 	}
 }
