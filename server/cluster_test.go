@@ -80,7 +80,10 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 // startCluster starts n combined broker+controller nodes with fast
-// heartbeats; extra are --set entries for every node.
+// heartbeats; extra are --set entries for every node. A cluster shares
+// nothing with another (its own ports and folders), so the cluster tests
+// run in parallel: they spend most of their time waiting on elections,
+// sessions and throttles, not on the CPU.
 func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
 	ports := freePorts(t, 2*n)
@@ -369,6 +372,7 @@ func (tc *testCluster) waitLeaders(topic string, isr int) []partitionState {
 }
 
 func TestClusterTopicsProduceConsume(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -440,6 +444,7 @@ func TestClusterTopicsProduceConsume(t *testing.T) {
 }
 
 func TestClusterPlacementErrors(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -549,6 +554,7 @@ func readAll(t *testing.T, ctx context.Context, tc *testCluster, topic string, w
 }
 
 func TestClusterLeaderCrash(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -585,6 +591,7 @@ func TestClusterLeaderCrash(t *testing.T) {
 }
 
 func TestClusterControllerFailover(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -635,6 +642,7 @@ func TestClusterControllerFailover(t *testing.T) {
 }
 
 func TestClusterGroupSurvivesCoordinatorCrash(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -697,6 +705,7 @@ func TestClusterGroupSurvivesCoordinatorCrash(t *testing.T) {
 }
 
 func TestClusterProducerIDsUnique(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -730,6 +739,7 @@ func TestClusterProducerIDsUnique(t *testing.T) {
 // acknowledged before is lost, and the group's committed offsets are
 // served again.
 func TestClusterTwoOfThreeDown(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "offsets.topic.num.partitions=50")
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -795,6 +805,7 @@ func TestClusterTwoOfThreeDown(t *testing.T) {
 // A broker that is not a controller voter (process.roles=broker) follows
 // the metadata log as a raft learner, registers, and takes replicas.
 func TestClusterBrokerOnlyNode(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ports := freePorts(t, 1)
@@ -850,6 +861,7 @@ func TestClusterBrokerOnlyNode(t *testing.T) {
 // every replica's log start offset moves; a broker that holds no replica
 // answers NOT_LEADER_OR_FOLLOWER.
 func TestClusterDeleteRecords(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -913,6 +925,7 @@ func TestClusterDeleteRecords(t *testing.T) {
 // forwarded creation answers at once; a broker stopped by a controlled
 // shutdown stays fenced.
 func TestClusterForwardingAndShutdownRegressions(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1024,6 +1037,7 @@ func TestControllerAPIsOnlyOnControllerListeners(t *testing.T) {
 // controller) hands its leaderships to other replicas: Metadata, which
 // leaves it out, shows leaders clients can reach.
 func TestClusterFencedBrokerMovesLeadership(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1057,6 +1071,7 @@ func TestClusterFencedBrokerMovesLeadership(t *testing.T) {
 // turn (kcat's produce to a new topic): the ones that are not the
 // controller have it create the topic.
 func TestClusterAutoCreateThroughAnyBroker(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1083,6 +1098,7 @@ func TestClusterAutoCreateThroughAnyBroker(t *testing.T) {
 // KIP-951's hint: the current leader and epoch, and its endpoint in the
 // response's NodeEndpoints, so a client need not refresh its metadata.
 func TestClusterNotLeaderHints(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1124,6 +1140,7 @@ func TestClusterNotLeaderHints(t *testing.T) {
 // COORDINATOR_NOT_AVAILABLE after localMetadataWait, until some client's
 // lookup reached the controller itself.
 func TestClusterOffsetsTopicCreatedThroughBroker(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
