@@ -1003,6 +1003,7 @@ func TestClusterForwardingAndShutdownRegressions(t *testing.T) {
 // lists none of the controller's APIs (Kafka serves them on controller
 // listeners only).
 func TestControllerAPIsOnlyOnControllerListeners(t *testing.T) {
+	t.Parallel()
 	check := func(addr string, want bool) {
 		t.Helper()
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))

@@ -156,6 +156,7 @@ func runMember(ctx context.Context, cl *kgo.Client, s *seen) {
 // processed, no partition is ever owned by two members at once, and the
 // group's committed offsets reach the end of every partition.
 func TestGroupBalancers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []kgo.Opt
@@ -167,6 +168,7 @@ func TestGroupBalancers(t *testing.T) {
 		{"kip848-uniform", []kgo.Opt{kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a broker each
 			testGroupChurn(t, tc.opts)
 		})
 	}
