@@ -408,6 +408,7 @@ func TestGroupProtocolSwitch(t *testing.T) {
 // rebalance: the other member's generation does not move and the restarted
 // member owns the same partitions.
 func TestGroupStaticMembership(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, addr := startBroker(t, "", groupSets...)
