@@ -17,6 +17,7 @@ import (
 // receives (Kafka halts a broker whose metadata log dir fails, KIP-858),
 // rather than serving metadata that no longer moves.
 func TestClusterMetadataLogFailureIsFatal(t *testing.T) {
+	t.Parallel()
 	ports := freePorts(t, 2)
 	cfg, err := config.Load("", []string{"metrics.listen=", "node.id=1", "log.dirs=/data", "process.roles=broker,controller",
 		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", ports[0], ports[1]),

@@ -36,6 +36,7 @@ func metaView(b *Broker) (string, int64, bool) {
 // what it had applied, catches up by a raft snapshot carrying the
 // metadata state, and ends with the same topics and brokers as the others.
 func TestClusterMetadataSnapshotCatchUp(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "metadata.log.segment.bytes=1024", "metadata.max.retention.bytes=4096",
 		"log.retention.check.interval.ms=50", "metrics.listen=127.0.0.1:0")
 	tc.waitBrokers(3)

@@ -42,6 +42,7 @@ func leaderMembership(bs []*Broker, topic string) (lead int32, voters, learners 
 // the group has no quorum any more, and nobody can remove the dropped
 // voter: the partition stays offline.
 func TestClusterCancelAfterPromotionKeepsVoters(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "auto.leader.rebalance.enable=false")
 	tc.waitBrokers(3)
 	b4, dir4 := tc.startBrokerOnly(4)
@@ -116,6 +117,7 @@ func TestClusterCancelAfterPromotionKeepsVoters(t *testing.T) {
 // voter). Restarted mid-join while its real leader (5) is unreachable, it
 // elects itself and acknowledges writes the group never has.
 func TestClusterRestartedJoinerStaysJoining(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "auto.leader.rebalance.enable=false")
 	tc.waitBrokers(3)
 	port4 := freePorts(t, 1)[0]
@@ -234,6 +236,7 @@ func TestClusterRestartedJoinerStaysJoining(t *testing.T) {
 // is still a raft voter, when that replica is out of the ISR (down or
 // lagging): its broker then deletes its data while raft still counts it.
 func TestClusterCompletesAfterRaftRemoval(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "auto.leader.rebalance.enable=false")
 	tc.waitBrokers(3)
 	b4, _ := tc.startBrokerOnly(4)

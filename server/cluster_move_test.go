@@ -286,6 +286,7 @@ func createAssigned(t *testing.T, ctx context.Context, tc *testCluster, topic st
 // start): no acknowledged record lost or duplicated, the removed
 // replicas' data deleted.
 func TestClusterReassignment(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	b4, _ := tc.startBrokerOnly(4)
@@ -334,6 +335,7 @@ func TestClusterReassignment(t *testing.T) {
 // is listed as in progress and can be cancelled: the partition goes back
 // to its replicas.
 func TestClusterReassignmentCancel(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	b4, _ := tc.startBrokerOnly(4)
@@ -423,6 +425,7 @@ func TestClusterReassignmentCancel(t *testing.T) {
 // Preferred leader election moves leadership back to the first replica;
 // an unclean one is not needed while there is a leader.
 func TestClusterElectLeaders(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "auto.leader.rebalance.enable=false")
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -481,6 +484,7 @@ func TestClusterElectLeaders(t *testing.T) {
 // With auto.leader.rebalance.enable, leaderships go back to the preferred
 // replicas within the check interval after a broker returns.
 func TestClusterAutoLeaderRebalance(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "leader.imbalance.check.interval.seconds=1")
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -505,6 +509,7 @@ func TestClusterAutoLeaderRebalance(t *testing.T) {
 // replicas move to the other brokers, then it is unregistered; its data
 // is deleted.
 func TestClusterDecommission(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	b4, dir4 := tc.startBrokerOnly(4)
@@ -566,6 +571,7 @@ func TestClusterDecommission(t *testing.T) {
 // replica catches up from where it is), and the leader crashed in the
 // middle (the next leader continues from the group's configuration).
 func TestClusterReassignmentSurvivesRestarts(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	port4 := freePorts(t, 1)[0]
@@ -616,6 +622,7 @@ func TestClusterReassignmentSurvivesRestarts(t *testing.T) {
 // behind, named itself the controller in Metadata, and kgo sent it the
 // ListPartitionReassignments, which it answered empty mid-move.)
 func TestClusterListReassignmentsForwarded(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	b4, _ := tc.startBrokerOnly(4)

@@ -80,7 +80,10 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 // startCluster starts n combined broker+controller nodes with fast
-// heartbeats; extra are --set entries for every node.
+// heartbeats; extra are --set entries for every node. A cluster shares
+// nothing with another (its own ports and folders), so the cluster tests
+// run in parallel: they spend most of their time waiting on elections,
+// sessions and throttles, not on the CPU.
 func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
 	ports := freePorts(t, 2*n)
@@ -111,11 +114,15 @@ func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 		tc.mu.Lock()
 		bs := slices.Clone(tc.brokers)
 		tc.mu.Unlock()
+		// The test is over: its brokers stop without a controlled
+		// shutdown, which would move every leadership among brokers
+		// that are all stopping (a second or so per cluster, asserting
+		// nothing). tc.stop and the shutdown tests cover it.
 		var wg sync.WaitGroup
 		for _, b := range bs {
 			if b != nil {
 				wg.Add(1)
-				go func() { defer wg.Done(); b.Close() }()
+				go func() { defer wg.Done(); b.noControlledShutdown = true; b.Close() }()
 			}
 		}
 		wg.Wait()
@@ -369,6 +376,7 @@ func (tc *testCluster) waitLeaders(topic string, isr int) []partitionState {
 }
 
 func TestClusterTopicsProduceConsume(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -440,6 +448,7 @@ func TestClusterTopicsProduceConsume(t *testing.T) {
 }
 
 func TestClusterPlacementErrors(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -549,6 +558,7 @@ func readAll(t *testing.T, ctx context.Context, tc *testCluster, topic string, w
 }
 
 func TestClusterLeaderCrash(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -585,6 +595,7 @@ func TestClusterLeaderCrash(t *testing.T) {
 }
 
 func TestClusterControllerFailover(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -635,6 +646,7 @@ func TestClusterControllerFailover(t *testing.T) {
 }
 
 func TestClusterGroupSurvivesCoordinatorCrash(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -697,6 +709,7 @@ func TestClusterGroupSurvivesCoordinatorCrash(t *testing.T) {
 }
 
 func TestClusterProducerIDsUnique(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -730,6 +743,7 @@ func TestClusterProducerIDsUnique(t *testing.T) {
 // acknowledged before is lost, and the group's committed offsets are
 // served again.
 func TestClusterTwoOfThreeDown(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "offsets.topic.num.partitions=50")
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -747,9 +761,23 @@ func TestClusterTwoOfThreeDown(t *testing.T) {
 	tc.waitLeaders(offsetsTopic, 3)
 	tc.crash(0)
 	tc.crash(1)
-	probe := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(3*time.Second))
+	// Not idempotent: kgo never fails an idempotent batch whose request
+	// timed out, nor gives up initializing a producer id it cannot get
+	// (a probe hung there for minutes), and the delivery timeout bounds
+	// a plain one. The select bounds it anyway: a hang fails the test.
+	probe := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(3*time.Second), kgo.DisableIdempotentWrite())
 	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-	err := probe.ProduceSync(pctx, &kgo.Record{Topic: "two", Value: []byte("minority")}).FirstErr()
+	done := make(chan error, 1)
+	go func() {
+		done <- probe.ProduceSync(pctx, &kgo.Record{Topic: "two", Value: []byte("minority")}).FirstErr()
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		probe.Close()
+		t.Fatal("an acks=all produce with two of three brokers down neither failed nor succeeded in 60 s")
+	}
 	pcancel()
 	if err == nil {
 		t.Fatal("an acks=all produce succeeded with two of three brokers down")
@@ -795,6 +823,7 @@ func TestClusterTwoOfThreeDown(t *testing.T) {
 // A broker that is not a controller voter (process.roles=broker) follows
 // the metadata log as a raft learner, registers, and takes replicas.
 func TestClusterBrokerOnlyNode(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ports := freePorts(t, 1)
@@ -850,6 +879,7 @@ func TestClusterBrokerOnlyNode(t *testing.T) {
 // every replica's log start offset moves; a broker that holds no replica
 // answers NOT_LEADER_OR_FOLLOWER.
 func TestClusterDeleteRecords(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -913,6 +943,7 @@ func TestClusterDeleteRecords(t *testing.T) {
 // forwarded creation answers at once; a broker stopped by a controlled
 // shutdown stays fenced.
 func TestClusterForwardingAndShutdownRegressions(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -990,6 +1021,7 @@ func TestClusterForwardingAndShutdownRegressions(t *testing.T) {
 // lists none of the controller's APIs (Kafka serves them on controller
 // listeners only).
 func TestControllerAPIsOnlyOnControllerListeners(t *testing.T) {
+	t.Parallel()
 	check := func(addr string, want bool) {
 		t.Helper()
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -1024,6 +1056,7 @@ func TestControllerAPIsOnlyOnControllerListeners(t *testing.T) {
 // controller) hands its leaderships to other replicas: Metadata, which
 // leaves it out, shows leaders clients can reach.
 func TestClusterFencedBrokerMovesLeadership(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1057,6 +1090,7 @@ func TestClusterFencedBrokerMovesLeadership(t *testing.T) {
 // turn (kcat's produce to a new topic): the ones that are not the
 // controller have it create the topic.
 func TestClusterAutoCreateThroughAnyBroker(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1083,6 +1117,7 @@ func TestClusterAutoCreateThroughAnyBroker(t *testing.T) {
 // KIP-951's hint: the current leader and epoch, and its endpoint in the
 // response's NodeEndpoints, so a client need not refresh its metadata.
 func TestClusterNotLeaderHints(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1124,6 +1159,7 @@ func TestClusterNotLeaderHints(t *testing.T) {
 // COORDINATOR_NOT_AVAILABLE after localMetadataWait, until some client's
 // lookup reached the controller itself.
 func TestClusterOffsetsTopicCreatedThroughBroker(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

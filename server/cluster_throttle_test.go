@@ -134,6 +134,7 @@ func waitRates(t *testing.T, b *Broker, leader, follower int64) {
 // over the cluster default's unlimited): it is held back until the
 // configs are deleted, then completes promptly.
 func TestClusterThrottledMove(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	b4, _ := tc.startBrokerOnly(4)
@@ -267,6 +268,7 @@ func TestClusterThrottledMove(t *testing.T) {
 // caught up, and a replica's broker keeps the leader throttle of a
 // partition it does not lead yet).
 func TestClusterThrottledMoveLeaderFailover(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	b4, _ := tc.startBrokerOnly(4)

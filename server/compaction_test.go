@@ -28,6 +28,7 @@ func recordCount(t *testing.T, part *replica.Partition) int {
 // A compacted topic keeps the latest record of each key, tombstones
 // included, at their original offsets, as a franz-go consumer sees it.
 func TestCompactedTopic(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "", "log.cleaner.backoff.ms=20")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -122,6 +123,7 @@ func mapValues(m map[string]*kgo.Record) []*kgo.Record {
 // A cleanup.policy changed to compact by AlterConfigs reaches the log,
 // and the cleaner then compacts it.
 func TestCompactionPolicyAltered(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "", "log.cleaner.backoff.ms=20", "log.cleaner.min.cleanable.ratio=0.01")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -162,6 +164,7 @@ func TestCompactionPolicyAltered(t *testing.T) {
 // __consumer_offsets is compacted like any compact topic, and the
 // coordinator's replay at start-up reads across the gaps.
 func TestCompactedOffsetsTopicReplays(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()

@@ -268,6 +268,7 @@ func spreadDeadline(interval time.Duration) time.Duration { return 6*interval + 
 // 5 s heartbeat interval: the members waiting for them had not
 // heartbeated again yet.)
 func TestConsumerGroup848SpreadJoinTogether(t *testing.T) {
+	t.Parallel()
 	for _, interval := range []time.Duration{200 * time.Millisecond, 2 * time.Second} {
 		t.Run(interval.String(), func(t *testing.T) {
 			sg := newSpreadGroup(t, interval, 4)
@@ -287,6 +288,7 @@ func TestConsumerGroup848SpreadJoinTogether(t *testing.T) {
 // partitions spread again over the three live members and every record is
 // polled.
 func TestConsumerGroup848SpreadChurn(t *testing.T) {
+	t.Parallel()
 	for _, interval := range []time.Duration{200 * time.Millisecond, 2 * time.Second} {
 		t.Run(interval.String(), func(t *testing.T) {
 			sg := newSpreadGroup(t, interval, 4)

@@ -48,6 +48,7 @@ func describe848(t *testing.T, ctx context.Context, cl *kgo.Client, group string
 // group share a topic's partitions with no record read twice, and once one
 // leaves, the other takes over its partitions.
 func TestConsumerGroup848FranzGo(t *testing.T) {
+	t.Parallel()
 	_, addr := startBroker(t, "", "group.consumer.heartbeat.interval.ms=200")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -184,6 +185,7 @@ func TestConsumerGroup848FranzGoRegex(t *testing.T) {
 // consuming with its member ID and epoch (no rebalance, no fetch error), and
 // reads nothing twice beyond what it had not committed.
 func TestConsumerGroup848SurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir, port := t.TempDir(), freePort(t)
 	sets := []string{fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", port), "group.consumer.heartbeat.interval.ms=200"}
 	b, addr := startBroker(t, dir, sets...)

@@ -82,8 +82,15 @@ func (h *crashHistory) do(f func()) {
 // crashBroker starts a broker on the given file systems.
 func crashBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS) *Broker {
 	t.Helper()
+	// Index files are preallocated to log.index.size.max.bytes, on the
+	// in-memory file systems as real bytes: at the 10 MiB default every
+	// 4 KiB segment rolled allocated 20 MiB and every crash clone copied
+	// it, most of this test's time. 4 KiB holds 512 offset entries, far
+	// more than a 4 KiB segment gets (one per index.interval.bytes), and
+	// recovery still meets a preallocated zero tail.
 	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",
-		"offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0", "log.segment.bytes=4096"})
+		"offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0", "log.segment.bytes=4096",
+		"log.index.size.max.bytes=4096"})
 	if err != nil {
 		t.Fatal(err)
 	}

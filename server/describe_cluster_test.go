@@ -14,6 +14,7 @@ import (
 // only when IncludeFencedBrokers asks; v1 and v2 without it list the
 // unfenced ones.
 func TestClusterDescribeClusterFencedBrokers(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	tc.crash(2) // broker 3: fenced once its session (1.5 s) expires

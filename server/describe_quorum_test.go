@@ -55,6 +55,7 @@ func quorumPartition(resp *kmsg.DescribeQuorumResponse) (kmsg.DescribeQuorumResp
 // listeners. A crashed broker's LastFetchTimestamp, its last heartbeat,
 // stops moving while the others' keep up.
 func TestDescribeQuorum(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

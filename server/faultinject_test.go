@@ -60,6 +60,7 @@ func readFromStart(t *testing.T, ctx context.Context, addr, topic string, n int)
 // cleared, produces succeed again without a restart and every
 // acknowledged record reads back.
 func TestFaultInjectFailWritesResumes(t *testing.T) {
+	t.Parallel()
 	f := faultinject.New()
 	b := faultInjectBroker(t, f)
 	addr := b.Addr().String()
@@ -134,6 +135,7 @@ func TestFaultInjectFailWritesResumes(t *testing.T) {
 
 // clock_offset_ms: a LogAppendTime topic stamps the faulted clock.
 func TestFaultInjectClockOffsetLogAppendTime(t *testing.T) {
+	t.Parallel()
 	f := faultinject.New()
 	b := faultInjectBroker(t, f)
 	addr := b.Addr().String()

@@ -147,6 +147,7 @@ func rawListEnd(t *testing.T, ctx context.Context, cl *kgo.Client, topic string)
 // it in a hot loop, produce answers KAFKA_STORAGE_ERROR, the other topic
 // serves, and DescribeLogDirs reports the log dir.
 func TestBadCRCPartitionServesBelow(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	mfs := pebblevfs.NewMem()
 	b := faultBroker(t, mem, mfs, nil)
@@ -363,6 +364,7 @@ func waitProduce(t *testing.T, ctx context.Context, cl *kgo.Client, topic string
 // stops the broker, as Kafka halts when its metadata log dir fails
 // (KIP-858).
 func TestFullDiskResumes(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	mfs := pebblevfs.NewMem()
 	var full atomic.Bool

@@ -128,6 +128,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // descriptors stay near 3 per partition plus the cache, not 3 per
 // segment.
 func TestSegmentFileCacheBoundsBroker(t *testing.T) {
+	t.Parallel()
 	const partitions, segs, cacheMax = 24, 6, 8
 	fs := &openCountFS{FS: vfs.NewMem()}
 	cfg, err := config.Load("", []string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=/data",

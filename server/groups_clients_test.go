@@ -156,6 +156,7 @@ func runMember(ctx context.Context, cl *kgo.Client, s *seen) {
 // processed, no partition is ever owned by two members at once, and the
 // group's committed offsets reach the end of every partition.
 func TestGroupBalancers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []kgo.Opt
@@ -167,6 +168,7 @@ func TestGroupBalancers(t *testing.T) {
 		{"kip848-uniform", []kgo.Opt{kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a broker each
 			testGroupChurn(t, tc.opts)
 		})
 	}
@@ -406,6 +408,7 @@ func TestGroupProtocolSwitch(t *testing.T) {
 // rebalance: the other member's generation does not move and the restarted
 // member owns the same partitions.
 func TestGroupStaticMembership(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, addr := startBroker(t, "", groupSets...)

@@ -19,6 +19,7 @@ import (
 // back, survive a restart, and sit in the group's partition as Kafka's
 // OffsetCommitKey/Value records.
 func TestOffsetsTopicAndSimpleCommits(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir := t.TempDir()

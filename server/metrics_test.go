@@ -397,6 +397,7 @@ func TestReadyzBeforeRegistration(t *testing.T) {
 // A clustered broker is ready once registered and unfenced, and not while
 // fenced.
 func TestReadyzFencedAndUnfenced(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 1, "metrics.listen=127.0.0.1:0")
 	b := tc.broker(0)
 	ready := func(want int, reason string) {
@@ -422,6 +423,7 @@ func TestReadyzFencedAndUnfenced(t *testing.T) {
 // the console gets an alert saying the same; once it is back, every node
 // that warned logs that it is.
 func TestDownBrokerMetricsAndWarnings(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "metrics.listen=127.0.0.1:0", "sluice.broker.down.warning.interval.ms=500")
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -569,6 +571,7 @@ func TestDownBrokerMetricsAndWarnings(t *testing.T) {
 // Raft metrics move in a cluster: leaders were elected and acks=all
 // batches committed.
 func TestMetricsRaftCluster(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3, "metrics.listen=127.0.0.1:0")
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -77,6 +77,7 @@ func partitionCodes(rc *rawConn, topic string, p int32) codes {
 // UNKNOWN_TOPIC_OR_PARTITION or LEADER_NOT_AVAILABLE; only a partition
 // the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION.
 func TestClusterLeaderlessPartitionCodes(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -355,6 +355,7 @@ print('ok')
 // (raft's entries between the commits of several leader epochs) back into
 // the committed offsets, and commits after them.
 func TestRaftLogConsumerOffsets(t *testing.T) {
+	t.Parallel()
 	const group, topic = "raft-group", "co"
 	const set = "offsets.topic.num.partitions=1"
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -357,6 +357,7 @@ func TestThrottleRateResolution(t *testing.T) {
 // broker; every broker describes its own and applies its effective rates
 // to its throttle.
 func TestClusterThrottleRateConfigs(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
