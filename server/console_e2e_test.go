@@ -315,7 +315,21 @@ func TestConsoleBrowserE2E(t *testing.T) {
 		t.Fatalf("the produce chart's scale %q", top)
 	}
 	// Consuming shows as a consume rate: records sent by broker 1's
-	// Fetch responses (it leads some of e2e-five's partitions).
+	// Fetch responses, so broker 1 must lead one of e2e-five's
+	// partitions. The first elections may have put every leader
+	// elsewhere; a preferred-leader election gives it those whose
+	// first replica it is (placement spreads the first replicas).
+	eventually(t, 30*time.Second, "broker 1 leading a partition of e2e-five", func() error {
+		for _, p := range tc.waitLeaders("e2e-five", 3) {
+			if p.leader == 1 {
+				return nil
+			}
+		}
+		if _, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"e2e-five": {0: {}, 1: {}, 2: {}, 3: {}, 4: {}}}); err != nil {
+			return err
+		}
+		return fmt.Errorf("broker 1 leads none of e2e-five's partitions")
+	})
 	cons := tc.client(kgo.ConsumeTopics("e2e-five"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	for got := 0; got < 48; {
 		fs := cons.PollFetches(ctx)
