@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"testing"
@@ -234,12 +235,60 @@ func testGroupChurn(t *testing.T, balancer []kgo.Opt) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The members leave one by one, each once the group settled after
+	// the last one left: every partition owned by a running member that
+	// consumed it to its end. Leaving earlier fails the closing commit
+	// when the member's new epoch has not reached it yet
+	// (STALE_MEMBER_EPOCH: Kafka's ConsumerGroup.validateOffsetCommit
+	// wants the current epoch), or leaves the group's offsets behind when
+	// the next owner had not consumed what it inherited.
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := map[string]*kgo.Client{"a": a, "c": c, "d": d}
+	settled := func() {
+		t.Helper()
+		for {
+			lagging := ""
+			own.mu.Lock()
+			owners := maps.Clone(own.owner)
+			own.mu.Unlock()
+			ends.Each(func(e kadm.ListedOffset) {
+				cl := running[owners[e.Partition]]
+				if cl == nil {
+					lagging += fmt.Sprintf(" p%d has no running owner;", e.Partition)
+					return
+				}
+				pos := int64(0)
+				if o, ok := cl.CommittedOffsets()[topic][e.Partition]; ok {
+					pos = o.Offset
+				}
+				if o, ok := cl.UncommittedOffsets()[topic][e.Partition]; ok {
+					pos = max(pos, o.Offset)
+				}
+				if pos != e.Offset {
+					lagging += fmt.Sprintf(" p%d at %d of %d;", e.Partition, pos, e.Offset)
+				}
+			})
+			if lagging == "" {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the group never settled:%s", lagging)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	for _, m := range []struct {
+		name   string
 		cl     *kgo.Client
 		cancel context.CancelFunc
 		done   chan struct{}
-	}{{a, ca, da}, {c, cc, dc}, {d, cd, dd}} {
+	}{{"a", a, ca, da}, {"c", c, cc, dc}, {"d", d, cd, dd}} {
+		settled()
 		stop(m.cl, m.cancel, m.done)
+		delete(running, m.name)
 	}
 	own.mu.Lock()
 	if len(own.violations) > 0 {
@@ -254,11 +303,8 @@ func testGroupChurn(t *testing.T, balancer []kgo.Opt) {
 	own.mu.Unlock()
 
 	// Every member committed on leaving: the group's offsets are the end of
-	// each partition, and the group is empty.
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// each partition (ends: nothing was produced since), and the group is
+	// empty.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got, err := adm.FetchOffsets(ctx, group)
