@@ -678,8 +678,12 @@ func (h *Host) call(id GroupID, wake bool, fn func(g *group) error) error {
 // how a preferred leader is elected. It returns once asked, not once
 // moved; a replica that is not the leader forwards the request to it.
 func (h *Host) TransferLeadership(id GroupID, to uint64) error {
-	return h.do(id, func(rn *raft.RawNode) error {
-		rn.TransferLeader(to)
+	return h.call(id, true, func(g *group) error {
+		g.rn.TransferLeader(to)
+		// The lease is blocked before this returns, not only once the
+		// worker's pass reaches noteTransfer: a read checked right after
+		// the call must see the transfer.
+		h.noteTransfer(g)
 		return nil
 	})
 }
