@@ -366,8 +366,7 @@ func TestLoadKafkaStockFile(t *testing.T) {
 	}
 	want := []string{"num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
 		"share.coordinator.state.topic.min.isr", "share.coordinator.state.topic.replication.factor",
-		"socket.receive.buffer.bytes", "socket.send.buffer.bytes",
-		"transaction.state.log.min.isr", "transaction.state.log.replication.factor"}
+		"socket.receive.buffer.bytes", "socket.send.buffer.bytes"}
 	if got := c.Unacted(); !slices.Equal(got, want) {
 		t.Errorf("Unacted = %v, want %v", got, want)
 	}

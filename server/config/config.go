@@ -571,6 +571,52 @@ type Config struct {
 	// topic is created is the server's job.
 	OffsetsTopicReplicationFactor int16
 
+	// TransactionStateLogNumPartitions is the partition count of
+	// __transaction_state. Key transaction.state.log.num.partitions; int
+	// >= 1. Default 50 (Kafka's).
+	TransactionStateLogNumPartitions int32
+
+	// TransactionStateLogReplicationFactor is the replication factor of
+	// __transaction_state, capped by the cluster's size when the topic is
+	// created (as offsets.topic.replication.factor). Key
+	// transaction.state.log.replication.factor; short >= 1. Default 3
+	// (Kafka's).
+	TransactionStateLogReplicationFactor int16
+
+	// TransactionStateLogMinISR is __transaction_state's
+	// min.insync.replicas, capped by its replication factor. Key
+	// transaction.state.log.min.isr; int >= 1. Default 2 (Kafka's).
+	TransactionStateLogMinISR int32
+
+	// TransactionStateLogSegmentBytes is __transaction_state's
+	// segment.bytes. Key transaction.state.log.segment.bytes; bytes, int
+	// >= 1. Default 104857600 (Kafka's).
+	TransactionStateLogSegmentBytes int32
+
+	// TransactionMaxTimeoutMs is the largest transaction.timeout.ms a
+	// producer may ask for (INVALID_TRANSACTION_TIMEOUT above it). Key
+	// transaction.max.timeout.ms; milliseconds, int >= 1. Default 900000
+	// (Kafka's).
+	TransactionMaxTimeoutMs int32
+
+	// TransactionAbortTimedOutTransactionCleanupIntervalMs is how often
+	// the transaction coordinator aborts transactions past their timeout.
+	// Key transaction.abort.timed.out.transaction.cleanup.interval.ms;
+	// milliseconds, int >= 1. Default 10000 (Kafka's).
+	TransactionAbortTimedOutTransactionCleanupIntervalMs int32
+
+	// TransactionalIDExpirationMs is how long a transactional id may stay
+	// idle before the coordinator forgets it. Key
+	// transactional.id.expiration.ms; milliseconds, int >= 1. Default
+	// 604800000 (7 days, Kafka's).
+	TransactionalIDExpirationMs int32
+
+	// TransactionRemoveExpiredTransactionCleanupIntervalMs is how often
+	// expired transactional ids are removed. Key
+	// transaction.remove.expired.transaction.cleanup.interval.ms;
+	// milliseconds, int >= 1. Default 3600000 (Kafka's).
+	TransactionRemoveExpiredTransactionCleanupIntervalMs int32
+
 	// GroupInitialRebalanceDelayMs is how long a new group waits for more
 	// members before its first rebalance. Key
 	// group.initial.rebalance.delay.ms; milliseconds, int >= 0. Default 3000
@@ -728,62 +774,70 @@ const DefaultMetricsListen = "127.0.0.1:9644"
 // Default returns Sluice's defaults; see each field. It is valid.
 func Default() Config {
 	c := Config{
-		NodeID:                              1,
-		brokerID:                            -1,
-		Listeners:                           []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
-		ProcessRoles:                        RoleBroker | RoleController,
-		ControllerListenerNames:             []string{"CONTROLLER"},
-		BrokerHeartbeatIntervalMs:           2000,
-		BrokerSessionTimeoutMs:              9000,
-		ReplicaLagTimeMaxMs:                 30000,
-		AutoLeaderRebalanceEnable:           true,
-		LeaderImbalanceCheckIntervalSeconds: 300,
-		LeaderImbalancePerBrokerPercentage:  10,
-		MetadataLogSegmentBytes:             8 << 20,
-		MetadataMaxRetentionBytes:           100 << 20,
-		RaftTickMs:                          100,
-		RaftElectionTicks:                   10,
-		RaftHeartbeatTicks:                  1,
-		RaftPreVoteEnable:                   true,
-		RaftCheckQuorumEnable:               true,
-		RaftQuiesceEnable:                   true,
-		RaftQuiesceTicks:                    2,
-		RaftLivenessIntervalMs:              250,
-		RaftLivenessTimeoutMs:               1000,
-		RaftWorkers:                         2,
-		RaftMaxBatchGroups:                  64,
-		LogDirs:                             []string{"./data"},
-		NumPartitions:                       1,
-		DefaultReplicationFactor:            1,
-		AutoCreateTopicsEnable:              true,
-		AutoCreateTopicsMaxPerRequest:       1000,
-		LogSegmentBytes:                     1 << 30,
-		LogRollMs:                           168 * hourMs,
-		LogRetentionMs:                      168 * hourMs,
-		LogRetentionBytes:                   -1,
-		LogRetentionCheckIntervalMs:         300000,
-		LogFlushIntervalMessages:            1,
-		LogFlushIntervalMs:                  math.MaxInt64,
-		MessageMaxBytes:                     1048588,
-		SocketRequestMaxBytes:               100 << 20,
-		QueuedMaxRequestBytes:               512 << 20,
-		MaxConnections:                      math.MaxInt32,
-		MaxConnectionsPerIP:                 math.MaxInt32,
-		ConnectionsMaxIdleMs:                600000,
-		RequestReceiveTimeoutMs:             30000,
-		MetricsListen:                       DefaultMetricsListen,
-		BrokerDownWarningIntervalMs:         60000,
-		FetchMaxBytes:                       55 << 20,
-		MinInsyncReplicas:                   1,
-		LogMessageTimestampType:             "CreateTime",
-		CompressionType:                     "producer",
-		OffsetsTopicNumPartitions:           50,
-		OffsetsTopicReplicationFactor:       3,
-		GroupInitialRebalanceDelayMs:        3000,
-		LogIndexIntervalBytes:               4096,
-		LogIndexSizeMaxBytes:                10 << 20,
-		LogCleanupPolicy:                    CleanupDelete,
-		LogSegmentDeleteDelayMs:             60000,
+		NodeID:                               1,
+		brokerID:                             -1,
+		Listeners:                            []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		ProcessRoles:                         RoleBroker | RoleController,
+		ControllerListenerNames:              []string{"CONTROLLER"},
+		BrokerHeartbeatIntervalMs:            2000,
+		BrokerSessionTimeoutMs:               9000,
+		ReplicaLagTimeMaxMs:                  30000,
+		AutoLeaderRebalanceEnable:            true,
+		LeaderImbalanceCheckIntervalSeconds:  300,
+		LeaderImbalancePerBrokerPercentage:   10,
+		MetadataLogSegmentBytes:              8 << 20,
+		MetadataMaxRetentionBytes:            100 << 20,
+		RaftTickMs:                           100,
+		RaftElectionTicks:                    10,
+		RaftHeartbeatTicks:                   1,
+		RaftPreVoteEnable:                    true,
+		RaftCheckQuorumEnable:                true,
+		RaftQuiesceEnable:                    true,
+		RaftQuiesceTicks:                     2,
+		RaftLivenessIntervalMs:               250,
+		RaftLivenessTimeoutMs:                1000,
+		RaftWorkers:                          2,
+		RaftMaxBatchGroups:                   64,
+		LogDirs:                              []string{"./data"},
+		NumPartitions:                        1,
+		DefaultReplicationFactor:             1,
+		AutoCreateTopicsEnable:               true,
+		AutoCreateTopicsMaxPerRequest:        1000,
+		LogSegmentBytes:                      1 << 30,
+		LogRollMs:                            168 * hourMs,
+		LogRetentionMs:                       168 * hourMs,
+		LogRetentionBytes:                    -1,
+		LogRetentionCheckIntervalMs:          300000,
+		LogFlushIntervalMessages:             1,
+		LogFlushIntervalMs:                   math.MaxInt64,
+		MessageMaxBytes:                      1048588,
+		SocketRequestMaxBytes:                100 << 20,
+		QueuedMaxRequestBytes:                512 << 20,
+		MaxConnections:                       math.MaxInt32,
+		MaxConnectionsPerIP:                  math.MaxInt32,
+		ConnectionsMaxIdleMs:                 600000,
+		RequestReceiveTimeoutMs:              30000,
+		MetricsListen:                        DefaultMetricsListen,
+		BrokerDownWarningIntervalMs:          60000,
+		FetchMaxBytes:                        55 << 20,
+		MinInsyncReplicas:                    1,
+		LogMessageTimestampType:              "CreateTime",
+		CompressionType:                      "producer",
+		OffsetsTopicNumPartitions:            50,
+		OffsetsTopicReplicationFactor:        3,
+		TransactionStateLogNumPartitions:     50,
+		TransactionStateLogReplicationFactor: 3,
+		TransactionStateLogMinISR:            2,
+		TransactionStateLogSegmentBytes:      104857600,
+		TransactionMaxTimeoutMs:              900000,
+		TransactionAbortTimedOutTransactionCleanupIntervalMs: 10000,
+		TransactionalIDExpirationMs:                          604800000,
+		TransactionRemoveExpiredTransactionCleanupIntervalMs: 3600000,
+		GroupInitialRebalanceDelayMs:                         3000,
+		LogIndexIntervalBytes:                                4096,
+		LogIndexSizeMaxBytes:                                 10 << 20,
+		LogCleanupPolicy:                                     CleanupDelete,
+		LogSegmentDeleteDelayMs:                              60000,
 
 		LogCleanerEnable:                    true,
 		LogCleanerBackoffMs:                 15000,

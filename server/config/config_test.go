@@ -133,11 +133,11 @@ func TestSuggestNearestKey(t *testing.T) {
 // Unacted; listener.name.<listener>.<key> overrides too.
 func TestLoadKafkaKeysUnacted(t *testing.T) {
 	p := writeFile(t, "num.io.threads=8\nnum.network.threads=3\nsocket.send.buffer.bytes=102400\nlistener.name.plaintext.ssl.keystore.location=/k\nnum.partitions=2\n")
-	c, err := Load(p, []string{"transaction.state.log.min.isr=1"})
+	c, err := Load(p, []string{"share.coordinator.state.topic.min.isr=1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"listener.name.plaintext.ssl.keystore.location", "num.io.threads", "num.network.threads", "socket.send.buffer.bytes", "transaction.state.log.min.isr"}
+	want := []string{"listener.name.plaintext.ssl.keystore.location", "num.io.threads", "num.network.threads", "share.coordinator.state.topic.min.isr", "socket.send.buffer.bytes"}
 	if got := c.Unacted(); !slices.Equal(got, want) {
 		t.Errorf("Unacted = %v, want %v", got, want)
 	}
