@@ -93,7 +93,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		b.awaitFetchLeases(ctx, parts)
 		releaseSplices(cc.splices) // a pass that waited is not sent
 		cc.splices = cc.splices[:0]
-		pass := b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
+		pass := b.fetchOnce(req.Version, req.IsolationLevel == 1, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 		// Kafka's ReplicaManager.fetchMessages answers at once when the
 		// client does not wait, no partition can be waited on, the bytes
 		// reach MinBytes or a partition failed to read; else DelayedFetch
@@ -109,7 +109,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 			b.awaitFetchLeases(ctx, parts)
 			releaseSplices(cc.splices)
 			cc.splices = cc.splices[:0]
-			b.fetchOnce(req.Version, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
+			b.fetchOnce(req.Version, req.IsolationLevel == 1, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
 			remember(parts)
 			b.metrics.fetched(parts)
 			b.fetchEndpoints(resp, connListener(cc))
@@ -170,7 +170,12 @@ type fetchPass struct {
 // With splices non-nil, records that can be sent with sendfile are left in
 // the files: the partition's records field holds a marker and splices
 // says which file ranges replace it when the response is written.
-func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64, resp *kmsg.FetchResponse, incremental bool, splices *[]splice) fetchPass {
+//
+// readCommitted (isolation level 1, read_committed) reads up to the last
+// stable offset and answers the aborted transactions of the range read
+// (replica.Partition.FetchCommitted); read_uncommitted reads up to the
+// high watermark, aborted records included.
+func (b *Broker) fetchOnce(version int16, readCommitted bool, parts []*fetchPartition, budget int64, resp *kmsg.FetchResponse, incremental bool, splices *[]splice) fetchPass {
 	var total int64
 	var waitOn []<-chan struct{}
 	failed := false
@@ -218,8 +223,17 @@ func (b *Broker) fetchOnce(version int16, parts []*fetchPartition, budget int64,
 			// The records, the offsets and the wake-up channel from one
 			// view of the partition (no wake-up missed, no record beyond
 			// the high watermark answered).
-			fr, err := part.Fetch(fp.offset, want)
+			fetch := part.Fetch
+			if readCommitted {
+				fetch = part.FetchCommitted
+			}
+			fr, err := fetch(fp.offset, want)
 			changed, res := fr.Changed, fr.Records
+			for _, at := range fr.AbortedTransactions {
+				a := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				a.ProducerID, a.FirstOffset = at.ProducerID, at.FirstOffset
+				sp.AbortedTransactions = append(sp.AbortedTransactions, a)
+			}
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = fr.HighWatermark, fr.LastStableOffset, fr.LogStartOffset
 			// The lease again, now that the view is taken (a pause since
 			// the first check shows here; readlease.go). What was read is

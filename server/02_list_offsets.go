@@ -72,8 +72,11 @@ func serveListOffsets(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 			// The epoch returned is the leader epoch of the batch holding
 			// the offset (the latest epoch for the latest offset), as
 			// Kafka's fetchOffsetForTimestamp answers.
-			case -1: // latest: the high watermark (read_committed: the last stable offset, the same without transactions)
+			case -1: // latest: the high watermark (read_committed: the last stable offset)
 				sp.Offset = part.HighWatermark()
+				if req.IsolationLevel == 1 {
+					sp.Offset = part.LastStableOffset()
+				}
 				if debug {
 					sp.Offset = part.LogEndOffset()
 				}

@@ -51,14 +51,18 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 		} else {
 			t, ok = b.meta.TopicByID(rt.TopicID)
 		}
-		if !ok && rt.Topic != nil && *rt.Topic == offsetsTopic && autoCreate {
-			// The internal topic is created with its own layout, never
+		if !ok && rt.Topic != nil && isInternalTopic(*rt.Topic) && autoCreate {
+			// An internal topic is created with its own layout, never
 			// with the defaults of an auto-created topic.
-			if err := b.ensureOffsetsTopic(); err == nil {
-				t, ok = b.meta.Topic(offsetsTopic)
+			it := b.offsetsTopicSpec()
+			if *rt.Topic == txnTopic {
+				it = b.txnTopicSpec()
+			}
+			if err := b.ensureInternalTopic(it); err == nil {
+				t, ok = b.meta.Topic(it.name)
 			}
 		}
-		if !ok && rt.Topic != nil && autoCreate && *rt.Topic != offsetsTopic {
+		if !ok && rt.Topic != nil && autoCreate && !isInternalTopic(*rt.Topic) {
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = rt.Topic
 			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -85,7 +89,7 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 }
 
 // autoCreate creates the unknown topics a Metadata request names (the
-// offsets topic aside), with the broker defaults, in one metadata commit:
+// internal topics aside), with the broker defaults, in one metadata commit:
 // at most sluice.auto.create.topics.max.per.request of them; the others are
 // refused with THROTTLING_QUOTA_EXCEEDED (retriable: a client asking again
 // gets the next ones). It returns the error of each topic not created.
@@ -94,7 +98,7 @@ func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error
 	errs := map[string]error{}
 	seen := map[string]bool{}
 	for _, rt := range topics {
-		if rt.Topic == nil || *rt.Topic == offsetsTopic || seen[*rt.Topic] {
+		if rt.Topic == nil || isInternalTopic(*rt.Topic) || seen[*rt.Topic] {
 			continue
 		}
 		name := *rt.Topic

@@ -7,8 +7,8 @@ package server
 // coordinates every group: the answer is this broker, once
 // __consumer_offsets exists (the first group lookup creates it; a failure
 // to do so is COORDINATOR_NOT_AVAILABLE, which clients retry).
-// Transactions are not supported yet: a transaction key is answered with
-// this broker too, and InitProducerId then refuses the transactional id.
+// A transaction key (type 1) is answered with the leader of its
+// __transaction_state partition, created on the first lookup the same way.
 
 import (
 	"context"
@@ -39,11 +39,13 @@ func serveFindCoordinator(_ context.Context, b *Broker, cc *clientConn, kreq kms
 			}
 			return b.groupCoordinator(key, connListener(cc))
 		case coordinatorKeyTransaction:
+			if err := b.ensureInternalTopic(b.txnTopicSpec()); err != nil {
+				return -1, "", -1, err
+			}
+			return b.coordinatorOf(txnTopic, key, connListener(cc))
 		default:
 			return -1, "", -1, kafkaErrorf(kerr.InvalidRequest, "coordinator key type %d is not supported", req.CoordinatorType)
 		}
-		host, port = b.advertisedHostPort(connListener(cc))
-		return b.cfg.NodeID, host, port, nil
 	}
 	if req.Version <= 3 {
 		var err error
@@ -66,23 +68,30 @@ func serveFindCoordinator(_ context.Context, b *Broker, cc *clientConn, kreq kms
 	return resp, nil
 }
 
-// groupCoordinator is a group's coordinator in a cluster: the leader of
-// its __consumer_offsets partition (Kafka's rule), at its endpoint for
-// the listener; COORDINATOR_NOT_AVAILABLE (retriable) while that
-// partition has no leader.
+// groupCoordinator is a group's coordinator: the leader of its
+// __consumer_offsets partition (Kafka's rule), at its endpoint for the
+// listener; COORDINATOR_NOT_AVAILABLE (retriable) while that partition has
+// no leader.
 func (b *Broker) groupCoordinator(group, listener string) (nodeID int32, host string, port int32, err error) {
-	t, ok := b.meta.Topic(offsetsTopic)
+	return b.coordinatorOf(offsetsTopic, group, listener)
+}
+
+// coordinatorOf is the leader of key's partition of an internal topic
+// (abs(Java hashCode(key)) mod its partitions: Kafka's partitionFor, the
+// same for groups and transactional ids).
+func (b *Broker) coordinatorOf(topic, key, listener string) (nodeID int32, host string, port int32, err error) {
+	t, ok := b.meta.Topic(topic)
 	if !ok {
-		return -1, "", -1, kafkaErrorf(kerr.CoordinatorNotAvailable, "%s does not exist yet", offsetsTopic)
+		return -1, "", -1, kafkaErrorf(kerr.CoordinatorNotAvailable, "%s does not exist yet", topic)
 	}
-	p := coordinator.Partition(group, t.Partitions)
+	p := coordinator.Partition(key, t.Partitions)
 	v := b.partitionView(t, p)
 	if v.leader < 0 {
-		return -1, "", -1, kafkaErrorf(kerr.CoordinatorNotAvailable, "partition %d of %s has no leader now", p, offsetsTopic)
+		return -1, "", -1, kafkaErrorf(kerr.CoordinatorNotAvailable, "partition %d of %s has no leader now", p, topic)
 	}
 	host, port, ok = b.brokerEndpoint(v.leader, listener)
 	if !ok {
-		return -1, "", -1, kafkaErrorf(kerr.CoordinatorNotAvailable, "the leader of partition %d of %s, broker %d, is not available", p, offsetsTopic, v.leader)
+		return -1, "", -1, kafkaErrorf(kerr.CoordinatorNotAvailable, "the leader of partition %d of %s, broker %d, is not available", p, topic, v.leader)
 	}
 	return v.leader, host, port, nil
 }

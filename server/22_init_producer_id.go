@@ -5,7 +5,8 @@ package server
 // (INVALID_REQUEST otherwise, as KafkaApis.handleInitProducerIdRequest
 // answers). Without a transactional id Kafka always hands out a new
 // producer id with epoch 0, whatever id and epoch were sent; so does
-// Sluice. Transactional ids are not supported yet.
+// Sluice. With a transactional id the transaction coordinator answers
+// (txn.go).
 
 import (
 	"context"
@@ -22,13 +23,12 @@ func init() {
 	register(handler{key: 22, minVersion: 0, maxVersion: 4, serve: serveInitProducerID})
 }
 
-func serveInitProducerID(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveInitProducerID(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return resp, nil
+		return b.txn.InitProducerID(ctx, req), nil // txn.go
 	}
 	if (req.ProducerID == -1) != (req.ProducerEpoch == -1) {
 		resp.ErrorCode = kerr.InvalidRequest.Code

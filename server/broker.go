@@ -44,10 +44,11 @@ type Broker struct {
 	// (recovery.go).
 	recovery recoverySummary
 	sweep    *segment.Sweeper
-	coord    *coordinator.Coordinator // groups and committed offsets (groups.go)
-	clean    *segment.Cleaner         // nil when log.cleaner.enable is false (cleaner.go)
-	files    *segment.FileCache       // closed segments' descriptors, all partitions (sluice.log.segment.open.files.max)
-	expiry   *producerExpiry          // producer.id.expiration.ms (producer_expiry.go)
+	coord    *coordinator.Coordinator    // groups and committed offsets (groups.go)
+	txn      *coordinator.TxnCoordinator // transactions (txn.go)
+	clean    *segment.Cleaner            // nil when log.cleaner.enable is false (cleaner.go)
+	files    *segment.FileCache          // closed segments' descriptors, all partitions (sluice.log.segment.open.files.max)
+	expiry   *producerExpiry             // producer.id.expiration.ms (producer_expiry.go)
 
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition // the open partitions; changed only by the reconciler
@@ -212,6 +213,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	}
 	b.clean = newCleaner(cfg, logger)
 	b.coord = b.newCoordinator()
+	b.txn = b.newTxnCoordinator()
 	b.recon = newReconciler(b)
 	b.recon.pass() // every partition the metadata names, before serving
 	b.endRecoverySummary()
@@ -298,6 +300,7 @@ func (b *Broker) close() error {
 	b.cl.stopLoops()
 	b.recon.close()
 	b.coord.Close()
+	b.txn.Close()
 	if b.lns != nil {
 		b.closeListeners()
 		b.connMu.Lock()

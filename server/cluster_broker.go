@@ -196,13 +196,23 @@ func (c *cluster) leaveIfFenced() {
 	}
 }
 
-// coordinatorLoop loads and unloads the group coordinator's partitions as
-// leaderships move.
+// coordinatorLoop loads and unloads the group and transaction
+// coordinators' partitions as leaderships move.
 func (c *cluster) coordinatorLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(leadershipCheckEvery)
 	defer t.Stop()
-	loaded := map[int32]loadedShard{}
+	b := c.b
+	shards := []*coordinatorShards{
+		{topic: offsetsTopic, name: "group coordinator", loaded: map[int32]loadedShard{},
+			load: func(p, _ int32, part *replica.Partition) error { return b.coord.Load(p, offsetsLog{part, b.now}) },
+			unload: b.coord.Unload},
+		{topic: txnTopic, name: "transaction coordinator", loaded: map[int32]loadedShard{},
+			load: func(p, epoch int32, part *replica.Partition) error {
+				return b.txn.Load(p, epoch, offsetsLog{part, b.now})
+			},
+			unload: b.txn.Unload},
+	}
 	for {
 		select {
 		case <-c.stopping():
@@ -210,56 +220,69 @@ func (c *cluster) coordinatorLoop() {
 		case <-t.C:
 		case <-c.leadCh:
 		}
-		c.coordinatorLeadership(loaded)
+		for _, s := range shards {
+			c.coordinatorLeadership(s)
+		}
 	}
 }
 
-// loadedShard is a __consumer_offsets partition loaded into the
-// coordinator: the replica, the leader epoch it was loaded in, and
-// whether the load failed (then it is tried again).
+// coordinatorShards are the partitions of an internal topic loaded into
+// its coordinator.
+type coordinatorShards struct {
+	topic, name string
+	loaded      map[int32]loadedShard
+	// load replays partition p (led in epoch) into the coordinator;
+	// unload drops it.
+	load   func(p, epoch int32, part *replica.Partition) error
+	unload func(p int32)
+}
+
+// loadedShard is a partition loaded into a coordinator: the replica, the
+// leader epoch it was loaded in, and whether the load failed (then it is
+// tried again).
 type loadedShard struct {
 	part   *replica.Partition
 	epoch  int32
 	failed *atomic.Bool
 }
 
-// coordinatorLeadership loads the coordinator state of the
-// __consumer_offsets partitions this broker leads and unloads those it no
-// longer leads, or leads in a later epoch than it loaded them (another
-// leader may have written in between). A new leader loads once its high
-// watermark reached its log end (raft committed everything of the earlier
-// terms), so no committed offset is missed.
-func (c *cluster) coordinatorLeadership(loaded map[int32]loadedShard) {
+// coordinatorLeadership loads the coordinator state of the partitions of
+// s's topic this broker leads and unloads those it no longer leads, or
+// leads in a later epoch than it loaded them (another leader may have
+// written in between). A new leader loads once its high watermark reached
+// its log end (raft committed everything of the earlier terms), so no
+// committed record is missed.
+func (c *cluster) coordinatorLeadership(s *coordinatorShards) {
 	b := c.b
 	b.mu.RLock()
 	held := map[int32]*replica.Partition{}
 	for tp, part := range b.parts {
-		if tp.topic == offsetsTopic {
+		if tp.topic == s.topic {
 			held[tp.partition] = part
 		}
 	}
 	b.mu.RUnlock()
-	for p, l := range loaded {
+	for p, l := range s.loaded {
 		_, epoch, _ := l.part.Leader()
 		if held[p] != l.part || !l.part.IsLeader() || epoch != l.epoch || l.failed.Load() {
-			b.coord.Unload(p)
-			delete(loaded, p)
-			b.logger.Debug("sluice: group coordinator: unloaded a __consumer_offsets partition", "partition", p, "leader", l.part.IsLeader(), "load_failed", l.failed.Load())
+			s.unload(p)
+			delete(s.loaded, p)
+			b.logger.Debug("sluice: "+s.name+": unloaded a partition", "topic", s.topic, "partition", p, "leader", l.part.IsLeader(), "load_failed", l.failed.Load())
 		}
 	}
 	for p, part := range held {
-		if _, ok := loaded[p]; ok || !part.IsLeader() || part.HighWatermark() < part.LogEndOffset() {
+		if _, ok := s.loaded[p]; ok || !part.IsLeader() || part.HighWatermark() < part.LogEndOffset() {
 			continue
 		}
 		_, epoch, _ := part.Leader()
 		l := loadedShard{part: part, epoch: epoch, failed: &atomic.Bool{}}
-		loaded[p] = l
-		b.logger.Debug("sluice: group coordinator: loading a __consumer_offsets partition (its leader now)", "partition", p, "leader_epoch", epoch)
+		s.loaded[p] = l
+		b.logger.Debug("sluice: "+s.name+": loading a partition (its leader now)", "topic", s.topic, "partition", p, "leader_epoch", epoch)
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			if err := b.coord.Load(p, offsetsLog{part, b.now}); err != nil {
-				b.logger.Warn("sluice: group coordinator: loading a __consumer_offsets partition failed; retried", "partition", p, "err", err)
+			if err := s.load(p, epoch, part); err != nil {
+				b.logger.Warn("sluice: "+s.name+": loading a partition failed; retried", "topic", s.topic, "partition", p, "err", err)
 				l.failed.Store(true)
 				c.kickLeadership()
 			}

@@ -57,6 +57,8 @@ func kafkaCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, replica.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, replica.ErrTransactionCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
 	case errors.Is(err, replica.ErrInvalidRecord):
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, replica.ErrRecordTooLarge):

@@ -49,42 +49,49 @@ func (b *Broker) newCoordinator() *coordinator.Coordinator {
 }
 
 // ensureOffsetsTopic creates __consumer_offsets if it does not exist yet
-// and loads it. Errors are kafkaErrors (COORDINATOR_NOT_AVAILABLE while it
-// cannot be created, as Kafka answers).
-func (b *Broker) ensureOffsetsTopic() error {
-	if _, ok := b.meta.Topic(offsetsTopic); ok {
+// (ensureInternalTopic).
+func (b *Broker) ensureOffsetsTopic() error { return b.ensureInternalTopic(b.offsetsTopicSpec()) }
+
+// ensureInternalTopic creates an internal topic if it does not exist yet;
+// the brokers that lead its partitions then load them. Errors are
+// kafkaErrors (COORDINATOR_NOT_AVAILABLE while it cannot be created, as
+// Kafka answers).
+func (b *Broker) ensureInternalTopic(it internalTopic) error {
+	if _, ok := b.meta.Topic(it.name); ok {
 		return nil
 	}
 	if !b.cl.isController() {
-		return b.ensureOffsetsTopicRemote()
+		return b.ensureInternalTopicRemote(it)
 	}
-	// offsets.topic.replication.factor (Kafka's default 3) is capped by
-	// the cluster's size (a single node: 1; a cluster: its voters or its
+	// The replication factor (Kafka's default 3) is capped by the
+	// cluster's size (a single node: 1; a cluster: its voters or its
 	// registered brokers, whichever are more), so a small cluster still
-	// gets its groups; but never by how many brokers happen to be up now:
-	// until that many are, the answer is COORDINATOR_NOT_AVAILABLE
-	// (retriable), as Kafka answers until the topic can be created.
-	rf := max(min(b.cfg.OffsetsTopicReplicationFactor, int16(b.clusterSize())), 1)
+	// gets its groups and transactions; but never by how many brokers
+	// happen to be up now: until that many are, the answer is
+	// COORDINATOR_NOT_AVAILABLE (retriable), as Kafka answers until the
+	// topic can be created.
+	rf := max(min(it.rf, int16(b.clusterSize())), 1)
 	if n := b.usableBrokerCount(); n < int(rf) {
-		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s needs %d brokers (offsets.topic.replication.factor, capped by the cluster size) and %d are up", offsetsTopic, rf, n)
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s needs %d brokers (its replication factor, capped by the cluster size) and %d are up", it.name, rf, n)
 	}
-	_, err := b.createTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, rf, offsetsTopicConfigs(), false)
+	_, err := b.createTopic(it.name, it.partitions, rf, it.configs(rf), false)
 	switch {
 	case errIs(err, kerr.TopicAlreadyExists):
 		return nil // created concurrently
 	case err != nil:
-		b.logger.Error("sluice: creating "+offsetsTopic, "err", err)
-		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s cannot be created: %v", offsetsTopic, err)
+		b.logger.Error("sluice: creating "+it.name, "err", err)
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s cannot be created: %v", it.name, err)
 	}
 	return nil
 }
 
-// ensureOffsetsTopicRemote has the active controller create
-// __consumer_offsets: a FindCoordinator sent to it creates the topic there
-// (clients may not create internal topics, so CreateTopics cannot), and
-// this broker waits, bounded, until its own metadata has it.
-func (b *Broker) ensureOffsetsTopicRemote() error {
+// ensureInternalTopicRemote has the active controller create an internal
+// topic: a FindCoordinator of the topic's key type sent to it creates the
+// topic there (clients may not create internal topics, so CreateTopics
+// cannot), and this broker waits, bounded, until its own metadata has it.
+func (b *Broker) ensureInternalTopicRemote(it internalTopic) error {
 	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType = it.keyType
 	// The key in both forms: v0-3 carry CoordinatorKey, v4+ (what the
 	// controller's client negotiates) only CoordinatorKeys; without it the
 	// controller has no key to look up and creates nothing.
@@ -92,11 +99,11 @@ func (b *Broker) ensureOffsetsTopicRemote() error {
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 	defer cancel()
 	if _, err := b.cl.ctrl.request(ctx, req); err != nil {
-		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s cannot be created: the controller is not reachable: %v", offsetsTopic, err)
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s cannot be created: the controller is not reachable: %v", it.name, err)
 	}
-	b.awaitLocalMetadata(ctx, func() bool { _, ok := b.meta.Topic(offsetsTopic); return ok })
-	if _, ok := b.meta.Topic(offsetsTopic); !ok {
-		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s is being created", offsetsTopic)
+	b.awaitLocalMetadata(ctx, func() bool { _, ok := b.meta.Topic(it.name); return ok })
+	if _, ok := b.meta.Topic(it.name); !ok {
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "%s is being created", it.name)
 	}
 	return nil
 }

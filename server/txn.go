@@ -1,0 +1,291 @@
+package server
+
+// Transactions (KIP-98, Kafka 4.x semantics without transaction.version
+// 2 yet): the transaction coordinator's home and its APIs.
+//
+// The coordinator (coordinator.TxnCoordinator) keeps each transactional
+// id's state in its partition of __transaction_state, an internal topic
+// created on the first FindCoordinator of a transaction key
+// (internal_topics.go); the broker that leads a partition loads it
+// (coordinatorLoop, cluster_broker.go), like __consumer_offsets for the
+// group coordinator. The coordinator writes its markers through
+// markerWriter: to a partition this broker leads directly
+// (writeMarkerHere), to others with WriteTxnMarkers to their leader, which
+// writes the marker through the partition's raft group like any batch;
+// a marker written to a __consumer_offsets partition also commits or drops
+// the producer's pending transactional offsets in the group coordinator.
+//
+// APIs: InitProducerId with a transactional id (22_init_producer_id.go
+// hands it over), AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn
+// (26, v0-v4: transaction.version 1), WriteTxnMarkers (27),
+// TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65),
+// ListTransactions (66).
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicemq/sluice/coordinator"
+	"github.com/sluicemq/sluice/replica"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() {
+	txnAPI(24, 5, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
+		return c.AddPartitionsToTxn(ctx, req)
+	})
+	txnAPI(25, 4, func(c *coordinator.TxnCoordinator, ctx context.Context, b *Broker, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
+		if err := b.ensureOffsetsTopic(); err != nil {
+			resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp
+		}
+		t, _ := b.meta.Topic(offsetsTopic)
+		return c.AddOffsetsToTxn(ctx, req, coordinator.TxnPartition{Topic: offsetsTopic, Partition: coordinator.Partition(req.Group, t.Partitions)})
+	})
+	// EndTxn v5 is transaction.version 2's (an epoch bump at every end,
+	// KIP-890 part 2), which Sluice does not advertise yet.
+	txnAPI(26, 4, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.EndTxnRequest) kmsg.Response {
+		return c.EndTxn(ctx, req)
+	})
+	txnAPI(65, 0, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.DescribeTransactionsRequest) kmsg.Response {
+		return c.DescribeTransactions(ctx, req)
+	})
+	txnAPI(66, 1, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.ListTransactionsRequest) kmsg.Response {
+		return c.ListTransactions(ctx, req)
+	})
+	register(handler{key: 27, minVersion: 0, maxVersion: 1, serve: serveWriteTxnMarkers})
+	register(handler{key: 28, minVersion: 0, maxVersion: 4, serve: serveTxnOffsetCommit})
+	register(handler{key: 61, minVersion: 0, maxVersion: 0, serve: serveDescribeProducers})
+}
+
+// txnAPI registers an API whose whole answer comes from the transaction
+// coordinator.
+func txnAPI[Req kmsg.Request](key, maxVersion int16, fn func(*coordinator.TxnCoordinator, context.Context, *Broker, Req) kmsg.Response) {
+	register(handler{key: key, minVersion: 0, maxVersion: maxVersion,
+		serve: func(ctx context.Context, b *Broker, _ *clientConn, req kmsg.Request) (kmsg.Response, error) {
+			return fn(b.txn, ctx, b, req.(Req)), nil
+		}})
+}
+
+// newTxnCoordinator builds the broker's transaction coordinator from its
+// config.
+func (b *Broker) newTxnCoordinator() *coordinator.TxnCoordinator {
+	c := b.cfg
+	partitions := c.TransactionStateLogNumPartitions
+	if t, ok := b.meta.Topic(txnTopic); ok {
+		// Transactional ids hash onto the topic as it is.
+		partitions = t.Partitions
+	}
+	ms := func(n int32) time.Duration { return time.Duration(n) * time.Millisecond }
+	return coordinator.NewTxn(coordinator.TxnConfig{
+		Partitions:            partitions,
+		MaxTimeout:            ms(c.TransactionMaxTimeoutMs),
+		AbortTimedOutInterval: ms(c.TransactionAbortTimedOutTransactionCleanupIntervalMs),
+		IDExpiration:          ms(c.TransactionalIDExpirationMs),
+		RemoveExpiredInterval: ms(c.TransactionRemoveExpiredTransactionCleanupIntervalMs),
+		Clock:                 brokerClock{b.now},
+		Logger:                b.logger,
+		ProducerIDs:           func() (int64, error) { return b.producerIDs.next(b.allocateProducerIDs) },
+		Markers:               markerWriter{b},
+	})
+}
+
+// markerWriter writes the transaction coordinator's markers to the
+// partitions' leaders.
+type markerWriter struct{ b *Broker }
+
+// WriteMarkers writes m to parts: those this broker leads here, the
+// others with one WriteTxnMarkers request per leader. A partition without
+// a leader answers NOT_LEADER_OR_FOLLOWER (the coordinator retries it); a
+// topic or partition that no longer exists, UNKNOWN_TOPIC_OR_PARTITION
+// (the coordinator drops it, as Kafka's marker channel does).
+func (w markerWriter) WriteMarkers(ctx context.Context, m coordinator.Marker, parts []coordinator.TxnPartition) map[coordinator.TxnPartition]error {
+	b := w.b
+	errs := map[coordinator.TxnPartition]error{}
+	byLeader := map[int32][]coordinator.TxnPartition{}
+	for _, tp := range parts {
+		t, ok := b.meta.Topic(tp.Topic)
+		if !ok || tp.Partition < 0 || tp.Partition >= t.Partitions {
+			errs[tp] = kerr.UnknownTopicOrPartition
+			continue
+		}
+		v := b.partitionView(t, tp.Partition)
+		switch {
+		case v.leader < 0:
+			errs[tp] = kerr.NotLeaderForPartition
+		case v.leader == b.cfg.NodeID:
+			if err := b.writeMarkerHere(ctx, tp.Topic, tp.Partition, m); err != nil {
+				errs[tp] = err
+			}
+		default:
+			byLeader[v.leader] = append(byLeader[v.leader], tp)
+		}
+	}
+	for leader, tps := range byLeader {
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		rm := kmsg.NewWriteTxnMarkersRequestMarker()
+		rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+		byTopic := map[string]int{}
+		for _, tp := range tps {
+			i, ok := byTopic[tp.Topic]
+			if !ok {
+				i = len(rm.Topics)
+				byTopic[tp.Topic] = i
+				rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+				rt.Topic = tp.Topic
+				rm.Topics = append(rm.Topics, rt)
+			}
+			rm.Topics[i].Partitions = append(rm.Topics[i].Partitions, tp.Partition)
+		}
+		req.Markers = append(req.Markers, rm)
+		kresp, err := b.cl.brokers.request(ctx, leader, req)
+		if err != nil {
+			for _, tp := range tps {
+				errs[tp] = kerr.NotLeaderForPartition // unreachable: retried
+			}
+			continue
+		}
+		resp := kresp.(*kmsg.WriteTxnMarkersResponse)
+		answered := map[coordinator.TxnPartition]bool{}
+		for _, rm := range resp.Markers {
+			for _, rt := range rm.Topics {
+				for _, rp := range rt.Partitions {
+					tp := coordinator.TxnPartition{Topic: rt.Topic, Partition: rp.Partition}
+					answered[tp] = true
+					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+						errs[tp] = err
+					}
+				}
+			}
+		}
+		for _, tp := range tps {
+			if !answered[tp] {
+				errs[tp] = kerr.UnknownServerError
+			}
+		}
+	}
+	return errs
+}
+
+// writeMarkerHere writes m to a partition this broker leads and, on a
+// __consumer_offsets partition, completes the producer's transactional
+// offsets in the group coordinator. Errors are kafkaErrors or the
+// replica's (kafkaCode maps them).
+func (b *Broker) writeMarkerHere(ctx context.Context, topic string, partition int32, m coordinator.Marker) error {
+	part, ok := b.partition(topic, partition)
+	if !ok {
+		if _, known := b.meta.Topic(topic); known {
+			return kafkaErrorf(kerr.NotLeaderForPartition, "partition %d of %s is not hosted here", partition, topic)
+		}
+		return kafkaErrorf(kerr.UnknownTopicOrPartition, "topic %s does not exist", topic)
+	}
+	if _, err := part.WriteTxnMarker(ctx, replica.TxnMarker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}); err != nil {
+		return err
+	}
+	if topic == offsetsTopic {
+		b.coord.CompleteTxn(partition, m.ProducerID, m.Commit)
+	}
+	return nil
+}
+
+// WriteTxnMarkers, versions 0-1 (v1 is flexible): from a transaction
+// coordinator, the markers to write to partitions this broker leads. Each
+// partition answers on its own: NOT_LEADER_OR_FOLLOWER,
+// UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH (an older epoch
+// than the partition's producer state), TRANSACTION_COORDINATOR_FENCED (an
+// older coordinator epoch), as Kafka's ReplicaManager answers.
+func serveWriteTxnMarkers(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.WriteTxnMarkersRequest)
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, rm := range req.Markers {
+		m := coordinator.Marker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch}
+		om := kmsg.NewWriteTxnMarkersResponseMarker()
+		om.ProducerID = rm.ProducerID
+		for _, rt := range rm.Topics {
+			ot := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			ot.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				op := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				op.Partition = p
+				op.ErrorCode = kafkaCode(b.writeMarkerHere(ctx, rt.Topic, p, m))
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			om.Topics = append(om.Topics, ot)
+		}
+		resp.Markers = append(resp.Markers, om)
+	}
+	return resp, nil
+}
+
+// TxnOffsetCommit, versions 0-4: the group coordinator's
+// (coordinator.Coordinator.TxnOffsetCommit), after the same read lease
+// wait as the other group APIs.
+func serveTxnOffsetCommit(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.TxnOffsetCommitRequest)
+	b.awaitReadLeases(ctx, b.groupPartitions(req))
+	return b.coord.TxnOffsetCommit(b.groupContext(ctx, cc), req), nil
+}
+
+// DescribeProducers, version 0 (KIP-664): the producer state of the
+// partitions this broker leads (Kafka's: NOT_LEADER_OR_FOLLOWER from a
+// follower, UNKNOWN_TOPIC_OR_PARTITION for an unknown one).
+func serveDescribeProducers(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeProducersRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range req.Topics {
+		ot := kmsg.NewDescribeProducersResponseTopic()
+		ot.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			op := kmsg.NewDescribeProducersResponseTopicPartition()
+			op.Partition = p
+			part, ok := b.partition(rt.Topic, p)
+			switch {
+			case !ok:
+				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if _, known := b.meta.Topic(rt.Topic); known {
+					op.ErrorCode = kerr.NotLeaderForPartition.Code
+				}
+			case !part.IsLeader():
+				op.ErrorCode = kerr.NotLeaderForPartition.Code
+			default:
+				for _, pi := range part.Producers() {
+					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+					ap.ProducerID, ap.ProducerEpoch = pi.ProducerID, int32(pi.ProducerEpoch)
+					ap.LastSequence, ap.LastTimestamp = pi.LastSequence, pi.LastTimestamp
+					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = pi.CoordinatorEpoch, pi.CurrentTxnStartOffset
+					op.ActiveProducers = append(op.ActiveProducers, ap)
+				}
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}
+
+// AppendTxn writes recs as one transactional batch of the producer and
+// returns once committed (coordinator.TxnLog).
+func (l offsetsLog) AppendTxn(ctx context.Context, producerID int64, producerEpoch int16, recs []coordinator.Record) error {
+	_, err := l.p.AppendRecordsAs(ctx, l.now().UnixMilli(), replica.ProducerTag{ID: producerID, Epoch: producerEpoch, Transactional: true}, records(recs))
+	return err
+}
+
+// ReplayBatches hands fn every batch from the log start offset to the
+// high watermark, control batches included (coordinator.TxnLog).
+func (l offsetsLog) ReplayBatches(fn func(coordinator.ReplayBatch) error) error {
+	_, _, err := l.p.ScanBatches(nil, l.p.LogStartOffset(), l.p.HighWatermark(), func(sb *replica.ScannedBatch) error {
+		rb := coordinator.ReplayBatch{ProducerID: sb.Producer.ID, Transactional: sb.Producer.Transactional, Control: sb.Control, Commit: sb.Commit}
+		if !sb.Producer.Transactional {
+			rb.ProducerID = -1
+		}
+		for _, r := range sb.Records {
+			rb.Records = append(rb.Records, coordinator.Record{Key: r.Key, Value: r.Value})
+		}
+		return fn(rb)
+	})
+	return err
+}
+
+var _ coordinator.TxnLog = offsetsLog{}
