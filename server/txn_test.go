@@ -1,0 +1,312 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// txnSets are the broker settings of the transaction tests: a small
+// __transaction_state and __consumer_offsets (fewer partitions to create
+// and load), no initial rebalance delay.
+var txnSets = []string{"transaction.state.log.num.partitions=4", "offsets.topic.num.partitions=4", "group.initial.rebalance.delay.ms=0"}
+
+// consumeAll reads topic from the start with the isolation level until
+// it has read want records or ctx ends, and returns the values read.
+func consumeAll(t *testing.T, ctx context.Context, seeds []string, topic string, committed bool, want int) []string {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond)}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var got []string
+	for len(got) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	return got
+}
+
+// produceTxn produces values in one transaction and commits or aborts it.
+func produceTxn(ctx context.Context, cl *kgo.Client, topic string, commit bool, values ...string) error {
+	if err := cl.BeginTransaction(); err != nil {
+		return err
+	}
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+			return err
+		}
+	}
+	return cl.EndTransaction(ctx, kgo.TransactionEndTry(commit))
+}
+
+// A transactional producer's committed records are read by read_committed
+// and read_uncommitted consumers; its aborted ones only by
+// read_uncommitted; the last stable offset waits for an open transaction
+// while the high watermark does not.
+func TestTxnCommitAbort(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "", txnSets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.createTopic("txn-ca", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("txn-ca-producer"), kgo.DefaultProduceTopic("txn-ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := produceTxn(ctx, cl, "txn-ca", true, "c1", "c2", "c3"); err != nil {
+		t.Fatal("committed transaction:", err)
+	}
+	if err := produceTxn(ctx, cl, "txn-ca", false, "a1", "a2"); err != nil {
+		t.Fatal("aborted transaction:", err)
+	}
+	if err := produceTxn(ctx, cl, "txn-ca", true, "c4"); err != nil {
+		t.Fatal("second committed transaction:", err)
+	}
+	part, _ := b.partition("txn-ca", 0)
+	// 3 + marker, 2 + marker, 1 + marker.
+	waitFor(t, 10*time.Second, "the log end offset 9 (6 records and 3 markers)", func() bool { return part.HighWatermark() == 9 })
+	if got := consumeAll(t, ctx, []string{addr}, "txn-ca", true, 4); !slices.Equal(got, []string{"c1", "c2", "c3", "c4"}) {
+		t.Fatalf("read_committed read %q, want c1 c2 c3 c4", got)
+	}
+	if got := consumeAll(t, ctx, []string{addr}, "txn-ca", false, 6); !slices.Equal(got, []string{"c1", "c2", "c3", "a1", "a2", "c4"}) {
+		t.Fatalf("read_uncommitted read %q, want every record", got)
+	}
+
+	// An open transaction holds the last stable offset at its first
+	// record; the high watermark moves on.
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("open")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(newClient(t, addr))
+	committed, err := adm.ListCommittedOffsets(ctx, "txn-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "txn-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lso, hw := committed["txn-ca"][0].Offset, ends["txn-ca"][0].Offset; lso != 9 || hw != 10 {
+		t.Fatalf("with a transaction open at offset 9: last stable offset %d, high watermark %d; want 9 and 10", lso, hw)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the last stable offset past the committed transaction", func() bool { return part.LastStableOffset() == 11 })
+}
+
+// A second producer with the same transactional id fences the first: the
+// first one's next transactional request fails, and its open transaction
+// is aborted, never committed.
+func TestTxnFencing(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "", txnSets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.createTopic("txn-fence", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	newProducer := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("txn-fence-id"), kgo.DefaultProduceTopic("txn-fence"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	first := newProducer()
+	if err := first.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	second := newProducer()
+	if err := produceTxn(ctx, second, "txn-fence", true, "live"); err != nil {
+		t.Fatal("the new producer:", err)
+	}
+	err := first.EndTransaction(ctx, kgo.TryCommit)
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("the fenced producer's commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
+	}
+	if got := consumeAll(t, ctx, []string{addr}, "txn-fence", true, 1); !slices.Equal(got, []string{"live"}) {
+		t.Fatalf("read_committed read %q, want only the new producer's record", got)
+	}
+}
+
+// Consume-transform-produce with franz-go's GroupTransactSession: every
+// input record is copied to the output exactly once and the group's
+// offsets are committed with the transactions; an aborted transaction
+// leaves the group's offsets where they were.
+func TestTxnConsumeTransformProduce(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "", txnSets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, topic := range []string{"eos-in", "eos-out"} {
+		if _, err := b.createTopic(topic, 2, 1, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 100
+	plain := newClient(t, addr)
+	for i := range n {
+		if err := plain.ProduceSync(ctx, &kgo.Record{Topic: "eos-in", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.TransactionalID("eos-etl"),
+		kgo.ConsumerGroup("eos-group"), kgo.ConsumeTopics("eos-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	copied, rounds := 0, 0
+	for copied < n && ctx.Err() == nil {
+		fs := sess.PollFetches(ctx)
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+		for _, r := range recs {
+			sess.Produce(ctx, &kgo.Record{Topic: "eos-out", Value: r.Value}, nil)
+		}
+		// The first round with records is aborted: its output must never
+		// be read and its input is read again.
+		commit := !(rounds == 0 && len(recs) > 0)
+		if len(recs) > 0 {
+			rounds++
+		}
+		committed, err := sess.End(ctx, kgo.TransactionEndTry(commit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if committed {
+			copied += len(recs)
+		}
+	}
+	got := consumeAll(t, ctx, []string{addr}, "eos-out", true, n)
+	slices.Sort(got)
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprint(i)
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_committed read %d records from the output, want each of the %d inputs once: %q", len(got), n, got)
+	}
+	adm := kadm.NewClient(plain)
+	offs, err := adm.FetchOffsets(ctx, "eos-group")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != n {
+		t.Fatalf("the group's committed offsets sum to %d, want %d", sum, n)
+	}
+}
+
+// The same transactions on a three-broker cluster: the coordinator and
+// the partitions' leaders are on different brokers, so markers go out
+// with WriteTxnMarkers.
+func TestClusterTxn(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 3, txnSets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(tc.client())
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "ctxn"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitLeaders("ctxn", 3)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tc.addrs()...), kgo.TransactionalID("ctxn-producer"), kgo.DefaultProduceTopic("ctxn"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := produceTxn(ctx, cl, "ctxn", true, "c1", "c2", "c3", "c4", "c5", "c6"); err != nil {
+		t.Fatal(err)
+	}
+	if err := produceTxn(ctx, cl, "ctxn", false, "a1", "a2", "a3"); err != nil {
+		t.Fatal(err)
+	}
+	got := consumeAll(t, ctx, tc.addrs(), "ctxn", true, 6)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"c1", "c2", "c3", "c4", "c5", "c6"}) {
+		t.Fatalf("read_committed read %q, want c1..c6", got)
+	}
+}
+
+// confluentTxnScript: a confluent-kafka-python (librdkafka) transactional
+// producer commits one transaction and aborts another; a read_committed
+// consumer reads the committed records only, a read_uncommitted one all.
+const confluentTxnScript = `
+import sys
+from confluent_kafka import Producer, Consumer, TopicPartition
+addr = sys.argv[1]
+p = Producer({'bootstrap.servers': addr, 'transactional.id': 'ck-txn'})
+p.init_transactions(30)
+p.begin_transaction()
+for i in range(3):
+    p.produce('ck-txn', value=b'c%d' % i)
+p.commit_transaction(30)
+p.begin_transaction()
+for i in range(2):
+    p.produce('ck-txn', value=b'a%d' % i)
+p.abort_transaction(30)
+def read(isolation, want):
+    c = Consumer({'bootstrap.servers': addr, 'group.id': 'ck-txn-' + isolation, 'isolation.level': isolation,
+                  'enable.auto.commit': False})
+    c.assign([TopicPartition('ck-txn', 0, 0)])
+    got = []
+    while len(got) < want:
+        m = c.poll(10)
+        assert m is not None, 'timed out with %r' % got
+        if m.error() is not None:
+            continue
+        got.append(m.value().decode())
+    c.close()
+    return got
+got = read('read_committed', 3)
+assert got == ['c0', 'c1', 'c2'], got
+got = read('read_uncommitted', 5)
+assert got == ['c0', 'c1', 'c2', 'a0', 'a1'], got
+print('ok')
+`
+
+func TestConfluentKafkaPythonTxn(t *testing.T) {
+	py := pythonWith(t, "confluent_kafka")
+	b, addr := startBroker(t, "", txnSets...)
+	if _, err := b.createTopic("ck-txn", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	runTool(t, "", py, "-c", confluentTxnScript, addr)
+}
