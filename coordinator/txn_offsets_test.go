@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -409,4 +410,134 @@ func TestTxnOffsetCommitRequestChecks(t *testing.T) {
 
 func txnCoordinatorPlain(t *testing.T) *Coordinator {
 	return testCoordinator(t, &memLog{}, newManualClock())
+}
+
+// KIP-447's member checks of TxnOffsetCommit v3+ against a classic group
+// (Kafka's ClassicGroup.validateOffsetCommit with isTransactional): a
+// member of the current generation commits; a wrong generation, an unknown
+// member, a fenced static member are refused; a commit naming no member
+// and generation -1 is accepted even while the group has members.
+func TestTxnOffsetCommitClassicMember(t *testing.T) {
+	ctx := context.Background()
+	c := txnCoordinator(t, &memTxnLog{})
+	join := classicJoinReq(5, "")
+	instance := "i1"
+	join.InstanceID = &instance
+	jr := c.JoinGroup(ctx, join)
+	if jr.ErrorCode != 0 {
+		t.Fatalf("join: %v", kerr.ErrorForCode(jr.ErrorCode))
+	}
+	if r := c.SyncGroup(ctx, classicSyncReq(jr)); r.ErrorCode != 0 {
+		t.Fatalf("sync: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	off := map[string]int64{"t/0": 1}
+	for _, tc := range []struct {
+		name     string
+		version  int16
+		gen      int32
+		member   string
+		instance *string
+		want     int16
+	}{
+		{"member", 3, jr.Generation, jr.MemberID, nil, 0},
+		{"static member", 3, jr.Generation, jr.MemberID, &instance, 0},
+		{"old generation", 3, jr.Generation - 1, jr.MemberID, nil, kerr.IllegalGeneration.Code},
+		{"unknown member", 3, jr.Generation, "nobody", nil, kerr.UnknownMemberID.Code},
+		{"fenced instance", 3, jr.Generation, "nobody", &instance, kerr.FencedInstanceID.Code},
+		{"unknown instance", 3, jr.Generation, jr.MemberID, new(string), kerr.UnknownMemberID.Code},
+		{"generation without member", 3, jr.Generation, "", nil, kerr.UnknownMemberID.Code},
+		{"no member, generation -1", 3, -1, "", nil, 0},
+		{"v2 carries no member", 2, jr.Generation + 5, "nobody", nil, 0},
+	} {
+		req := txnCommitReq("g", 7, tc.gen, tc.member, off)
+		req.Version, req.InstanceID = tc.version, tc.instance
+		if got := txnCommit(c, req)["t/0"]; got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, errName(got), errName(tc.want))
+		}
+	}
+	if got := txnCommit(c, txnCommitReq("missing", 7, 1, "m", off))["t/0"]; got != kerr.IllegalGeneration.Code {
+		t.Errorf("a generation into an unknown group: %s, want ILLEGAL_GENERATION", errName(got))
+	}
+}
+
+// The same checks against a KIP-848 consumer group (Kafka's
+// ConsumerGroup.validateOffsetCommit with isTransactional; a stale member
+// epoch is answered ILLEGAL_GENERATION).
+func TestTxnOffsetCommitConsumerMember(t *testing.T) {
+	ctx := context.Background()
+	c := txnCoordinator(t, &memTxnLog{})
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Version = 1
+	hb.Group, hb.MemberID, hb.MemberEpoch = "g", "m1", 0
+	hb.RebalanceTimeoutMillis = 30000
+	hb.SubscribedTopicNames = []string{"t"}
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	r := c.ConsumerGroupHeartbeat(ctx, hb)
+	if r.ErrorCode != 0 {
+		t.Fatalf("consumer heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	epoch := r.MemberEpoch
+	off := map[string]int64{"t/0": 1}
+	for _, tc := range []struct {
+		name   string
+		gen    int32
+		member string
+		want   int16
+	}{
+		{"member", epoch, "m1", 0},
+		{"stale epoch", epoch - 1, "m1", kerr.IllegalGeneration.Code},
+		{"newer epoch", epoch + 1, "m1", kerr.IllegalGeneration.Code},
+		{"unknown member", epoch, "nobody", kerr.UnknownMemberID.Code},
+		{"member without epoch", -1, "m1", kerr.IllegalGeneration.Code},
+		{"no member, generation -1", -1, "", 0},
+	} {
+		if got := txnCommit(c, txnCommitReq("g", 7, tc.gen, tc.member, off))["t/0"]; got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, errName(got), errName(tc.want))
+		}
+	}
+}
+
+// Pending offsets are not lost silently: expiry keeps them and their
+// group; DeleteGroups writes tombstones for them (Kafka's
+// deleteAllOffsets), so a replay agrees; TopicDeleted drops them too.
+func TestTxnPendingDeletion(t *testing.T) {
+	log := &memTxnLog{}
+	clk := newManualClock()
+	c := New(testConfig(1, testTopics, clk))
+	if err := c.Load(0, log); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	mustTxnCommit(t, c, "g", 7, map[string]int64{"t/0": 1})
+	if code := commit(c, "g", -1, "", "t", 0, 2); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	// Long past retention: t/0 is committed but has a pending offset, so
+	// neither it nor the group expires.
+	clk.Advance(8 * 24 * time.Hour)
+	c.expireOffsets()
+	wantFetch(t, "after expiry", fetchStable(c, "g", false), map[string]string{"t/0": "2"})
+	wantFetch(t, "after expiry, stable", fetchStable(c, "g", true), map[string]string{"t/0": "UNSTABLE_OFFSET_COMMIT"})
+
+	// A group with only pending offsets is deleted with tombstones for
+	// them: the commit marker then finds nothing, live or replayed.
+	mustTxnCommit(t, c, "h", 8, map[string]int64{"u/0": 5})
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"h"}
+	if r := c.DeleteGroups(context.Background(), del); r.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete h: %v", kerr.ErrorForCode(r.Groups[0].ErrorCode))
+	}
+	log.marker(8, true)
+	c.CompleteTxn(0, 8, true)
+	wantFetch(t, "h after delete and commit", fetchStable(c, "h", true), nil)
+
+	c.TopicDeleted(context.Background(), "t")
+	wantFetch(t, "g after topic deleted", fetchStable(c, "g", true), nil)
+	log.marker(7, true)
+	c.CompleteTxn(0, 7, true)
+	wantFetch(t, "g after topic deleted and commit", fetchStable(c, "g", true), nil)
+
+	c2 := txnCoordinator(t, log)
+	wantFetch(t, "h replayed", fetchStable(c2, "h", true), nil)
+	wantFetch(t, "g replayed", fetchStable(c2, "g", true), nil)
 }
