@@ -392,15 +392,9 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	if code != 0 && fenced != 0 {
 		code = fenced
 	}
-	if code != 0 {
-		// A failed write fails every partition it carried, as Kafka's
-		// error response does; those refused before it keep their code.
-		for _, p := range written {
-			p.rp.ErrorCode = code
-		}
-		return setAll(code)
-	}
-	return resp
+	// A failed write fails every partition it carried, as Kafka's error
+	// response does; those refused before it keep their code.
+	return setAll(code)
 }
 
 // txnCommitCheckLocked validates a transactional offset commit's member
