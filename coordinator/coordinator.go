@@ -202,6 +202,16 @@ type shard struct {
 	applied chan struct{}
 	loading bool
 	groups  map[string]*group
+	// seq numbers the offset commit records applied to the shard, live or
+	// replayed, in log order: Kafka compares record offsets to decide
+	// whether a committed transaction's offset is newer than a plain
+	// commit (txn_offsets.go), and applies follow the log order, so this
+	// count orders them as the offsets would.
+	seq int64
+	// pending are the pending transactional offsets by producer id
+	// (Kafka's OffsetMetadataManager.pendingTransactionalOffsets); see
+	// txn_offsets.go.
+	pending map[int64]pendingOffsets
 }
 
 // group is one group of a shard. A group is of one kind at a time: classic
@@ -228,6 +238,9 @@ type committedOffset struct {
 	metadata    string
 	commitTime  int64 // ms since the epoch
 	expireTime  int64 // ms since the epoch, -1 if none (OffsetCommit v1 only)
+	// seq is the record's place in the shard's log order (shard.seq):
+	// Kafka's OffsetAndMetadata.recordOffset.
+	seq int64
 }
 
 // New returns a coordinator serving no partitions yet; see Load.
@@ -288,18 +301,31 @@ func (c *Coordinator) Load(p int32, log Log) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	var n, skipped int
-	err := log.Replay(func(r Record) error {
+	record := func(r Record, producerID int64) {
 		n++
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if err := c.replayLocked(s, r); err != nil {
+		if err := c.replayLocked(s, r, producerID); err != nil {
 			// One bad record must not make every group of the partition
 			// unavailable: skip it, loudly.
 			skipped++
 			c.cfg.Logger.Error("coordinator: skipping a record of __consumer_offsets that cannot be applied", "partition", p, "err", err)
 		}
-		return nil
-	})
+	}
+	var err error
+	if tlog, ok := log.(TxnLog); ok {
+		err = tlog.ReplayBatches(func(b ReplayBatch) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.replayBatchLocked(s, b, record)
+			return nil
+		})
+	} else {
+		err = log.Replay(func(r Record) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			record(r, noProducerID)
+			return nil
+		})
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -355,6 +381,7 @@ func (c *Coordinator) unloadLocked(s *shard) {
 		c.dropLocked(g)
 	}
 	s.groups = map[string]*group{}
+	s.pending = nil // replayed from the log on the next Load
 }
 
 // Owns reports whether this coordinator serves groupID's partition (loaded
@@ -439,6 +466,15 @@ func newGroup(s *shard, id string, now time.Time) *group {
 // write answers with the coordinator error Kafka uses for it
 // (NOT_COORDINATOR, so clients find the coordinator again and retry).
 func (c *Coordinator) write(ctx context.Context, s *shard, check func() ([]Record, int16), apply func()) int16 {
+	return c.writeWith(ctx, s, check, apply, nil)
+}
+
+// writeWith is write appending with appendFn (nil: the shard log's
+// Append); TxnOffsetCommit appends its batch as a transactional one.
+func (c *Coordinator) writeWith(ctx context.Context, s *shard, check func() ([]Record, int16), apply func(), appendFn func(context.Context, []Record) error) int16 {
+	if appendFn == nil {
+		appendFn = s.log.Append
+	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	// Pipelined writes still committing are applied first: this write's
@@ -449,7 +485,7 @@ func (c *Coordinator) write(ctx context.Context, s *shard, check func() ([]Recor
 		return code
 	}
 	if len(recs) > 0 {
-		if err := s.log.Append(ctx, recs); err != nil {
+		if err := appendFn(ctx, recs); err != nil {
 			return c.writeFailed(s, err)
 		}
 	}

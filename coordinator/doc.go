@@ -9,8 +9,9 @@
 // A group lives on one partition of __consumer_offsets: Kafka's rule,
 // abs(Java String.hashCode(groupID)) mod the partition count (Partition).
 // The coordinator serves the partitions it was given with Load: one shard
-// each. Load replays the partition's records (Log.Replay) into the shard's
-// groups, so a restart loses no committed offset or group generation; the
+// each. Load replays the partition's records (Log.Replay, or
+// TxnLog.ReplayBatches when the log has one) into the shard's groups, so a
+// restart loses no committed offset or group generation; the
 // raft work will call Load when this broker becomes the leader of the
 // partition and Unload when it stops being the leader. A request for a group
 // whose shard is not loaded gets NOT_COORDINATOR; one whose shard is still
@@ -32,6 +33,24 @@
 //
 // Tools that read __consumer_offsets (kcat, Burrow-style lag checkers)
 // decode these records as they decode Kafka's.
+//
+// # Transactional offset commits (txn_offsets.go)
+//
+// TxnOffsetCommit (KIP-98, KIP-447) writes OffsetCommitKey/Value records,
+// the same formats, as one transactional batch of the request's producer
+// (TxnLog.AppendTxn; a shard whose Log is not a TxnLog answers
+// UNSUPPORTED_VERSION) and holds them as pending offsets of that producer
+// id in the shard, invisible to OffsetFetch (require_stable answers
+// UNSTABLE_OFFSET_COMMIT for their partitions). The broker writes the
+// transaction marker to the partition and calls CompleteTxn; a replay
+// meets it as a control batch. A commit marker makes each pending offset
+// the committed one unless the committed one's record is later in the log
+// (Kafka's OffsetMetadataManager.replayEndTransactionMarker; the shard
+// counts applied offset records in log order, shard.seq, in place of
+// record offsets); an abort drops them. An offset tombstone deletes the
+// pending offsets of its partition too; OffsetDelete, DeleteGroups and
+// TopicDeleted write tombstones for pending partitions; expiry keeps them
+// and their group. Unload drops pending offsets; Load replays them.
 //
 // # Writes and locks
 //

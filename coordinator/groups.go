@@ -108,7 +108,10 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGrou
 
 // DeleteGroups deletes groups without members (DeleteGroups v0-v2):
 // GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP for one with
-// members. Deleting writes tombstones for the group's offsets and metadata.
+// members. Deleting writes tombstones for the group's offsets and metadata;
+// as in Kafka's deleteAllOffsets, a partition with only a pending
+// transactional offset gets a tombstone too, which drops it (pending
+// offsets do not keep a group from being deleted).
 func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, id := range req.Groups {
@@ -129,6 +132,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 		return kerr.GroupIDNotFound.Code
 	}
 	s := g.shard
+	var pending map[string][]int32
 	check := func() ([]Record, int16) {
 		g := s.groups[id]
 		switch {
@@ -143,9 +147,22 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 				recs = append(recs, Record{Key: offsetKey(id, topic, p)})
 			}
 		}
+		pending = s.pendingPartitionsLocked(id)
+		for _, topic := range sortedKeys(pending) {
+			for _, p := range pending[topic] {
+				if g.offset(topic, p) == nil {
+					recs = append(recs, Record{Key: offsetKey(id, topic, p)})
+				}
+			}
+		}
 		return append(recs, c.groupTombstonesLocked(g)...), 0
 	}
 	apply := func() {
+		for topic, ps := range pending {
+			for _, p := range ps {
+				s.tombstoneLocked(id, topic, p)
+			}
+		}
 		if g := s.groups[id]; g != nil {
 			c.removeLocked(g)
 		}

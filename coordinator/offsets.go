@@ -136,8 +136,11 @@ func (c *Coordinator) commitCheckLocked(g *group, version int16, generation int3
 
 // OffsetFetch returns committed offsets (OffsetFetch v0-v10): -1 for
 // partitions without one; every committed partition when the topic list is
-// null (v2+). require_stable (v7+) concerns pending transactional offsets,
-// which Sluice does not have yet, so it changes nothing. v9+ may name a
+// null (v2+). Pending transactional offsets (TxnOffsetCommit) are never
+// returned; with require_stable (v7+) a partition that has one answers
+// UNSTABLE_OFFSET_COMMIT with offset -1 instead of its committed offset
+// (Kafka's OffsetMetadataManager.fetchOffsets/fetchAllOffsets: the
+// all-partitions form lists committed partitions only). v9+ may name a
 // KIP-848 member and epoch, which are checked.
 func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
@@ -153,7 +156,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 		if req.Topics == nil {
 			rg.Topics = nil
 		}
-		g := c.offsetFetchGroup(req.Version, &rg)
+		g := c.offsetFetchGroup(req.Version, &rg, req.Version >= 7 && req.RequireStable)
 		resp.ErrorCode = g.ErrorCode
 		for _, t := range g.Topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
@@ -171,12 +174,12 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 		return resp
 	}
 	for i := range req.Groups {
-		resp.Groups = append(resp.Groups, c.offsetFetchGroup(req.Version, &req.Groups[i]))
+		resp.Groups = append(resp.Groups, c.offsetFetchGroup(req.Version, &req.Groups[i], req.RequireStable))
 	}
 	return resp
 }
 
-func (c *Coordinator) offsetFetchGroup(version int16, rg *kmsg.OffsetFetchRequestGroup) kmsg.OffsetFetchResponseGroup {
+func (c *Coordinator) offsetFetchGroup(version int16, rg *kmsg.OffsetFetchRequestGroup, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	out := kmsg.NewOffsetFetchResponseGroup()
 	out.Group = rg.Group
 	c.mu.Lock()
@@ -209,6 +212,10 @@ func (c *Coordinator) offsetFetchGroup(version int16, rg *kmsg.OffsetFetchReques
 		rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
 		empty := ""
 		rp.Metadata = &empty
+		if requireStable && g != nil && g.shard.hasPendingLocked(g.id, topic, p) {
+			rp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			return rp
+		}
 		if g != nil {
 			if o := g.offset(topic, p); o != nil {
 				rp.Offset, rp.LeaderEpoch = o.offset, o.leaderEpoch
@@ -264,7 +271,8 @@ func (c *Coordinator) offsetFetchGroup(version int16, rg *kmsg.OffsetFetchReques
 // KIP-496): GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP for a
 // classic group with members of a non-consumer protocol, and
 // GROUP_SUBSCRIBED_TO_TOPIC for partitions of topics the group's members
-// subscribe to.
+// subscribe to. A partition with a committed or a pending transactional
+// offset gets a tombstone, which deletes both (Kafka's deleteOffsets).
 func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	for _, t := range req.Topics {
@@ -314,7 +322,9 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 				switch {
 				case subscribed[rt.Topic]:
 					rp.ErrorCode = kerr.GroupSubscribedToTopic.Code
-				case g.offset(rt.Topic, rp.Partition) != nil:
+				case g.offset(rt.Topic, rp.Partition) != nil || g.shard.hasPendingLocked(g.id, rt.Topic, rp.Partition):
+					// Kafka's deleteOffsets: a pending transactional
+					// offset is deleted too (the tombstone drops it).
 					dels = append(dels, del{rt.Topic, rp.Partition})
 					recs = append(recs, Record{Key: offsetKey(req.Group, rt.Topic, rp.Partition)})
 				}
@@ -323,10 +333,8 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		return recs, 0
 	}
 	apply := func() {
-		if g := g.shard.groups[req.Group]; g != nil {
-			for _, d := range dels {
-				g.deleteOffset(d.topic, d.p)
-			}
+		for _, d := range dels {
+			g.shard.tombstoneLocked(req.Group, d.topic, d.p)
 		}
 	}
 	resp.ErrorCode = c.write(ctx, g.shard, check, apply)
@@ -350,7 +358,9 @@ func (c *Coordinator) scheduleExpiry() {
 // its commit and the moment the group became empty; an offset committed
 // with an explicit expire timestamp (OffsetCommit v1-v4) expires then. A
 // group left with no offsets and no members is deleted. Offsets of groups
-// with members do not expire.
+// with members do not expire. As in Kafka's cleanupExpiredOffsets, an
+// offset whose partition has a pending transactional offset does not
+// expire yet, and a group with pending transactional offsets is kept.
 func (c *Coordinator) expireOffsets() {
 	shards := c.servedShards()
 	for _, s := range shards {
@@ -380,7 +390,7 @@ func (c *Coordinator) expireOffsets() {
 						if o.expireTime >= 0 {
 							expired = now.UnixMilli() >= o.expireTime
 						}
-						if expired {
+						if expired && !s.hasPendingLocked(id, topic, p) {
 							exps = append(exps, exp{id, topic, p})
 							recs = append(recs, Record{Key: offsetKey(id, topic, p)})
 						} else {
@@ -388,7 +398,7 @@ func (c *Coordinator) expireOffsets() {
 						}
 					}
 				}
-				if left == 0 { // empty (checked above) and no offsets left
+				if left == 0 && !s.groupHasPendingLocked(id) { // empty (checked above), no offsets left
 					gone = append(gone, id)
 					recs = append(recs, c.groupTombstonesLocked(g)...)
 				}
@@ -397,9 +407,7 @@ func (c *Coordinator) expireOffsets() {
 		}
 		apply := func() {
 			for _, e := range exps {
-				if g := s.groups[e.group]; g != nil {
-					g.deleteOffset(e.topic, e.p)
-				}
+				s.tombstoneLocked(e.group, e.topic, e.p)
 			}
 			for _, id := range gone {
 				if g := s.groups[id]; g != nil {
@@ -422,9 +430,9 @@ func (c *Coordinator) groupTombstonesLocked(g *group) []Record {
 	return []Record{{Key: groupKey(g.id)}}
 }
 
-// TopicDeleted removes every group's committed offsets of a deleted topic
-// (Kafka does the same when a topic goes away, so a recreated topic does
-// not inherit positions). It writes the tombstones to each loaded
+// TopicDeleted removes every group's committed and pending transactional
+// offsets of a deleted topic (Kafka's onTopicsDeleted does the same when a
+// topic goes away, so a recreated topic does not inherit positions). It writes the tombstones to each loaded
 // partition and returns once they are applied; failures are logged.
 func (c *Coordinator) TopicDeleted(ctx context.Context, topic string) {
 	shards := c.servedShards()
@@ -438,7 +446,14 @@ func (c *Coordinator) TopicDeleted(ctx context.Context, topic string) {
 			dels = dels[:0]
 			var recs []Record
 			for _, id := range sortedKeys(s.groups) {
-				for _, p := range sortedKeys(s.groups[id].offsets[topic]) {
+				ps := map[int32]bool{}
+				for p := range s.groups[id].offsets[topic] {
+					ps[p] = true
+				}
+				for _, p := range s.pendingPartitionsLocked(id)[topic] {
+					ps[p] = true
+				}
+				for _, p := range sortedKeys(ps) {
 					dels = append(dels, del{id, p})
 					recs = append(recs, Record{Key: offsetKey(id, topic, p)})
 				}
@@ -447,9 +462,7 @@ func (c *Coordinator) TopicDeleted(ctx context.Context, topic string) {
 		}
 		apply := func() {
 			for _, d := range dels {
-				if g := s.groups[d.group]; g != nil {
-					g.deleteOffset(topic, d.p)
-				}
+				s.tombstoneLocked(d.group, topic, d.p)
 			}
 		}
 		if code := c.write(ctx, s, check, apply); code != 0 && code != kerr.NotCoordinator.Code {

@@ -58,7 +58,12 @@ func keyVersion(key []byte) int16 {
 // replayLocked applies one replayed record to the shard. Records of groups
 // belonging to other partitions are refused (the log is not ours); records
 // of unknown key versions are skipped, as Kafka skips unknown record types.
-func (c *Coordinator) replayLocked(s *shard, r Record) error {
+// producerID is the producer of the record's batch if it is transactional,
+// else noProducerID: a transactional offset commit becomes a pending offset
+// of its producer, and only offset commits care (Kafka's
+// GroupCoordinatorShard.replay passes the producer id to
+// OffsetMetadataManager.replay alone).
+func (c *Coordinator) replayLocked(s *shard, r Record, producerID int64) error {
 	switch v := keyVersion(r.Key); {
 	case v == keyOffsetCommitV0 || v == keyOffsetCommitV1:
 		var k kmsg.OffsetCommitKey
@@ -69,9 +74,7 @@ func (c *Coordinator) replayLocked(s *shard, r Record) error {
 			return err
 		}
 		if r.Value == nil {
-			if g := s.groups[k.Group]; g != nil {
-				g.deleteOffset(k.Topic, k.Partition)
-			}
+			s.tombstoneLocked(k.Group, k.Topic, k.Partition)
 			return nil
 		}
 		var val kmsg.OffsetCommitValue
@@ -88,6 +91,10 @@ func (c *Coordinator) replayLocked(s *shard, r Record) error {
 		}
 		if val.Version == 1 {
 			o.expireTime = val.ExpireTimestamp
+		}
+		if producerID != noProducerID {
+			c.addPendingLocked(s, producerID, k.Group, k.Topic, k.Partition, o)
+			return nil
 		}
 		g.setOffset(k.Topic, k.Partition, o)
 	case v == keyGroupMetadata:
@@ -131,7 +138,16 @@ func (c *Coordinator) checkShard(s *shard, group string) error {
 	return nil
 }
 
+// setOffset stores o, a commit applied now (live or replayed), stamping
+// it with the shard's next record sequence number.
 func (g *group) setOffset(topic string, partition int32, o *committedOffset) {
+	o.seq = g.shard.nextSeq()
+	g.putOffset(topic, partition, o)
+}
+
+// putOffset stores o as it is (a materialized transactional offset keeps
+// the sequence number of its record).
+func (g *group) putOffset(topic string, partition int32, o *committedOffset) {
 	ps := g.offsets[topic]
 	if ps == nil {
 		ps = map[int32]*committedOffset{}
