@@ -446,9 +446,17 @@ func (c *TxnCoordinator) write(ctx context.Context, s *txnShard, t *txnMeta, nex
 		}
 		return 0
 	}
-	*t = *next
-	t.pending = false
+	t.apply(next)
 	return 0
+}
+
+// apply makes next t's state. The id is never written after t is
+// created, so it may be read without the shard's lock.
+func (t *txnMeta) apply(next *txnMeta) {
+	t.producerID, t.prevProducerID, t.nextProducerID = next.producerID, next.prevProducerID, next.nextProducerID
+	t.epoch, t.lastEpoch, t.timeoutMs, t.state = next.epoch, next.lastEpoch, next.timeoutMs, next.state
+	t.parts, t.startMs, t.updateMs, t.tv = next.parts, next.startMs, next.updateMs, next.tv
+	t.pending = false
 }
 
 // writeFailed logs a failed append and maps it as Kafka's
