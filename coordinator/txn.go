@@ -304,7 +304,9 @@ func (c *TxnCoordinator) Load(p int32, coordinatorEpoch int32, log Log) error {
 			skipped++
 			c.cfg.Logger.Error("coordinator: skipping a record of __transaction_state that cannot be read", "partition", p, "err", err)
 		case !ok:
-		case t == nil:
+		case t == nil, t.state == txnDead:
+			// A tombstone (or a Dead state, which Kafka never writes but
+			// which means the same): the id expired.
 			delete(txns, id)
 		default:
 			txns[id] = t

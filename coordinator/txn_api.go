@@ -27,8 +27,11 @@ func (t *txnMeta) transit(nowMs int64) *txnMeta {
 // its producer: Kafka's prepareFenceProducerEpoch followed by
 // endTransaction's PrepareAbort (InitProducerId of an ongoing transaction,
 // timeouts). Transaction version 2 bumps once more as it prepares the
-// abort (KIP-890). It answers 0 with nil when the epoch is already
-// Short.MaxValue (Kafka refuses to fence it).
+// abort (KIP-890: Kafka's endTransaction sets the fenced epoch, then
+// prepareAbortOrCommit bumps it). The version is the transaction's own
+// client transaction version here; Kafka 4 uses the cluster's finalized
+// transaction.version for timeouts. It returns nil when the epoch is
+// already Short.MaxValue (Kafka refuses to fence it).
 func prepareFence(t *txnMeta, nowMs int64) *txnMeta {
 	if t.epoch == math.MaxInt16 {
 		return nil

@@ -414,3 +414,38 @@ func TestTxnV2EndTxn(t *testing.T) {
 		t.Fatalf("retry after overflow: %+v", r)
 	}
 }
+
+func TestTxnUnloadStopsMarkers(t *testing.T) {
+	log := &memLog{}
+	e := newTxnEnv(t, log, nil)
+	e.markers.block = make(chan struct{})
+	pid, epoch := e.mustInit("tx")
+	wantCode(t, "add", e.add(3, "tx", pid, epoch, tpA), 0)
+	wantCode(t, "commit", e.end(3, "tx", pid, epoch, true).ErrorCode, 0)
+	e.c.Unload(0)
+	wantCode(t, "after unload", e.end(3, "tx", pid, epoch, true).ErrorCode, kerr.NotCoordinator.Code)
+	// The goroutine gave up (its WriteMarkers saw the shard's context
+	// end): nothing completed the transaction.
+	if last := e.lastValue("tx"); last.state != txnPrepareCommit {
+		t.Fatalf("state after unload: %v", last.state)
+	}
+	// Loaded again (a new leader epoch): the markers are sent again, with
+	// the new coordinator epoch.
+	if err := e.c.Load(0, 9, log); err != nil {
+		t.Fatal(err)
+	}
+	close(e.markers.block)
+	e.waitState("tx", "CompleteCommit")
+	calls := e.markers.snapshot()
+	if len(calls) == 0 || calls[len(calls)-1].m.CoordinatorEpoch != 9 {
+		t.Fatalf("markers after reload: %+v", calls)
+	}
+	// A Dead record (never written by Kafka) reads as removed.
+	dead := &txnMeta{id: "dead", producerID: 1, prevProducerID: -1, nextProducerID: -1, epoch: 0, lastEpoch: -1,
+		timeoutMs: 1000, state: txnDead, parts: map[TxnPartition]struct{}{}, startMs: -1, updateMs: 1}
+	_ = log.Append(context.Background(), []Record{txnRecord(dead)})
+	if err := e.c.Load(0, 10, log); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "dead", e.describe("dead").ErrorCode, kerr.TransactionalIDNotFound.Code)
+}
