@@ -449,3 +449,27 @@ func TestTxnUnloadStopsMarkers(t *testing.T) {
 	}
 	wantCode(t, "dead", e.describe("dead").ErrorCode, kerr.TransactionalIDNotFound.Code)
 }
+
+func TestTxnFenceTV2(t *testing.T) {
+	log := &memLog{}
+	seed := &txnMeta{id: "tx", producerID: 500, prevProducerID: -1, nextProducerID: -1, epoch: 3, lastEpoch: -1,
+		timeoutMs: 60_000, state: txnOngoing, parts: map[TxnPartition]struct{}{tpA: {}}, startMs: 1, updateMs: 2, tv: 2}
+	_ = log.Append(context.Background(), []Record{txnRecord(seed)})
+	e := newTxnEnv(t, log, nil)
+	// Started long ago (ms 1): the first check aborts it, bumping twice
+	// (the fence, then TV2's bump at the end).
+	e.clk.Advance(10 * time.Second)
+	d := e.waitState("tx", "CompleteAbort")
+	if d.ProducerEpoch != 5 {
+		t.Fatalf("epoch after a TV2 timeout: %d, want 5", d.ProducerEpoch)
+	}
+	if calls := e.markers.snapshot(); len(calls) != 1 || calls[0].m.ProducerEpoch != 5 || calls[0].m.TransactionVersion != 2 {
+		t.Fatalf("markers: %+v", calls)
+	}
+	// TV2's late producer, still at epoch 3, is fenced.
+	wantCode(t, "late v5 commit", e.end(5, "tx", 500, 3, true).ErrorCode, kerr.ProducerFenced.Code)
+	r := e.init("tx", 5, 60_000, -1, -1)
+	if r.ErrorCode != 0 || r.ProducerEpoch != 6 {
+		t.Fatalf("init after the abort: %+v", r)
+	}
+}
