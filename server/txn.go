@@ -89,6 +89,10 @@ func (b *Broker) newTxnCoordinator() *coordinator.TxnCoordinator {
 		Logger:                b.logger,
 		ProducerIDs:           func() (int64, error) { return b.producerIDs.next(b.allocateProducerIDs) },
 		Markers:               markerWriter{b},
+		PartitionExists: func(tp coordinator.TxnPartition) bool {
+			t, ok := b.meta.Topic(tp.Topic)
+			return ok && tp.Partition >= 0 && tp.Partition < t.Partitions
+		},
 	})
 }
 
