@@ -233,8 +233,11 @@ func serveTxnOffsetCommit(ctx context.Context, b *Broker, cc *clientConn, kreq k
 }
 
 // DescribeProducers, version 0 (KIP-664): the producer state of the
-// partitions this broker leads (Kafka's: NOT_LEADER_OR_FOLLOWER from a
-// follower, UNKNOWN_TOPIC_OR_PARTITION for an unknown one).
+// partitions this broker hosts, leader or follower (Kafka's
+// ReplicaManager.activeProducerState: a follower answers too, which
+// kafka-transactions.sh find-hanging --broker-id relies on;
+// NOT_LEADER_OR_FOLLOWER for a partition not hosted here,
+// UNKNOWN_TOPIC_OR_PARTITION for an unknown one).
 func serveDescribeProducers(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
@@ -251,8 +254,6 @@ func serveDescribeProducers(_ context.Context, b *Broker, _ *clientConn, kreq km
 				if _, known := b.meta.Topic(rt.Topic); known {
 					op.ErrorCode = kerr.NotLeaderForPartition.Code
 				}
-			case !part.IsLeader():
-				op.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
 				for _, pi := range part.Producers() {
 					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
