@@ -1,0 +1,283 @@
+package replica
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// txnBatch is n records from producer pid at epoch and seq, transactional
+// or not, with record timestamps ts (ms).
+func txnBatch(pid int64, epoch int16, seq int32, n int, txn bool, ts int64) []byte {
+	o := batch.NewBuildOptions()
+	o.ProducerID, o.ProducerEpoch, o.BaseSequence, o.Transactional = pid, epoch, seq, txn
+	recs := make([]batch.Record, n)
+	for i := range recs {
+		recs[i] = batch.Record{Timestamp: ts, Key: []byte(fmt.Sprint("k", i)), Value: make([]byte, 100)}
+	}
+	return batch.Build(o, recs)
+}
+
+// txnStep is one step of a transaction scenario on a partition: a
+// produce (data set) or a marker (marker set), its expected first offset
+// or error, then the last stable offset and high watermark expected.
+type txnStep struct {
+	name    string
+	data    []byte
+	marker  *TxnMarker
+	offset  int64
+	err     error
+	lso, hw int64
+}
+
+// txnScenario: producers 1 and 2 interleave transactions with a plain
+// producer's batch; producer 1's first is aborted, 2's committed; the
+// stale markers and the bad batches are refused.
+func txnScenario() []txnStep {
+	return []txnStep{
+		{name: "p1 begins", data: txnBatch(1, 0, 0, 2, true, 1000), offset: 0, lso: 0, hw: 2},
+		{name: "p2 begins", data: txnBatch(2, 0, 0, 1, true, 1000), offset: 2, lso: 0, hw: 3},
+		{name: "plain batch", data: build(batch.Record{Timestamp: 1000, Value: []byte("plain")}), offset: 3, lso: 0, hw: 4},
+		{name: "p1 continues", data: txnBatch(1, 0, 2, 1, true, 1000), offset: 4, lso: 0, hw: 5},
+		{name: "p1 aborts", marker: &TxnMarker{ProducerID: 1, ProducerEpoch: 0, CoordinatorEpoch: 5}, offset: 5, lso: 2, hw: 6},
+		{name: "p2 commits", marker: &TxnMarker{ProducerID: 2, ProducerEpoch: 0, Commit: true, CoordinatorEpoch: 5}, offset: 6, lso: 7, hw: 7},
+		{name: "stale coordinator epoch", marker: &TxnMarker{ProducerID: 1, ProducerEpoch: 0, CoordinatorEpoch: 4}, err: ErrTransactionCoordinatorFenced, lso: 7, hw: 7},
+		{name: "p1 begins again at epoch 1", data: txnBatch(1, 1, 0, 2, true, 2000), offset: 7, lso: 7, hw: 9},
+		{name: "marker at an old epoch", marker: &TxnMarker{ProducerID: 1, ProducerEpoch: 0, CoordinatorEpoch: 6}, err: ErrInvalidProducerEpoch, lso: 7, hw: 9},
+		{name: "non-transactional batch inside a transaction", data: txnBatch(1, 1, 2, 1, false, 2000), err: ErrInvalidTxnState, lso: 7, hw: 9},
+		{name: "transactional batch without producer", data: txnBatch(-1, -1, -1, 1, true, 2000), err: ErrInvalidRecord, lso: 7, hw: 9},
+		{name: "p3 marker with no transaction", marker: &TxnMarker{ProducerID: 3, ProducerEpoch: 0, CoordinatorEpoch: 1}, offset: 9, lso: 7, hw: 10},
+	}
+}
+
+// runTxnSteps runs steps on p (write goes to the leader of a raft
+// partition, whose view is checked on every replica in views).
+func runTxnSteps(t *testing.T, steps []txnStep, write *Partition, views ...*Partition) {
+	t.Helper()
+	ctx := context.Background()
+	if len(views) == 0 {
+		views = []*Partition{write}
+	}
+	for _, st := range steps {
+		var off int64
+		var err error
+		if st.marker != nil {
+			off, err = write.WriteTxnMarker(ctx, *st.marker)
+		} else {
+			var pd *Pending
+			if pd, err = write.Produce(st.data); err == nil {
+				res, werr := pd.Wait(ctx)
+				off, err = res.BaseOffset, werr
+			}
+		}
+		switch {
+		case st.err != nil && !errors.Is(err, st.err):
+			t.Fatalf("%s: err %v, want %v", st.name, err, st.err)
+		case st.err == nil && (err != nil || off != st.offset):
+			t.Fatalf("%s: offset %d, %v; want %d", st.name, off, err, st.offset)
+		}
+		for i, p := range views {
+			waitFor(t, fmt.Sprintf("%s: replica %d's high watermark %d", st.name, i, st.hw), func() bool { return p.HighWatermark() == st.hw })
+			if got := p.LastStableOffset(); got != st.lso {
+				t.Fatalf("%s: replica %d's last stable offset %d, want %d", st.name, i, got, st.lso)
+			}
+		}
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 10000 {
+		if cond() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// checkTxnState checks what txnScenario leaves on p: read_committed
+// fetches and their aborted lists, the producers' state, the batches.
+func checkTxnState(t *testing.T, p *Partition) {
+	t.Helper()
+	for _, tc := range []struct {
+		from     int64
+		next     int64 // end of the records returned
+		aborted  []AbortedTxn
+		maxBytes int
+	}{
+		{from: 0, next: 7, aborted: []AbortedTxn{{ProducerID: 1, FirstOffset: 0}}, maxBytes: 1 << 20},
+		{from: 3, next: 7, aborted: []AbortedTxn{{ProducerID: 1, FirstOffset: 0}}, maxBytes: 1 << 20},
+		{from: 6, next: 7, maxBytes: 1 << 20},
+		{from: 7, next: 7, maxBytes: 1 << 20}, // at the last stable offset: nothing
+		{from: 0, next: 2, aborted: []AbortedTxn{{ProducerID: 1, FirstOffset: 0}}, maxBytes: 1},
+	} {
+		fr, err := p.FetchCommitted(tc.from, tc.maxBytes)
+		if err != nil {
+			t.Fatalf("FetchCommitted(%d): %v", tc.from, err)
+		}
+		next := tc.from
+		if fr.Records.Bytes > 0 {
+			next = fr.Records.NextOffset
+		}
+		fr.Records.Release()
+		if next != tc.next || !reflect.DeepEqual(fr.AbortedTransactions, tc.aborted) || fr.LastStableOffset != 7 || fr.HighWatermark != 10 {
+			t.Fatalf("FetchCommitted(%d, %d): records to %d, aborted %v, lso %d, hw %d; want to %d, aborted %v, lso 7, hw 10",
+				tc.from, tc.maxBytes, next, fr.AbortedTransactions, fr.LastStableOffset, fr.HighWatermark, tc.next, tc.aborted)
+		}
+	}
+	// read_uncommitted reads past the last stable offset, aborted records
+	// included, and answers the last stable offset.
+	fr, err := p.Fetch(0, 1<<20)
+	fr.Records.Release()
+	if err != nil || fr.Records.NextOffset != 10 || fr.LastStableOffset != 7 || fr.AbortedTransactions != nil {
+		t.Fatalf("Fetch: to %d, lso %d, aborted %v, %v", fr.Records.NextOffset, fr.LastStableOffset, fr.AbortedTransactions, err)
+	}
+	want := []ProducerInfo{
+		{ProducerID: 1, ProducerEpoch: 1, LastSequence: 1, LastTimestamp: 2000, CoordinatorEpoch: 5, CurrentTxnStartOffset: 7},
+		{ProducerID: 2, ProducerEpoch: 0, LastSequence: 0, LastTimestamp: 3000, CoordinatorEpoch: 5, CurrentTxnStartOffset: -1},
+		{ProducerID: 3, ProducerEpoch: 0, LastSequence: -1, LastTimestamp: 3000, CoordinatorEpoch: 1, CurrentTxnStartOffset: -1},
+	}
+	// Markers are stamped with the partition's clock (3000).
+	got := p.Producers()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Producers:\n got %+v\nwant %+v", got, want)
+	}
+	type seen struct {
+		first   int64
+		pid     int64
+		txn     bool
+		control bool
+		commit  bool
+		n       int
+	}
+	var batches []seen
+	if _, next, err := p.ScanBatches(nil, 0, 100, func(b *ScannedBatch) error {
+		batches = append(batches, seen{b.First, b.Producer.ID, b.Producer.Transactional, b.Control, b.Commit, len(b.Records)})
+		return nil
+	}); err != nil || next != 10 {
+		t.Fatalf("ScanBatches: next %d, %v", next, err)
+	}
+	wantBatches := []seen{
+		{0, 1, true, false, false, 2}, {2, 2, true, false, false, 1}, {3, -1, false, false, false, 1},
+		{4, 1, true, false, false, 1}, {5, 1, true, true, false, 0}, {6, 2, true, true, true, 0},
+		{7, 1, true, false, false, 2}, {9, 3, true, true, false, 0},
+	}
+	if !reflect.DeepEqual(batches, wantBatches) {
+		t.Fatalf("ScanBatches:\n got %v\nwant %v", batches, wantBatches)
+	}
+	var plain []int64
+	if _, _, err := p.ScanRecords(nil, 0, 100, func(first int64, recs []Record) error {
+		plain = append(plain, first)
+		return nil
+	}); err != nil || fmt.Sprint(plain) != "[0 2 3 4 7]" {
+		t.Fatalf("ScanRecords hands the data batches only: %v, %v", plain, err)
+	}
+}
+
+// A single replica: transactional produce, commit and abort markers, the
+// last stable offset, read_committed fetches; the state is the same after
+// a clean reopen and after a crash (rebuilt from the log, or from the
+// producer snapshots written at rolls with small segments).
+func TestTxnSingleReplica(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  TopicConfig
+	}{
+		{"one segment", testConfig()},
+		{"small segments", smallSegments()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Log.FlushMessages = 1
+			mem := vfs.NewMem()
+			var clock testClock
+			clock.ms.Store(3000)
+			opts := Options{}
+			opts.Log.Now = clock.now
+			p := openAt(t, mem, cfg, opts)
+			runTxnSteps(t, txnScenario(), p)
+			checkTxnState(t, p)
+
+			crashed := mem.CrashClone(vfs.CrashOptions{})
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			p = openAt(t, mem, cfg, opts)
+			checkTxnState(t, p)
+			p.Close()
+
+			p = openAt(t, crashed, cfg, opts)
+			defer p.Close()
+			checkTxnState(t, p)
+			// The transaction still ongoing ends after the restart.
+			off, err := p.WriteTxnMarker(context.Background(), TxnMarker{ProducerID: 1, ProducerEpoch: 1, CoordinatorEpoch: 5})
+			if err != nil || off != 10 || p.LastStableOffset() != 11 {
+				t.Fatalf("abort after a crash: offset %d, lso %d, %v", off, p.LastStableOffset(), err)
+			}
+			fr, err := p.FetchCommitted(7, 1<<20)
+			fr.Records.Release()
+			if err != nil || !reflect.DeepEqual(fr.AbortedTransactions, []AbortedTxn{{ProducerID: 1, FirstOffset: 7}}) {
+				t.Fatalf("FetchCommitted(7): %v, %v", fr.AbortedTransactions, err)
+			}
+		})
+	}
+}
+
+// The producer snapshot carries the transaction state (version 2) and a
+// version 1 snapshot still loads, with no transaction.
+func TestSnapshotTxnRoundTrip(t *testing.T) {
+	ps := producerState{}
+	tl := newTxnLog(ps, nil)
+	h := batch.Header{ProducerID: 4, ProducerEpoch: 1, BaseSequence: 0, LastOffsetDelta: 1, BaseOffset: 10, MaxTimestamp: 5, Attributes: batch.TransactionalBit}
+	applyBatch(ps, &tl, &h, nil, -1)
+	m := buildMarker(TxnMarker{ProducerID: 5, ProducerEpoch: 2, CoordinatorEpoch: 9}, 77)
+	mh, _ := batch.ParseHeader(m)
+	mh.BaseOffset = 12
+	applyBatch(ps, &tl, &mh, m, -1)
+	tl.aborted = append(tl.aborted, abortedTxn{pid: 6, first: 1, last: 3, lso: 4})
+	got, aborted, err := decodeSnapshotTxn(encodeSnapshotTxn(ps, tl.aborted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, ps) || !reflect.DeepEqual(aborted, tl.aborted) {
+		t.Fatalf("round trip:\n got %+v %v\nwant %+v %v", got, aborted, ps, tl.aborted)
+	}
+	if e := got[4]; e.txnFirst != 10 || e.coordinatorEpoch != -1 {
+		t.Fatalf("producer 4: %+v", e)
+	}
+	if e := got[5]; e.txnFirst != -1 || e.coordinatorEpoch != 9 || len(e.batches) != 0 || e.lastTimestamp != 77 {
+		t.Fatalf("producer 5 (a marker only): %+v", e)
+	}
+
+	// Version 1, as the previous release wrote it: producer 4 with one batch.
+	v1 := []byte{0x53, 0x4c, 0x50, 0x53, 0, 1, 0, 0, 0, 0}
+	body := []byte{0, 0, 0, 1}
+	body = append(body, 0, 0, 0, 0, 0, 0, 0, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 1)
+	body = append(body, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 11, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	v1 = append(v1, body...)
+	putCRC(v1)
+	old, aborted, err := decodeSnapshotTxn(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := old[4]
+	if len(old) != 1 || aborted != nil || e.epoch != 1 || e.lastTimestamp != 5 || e.txnFirst != -1 || e.coordinatorEpoch != -1 ||
+		!reflect.DeepEqual(e.batches, []producerBatch{{firstSeq: 0, lastSeq: 1, baseOffset: 10, lastOffset: 11, logAppendTime: -1}}) {
+		t.Fatalf("version 1: %+v %+v", old, e)
+	}
+}
+
+// putCRC sets a snapshot's CRC.
+func putCRC(b []byte) {
+	binary.BigEndian.PutUint32(b[6:], crc32.Checksum(b[snapshotHeader:], castagnoli))
+}
