@@ -58,9 +58,21 @@ func txnScenario() []txnStep {
 	}
 }
 
-// runTxnSteps runs steps on p (write goes to the leader of a raft
-// partition, whose view is checked on every replica in views).
-func runTxnSteps(t *testing.T, steps []txnStep, write *Partition, views ...*Partition) {
+// txnRunner says how a scenario's steps run: do runs a step (a raft
+// cluster ticks while it waits), settle waits for a condition.
+type txnRunner struct {
+	do     func(op func())
+	settle func(what string, cond func() bool)
+}
+
+// direct runs steps as they come (a single replica commits on its own).
+func direct(t *testing.T) txnRunner {
+	return txnRunner{do: func(op func()) { op() }, settle: func(what string, cond func() bool) { waitFor(t, what, cond) }}
+}
+
+// runTxnSteps runs steps on write (a raft partition's leader) and checks
+// each replica in views (write alone when none) after each.
+func runTxnSteps(t *testing.T, r txnRunner, steps []txnStep, write *Partition, views ...*Partition) {
 	t.Helper()
 	ctx := context.Background()
 	if len(views) == 0 {
@@ -69,15 +81,17 @@ func runTxnSteps(t *testing.T, steps []txnStep, write *Partition, views ...*Part
 	for _, st := range steps {
 		var off int64
 		var err error
-		if st.marker != nil {
-			off, err = write.WriteTxnMarker(ctx, *st.marker)
-		} else {
+		r.do(func() {
+			if st.marker != nil {
+				off, err = write.WriteTxnMarker(ctx, *st.marker)
+				return
+			}
 			var pd *Pending
 			if pd, err = write.Produce(st.data); err == nil {
 				res, werr := pd.Wait(ctx)
 				off, err = res.BaseOffset, werr
 			}
-		}
+		})
 		switch {
 		case st.err != nil && !errors.Is(err, st.err):
 			t.Fatalf("%s: err %v, want %v", st.name, err, st.err)
@@ -85,7 +99,7 @@ func runTxnSteps(t *testing.T, steps []txnStep, write *Partition, views ...*Part
 			t.Fatalf("%s: offset %d, %v; want %d", st.name, off, err, st.offset)
 		}
 		for i, p := range views {
-			waitFor(t, fmt.Sprintf("%s: replica %d's high watermark %d", st.name, i, st.hw), func() bool { return p.HighWatermark() == st.hw })
+			r.settle(fmt.Sprintf("%s: replica %d's high watermark %d", st.name, i, st.hw), func() bool { return p.HighWatermark() == st.hw })
 			if got := p.LastStableOffset(); got != st.lso {
 				t.Fatalf("%s: replica %d's last stable offset %d, want %d", st.name, i, got, st.lso)
 			}
@@ -205,7 +219,7 @@ func TestTxnSingleReplica(t *testing.T) {
 			opts := Options{}
 			opts.Log.Now = clock.now
 			p := openAt(t, mem, cfg, opts)
-			runTxnSteps(t, txnScenario(), p)
+			runTxnSteps(t, direct(t), txnScenario(), p)
 			checkTxnState(t, p)
 
 			crashed := mem.CrashClone(vfs.CrashOptions{})
@@ -280,4 +294,74 @@ func TestSnapshotTxnRoundTrip(t *testing.T) {
 // putCRC sets a snapshot's CRC.
 func putCRC(b []byte) {
 	binary.BigEndian.PutUint32(b[6:], crc32.Checksum(b[snapshotHeader:], castagnoli))
+}
+
+// A raft partition: the leader writes the markers through the group, and
+// every replica derives the same transaction state (producers, last
+// stable offset, aborted transactions) at the same offsets; a follower
+// that crashes rebuilds it from its log; a follower refuses a marker.
+func TestTxnRaftPartition(t *testing.T) {
+	c := newPCluster(t, 3, 1, 11)
+	var clock testClock
+	clock.ms.Store(3000)
+	c.now = clock.now
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	lead := c.nodes[1].parts[g]
+	r := txnRunner{
+		do: func(op func()) {
+			done := make(chan struct{})
+			go func() { defer close(done); op() }()
+			c.drive("a step to complete", func() bool {
+				select {
+				case <-done:
+					return true
+				default:
+					return false
+				}
+			})
+		},
+		settle: c.drive,
+	}
+	views := []*Partition{lead, c.nodes[2].parts[g], c.nodes[3].parts[g]}
+	runTxnSteps(t, r, txnScenario(), lead, views...)
+	for _, p := range views {
+		checkTxnState(t, p)
+	}
+	var nl *NotLeaderError
+	if _, err := c.nodes[2].parts[g].WriteTxnMarker(context.Background(), TxnMarker{ProducerID: 1, ProducerEpoch: 1, CoordinatorEpoch: 5}); !errors.As(err, &nl) {
+		t.Fatalf("a marker to a follower: %v", err)
+	}
+
+	c.crash(3, 5)
+	c.start(3)
+	p3 := c.nodes[3].parts[g]
+	c.drive("node 3 to catch up", func() bool { return p3.HighWatermark() == 10 })
+	checkTxnState(t, p3)
+
+	// The ongoing transaction ends on every replica, the one that
+	// restarted included.
+	var off int64
+	var err error
+	r.do(func() {
+		off, err = lead.WriteTxnMarker(context.Background(), TxnMarker{ProducerID: 1, ProducerEpoch: 1, Commit: true, CoordinatorEpoch: 6})
+	})
+	if err != nil || off != 10 {
+		t.Fatalf("commit: offset %d, %v", off, err)
+	}
+	for i, p := range []*Partition{lead, c.nodes[2].parts[g], p3} {
+		c.drive("the commit everywhere", func() bool { return p.HighWatermark() == 11 })
+		if lso := p.LastStableOffset(); lso != 11 {
+			t.Fatalf("replica %d: last stable offset %d after the commit", i, lso)
+		}
+		fr, err := p.FetchCommitted(7, 1<<20)
+		fr.Records.Release()
+		if err != nil || fr.Records.NextOffset != 11 || fr.AbortedTransactions != nil {
+			t.Fatalf("replica %d: FetchCommitted(7) to %d, aborted %v, %v", i, fr.Records.NextOffset, fr.AbortedTransactions, err)
+		}
+	}
 }
