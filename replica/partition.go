@@ -429,6 +429,7 @@ func (p *Partition) advance(hw int64) {
 		return
 	}
 	p.highWatermark = hw
+	p.txn.replicated(hw)
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
@@ -549,6 +550,7 @@ func (p *Partition) loadProducers() error {
 	p.producers = ps
 	p.mu.Lock()
 	p.txn = t
+	p.txn.replicated(p.highWatermark)
 	p.pruneAbortedLocked(p.log.LogStartOffset())
 	p.mu.Unlock()
 	if p.expiration > 0 {

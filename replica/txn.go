@@ -71,22 +71,39 @@ type abortedTxn struct{ pid, first, last, lso int64 }
 
 // txnLog is the partition's transaction view derived from the producer
 // state, guarded by Partition.mu: ongoing maps each producer inside a
-// transaction to the transaction's first offset; aborted lists the
-// aborted transactions, by marker offset.
+// transaction to the transaction's first offset; unreplicated lists the
+// transactions whose marker is written but may not be committed yet (not
+// below the high watermark when written; Kafka's
+// ProducerStateManager.unreplicatedTxns), which stay unstable until it
+// is; aborted lists the aborted transactions, by marker offset.
 type txnLog struct {
-	ongoing map[int64]int64
-	aborted []abortedTxn
+	ongoing      map[int64]int64
+	unreplicated []abortedTxn // lso unused
+	aborted      []abortedTxn
 }
 
 // lso returns the last stable offset given the high watermark hw: the
-// smallest first offset of an ongoing transaction, else hw (Kafka's
-// UnifiedLog.lastStableOffset: firstUnstableOffset capped by the high
-// watermark).
+// smallest first offset of a transaction ongoing, or whose marker is not
+// below hw, else hw (Kafka's UnifiedLog.lastStableOffset:
+// firstUnstableOffset capped by the high watermark).
 func (t *txnLog) lso(hw int64) int64 {
+	lso := hw
 	for _, first := range t.ongoing {
-		hw = min(hw, first)
+		lso = min(lso, first)
 	}
-	return hw
+	for _, u := range t.unreplicated {
+		if u.last >= hw {
+			lso = min(lso, u.first)
+		}
+	}
+	return lso
+}
+
+// replicated forgets the unreplicated transactions whose marker is below
+// hw, the new high watermark (Kafka's
+// ProducerStateManager.onHighWatermarkUpdated).
+func (t *txnLog) replicated(hw int64) {
+	t.unreplicated = slices.DeleteFunc(t.unreplicated, func(u abortedTxn) bool { return u.last < hw })
 }
 
 // buildMarker returns the control batch of m stamped ts (ms): attributes
@@ -156,7 +173,11 @@ func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat i
 	}
 	first := ps.recordMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, ts)
 	delete(t.ongoing, h.ProducerID)
-	if first >= 0 && !commit {
+	if first < 0 {
+		return
+	}
+	t.unreplicated = append(t.unreplicated, abortedTxn{pid: h.ProducerID, first: first, last: h.BaseOffset})
+	if !commit {
 		t.aborted = append(t.aborted, abortedTxn{pid: h.ProducerID, first: first, last: h.BaseOffset, lso: t.lso(h.BaseOffset + 1)})
 	}
 }

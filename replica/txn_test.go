@@ -365,3 +365,45 @@ func TestTxnRaftPartition(t *testing.T) {
 		}
 	}
 }
+
+// The last stable offset as the high watermark moves (Kafka's
+// firstUnstableOffset): an ongoing transaction holds it at its first
+// offset, and so does a decided one until its marker is below the high
+// watermark (a marker written but not committed may still be replaced).
+func TestTxnLogLastStableOffset(t *testing.T) {
+	ps := producerState{}
+	tl := newTxnLog(ps, nil)
+	data := func(pid, off int64) {
+		h := batch.Header{ProducerID: pid, BaseSequence: -1, BaseOffset: off, Attributes: batch.TransactionalBit}
+		applyBatch(ps, &tl, &h, nil, -1)
+	}
+	marker := func(pid, off int64, commit bool) {
+		m := buildMarker(TxnMarker{ProducerID: pid, Commit: commit}, 1)
+		h, _ := batch.ParseHeader(m)
+		h.BaseOffset = off
+		applyBatch(ps, &tl, &h, m, -1)
+	}
+	for _, st := range []struct {
+		name string
+		do   func()
+		hw   int64
+		lso  int64
+	}{
+		{"nothing", func() {}, 3, 3},
+		{"p1 begins at 3", func() { data(1, 3) }, 4, 3},
+		{"p2 begins at 4", func() { data(2, 4) }, 5, 3},
+		{"p1 commits at 5, not replicated", func() { marker(1, 5, true) }, 5, 3},
+		{"p1's marker committed", func() {}, 6, 4},
+		{"p2 aborts at 6, not replicated", func() { marker(2, 6, false) }, 6, 4},
+		{"p2's marker committed", func() {}, 7, 7},
+	} {
+		st.do()
+		tl.replicated(st.hw)
+		if got := tl.lso(st.hw); got != st.lso {
+			t.Fatalf("%s: last stable offset %d at high watermark %d, want %d", st.name, got, st.hw, st.lso)
+		}
+	}
+	if want := []abortedTxn{{pid: 2, first: 4, last: 6, lso: 7}}; !reflect.DeepEqual(tl.aborted, want) || len(tl.unreplicated) != 0 {
+		t.Fatalf("aborted %v (want %v), unreplicated %v", tl.aborted, want, tl.unreplicated)
+	}
+}
