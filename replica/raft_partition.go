@@ -396,7 +396,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		// (its own waiter may still be waiting).
 		return p.whenCommitted(segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}, h), nil
 	}
-	if h.ProducerID >= 0 && h.BaseSequence >= 0 && !h.Control() {
+	if h.ProducerID >= 0 && sequenced(h) {
 		if len(rs.inflight[h.ProducerID]) == 0 {
 			delete(rs.broken, h.ProducerID) // the producer starts again from what is written
 		}
@@ -405,9 +405,10 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 	p.appendMu.Unlock()
 	rs.track(pr)
 	err = rs.host.post(rs.id, func(rn *raft.RawNode) error {
-		if pid := pr.h.ProducerID; pid >= 0 {
+		if pid := pr.h.ProducerID; pid >= 0 && sequenced(&pr.h) {
 			// A producer one of whose proposals raft dropped must not
-			// have a later one taken (a sequence gap in the log).
+			// have a later one taken (a sequence gap in the log). A
+			// marker or a batch without sequence makes no gap.
 			p.appendMu.Lock()
 			broken := rs.broken[pid]
 			p.appendMu.Unlock()
@@ -418,7 +419,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 			}
 		}
 		if err := rn.Propose(b); err != nil {
-			if pid := pr.h.ProducerID; pid >= 0 {
+			if pid := pr.h.ProducerID; pid >= 0 && sequenced(&pr.h) {
 				p.appendMu.Lock()
 				rs.broken[pid] = true
 				p.appendMu.Unlock()
@@ -466,6 +467,12 @@ func follow(orig *Pending) *Pending {
 	}()
 	return pd
 }
+
+// sequenced reports whether h is a data batch with a sequence number (an
+// idempotent or transactional producer's): the batches the inflight
+// tracking and the dropped-proposal guard are about. Markers and the
+// broker's own batches without sequence (txn.go) are neither.
+func sequenced(h *batch.Header) bool { return h.BaseSequence >= 0 && !h.Control() }
 
 // checkProducer is producerState.check seeing the leader's inflight
 // proposals too: a retry of one of them returns it (orig), of a written
