@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
 )
@@ -312,21 +313,7 @@ func TestTxnRaftPartition(t *testing.T) {
 	}
 	c.waitFor(1)
 	lead := c.nodes[1].parts[g]
-	r := txnRunner{
-		do: func(op func()) {
-			done := make(chan struct{})
-			go func() { defer close(done); op() }()
-			c.drive("a step to complete", func() bool {
-				select {
-				case <-done:
-					return true
-				default:
-					return false
-				}
-			})
-		},
-		settle: c.drive,
-	}
+	r := raftRunner(c)
 	views := []*Partition{lead, c.nodes[2].parts[g], c.nodes[3].parts[g]}
 	runTxnSteps(t, r, txnScenario(), lead, views...)
 	for _, p := range views {
@@ -405,5 +392,101 @@ func TestTxnLogLastStableOffset(t *testing.T) {
 	}
 	if want := []abortedTxn{{pid: 2, first: 4, last: 6, lso: 7}}; !reflect.DeepEqual(tl.aborted, want) || len(tl.unreplicated) != 0 {
 		t.Fatalf("aborted %v (want %v), unreplicated %v", tl.aborted, want, tl.unreplicated)
+	}
+}
+
+// raftRunner runs each step in a goroutine while c ticks.
+func raftRunner(c *pcluster) txnRunner {
+	return txnRunner{
+		do: func(op func()) {
+			done := make(chan struct{})
+			go func() { defer close(done); op() }()
+			c.drive("a step to complete", func() bool {
+				select {
+				case <-done:
+					return true
+				default:
+					return false
+				}
+			})
+		},
+		settle: c.drive,
+	}
+}
+
+// A replica that joins by a raft snapshot (the leader's log no longer
+// starts at index 1: retention by size; records stamped now so that
+// retention.ms removes none) gets the transaction state with the producer state
+// the snapshot carries: the aborted transaction below its first entry,
+// the ongoing one, the last stable offset.
+func TestTxnJoinBySnapshot(t *testing.T) {
+	c := newPCluster(t, 3, 1, 14)
+	c.cfg.Log.SegmentBytes = 1024
+	c.cfg.Log.RetentionBytes = 3072
+	c.startAll()
+	g := c.groups[0]
+	c.waitLeader(g)
+	c.produceN(g, 0, 60)
+	lead := c.leaderOf(g)
+	r := raftRunner(c)
+	var err error
+	var first1, first2 int64
+	r.do(func() {
+		var pd *Pending
+		if pd, err = lead.Produce(txnBatch(1, 0, 0, 2, true, time.Now().UnixMilli())); err == nil {
+			var res segment.AppendResult
+			res, err = pd.Wait(context.Background())
+			first1 = res.BaseOffset
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.do(func() {
+		_, err = lead.WriteTxnMarker(context.Background(), TxnMarker{ProducerID: 1, CoordinatorEpoch: 2})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.do(func() {
+		var pd *Pending
+		if pd, err = lead.Produce(txnBatch(2, 0, 0, 1, true, time.Now().UnixMilli())); err == nil {
+			var res segment.AppendResult
+			res, err = pd.Wait(context.Background())
+			first2 = res.BaseOffset
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.produceN(g, 60, 5)
+	c.settleOn(g, 1, 2, 3)
+	for _, n := range c.up() {
+		if _, err := n.parts[g].DeleteOldSegments(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lead.log.FirstIndex() <= 1 || lead.LogStartOffset() > first1 {
+		t.Fatalf("retention left the leader's log at index %d, offset %d; the test needs it past 1 and at most %d", lead.log.FirstIndex(), lead.LogStartOffset(), first1)
+	}
+	c.join(4, 1, 2, 3)
+	c.addLearner(g, 4)
+	c.settleOn(g, 1, 2, 3, 4)
+	p4 := c.nodes[4].parts[g]
+	if p4.LogStartOffset() != lead.LogStartOffset() {
+		t.Fatalf("node 4 starts at %d, the leader at %d", p4.LogStartOffset(), lead.LogStartOffset())
+	}
+	for i, p := range []*Partition{lead, p4} {
+		if lso := p.LastStableOffset(); lso != first2 {
+			t.Fatalf("replica %d: last stable offset %d, want %d", i, lso, first2)
+		}
+		fr, err := p.FetchCommitted(first1, 1<<20)
+		fr.Records.Release()
+		if err != nil || !reflect.DeepEqual(fr.AbortedTransactions, []AbortedTxn{{ProducerID: 1, FirstOffset: first1}}) {
+			t.Fatalf("replica %d: FetchCommitted(%d): aborted %v, %v", i, first1, fr.AbortedTransactions, err)
+		}
+	}
+	if got, want := p4.Producers(), lead.Producers(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("node 4's producers:\n got %+v\nwant %+v", got, want)
 	}
 }
