@@ -466,8 +466,9 @@ type FetchResult struct {
 	Changed <-chan struct{}
 }
 
-// Fetch is a consumer's read: the high watermark, the channel that tells
-// when it next moves and the log start offset, taken together, and the
+// Fetch is a read_uncommitted consumer's read: the high watermark, the
+// last stable offset, the channel that tells when the high watermark next
+// moves and the log start offset, taken together, and the
 // committed batches from offset up to that high watermark, KIP-74 style
 // (maxBytes, at least one batch; maxBytes <= 0 reads none, only the
 // offsets). The records and the offsets answered come from the same view:
@@ -548,10 +549,11 @@ func (p *Partition) loadProducers() error {
 		return err
 	}
 	p.producers = ps
+	start := p.log.LogStartOffset() // not under mu: no log lock is taken under it
 	p.mu.Lock()
 	p.txn = t
 	p.txn.replicated(p.highWatermark)
-	p.pruneAbortedLocked(p.log.LogStartOffset())
+	p.pruneAbortedLocked(start)
 	p.mu.Unlock()
 	if p.expiration > 0 {
 		ps.expire(p.now().UnixMilli(), p.expiration.Milliseconds())
@@ -570,8 +572,9 @@ func (p *Partition) snapshotLocked(offset int64) func() {
 	if p.log.Damage() != nil {
 		return func() {}
 	}
+	start := p.log.LogStartOffset()
 	p.mu.Lock()
-	p.pruneAbortedLocked(p.log.LogStartOffset())
+	p.pruneAbortedLocked(start)
 	data := encodeSnapshotTxn(p.producers, p.txn.aborted)
 	p.mu.Unlock()
 	return func() {
