@@ -490,3 +490,56 @@ func TestTxnJoinBySnapshot(t *testing.T) {
 		t.Fatalf("node 4's producers:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// The group coordinator's transactional offset commits on an internal
+// partition: AppendRecordsAs stamps the producer (no sequence, so any
+// number of them), holds the last stable offset until the marker, and
+// ScanBatches hands the batches with their producer and the marker.
+func TestAppendRecordsAs(t *testing.T) {
+	p := openTest(t, testConfig(), Options{Internal: true})
+	ctx := context.Background()
+	tag := ProducerTag{ID: 9, Epoch: 3, Transactional: true}
+	for i, want := range []int64{0, 1} {
+		off, err := p.AppendRecordsAs(ctx, 1000, tag, []Record{{Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}})
+		if err != nil || off != want {
+			t.Fatalf("append %d: offset %d, %v", i, off, err)
+		}
+	}
+	if lso := p.LastStableOffset(); lso != 0 {
+		t.Fatalf("last stable offset %d inside the transaction", lso)
+	}
+	if _, err := p.AppendRecordsAs(ctx, 1000, ProducerTag{ID: 9, Epoch: 2, Transactional: true}, []Record{{Key: []byte("x")}}); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("an older epoch: %v", err)
+	}
+	if off, err := p.WriteTxnMarker(ctx, TxnMarker{ProducerID: 9, ProducerEpoch: 3, Commit: true}); err != nil || off != 2 {
+		t.Fatalf("marker: offset %d, %v", off, err)
+	}
+	if lso := p.LastStableOffset(); lso != 3 {
+		t.Fatalf("last stable offset %d after the commit", lso)
+	}
+	var got []string
+	if _, _, err := p.ScanBatches(nil, 0, 100, func(b *ScannedBatch) error {
+		got = append(got, fmt.Sprintf("%d %+v control=%v commit=%v n=%d", b.First, b.Producer, b.Control, b.Commit, len(b.Records)))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"0 {ID:9 Epoch:3 Transactional:true} control=false commit=false n=1",
+		"1 {ID:9 Epoch:3 Transactional:true} control=false commit=false n=1",
+		"2 {ID:9 Epoch:3 Transactional:true} control=true commit=true n=0",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ScanBatches:\n got %q\nwant %q", got, want)
+	}
+	// A scan stopped by fn's error resumes at that batch, the marker too.
+	_, next, err := p.ScanBatches(nil, 0, 100, func(b *ScannedBatch) error {
+		if b.Control {
+			return errors.New("stop")
+		}
+		return nil
+	})
+	if err == nil || next != 2 {
+		t.Fatalf("stopped scan: next %d, %v", next, err)
+	}
+}
