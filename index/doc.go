@@ -1,7 +1,8 @@
 // Package index implements the two sparse indexes that sit beside one log
 // segment, in Kafka's on-disk layout: the offset index (.index), which maps
 // offsets to byte positions in the segment's .log file, and the time index
-// (.timeindex), which maps timestamps to offsets.
+// (.timeindex), which maps timestamps to offsets. txn.go holds the third,
+// the transaction index (.txnindex, Kafka's TransactionIndex), and its format.
 //
 // # Offset index (.index)
 //

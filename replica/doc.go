@@ -29,6 +29,12 @@
 //     snapshot.go, format there) is written at every segment roll and at
 //     Close, and Open replays only the batches above the newest one.
 //     Producers idle longer than producer.id.expiration.ms are forgotten.
+//   - Transactions (txn.go, KIP-98): a transactional batch begins its
+//     producer's transaction, WriteTxnMarker writes a marker (a control
+//     batch taking one offset) that ends it on every replica;
+//     LastStableOffset is the first offset of the oldest undecided
+//     transaction, else the high watermark; FetchCommitted reads up to it
+//     and lists the aborted transactions of what it returns.
 //   - An internal topic's partition (Options.Internal) refuses client
 //     Produce and DeleteRecords with ErrInternalTopic.
 //

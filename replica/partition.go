@@ -45,6 +45,7 @@ type Partition struct {
 	highWatermark int64
 	leaderEpoch   int32
 	changed       chan struct{} // closed and replaced when the high watermark moves
+	txn           txnLog        // derived from producers (txn.go); written under appendMu too
 	epochs        epochCache
 	epochsDirty   bool // the cache changed since the file was written (single replica)
 
@@ -141,7 +142,9 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 		p.sweeper.Add(l)
 	}
 	if p.cleaner != nil {
-		p.cleaner.Add(l, p.HighWatermark)
+		// Kafka's cleaner stops at the first unstable offset: no
+		// record of an ongoing transaction is cleaned.
+		p.cleaner.Add(l, p.LastStableOffset)
 	}
 	return p, nil
 }
@@ -348,7 +351,7 @@ func (p *Partition) append(b []byte, checked *batch.Header, logAppendTime bool, 
 		return p.propose(b, &h, logAppendTime, acks)
 	}
 	p.appendMu.Lock()
-	dup, err := p.producers.check(&h)
+	dup, err := p.checkLocked(&h, b)
 	if err != nil {
 		p.appendMu.Unlock()
 		return &Pending{res: noResult}, err
@@ -380,7 +383,7 @@ func (p *Partition) append(b []byte, checked *batch.Header, logAppendTime bool, 
 			}()
 		}
 		h.BaseOffset = res.BaseOffset
-		p.producers.record(&h, res.LogAppendTime)
+		p.noteBatchLocked(&h, b, res.LogAppendTime)
 	}
 	p.appendMu.Unlock()
 	if err != nil {
@@ -426,6 +429,7 @@ func (p *Partition) advance(hw int64) {
 		return
 	}
 	p.highWatermark = hw
+	p.txn.replicated(hw)
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
@@ -452,15 +456,19 @@ type FetchResult struct {
 	// Records.Release once their bytes are sent or copied.
 	Records segment.ReadResult
 	// HighWatermark, LastStableOffset and LogStartOffset are the view's
-	// (LastStableOffset is the high watermark: no transactions yet).
+	// (LastStableOffset: see Partition.LastStableOffset).
 	HighWatermark, LastStableOffset, LogStartOffset int64
+	// AbortedTransactions are, for FetchCommitted, the aborted
+	// transactions overlapping the records returned; nil for Fetch.
+	AbortedTransactions []AbortedTxn
 	// Changed is closed the next time the high watermark moves past
 	// this view's (a Fetch long poll waits on it: no move is missed).
 	Changed <-chan struct{}
 }
 
-// Fetch is a consumer's read: the high watermark, the channel that tells
-// when it next moves and the log start offset, taken together, and the
+// Fetch is a read_uncommitted consumer's read: the high watermark, the
+// last stable offset, the channel that tells when the high watermark next
+// moves and the log start offset, taken together, and the
 // committed batches from offset up to that high watermark, KIP-74 style
 // (maxBytes, at least one batch; maxBytes <= 0 reads none, only the
 // offsets). The records and the offsets answered come from the same view:
@@ -469,8 +477,8 @@ type FetchResult struct {
 func (p *Partition) Fetch(offset int64, maxBytes int) (FetchResult, error) {
 	p.mu.Lock()
 	fr := FetchResult{HighWatermark: p.highWatermark, Changed: p.changed}
+	fr.LastStableOffset = p.txn.lso(p.highWatermark)
 	p.mu.Unlock()
-	fr.LastStableOffset = fr.HighWatermark
 	fr.LogStartOffset = p.log.LogStartOffset()
 	if maxBytes <= 0 {
 		return fr, nil
@@ -515,18 +523,25 @@ func (p *Partition) CleanableRatio() (float64, bool) {
 	return p.log.CleanableRatio(p.HighWatermark())
 }
 
-// loadProducers rebuilds the producer state at Open: the newest usable
-// snapshot, then the headers of the batches at or above its offset.
+// loadProducers rebuilds the producer state at Open (and after a
+// truncation): the newest usable snapshot, then the headers of the batches
+// at or above its offset, markers read whole (txn.go: the transactions
+// they end, the aborted ones listed).
 func (p *Partition) loadProducers() error {
 	// A damaged log ends at the damage, not where its files do: its
 	// snapshots above the damage are kept (loadSnapshot only reads).
-	ps, snap, err := loadSnapshot(p.fs, p.log.Dir(), p.log.LogEndOffset(), p.log.Damage() == nil, p.logger)
+	ps, aborted, snap, err := loadSnapshot(p.fs, p.log.Dir(), p.log.LogEndOffset(), p.log.Damage() == nil, p.logger)
 	if err != nil {
 		return err
 	}
-	err = p.log.ScanHeaders(max(snap, 0), func(h batch.Header) error {
+	t := newTxnLog(ps, aborted)
+	err = p.log.ScanHeadersControl(max(snap, 0), func(h batch.Header, control []byte) error {
 		if h.BaseOffset >= snap {
-			ps.recordHeader(&h)
+			lat := int64(-1)
+			if h.LogAppendTime() {
+				lat = h.MaxTimestamp
+			}
+			applyBatch(ps, &t, &h, control, lat)
 		}
 		return nil
 	})
@@ -534,6 +549,12 @@ func (p *Partition) loadProducers() error {
 		return err
 	}
 	p.producers = ps
+	start := p.log.LogStartOffset() // not under mu: no log lock is taken under it
+	p.mu.Lock()
+	p.txn = t
+	p.txn.replicated(p.highWatermark)
+	p.pruneAbortedLocked(start)
+	p.mu.Unlock()
 	if p.expiration > 0 {
 		ps.expire(p.now().UnixMilli(), p.expiration.Milliseconds())
 	}
@@ -551,7 +572,11 @@ func (p *Partition) snapshotLocked(offset int64) func() {
 	if p.log.Damage() != nil {
 		return func() {}
 	}
-	data := encodeSnapshot(p.producers)
+	start := p.log.LogStartOffset()
+	p.mu.Lock()
+	p.pruneAbortedLocked(start)
+	data := encodeSnapshotTxn(p.producers, p.txn.aborted)
+	p.mu.Unlock()
 	return func() {
 		p.snapMu.Lock()
 		defer p.snapMu.Unlock()

@@ -103,6 +103,9 @@ func validateClient(records []byte, cfg *TopicConfig) ([]byte, error) {
 		// Control records (transaction markers, raft's own entries) come
 		// from the broker, never from clients (Kafka's rule).
 		return nil, fmt.Errorf("%w: Clients are not allowed to write control records", ErrInvalidRecord)
+	case h.Transactional() && h.ProducerID < 0:
+		// A transaction belongs to a producer id (KIP-98).
+		return nil, fmt.Errorf("%w: a transactional batch without a producer id", ErrInvalidRecord)
 	case h.HasDeleteHorizon():
 		// The delete horizon (KIP-534) is the log cleaner's mark: from a
 		// client it could make a tombstone expire at once.

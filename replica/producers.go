@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/sluicemq/sluice/segment/batch"
@@ -29,6 +30,14 @@ type producerBatch struct {
 // producerEntry is one producer id's state in one partition.
 type producerEntry struct {
 	epoch int16
+	// txnFirst is the offset of the first record of the producer's
+	// ongoing transaction, -1 when none (Kafka's
+	// ProducerStateEntry.currentTxnFirstOffset).
+	txnFirst int64
+	// coordinatorEpoch is the coordinator epoch of the producer's last
+	// transaction marker, -1 when none (Kafka's
+	// ProducerStateEntry.coordinatorEpoch).
+	coordinatorEpoch int32
 	// lastTimestamp is the max timestamp (ms) of the producer's newest
 	// batch, what producer.id.expiration.ms counts from (Kafka's
 	// ProducerStateEntry.lastTimestamp).
@@ -51,8 +60,8 @@ func nextSeq(seq int32) int32 {
 	return seq + 1
 }
 
-// producerState tracks idempotent producers of one partition (Kafka's
-// ProducerStateManager, without transactions). It is guarded by the
+// producerState tracks idempotent and transactional producers of one
+// partition (Kafka's ProducerStateManager). It is guarded by the
 // Partition's append mutex.
 type producerState map[int64]*producerEntry
 
@@ -61,10 +70,24 @@ type producerState map[int64]*producerEntry
 // nil, anything else an error.
 func (ps producerState) check(h *batch.Header) (dup *producerBatch, err error) {
 	if h.ProducerID < 0 {
+		if h.Transactional() {
+			return nil, errTxnNoProducer
+		}
 		return nil, nil
 	}
 	e := ps[h.ProducerID]
+	if e != nil && h.ProducerEpoch == e.epoch && !h.Transactional() && e.txnFirst >= 0 {
+		// ProducerAppendInfo.appendDataBatch: a producer inside a
+		// transaction writes transactional batches only.
+		return nil, fmt.Errorf("%w: a non-transactional batch from producer %d, whose transaction from offset %d is ongoing", ErrInvalidTxnState, h.ProducerID, e.txnFirst)
+	}
 	switch {
+	case e != nil && h.ProducerEpoch < e.epoch:
+		return nil, ErrInvalidProducerEpoch
+	case h.BaseSequence < 0:
+		// No sequence: the broker's own transactional writes (the group
+		// coordinator's TxnOffsetCommit records; Kafka checks no
+		// sequence for AppendOrigin.COORDINATOR).
 	case e == nil:
 		// A producer the partition has no state for (new, or its batches
 		// were removed by retention or DeleteRecords before a restart)
@@ -76,6 +99,9 @@ func (ps producerState) check(h *batch.Header) (dup *producerBatch, err error) {
 		if h.BaseSequence != 0 {
 			return nil, ErrOutOfOrderSequence
 		}
+	case len(e.batches) == 0:
+		// Known only from a marker (its batches went, or the marker
+		// bumped the epoch): any sequence starts it again.
 	default:
 		last := lastSeqOf(h)
 		for i := range e.batches {
@@ -90,27 +116,80 @@ func (ps producerState) check(h *batch.Header) (dup *producerBatch, err error) {
 	return nil, nil
 }
 
-// record notes an appended batch (also used to rebuild from the log).
-func (ps producerState) record(h *batch.Header, logAppendTime int64) {
+// entry returns pid's entry at epoch, created or moved to a newer epoch
+// (the sequences start again; an ongoing transaction and the coordinator
+// epoch stay: Kafka's ProducerStateEntry.maybeUpdateProducerEpoch).
+func (ps producerState) entry(pid int64, epoch int16) *producerEntry {
+	e := ps[pid]
+	switch {
+	case e == nil:
+		e = &producerEntry{epoch: epoch, txnFirst: -1, coordinatorEpoch: -1}
+		ps[pid] = e
+	case epoch > e.epoch:
+		e.epoch = epoch
+		e.batches = nil
+	}
+	return e
+}
+
+// record notes an appended data batch (also used to rebuild from the
+// log) and returns the first offset of the transaction it began, -1 when
+// it began none (a transactional batch outside a transaction begins one:
+// Kafka's ProducerAppendInfo.appendDataBatch).
+func (ps producerState) record(h *batch.Header, logAppendTime int64) (began int64) {
 	if h.ProducerID < 0 {
-		return
+		return -1
 	}
-	e := ps[h.ProducerID]
-	if e == nil || h.ProducerEpoch > e.epoch {
-		e = &producerEntry{epoch: h.ProducerEpoch}
-		ps[h.ProducerID] = e
+	e := ps.entry(h.ProducerID, h.ProducerEpoch)
+	began = -1
+	if h.Transactional() && e.txnFirst < 0 {
+		e.txnFirst = h.BaseOffset
+		began = h.BaseOffset
 	}
-	if len(e.batches) == cachedBatches {
+	if h.BaseSequence >= 0 && len(e.batches) == cachedBatches {
 		e.batches = append(e.batches[:0], e.batches[1:]...)
 	}
-	e.batches = append(e.batches, producerBatch{
-		firstSeq: h.BaseSequence, lastSeq: lastSeqOf(h),
-		baseOffset: h.BaseOffset, lastOffset: h.LastOffset(), logAppendTime: logAppendTime,
-	})
+	if h.BaseSequence >= 0 {
+		e.batches = append(e.batches, producerBatch{
+			firstSeq: h.BaseSequence, lastSeq: lastSeqOf(h),
+			baseOffset: h.BaseOffset, lastOffset: h.LastOffset(), logAppendTime: logAppendTime,
+		})
+	}
 	e.lastTimestamp = h.MaxTimestamp
 	if logAppendTime >= 0 {
 		e.lastTimestamp = logAppendTime
 	}
+	return began
+}
+
+// checkMarker checks a transaction marker for producer pid against its
+// state (Kafka's ProducerAppendInfo.appendEndTxnMarker): an epoch older
+// than the producer's is ErrInvalidProducerEpoch, a coordinator epoch
+// older than its last marker's ErrTransactionCoordinatorFenced.
+func (ps producerState) checkMarker(pid int64, epoch int16, coordinatorEpoch int32) error {
+	e := ps[pid]
+	switch {
+	case e == nil:
+		return nil
+	case epoch < e.epoch:
+		return fmt.Errorf("%w: marker of producer %d at epoch %d, the producer's is %d", ErrInvalidProducerEpoch, pid, epoch, e.epoch)
+	case coordinatorEpoch < e.coordinatorEpoch:
+		return fmt.Errorf("%w: marker of producer %d with coordinator epoch %d, its last marker's was %d", ErrTransactionCoordinatorFenced, pid, coordinatorEpoch, e.coordinatorEpoch)
+	}
+	return nil
+}
+
+// recordMarker notes a written transaction marker at offset (also used to
+// rebuild from the log): the producer's ongoing transaction ends, and the
+// offset of its first record is returned (-1 when none was ongoing, as
+// after a retried marker). ts is the marker batch's timestamp (ms).
+func (ps producerState) recordMarker(pid int64, epoch int16, coordinatorEpoch int32, ts int64) (first int64) {
+	e := ps.entry(pid, epoch)
+	first = e.txnFirst
+	e.txnFirst = -1
+	e.coordinatorEpoch = coordinatorEpoch
+	e.lastTimestamp = ts
+	return first
 }
 
 // expire removes the producers whose newest batch's timestamp is
@@ -121,7 +200,9 @@ func (ps producerState) record(h *batch.Header, logAppendTime int64) {
 func (ps producerState) expire(nowMs, expirationMs int64) int {
 	n := 0
 	for id, e := range ps {
-		if nowMs-e.lastTimestamp >= expirationMs {
+		// A producer inside a transaction is kept until its marker
+		// (Kafka's isProducerExpired).
+		if e.txnFirst < 0 && nowMs-e.lastTimestamp >= expirationMs {
 			delete(ps, id)
 			n++
 		}

@@ -53,6 +53,8 @@ type pcluster struct {
 	// hostCfg, when set, adjusts each host's configuration before it
 	// starts.
 	hostCfg func(cfg *HostConfig)
+	// now, when set, is every partition's clock (Options.Log.Now).
+	now func() time.Time
 }
 
 func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
@@ -128,7 +130,7 @@ func (c *pcluster) start(id uint64) {
 		if c.state != nil {
 			rc.SnapshotState = c.state(id, g)
 		}
-		p, err := Open(fs, c.dir(g), c.cfg, Options{Log: segment.Options{Logger: quiet()}, Raft: rc})
+		p, err := Open(fs, c.dir(g), c.cfg, Options{Log: segment.Options{Logger: quiet(), Now: c.now}, Raft: rc})
 		if err != nil {
 			c.t.Fatalf("node %d: open %s: %v", id, g, err)
 		}

@@ -381,7 +381,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		pr.proposed = time.Now()
 	}
 	p.appendMu.Lock()
-	orig, dup, err := rs.checkProducer(p.producers, h)
+	orig, dup, err := rs.checkProducer(p.producers, h, b)
 	if err != nil {
 		p.appendMu.Unlock()
 		return &Pending{res: noResult}, err
@@ -396,7 +396,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 		// (its own waiter may still be waiting).
 		return p.whenCommitted(segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}, h), nil
 	}
-	if h.ProducerID >= 0 {
+	if h.ProducerID >= 0 && sequenced(h) {
 		if len(rs.inflight[h.ProducerID]) == 0 {
 			delete(rs.broken, h.ProducerID) // the producer starts again from what is written
 		}
@@ -405,9 +405,10 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 	p.appendMu.Unlock()
 	rs.track(pr)
 	err = rs.host.post(rs.id, func(rn *raft.RawNode) error {
-		if pid := pr.h.ProducerID; pid >= 0 {
+		if pid := pr.h.ProducerID; pid >= 0 && sequenced(&pr.h) {
 			// A producer one of whose proposals raft dropped must not
-			// have a later one taken (a sequence gap in the log).
+			// have a later one taken (a sequence gap in the log). A
+			// marker or a batch without sequence makes no gap.
 			p.appendMu.Lock()
 			broken := rs.broken[pid]
 			p.appendMu.Unlock()
@@ -418,7 +419,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 			}
 		}
 		if err := rn.Propose(b); err != nil {
-			if pid := pr.h.ProducerID; pid >= 0 {
+			if pid := pr.h.ProducerID; pid >= 0 && sequenced(&pr.h) {
 				p.appendMu.Lock()
 				rs.broken[pid] = true
 				p.appendMu.Unlock()
@@ -467,11 +468,30 @@ func follow(orig *Pending) *Pending {
 	return pd
 }
 
+// sequenced reports whether h is a data batch with a sequence number (an
+// idempotent or transactional producer's): the batches the inflight
+// tracking and the dropped-proposal guard are about. Markers and the
+// broker's own batches without sequence (txn.go) are neither.
+func sequenced(h *batch.Header) bool { return h.BaseSequence >= 0 && !h.Control() }
+
 // checkProducer is producerState.check seeing the leader's inflight
 // proposals too: a retry of one of them returns it (orig), of a written
 // batch that batch (dup).
-func (rs *raftState) checkProducer(ps producerState, h *batch.Header) (orig *proposal, dup *producerBatch, err error) {
+func (rs *raftState) checkProducer(ps producerState, h *batch.Header, b []byte) (orig *proposal, dup *producerBatch, err error) {
 	list := rs.inflight[h.ProducerID]
+	if h.ProducerID >= 0 && (h.Control() || h.BaseSequence < 0) {
+		// A marker or a batch without sequence (txn.go): its epoch is
+		// checked against the newest inflight batch's too; it is not
+		// inflight itself (no retry of it is recognised).
+		if len(list) > 0 && h.ProducerEpoch < list[len(list)-1].h.ProducerEpoch {
+			return nil, nil, ErrInvalidProducerEpoch
+		}
+		if h.Control() {
+			return nil, nil, checkMarkerBatch(ps, h, b)
+		}
+		dup, err = ps.check(h)
+		return nil, dup, err
+	}
 	if h.ProducerID < 0 || len(list) == 0 {
 		dup, err = ps.check(h)
 		return nil, dup, err
@@ -579,7 +599,11 @@ func (p *Partition) written(e *raftpb.Entry, id int64, res segment.AppendResult,
 		if record {
 			hh := *h
 			hh.BaseOffset = res.BaseOffset
-			p.producers.record(&hh, res.LogAppendTime)
+			var data []byte
+			if hh.Control() {
+				data = e.Data // the marker's record (txn.go)
+			}
+			p.noteBatchLocked(&hh, data, res.LogAppendTime)
 		}
 		if pr != nil {
 			rs.dropInflightLocked(pr)

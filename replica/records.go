@@ -49,6 +49,44 @@ func buildRecords(ts int64, recs []Record) []byte {
 	return batch.Build(batch.NewBuildOptions(), rs)
 }
 
+// ProducerTag is the producer a batch is stamped with: its id and epoch
+// (-1: none) and whether the batch is transactional.
+type ProducerTag struct {
+	ID            int64
+	Epoch         int16
+	Transactional bool
+}
+
+// AppendRecordsAs is AppendRecords with the batch stamped with a producer:
+// id, epoch, transactional bit (base sequence -1: no idempotence check,
+// Kafka writes TxnOffsetCommit records so). The producer's epoch is still
+// checked (ErrInvalidProducerEpoch), and a transactional batch begins the
+// producer's transaction in the partition, which its marker
+// (WriteTxnMarker) ends.
+func (p *Partition) AppendRecordsAs(ctx context.Context, ts int64, prod ProducerTag, recs []Record) (int64, error) {
+	rs := make([]batch.Record, len(recs))
+	for i, r := range recs {
+		rs[i] = batch.Record{Timestamp: ts, Key: r.Key, Value: r.Value}
+	}
+	opts := batch.NewBuildOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.Transactional = prod.ID, prod.Epoch, prod.Transactional
+	res, err := p.Append(ctx, batch.Build(opts, rs), AppendOptions{})
+	if err != nil {
+		return -1, err
+	}
+	return res.BaseOffset, nil
+}
+
+// ScannedBatch is one batch ScanBatches hands: its records in the scanned
+// range, or, for a control batch, its marker.
+type ScannedBatch struct {
+	First    int64 // offset of the first record handed (control: the marker's offset)
+	Producer ProducerTag
+	Control  bool
+	Commit   bool // a control batch's marker type (true: commit)
+	Records  []Record
+}
+
 // ScanRecords reads the committed records of [from, to) (to is capped at
 // the high watermark) and hands fn those of each data batch, in offset
 // order: first is the offset of the first record handed, recs alias buf
@@ -58,8 +96,22 @@ func buildRecords(ts int64, recs []Record) []byte {
 // offset to scan from next (to, or where fn's error stopped it: the
 // batch fn refused is scanned again).
 func (p *Partition) ScanRecords(buf []byte, from, to int64, fn func(first int64, recs []Record) error) ([]byte, int64, error) {
+	return p.ScanBatches(buf, from, to, func(b *ScannedBatch) error {
+		if b.Control {
+			return nil
+		}
+		return fn(b.First, b.Records)
+	})
+}
+
+// ScanBatches is ScanRecords with each batch's producer and control
+// information: control batches (transaction markers) are handed too, with
+// Records empty and Commit set from the marker; a control batch that is no
+// transaction marker is skipped. b and its records are valid only during
+// the call.
+func (p *Partition) ScanBatches(buf []byte, from, to int64, fn func(b *ScannedBatch) error) ([]byte, int64, error) {
 	to = min(to, p.HighWatermark())
-	var recs []Record
+	var sb ScannedBatch
 	for from < to {
 		b, res, err := p.ReadBytes(buf[:0], from, 1<<20)
 		buf = b
@@ -76,14 +128,29 @@ func (p *Partition) ScanRecords(buf []byte, from, to int64, fn func(first int64,
 			}
 			bb := rest[:h.Size()]
 			rest = rest[h.Size():]
-			if h.Control() || h.LastOffset() < from {
+			if h.LastOffset() < from {
 				continue
 			}
 			if h.BaseOffset >= to {
 				return buf, to, nil
 			}
-			first := int64(-1)
-			recs = recs[:0]
+			sb = ScannedBatch{
+				First:    -1,
+				Producer: ProducerTag{ID: h.ProducerID, Epoch: h.ProducerEpoch, Transactional: h.Transactional()},
+				Control:  h.Control(),
+				Records:  sb.Records[:0],
+			}
+			if h.Control() {
+				commit, _, ok := parseMarker(bb)
+				if ok && h.BaseOffset >= from {
+					sb.First, sb.Commit = h.BaseOffset, commit
+					if err := fn(&sb); err != nil {
+						return buf, h.BaseOffset, err
+					}
+				}
+				from = min(h.LastOffset()+1, to)
+				continue
+			}
 			// A compressed batch's records alias Iterate's own buffer,
 			// which it reuses once it returns: they are copied.
 			copied := h.Codec() != batch.CodecNone
@@ -91,21 +158,21 @@ func (p *Partition) ScanRecords(buf []byte, from, to int64, fn func(first int64,
 				if r.Offset < from || r.Offset >= to {
 					return nil
 				}
-				if first < 0 {
-					first = r.Offset
+				if sb.First < 0 {
+					sb.First = r.Offset
 				}
 				rec := Record{Key: r.Key, Value: r.Value}
 				if copied {
 					rec.Key, rec.Value = bytes.Clone(r.Key), bytes.Clone(r.Value)
 				}
-				recs = append(recs, rec)
+				sb.Records = append(sb.Records, rec)
 				return nil
 			}); err != nil {
 				return buf, from, err
 			}
-			if len(recs) > 0 {
-				if err := fn(first, recs); err != nil {
-					return buf, first, err
+			if len(sb.Records) > 0 {
+				if err := fn(&sb); err != nil {
+					return buf, sb.First, err
 				}
 			}
 			from = min(h.LastOffset()+1, to)

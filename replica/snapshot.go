@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
 )
 
@@ -32,18 +31,29 @@ import (
 // offset. Integers are big-endian:
 //
 //	magic    uint32  0x534c5053 ("SLPS")
-//	version  uint16  1
+//	version  uint16  2 (1 is still read)
 //	crc      uint32  CRC-32C (Castagnoli) of every byte after this field
 //	count    uint32  number of producers
 //	producer × count:
 //	  producerId     int64
 //	  epoch          int16
-//	  lastTimestamp  int64   ms; the newest batch's max timestamp
-//	  batches        uint8   1 to 5, oldest first
+//	  lastTimestamp  int64   ms; the newest batch's (or marker's) max timestamp
+//	  txnFirst       int64   version 2: first offset of the ongoing transaction, -1 none
+//	  coordEpoch     int32   version 2: coordinator epoch of the last marker, -1 none
+//	  batches        uint8   1 to 5 (version 2: 0 to 5), oldest first
 //	  batch × batches:
 //	    firstSeq, lastSeq        int32
 //	    baseOffset, lastOffset   int64
 //	    logAppendTime            int64  ms, or -1
+//	aborted  uint32  version 2: number of aborted transactions
+//	aborted × count (version 2), oldest marker first:
+//	  producerId, firstOffset, lastOffset, lastStableOffset  int64
+//
+// The aborted transactions are those whose abort marker is below the
+// snapshot's offset and at or above the log start offset when it was
+// written (Kafka keeps them in the segments' .txnindex files; here they
+// ride with the producer state, which a raft snapshot carries too). A
+// version 1 snapshot loads with no transaction ongoing and none aborted.
 //
 // A snapshot is written to <name>.tmp, synced and renamed; a file that
 // fails its checks is logged and removed, and Open falls back to an older
@@ -54,10 +64,11 @@ const (
 	snapshotExt     = ".snapshot"
 	snapshotTmpExt  = ".snapshot.tmp"
 	snapshotMagic   = 0x534c5053
-	snapshotVersion = 1
+	snapshotVersion = 2
 	snapshotDigits  = 20
 	snapshotHeader  = 4 + 2 + 4 // magic, version, crc
 	snapshotBatch   = 4 + 4 + 8 + 8 + 8
+	snapshotAborted = 4 * 8
 )
 
 var (
@@ -80,14 +91,19 @@ func parseSnapshotName(name string) (int64, bool) {
 	return off, err == nil && off >= 0
 }
 
-// encodeSnapshot returns ps in the snapshot format, producers in id order.
-func encodeSnapshot(ps producerState) []byte {
+// encodeSnapshot returns ps in the snapshot format, producers in id
+// order, with no aborted transaction.
+func encodeSnapshot(ps producerState) []byte { return encodeSnapshotTxn(ps, nil) }
+
+// encodeSnapshotTxn returns ps and the aborted transactions in the
+// snapshot format, producers in id order.
+func encodeSnapshotTxn(ps producerState, aborted []abortedTxn) []byte {
 	ids := make([]int64, 0, len(ps))
 	for id := range ps {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	b := make([]byte, snapshotHeader, snapshotHeader+4+len(ids)*(19+cachedBatches*snapshotBatch))
+	b := make([]byte, snapshotHeader, snapshotHeader+8+len(ids)*(31+cachedBatches*snapshotBatch)+len(aborted)*snapshotAborted)
 	binary.BigEndian.PutUint32(b[0:], snapshotMagic)
 	binary.BigEndian.PutUint16(b[4:], snapshotVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ids)))
@@ -96,6 +112,8 @@ func encodeSnapshot(ps producerState) []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
 		b = binary.BigEndian.AppendUint64(b, uint64(e.lastTimestamp))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.txnFirst))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.coordinatorEpoch))
 		b = append(b, byte(len(e.batches)))
 		for _, pb := range e.batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(pb.firstSeq))
@@ -105,15 +123,29 @@ func encodeSnapshot(ps producerState) []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(pb.logAppendTime))
 		}
 	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(aborted)))
+	for _, a := range aborted {
+		b = binary.BigEndian.AppendUint64(b, uint64(a.pid))
+		b = binary.BigEndian.AppendUint64(b, uint64(a.first))
+		b = binary.BigEndian.AppendUint64(b, uint64(a.last))
+		b = binary.BigEndian.AppendUint64(b, uint64(a.lso))
+	}
 	binary.BigEndian.PutUint32(b[6:], crc32.Checksum(b[snapshotHeader:], castagnoli))
 	return b
 }
 
-// decodeSnapshot parses a snapshot; any inconsistency returns an error
-// wrapping errBadSnapshot.
+// decodeSnapshot parses a snapshot's producers; any inconsistency returns
+// an error wrapping errBadSnapshot.
 func decodeSnapshot(b []byte) (producerState, error) {
-	bad := func(format string, args ...any) (producerState, error) {
-		return nil, fmt.Errorf("%w: "+format, append([]any{errBadSnapshot}, args...)...)
+	ps, _, err := decodeSnapshotTxn(b)
+	return ps, err
+}
+
+// decodeSnapshotTxn parses a snapshot of version 1 or 2: its producers
+// and aborted transactions (none in version 1).
+func decodeSnapshotTxn(b []byte) (producerState, []abortedTxn, error) {
+	bad := func(format string, args ...any) (producerState, []abortedTxn, error) {
+		return nil, nil, fmt.Errorf("%w: "+format, append([]any{errBadSnapshot}, args...)...)
 	}
 	if len(b) < snapshotHeader+4 {
 		return bad("%d bytes is too short", len(b))
@@ -121,28 +153,42 @@ func decodeSnapshot(b []byte) (producerState, error) {
 	if m := binary.BigEndian.Uint32(b); m != snapshotMagic {
 		return bad("magic %#x", m)
 	}
-	if v := binary.BigEndian.Uint16(b[4:]); v != snapshotVersion {
+	v := binary.BigEndian.Uint16(b[4:])
+	if v != 1 && v != snapshotVersion {
 		return bad("version %d", v)
 	}
 	if want, got := binary.BigEndian.Uint32(b[6:]), crc32.Checksum(b[snapshotHeader:], castagnoli); want != got {
 		return bad("crc %#x, computed %#x", want, got)
+	}
+	fixed, minBatches := 19, 1 // a producer's bytes before its batches
+	if v >= 2 {
+		fixed, minBatches = 31, 0
 	}
 	r := b[snapshotHeader:]
 	n := binary.BigEndian.Uint32(r)
 	r = r[4:]
 	ps := producerState{}
 	for i := uint32(0); i < n; i++ {
-		if len(r) < 19 {
+		if len(r) < fixed {
 			return bad("producer %d of %d is cut short", i, n)
 		}
 		id := int64(binary.BigEndian.Uint64(r))
 		e := &producerEntry{
-			epoch:         int16(binary.BigEndian.Uint16(r[8:])),
-			lastTimestamp: int64(binary.BigEndian.Uint64(r[10:])),
+			epoch:            int16(binary.BigEndian.Uint16(r[8:])),
+			lastTimestamp:    int64(binary.BigEndian.Uint64(r[10:])),
+			txnFirst:         -1,
+			coordinatorEpoch: -1,
 		}
-		nb := int(r[18])
-		r = r[19:]
-		if nb < 1 || nb > cachedBatches || len(r) < nb*snapshotBatch {
+		if v >= 2 {
+			e.txnFirst = int64(binary.BigEndian.Uint64(r[18:]))
+			e.coordinatorEpoch = int32(binary.BigEndian.Uint32(r[26:]))
+			if e.txnFirst < -1 {
+				return bad("producer %d's transaction starts at %d", id, e.txnFirst)
+			}
+		}
+		nb := int(r[fixed-1])
+		r = r[fixed:]
+		if nb < minBatches || nb > cachedBatches || len(r) < nb*snapshotBatch {
 			return bad("producer %d has %d batches in %d bytes", id, nb, len(r))
 		}
 		if ps[id] != nil {
@@ -160,10 +206,34 @@ func decodeSnapshot(b []byte) (producerState, error) {
 		}
 		ps[id] = e
 	}
+	var aborted []abortedTxn
+	if v >= 2 {
+		if len(r) < 4 {
+			return bad("the aborted transactions' count is cut short")
+		}
+		na := binary.BigEndian.Uint32(r)
+		r = r[4:]
+		if uint64(len(r)) < uint64(na)*snapshotAborted {
+			return bad("%d aborted transactions in %d bytes", na, len(r))
+		}
+		for i := uint32(0); i < na; i++ {
+			a := abortedTxn{
+				pid:   int64(binary.BigEndian.Uint64(r)),
+				first: int64(binary.BigEndian.Uint64(r[8:])),
+				last:  int64(binary.BigEndian.Uint64(r[16:])),
+				lso:   int64(binary.BigEndian.Uint64(r[24:])),
+			}
+			if a.first < 0 || a.first > a.last || (len(aborted) > 0 && a.last < aborted[len(aborted)-1].last) {
+				return bad("aborted transaction %d: [%d, %d]", i, a.first, a.last)
+			}
+			aborted = append(aborted, a)
+			r = r[snapshotAborted:]
+		}
+	}
 	if len(r) != 0 {
 		return bad("%d bytes after the last producer", len(r))
 	}
-	return ps, nil
+	return ps, aborted, nil
 }
 
 // snapshots lists the partition folder's snapshot offsets, oldest first,
@@ -250,10 +320,10 @@ func pruneSnapshots(fs vfs.FS, dir string, firstSegmentBase int64) error {
 // offset (-1 and empty state when there is none). With remove, snapshots
 // above leo and ones that fail their checks are removed, each with a log
 // line; without, they are only skipped.
-func loadSnapshot(fs vfs.FS, dir string, leo int64, remove bool, logger *slog.Logger) (producerState, int64, error) {
+func loadSnapshot(fs vfs.FS, dir string, leo int64, remove bool, logger *slog.Logger) (producerState, []abortedTxn, int64, error) {
 	offs, err := snapshots(fs, dir)
 	if err != nil {
-		return nil, -1, err
+		return nil, nil, -1, err
 	}
 	for i := len(offs) - 1; i >= 0; i-- {
 		name := filepath.Join(dir, snapshotName(offs[i]))
@@ -263,55 +333,46 @@ func loadSnapshot(fs vfs.FS, dir string, leo int64, remove bool, logger *slog.Lo
 			}
 			logger.Warn("replica: producer snapshot is past the log end offset, removed", "file", name, "log_end_offset", leo)
 			if err := fs.Remove(name); err != nil {
-				return nil, -1, err
+				return nil, nil, -1, err
 			}
 			continue
 		}
-		ps, err := readSnapshot(fs, name)
+		ps, aborted, err := readSnapshot(fs, name)
 		if err == nil {
-			return ps, offs[i], nil
+			return ps, aborted, offs[i], nil
 		}
 		if !errors.Is(err, errBadSnapshot) {
-			return nil, -1, err
+			return nil, nil, -1, err
 		}
 		if !remove {
 			continue
 		}
 		logger.Warn("replica: producer snapshot failed its checks, removed", "file", name, "err", err)
 		if err := fs.Remove(name); err != nil {
-			return nil, -1, err
+			return nil, nil, -1, err
 		}
 	}
-	return producerState{}, -1, nil
+	return producerState{}, nil, -1, nil
 }
 
-func readSnapshot(fs vfs.FS, name string) (producerState, error) {
+func readSnapshot(fs vfs.FS, name string) (producerState, []abortedTxn, error) {
 	f, err := fs.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	size, err := f.Size()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if size > 1<<30 {
-		return nil, fmt.Errorf("%w: %d bytes", errBadSnapshot, size)
+		return nil, nil, fmt.Errorf("%w: %d bytes", errBadSnapshot, size)
 	}
 	b := make([]byte, size)
 	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+		return nil, nil, err
 	}
-	return decodeSnapshot(b)
-}
-
-// recordHeader adds a batch header read back from the log to ps.
-func (ps producerState) recordHeader(h *batch.Header) {
-	lat := int64(-1)
-	if h.LogAppendTime() {
-		lat = h.MaxTimestamp
-	}
-	ps.record(h, lat)
+	return decodeSnapshotTxn(b)
 }
 
 // removeSnapshotsAbove removes the snapshots at offsets above offset (a

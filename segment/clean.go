@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -194,7 +195,11 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 	}
 	st.FirstDirty, st.End = c.firstDirty, c.end
 
-	offsets, lastOfProducer, lastOfSeg, mapped, err := l.buildMaps(c, tail, tailSizes)
+	aborted, err := abortedBatches(append(slices.Clone(c.segs), tail...), append(slices.Clone(c.sizes), tailSizes...))
+	if err != nil {
+		return st, l.cleanReadError(err, epoch, c.segs, tail)
+	}
+	offsets, lastOfProducer, lastOfSeg, mapped, err := l.buildMaps(c, tail, tailSizes, aborted)
 	if err != nil {
 		return st, l.cleanReadError(err, epoch, c.segs, tail)
 	}
@@ -206,7 +211,7 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 		st.End = c.end
 	}
 	groups := groupSegments(&c, &cfg)
-	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, groupEnds: map[int64]bool{}, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
+	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, aborted: aborted, groupEnds: map[int64]bool{}, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
 	for _, g := range groups {
 		// Each group's last batch stays (see cleanFilter.batch).
 		for i := g[1] - 1; i >= g[0]; i-- {
@@ -475,7 +480,12 @@ const (
 // Options.CleanerDedupeBufferBytes (at least one): mapped is the number of
 // c.segs it covers (len(c.segs) unless the bound stopped it), and the
 // clean must not go past them.
-func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offsets map[string]int64, lastOf map[int64]int64, lastOfSeg []int64, mapped int, err error) {
+//
+// The batches of aborted transactions (aborted, from abortedBatches) add
+// no key: their records are never read by a read_committed consumer and
+// must not make a committed record older (Kafka's LogCleaner skips them
+// when it builds the offset map).
+func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64, aborted map[int64]bool) (offsets map[string]int64, lastOf map[int64]int64, lastOfSeg []int64, mapped int, err error) {
 	offsets, lastOf = map[string]int64{}, map[int64]int64{}
 	for range c.segs {
 		lastOfSeg = append(lastOfSeg, -1)
@@ -497,7 +507,7 @@ func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offset
 			if i < len(c.segs) {
 				lastOfSeg[i] = h.LastOffset()
 			}
-			if b == nil || h.LastOffset() < c.firstDirty || h.Control() {
+			if b == nil || h.LastOffset() < c.firstDirty || h.Control() || aborted[h.BaseOffset] {
 				return nil
 			}
 			_, err := batch.Iterate(b, func(r *batch.Record) error {
@@ -533,8 +543,53 @@ func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64) (offset
 	return offsets, lastOf, lastOfSeg, mapped, nil
 }
 
+// abortedBatches returns the base offsets of the transactional data
+// batches of segs (with their sizes, in log order) whose transaction an
+// abort marker ends within segs (Kafka's LogCleaner and
+// CleanedTransactionMetadata: a transaction's batches are aborted once its
+// producer's next marker is an abort). A transaction whose marker is not
+// in segs is not listed: the clean's upper bound (the last stable offset)
+// keeps undecided transactions out of the cleaned section.
+func abortedBatches(segs []*segment, sizes []int64) (map[int64]bool, error) {
+	aborted := map[int64]bool{}
+	pending := map[int64][]int64{} // producer id -> its open transaction's batches
+	for i, s := range segs {
+		err := eachBatch(s, sizes[i], false, func(h *batch.Header, b []byte) error {
+			switch {
+			case h.ProducerID < 0 || !h.Transactional() || h.Internal():
+			case !h.Control():
+				pending[h.ProducerID] = append(pending[h.ProducerID], h.BaseOffset)
+			default:
+				if markerIsAbort(b) {
+					for _, o := range pending[h.ProducerID] {
+						aborted[o] = true
+					}
+				}
+				delete(pending, h.ProducerID)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return aborted, nil
+}
+
+// markerIsAbort reports whether control batch b is a transaction marker
+// of type abort: its record's key is version int16 + type int16, type 0
+// abort (Kafka's ControlRecordType.ABORT).
+func markerIsAbort(b []byte) bool {
+	_, recs, err := batch.Records(b)
+	if err != nil || len(recs) == 0 || len(recs[0].Key) < 4 {
+		return false
+	}
+	return binary.BigEndian.Uint16(recs[0].Key[2:]) == 0
+}
+
 // eachBatch calls fn for each batch in the first size bytes of s, with the
-// batch's bytes when whole is set (nil otherwise). It reads s.log only, not
+// batch's bytes when whole is set or the batch is a control batch other
+// than an internal one (a transaction marker; nil otherwise). It reads s.log only, not
 // the segment's summary, so it may run without the log's lock.
 func eachBatch(s *segment, size int64, whole bool, fn func(h *batch.Header, b []byte) error) error {
 	fh, err := s.log.acquire() // one reference for the whole pass
@@ -558,7 +613,7 @@ func eachBatch(s *segment, size int64, whole bool, fn func(h *batch.Header, b []
 			return fmt.Errorf("segment: clean %s: %w", s.path(KindLog), err)
 		}
 		var b []byte
-		if whole {
+		if whole || (h.Control() && !h.Internal()) {
 			b = make([]byte, h.Size())
 			if _, err := fh.f.ReadAt(b, pos); err != nil {
 				return fmt.Errorf("segment: read batch %s at %d: %w", s.path(KindLog), pos, err)
@@ -576,6 +631,7 @@ func eachBatch(s *segment, size int64, whole bool, fn func(h *batch.Header, b []
 type cleanFilter struct {
 	offsets        map[string]int64 // latest offset of each key in the dirty section
 	lastOfProducer map[int64]int64  // last offset of each producer's last batch
+	aborted        map[int64]bool   // base offsets of aborted transactions' batches (abortedBatches)
 	groupEnds      map[int64]bool   // last offsets of each group's last batch
 	nowMs, horizon int64            // the clock, and the horizon new tombstones get
 	earliest       int64            // earliest delete horizon kept, -1 for none
@@ -598,6 +654,22 @@ func (f *cleanFilter) batch(b []byte, h batch.Header) ([]byte, error) {
 	if h.NumRecords == 0 {
 		f.batchesRemoved++ // an empty header no longer needed
 		return nil, nil
+	}
+	if f.aborted[h.BaseOffset] {
+		// An aborted transaction's records go (Kafka's LogCleaner
+		// discards them); the producer's last batch stays as an empty
+		// header.
+		f.recordsRemoved += int64(h.NumRecords)
+		if !retainEmpty {
+			f.batchesRemoved++
+			return nil, nil
+		}
+		out, err := batch.Rebuild(h, nil, -1)
+		if err != nil {
+			return nil, err
+		}
+		batch.SetPartitionLeaderEpoch(out, h.PartitionLeaderEpoch)
+		return out, nil
 	}
 	_, recs, err := batch.Records(b)
 	if err != nil {

@@ -304,6 +304,16 @@ func (l *Log) segmentIndex(offset int64) int {
 // its segment, damages the log there (see Damage): the scan stops at it
 // and returns nil.
 func (l *Log) ScanHeaders(from int64, fn func(h batch.Header) error) error {
+	return l.ScanHeadersControl(from, func(h batch.Header, _ []byte) error { return fn(h) })
+}
+
+// ScanHeadersControl is ScanHeaders handing, with the header of each
+// control batch (a transaction marker; raft's internal batches are still
+// skipped), the whole batch's bytes too (nil for other batches; a new
+// slice, the caller's to keep), so that state derived from markers (a
+// transaction's end, Kafka's ProducerStateManager replay) can be rebuilt
+// from the log.
+func (l *Log) ScanHeadersControl(from int64, fn func(h batch.Header, control []byte) error) error {
 	d, err := l.scanHeaders(from, fn)
 	if d != nil {
 		l.mu.Lock()
@@ -313,7 +323,7 @@ func (l *Log) ScanHeaders(from int64, fn func(h batch.Header) error) error {
 	return err
 }
 
-func (l *Log) scanHeaders(from int64, fn func(h batch.Header) error) (*DamageError, error) {
+func (l *Log) scanHeaders(from int64, fn func(h batch.Header, control []byte) error) (*DamageError, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	from = max(from, l.logStartOffset)
@@ -336,7 +346,14 @@ func (l *Log) scanHeaders(from int64, fn func(h batch.Header) error) (*DamageErr
 		}
 		for h.BaseOffset < end {
 			if !h.Internal() {
-				if err := fn(h); err != nil {
+				var control []byte
+				if h.Control() {
+					control = make([]byte, h.Size())
+					if _, err := s.log.ReadAt(control, pos); err != nil {
+						return nil, err
+					}
+				}
+				if err := fn(h, control); err != nil {
 					return nil, err
 				}
 			}

@@ -1,0 +1,344 @@
+package replica
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/sluicemq/sluice/segment/batch"
+)
+
+// Transactions, the partition side (KIP-98; Kafka 4.x's
+// ProducerStateManager, ProducerAppendInfo and UnifiedLog are the
+// specification): transactional batches begin a producer's transaction,
+// a marker (a control batch, WriteTxnMarker) ends it, the last stable
+// offset is the first offset of the oldest ongoing transaction (else the
+// high watermark), and read_committed fetches (FetchCommitted) stop there
+// and name the aborted transactions of what they return.
+//
+// Every replica derives the same state from the batches it writes, in log
+// order (noteBatchLocked): on the append path, the raft storage's writes
+// (leader and followers alike) and recovery's replay above the newest
+// producer snapshot, which carries the aborted transactions too
+// (snapshot.go).
+
+// Transaction errors (the server maps them to Kafka's codes).
+var (
+	// ErrTransactionCoordinatorFenced is TRANSACTION_COORDINATOR_FENCED:
+	// a marker whose coordinator epoch is older than the producer's last
+	// marker's (ProducerAppendInfo.appendEndTxnMarker).
+	ErrTransactionCoordinatorFenced = errors.New("replica: transaction coordinator fenced")
+	// ErrInvalidTxnState is INVALID_TXN_STATE: a non-transactional batch
+	// from a producer whose transaction is ongoing.
+	ErrInvalidTxnState = errors.New("replica: invalid transaction state")
+	// errTxnNoProducer: a transactional batch without a producer id
+	// (INVALID_RECORD).
+	errTxnNoProducer = fmt.Errorf("%w: a transactional batch without a producer id", ErrInvalidRecord)
+)
+
+// Control record format constants (Kafka's ControlRecordType and
+// EndTransactionMarker; part of the on-disk format): the key is
+// version int16 (0) + type int16, an end-transaction marker's value is
+// version int16 (0) + coordinatorEpoch int32.
+const (
+	controlKeyVersion   = 0
+	controlTypeAbort    = 0
+	controlTypeCommit   = 1
+	controlKeySize      = 4
+	endTxnMarkerVersion = 0
+	endTxnMarkerSize    = 6
+)
+
+// TxnMarker is a transaction marker (a control batch) for one producer.
+type TxnMarker struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	Commit           bool // false: abort
+	CoordinatorEpoch int32
+}
+
+// AbortedTxn is one aborted transaction overlapping a fetched range
+// (Kafka's FetchResponse AbortedTransactions entry).
+type AbortedTxn struct{ ProducerID, FirstOffset int64 }
+
+// abortedTxn is one aborted transaction as kept (Kafka's .txnindex
+// entry): its producer, its first record's offset, its abort marker's
+// offset and the last stable offset once the marker was written.
+type abortedTxn struct{ pid, first, last, lso int64 }
+
+// txnLog is the partition's transaction view derived from the producer
+// state, guarded by Partition.mu: ongoing maps each producer inside a
+// transaction to the transaction's first offset; unreplicated lists the
+// transactions whose marker is written but may not be committed yet (not
+// below the high watermark when written; Kafka's
+// ProducerStateManager.unreplicatedTxns), which stay unstable until it
+// is; aborted lists the aborted transactions, by marker offset.
+type txnLog struct {
+	ongoing      map[int64]int64
+	unreplicated []abortedTxn // lso unused
+	aborted      []abortedTxn
+}
+
+// lso returns the last stable offset given the high watermark hw: the
+// smallest first offset of a transaction ongoing, or whose marker is not
+// below hw, else hw (Kafka's UnifiedLog.lastStableOffset:
+// firstUnstableOffset capped by the high watermark).
+func (t *txnLog) lso(hw int64) int64 {
+	lso := hw
+	for _, first := range t.ongoing {
+		lso = min(lso, first)
+	}
+	for _, u := range t.unreplicated {
+		if u.last >= hw {
+			lso = min(lso, u.first)
+		}
+	}
+	return lso
+}
+
+// replicated forgets the unreplicated transactions whose marker is below
+// hw, the new high watermark (Kafka's
+// ProducerStateManager.onHighWatermarkUpdated).
+func (t *txnLog) replicated(hw int64) {
+	t.unreplicated = slices.DeleteFunc(t.unreplicated, func(u abortedTxn) bool { return u.last < hw })
+}
+
+// buildMarker returns the control batch of m stamped ts (ms): attributes
+// control|transactional, producer id and epoch, base sequence -1, one
+// record (Kafka's MemoryRecords.withEndTransactionMarker).
+func buildMarker(m TxnMarker, ts int64) []byte {
+	key := make([]byte, controlKeySize)
+	binary.BigEndian.PutUint16(key, controlKeyVersion)
+	typ := uint16(controlTypeAbort)
+	if m.Commit {
+		typ = controlTypeCommit
+	}
+	binary.BigEndian.PutUint16(key[2:], typ)
+	val := make([]byte, endTxnMarkerSize)
+	binary.BigEndian.PutUint16(val, endTxnMarkerVersion)
+	binary.BigEndian.PutUint32(val[2:], uint32(m.CoordinatorEpoch))
+	opts := batch.NewBuildOptions()
+	opts.ProducerID, opts.ProducerEpoch = m.ProducerID, m.ProducerEpoch
+	opts.Control, opts.Transactional = true, true
+	return batch.Build(opts, []batch.Record{{Timestamp: ts, Key: key, Value: val}})
+}
+
+// parseMarker reads the end-transaction marker of control batch b: ok is
+// false for a control batch that is not one (another control type, or a
+// record that does not parse: it then ends no transaction).
+func parseMarker(b []byte) (commit bool, coordinatorEpoch int32, ok bool) {
+	_, recs, err := batch.Records(b)
+	if err != nil || len(recs) == 0 {
+		return false, 0, false
+	}
+	k, v := recs[0].Key, recs[0].Value
+	if len(k) < controlKeySize || len(v) < endTxnMarkerSize {
+		return false, 0, false
+	}
+	switch binary.BigEndian.Uint16(k[2:]) {
+	case controlTypeAbort:
+	case controlTypeCommit:
+		commit = true
+	default:
+		return false, 0, false
+	}
+	return commit, int32(binary.BigEndian.Uint32(v[2:])), true
+}
+
+// applyBatch records the written batch h (its base offset the log's) in
+// ps and t, in log order: a data batch as producerState.record, a control
+// batch (data its bytes) as a marker ending its producer's transaction,
+// an abort adding the transaction to t.aborted. lat is the batch's
+// LogAppendTime, -1 for CreateTime.
+func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat int64) {
+	if !h.Control() {
+		if first := ps.record(h, lat); first >= 0 {
+			t.ongoing[h.ProducerID] = first
+		}
+		return
+	}
+	if h.ProducerID < 0 {
+		return
+	}
+	commit, coordEpoch, ok := parseMarker(data)
+	if !ok {
+		return
+	}
+	ts := h.MaxTimestamp
+	if lat >= 0 {
+		ts = lat
+	}
+	first := ps.recordMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, ts)
+	delete(t.ongoing, h.ProducerID)
+	if first < 0 {
+		return
+	}
+	t.unreplicated = append(t.unreplicated, abortedTxn{pid: h.ProducerID, first: first, last: h.BaseOffset})
+	if !commit {
+		t.aborted = append(t.aborted, abortedTxn{pid: h.ProducerID, first: first, last: h.BaseOffset, lso: t.lso(h.BaseOffset + 1)})
+	}
+}
+
+// noteBatchLocked is applyBatch on the partition's state; appendMu is
+// held.
+func (p *Partition) noteBatchLocked(h *batch.Header, data []byte, lat int64) {
+	p.mu.Lock()
+	applyBatch(p.producers, &p.txn, h, data, lat)
+	p.mu.Unlock()
+}
+
+// newTxnLog derives the ongoing transactions from ps.
+func newTxnLog(ps producerState, aborted []abortedTxn) txnLog {
+	t := txnLog{ongoing: map[int64]int64{}, aborted: aborted}
+	for id, e := range ps {
+		if e.txnFirst >= 0 {
+			t.ongoing[id] = e.txnFirst
+		}
+	}
+	return t
+}
+
+// WriteTxnMarker appends m as a control batch (Kafka's: attributes
+// control|transactional, one record, key = version 0 + type 0 abort/1
+// commit, value = version 0 + coordinator epoch; producer id/epoch in the
+// batch header, base sequence -1) and returns its offset once committed
+// (acks=all semantics, as Append). Leader only: a follower returns a
+// *NotLeaderError. Errors: ErrInvalidProducerEpoch when m.ProducerEpoch is
+// below the producer's current epoch, ErrTransactionCoordinatorFenced when
+// m.CoordinatorEpoch is below the coordinator epoch of the producer's
+// last marker (both Kafka's ProducerAppendInfo.appendEndTxnMarker). The
+// marker takes one offset; every replica that writes it ends the
+// producer's transaction, and an abort is listed for read_committed
+// fetches.
+func (p *Partition) WriteTxnMarker(ctx context.Context, m TxnMarker) (int64, error) {
+	if m.ProducerID < 0 {
+		return -1, fmt.Errorf("%w: a marker for producer id %d", ErrInvalidRecord, m.ProducerID)
+	}
+	b := buildMarker(m, p.now().UnixMilli())
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		return -1, err
+	}
+	pd, err := p.append(b, &h, false, AcksAll)
+	if err != nil {
+		return -1, err
+	}
+	res, err := pd.Wait(ctx)
+	if err != nil {
+		return -1, err
+	}
+	return res.BaseOffset, nil
+}
+
+// LastStableOffset returns the partition's last stable offset: the first
+// offset of its oldest ongoing transaction, capped by the high watermark
+// (Kafka's UnifiedLog.lastStableOffset).
+func (p *Partition) LastStableOffset() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.txn.lso(p.highWatermark)
+}
+
+// FetchCommitted is Fetch for a read_committed consumer: the batches from
+// offset up to the last stable offset (not the high watermark), and
+// AbortedTransactions, the aborted transactions whose [first record,
+// marker] range overlaps [offset, end of the returned batches) (Kafka's
+// UnifiedLog.collectAbortedTransactions), oldest marker first. The
+// offsets, the aborted list and the records come from one view.
+func (p *Partition) FetchCommitted(offset int64, maxBytes int) (FetchResult, error) {
+	p.mu.Lock()
+	fr := FetchResult{HighWatermark: p.highWatermark, Changed: p.changed}
+	fr.LastStableOffset = p.txn.lso(p.highWatermark)
+	aborted := p.txn.aborted // appended to only: this prefix stays as is
+	p.mu.Unlock()
+	fr.LogStartOffset = p.log.LogStartOffset()
+	if maxBytes <= 0 {
+		return fr, nil
+	}
+	var err error
+	fr.Records, err = p.log.Read(offset, maxBytes, fr.LastStableOffset)
+	if err != nil {
+		return fr, err
+	}
+	fr.LogStartOffset = fr.Records.LogStartOffset
+	if fr.Records.Bytes > 0 {
+		fr.AbortedTransactions = collectAborted(aborted, offset, fr.Records.NextOffset)
+	}
+	return fr, nil
+}
+
+// collectAborted returns the transactions of aborted (sorted by marker
+// offset) whose range overlaps [from, to).
+func collectAborted(aborted []abortedTxn, from, to int64) []AbortedTxn {
+	i := sort.Search(len(aborted), func(i int) bool { return aborted[i].last >= from })
+	var out []AbortedTxn
+	for _, a := range aborted[i:] {
+		if a.first < to {
+			out = append(out, AbortedTxn{ProducerID: a.pid, FirstOffset: a.first})
+		}
+	}
+	return out
+}
+
+// pruneAbortedLocked drops the aborted transactions whose marker is below
+// the log start offset (Kafka deletes them with their segment's
+// .txnindex); mu is held.
+func (p *Partition) pruneAbortedLocked(logStart int64) {
+	i := sort.Search(len(p.txn.aborted), func(i int) bool { return p.txn.aborted[i].last >= logStart })
+	if i > 0 {
+		p.txn.aborted = slices.Clone(p.txn.aborted[i:]) // readers may hold the old slice
+	}
+}
+
+// ProducerInfo is one producer's state in the partition (DescribeProducers,
+// KIP-664).
+type ProducerInfo struct {
+	ProducerID            int64
+	ProducerEpoch         int16
+	LastSequence          int32 // -1 when no batch is known
+	LastTimestamp         int64 // ms
+	CoordinatorEpoch      int32 // -1 when no marker was written
+	CurrentTxnStartOffset int64 // -1 none
+}
+
+// Producers returns the state of every producer the partition knows, by
+// producer id.
+func (p *Partition) Producers() []ProducerInfo {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	out := make([]ProducerInfo, 0, len(p.producers))
+	for id, e := range p.producers {
+		last := int32(-1)
+		if len(e.batches) > 0 {
+			last = e.last().lastSeq
+		}
+		out = append(out, ProducerInfo{
+			ProducerID: id, ProducerEpoch: e.epoch, LastSequence: last, LastTimestamp: e.lastTimestamp,
+			CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: e.txnFirst,
+		})
+	}
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return int(min(max(a.ProducerID-b.ProducerID, -1), 1)) })
+	return out
+}
+
+// checkLocked checks an incoming batch b (header h) against the producer
+// state (appendMu held): a marker with checkMarker, any other batch with
+// producerState.check.
+func (p *Partition) checkLocked(h *batch.Header, b []byte) (*producerBatch, error) {
+	if h.Control() {
+		return nil, checkMarkerBatch(p.producers, h, b)
+	}
+	return p.producers.check(h)
+}
+
+// checkMarkerBatch checks marker batch b (header h) with checkMarker.
+func checkMarkerBatch(ps producerState, h *batch.Header, b []byte) error {
+	_, coordEpoch, ok := parseMarker(b)
+	if !ok {
+		return fmt.Errorf("%w: a control batch that is no transaction marker", ErrInvalidRecord)
+	}
+	return ps.checkMarker(h.ProducerID, h.ProducerEpoch, coordEpoch)
+}
