@@ -20,7 +20,7 @@ var txnSets = []string{"transaction.state.log.num.partitions=4", "offsets.topic.
 
 // consumeAll reads topic from the start with the isolation level until
 // it has read want records or ctx ends, and returns the values read.
-func consumeAll(t *testing.T, ctx context.Context, seeds []string, topic string, committed bool, want int) []string {
+func consumeIsolated(t *testing.T, ctx context.Context, seeds []string, topic string, committed bool, want int) []string {
 	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond)}
 	if committed {
@@ -85,10 +85,10 @@ func TestTxnCommitAbort(t *testing.T) {
 	part, _ := b.partition("txn-ca", 0)
 	// 3 + marker, 2 + marker, 1 + marker.
 	waitFor(t, 10*time.Second, "the log end offset 9 (6 records and 3 markers)", func() bool { return part.HighWatermark() == 9 })
-	if got := consumeAll(t, ctx, []string{addr}, "txn-ca", true, 4); !slices.Equal(got, []string{"c1", "c2", "c3", "c4"}) {
+	if got := consumeIsolated(t, ctx, []string{addr}, "txn-ca", true, 4); !slices.Equal(got, []string{"c1", "c2", "c3", "c4"}) {
 		t.Fatalf("read_committed read %q, want c1 c2 c3 c4", got)
 	}
-	if got := consumeAll(t, ctx, []string{addr}, "txn-ca", false, 6); !slices.Equal(got, []string{"c1", "c2", "c3", "a1", "a2", "c4"}) {
+	if got := consumeIsolated(t, ctx, []string{addr}, "txn-ca", false, 6); !slices.Equal(got, []string{"c1", "c2", "c3", "a1", "a2", "c4"}) {
 		t.Fatalf("read_uncommitted read %q, want every record", got)
 	}
 
@@ -152,7 +152,7 @@ func TestTxnFencing(t *testing.T) {
 	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("the fenced producer's commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
 	}
-	if got := consumeAll(t, ctx, []string{addr}, "txn-fence", true, 1); !slices.Equal(got, []string{"live"}) {
+	if got := consumeIsolated(t, ctx, []string{addr}, "txn-fence", true, 1); !slices.Equal(got, []string{"live"}) {
 		t.Fatalf("read_committed read %q, want only the new producer's record", got)
 	}
 }
@@ -211,7 +211,7 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 			copied += len(recs)
 		}
 	}
-	got := consumeAll(t, ctx, []string{addr}, "eos-out", true, n)
+	got := consumeIsolated(t, ctx, []string{addr}, "eos-out", true, n)
 	slices.Sort(got)
 	want := make([]string, n)
 	for i := range want {
@@ -258,7 +258,7 @@ func TestClusterTxn(t *testing.T) {
 	if err := produceTxn(ctx, cl, "ctxn", false, "a1", "a2", "a3"); err != nil {
 		t.Fatal(err)
 	}
-	got := consumeAll(t, ctx, tc.addrs(), "ctxn", true, 6)
+	got := consumeIsolated(t, ctx, tc.addrs(), "ctxn", true, 6)
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"c1", "c2", "c3", "c4", "c5", "c6"}) {
 		t.Fatalf("read_committed read %q, want c1..c6", got)
@@ -281,6 +281,7 @@ p.commit_transaction(30)
 p.begin_transaction()
 for i in range(2):
     p.produce('ck-txn', value=b'a%d' % i)
+assert p.flush(30) == 0  # abort_transaction purges what is not sent yet
 p.abort_transaction(30)
 def read(isolation, want):
     c = Consumer({'bootstrap.servers': addr, 'group.id': 'ck-txn-' + isolation, 'isolation.level': isolation,
