@@ -85,7 +85,7 @@ func TestKafkaStockFile(t *testing.T) {
 	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "from Kafka's own config" {
 		t.Fatalf("consumed %v", recs)
 	}
-	const line = `msg="sluice: accepted Kafka config keys that Sluice does not act on" keys=num.io.threads,num.network.threads,num.recovery.threads.per.data.dir,share.coordinator.state.topic.min.isr,share.coordinator.state.topic.replication.factor,socket.receive.buffer.bytes,socket.send.buffer.bytes,transaction.state.log.min.isr,transaction.state.log.replication.factor` + "\n"
+	const line = `msg="sluice: accepted Kafka config keys that Sluice does not act on" keys=num.io.threads,num.network.threads,num.recovery.threads.per.data.dir,share.coordinator.state.topic.min.isr,share.coordinator.state.topic.replication.factor,socket.receive.buffer.bytes,socket.send.buffer.bytes` + "\n"
 	if got := stderr.lines("does not act on"); len(got) != 1 || !strings.HasSuffix(got[0]+"\n", line) {
 		t.Errorf("lines %q, want one ending %q", got, line)
 	}
