@@ -177,31 +177,6 @@ func (b *Broker) ListenerAddr(name string) net.Addr {
 	return nil
 }
 
-// advertisedHostPort is where clients of the named listener reach this
-// broker: the advertised listener of that name, as Kafka answers each
-// client with the endpoints of the listener its request came in on. A
-// listener that is not advertised gets the first advertised listener
-// (Kafka would answer LISTENER_NOT_FOUND).
-func (b *Broker) advertisedHostPort(listener string) (string, int32) {
-	if len(b.cfg.AdvertisedListeners) == 0 {
-		// A controller-only node advertises nothing (Kafka's rule): it
-		// names its first listener.
-		l := b.cfg.Listeners[0]
-		return l.Host, int32(l.Port)
-	}
-	adv := b.cfg.AdvertisedListeners[0]
-	for _, l := range b.cfg.AdvertisedListeners {
-		if l.Name == listener {
-			adv = l
-		}
-	}
-	host := adv.Host
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	return host, int32(adv.Port)
-}
-
 // connListener is the name of the listener cc came in on ("" for none).
 func connListener(cc *clientConn) string {
 	if cc == nil {

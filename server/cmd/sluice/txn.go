@@ -218,7 +218,7 @@ func noneIfNegative(n int64) string {
 func printTxnDescribe(w io.Writer, r txnDescribed) {
 	var parts []string
 	for _, p := range r.Partitions {
-		parts = append(parts, tp{p.Topic, p.Partition}.String())
+		parts = append(parts, tp(p).String())
 	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "CoordinatorId\tTransactionalId\tProducerId\tProducerEpoch\tTransactionState\tTransactionTimeoutMs\tCurrentTransactionStartTimeMs\tTransactionDurationMs\tTopicPartitions")

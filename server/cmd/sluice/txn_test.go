@@ -495,7 +495,7 @@ orders  0          %d      4              -1                1            %d  60
 		t.Errorf("find-hanging --max-transaction-timeout 61:\n%s", out)
 	}
 
-	out = wantExit(t, 0, append([]string{"txn", "abort", "--topic", "orders", "--partition", "0", "--start-offset", "1"}, b...),
+	wantExit(t, 0, append([]string{"txn", "abort", "--topic", "orders", "--partition", "0", "--start-offset", "1"}, b...),
 		fmt.Sprintf("Aborted the transaction of producer %d (epoch 4, coordinator epoch 0) on orders-0.", ghost))
 	wantExit(t, 0, append([]string{"txn", "abort", "--topic", "orders", "--partition", "0", "--producer-id", "55", "--producer-epoch", "2", "--coordinator-epoch", "-1"}, b...),
 		"Aborted the transaction of producer 55 (epoch 2, coordinator epoch 0) on orders-0.")
