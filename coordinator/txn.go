@@ -334,6 +334,7 @@ func (c *TxnCoordinator) Load(p int32, coordinatorEpoch int32, log Log) error {
 	s.mu.Lock()
 	s.txns = txns
 	s.loading = false
+	loaded := len(txns) // txns is the shard's now, guarded by s.mu
 	var resume []*txnMeta
 	for _, t := range txns {
 		if t.state == txnPrepareCommit || t.state == txnPrepareAbort {
@@ -345,7 +346,7 @@ func (c *TxnCoordinator) Load(p int32, coordinatorEpoch int32, log Log) error {
 	for _, t := range resume {
 		c.startMarkers(s, t)
 	}
-	c.cfg.Logger.Debug("coordinator: __transaction_state partition loaded", "partition", p, "epoch", coordinatorEpoch, "records", n, "skipped", skipped, "transactions", len(txns), "completing", len(resume))
+	c.cfg.Logger.Debug("coordinator: __transaction_state partition loaded", "partition", p, "epoch", coordinatorEpoch, "records", n, "skipped", skipped, "transactions", loaded, "completing", len(resume))
 	return nil
 }
 

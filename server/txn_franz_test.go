@@ -1,0 +1,62 @@
+package server
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// franz-go's own transaction integration test, pkg/kgo's TestTxnEtl, run
+// against Sluice: a transactional producer writes KGO_TEST_RECORDS records
+// in transactions of 10,000 (committing with EndAndBeginTransaction),
+// consumer groups read them read_committed and copy them onward with
+// GroupTransactSession while members join and leave, and a checker asserts
+// every record arrives exactly once, in order per key. The test binary is
+// built from the module cache (franz-go is a dependency of this module)
+// and pointed at the broker with KGO_SEEDS; KGO_TEST_RF is the topics'
+// replication factor.
+func TestFranzGoTxnEtl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs franz-go's integration test")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool on PATH")
+	}
+	bin := filepath.Join(t.TempDir(), "kgo.test")
+	build := exec.Command(goBin, "test", "-c", "-o", bin, "github.com/twmb/franz-go/pkg/kgo")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building franz-go's kgo tests: %v\n%s", err, out)
+	}
+	run := func(t *testing.T, seeds []string, rf string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "-test.run", "^TestTxnEtl$", "-test.count=1", "-test.timeout=4m")
+		cmd.Env = append(os.Environ(), "KGO_SEEDS="+strings.Join(seeds, ","), "KGO_TEST_RF="+rf, "KGO_TEST_RECORDS=30000", "KGO_LOG_LEVEL=warn")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "PASS") {
+			t.Fatalf("franz-go's TestTxnEtl against Sluice: %v\n%s", err, tail(string(out), 60))
+		}
+	}
+	t.Run("one-node", func(t *testing.T) {
+		_, addr := startBroker(t, "", txnSets...)
+		run(t, []string{addr}, "1")
+	})
+	t.Run("three-brokers", func(t *testing.T) {
+		tc := startCluster(t, 3, txnSets...)
+		run(t, tc.addrs(), "3")
+	})
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
