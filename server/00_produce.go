@@ -86,6 +86,7 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 		outs     []*produced
 		panicked atomic.Pointer[panicError] // closes the connection only
 	)
+	unverified := b.verifyProduce(ctx, req)
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -112,6 +113,10 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 				if req.Version >= 13 && !ok {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
 				}
+				continue
+			}
+			if code, failed := unverified[topicPartition{name, rp.Partition}]; failed {
+				sp.ErrorCode = code // txn_verify.go
 				continue
 			}
 			out := &produced{topic: name, part: part, sp: sp, version: req.Version}

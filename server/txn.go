@@ -45,8 +45,8 @@ func init() {
 		return c.AddOffsetsToTxn(ctx, req, coordinator.TxnPartition{Topic: offsetsTopic, Partition: coordinator.Partition(req.Group, t.Partitions)})
 	})
 	// EndTxn v5 is transaction.version 2's (an epoch bump at every end,
-	// KIP-890 part 2), which Sluice does not advertise yet.
-	txnAPI(26, 4, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.EndTxnRequest) kmsg.Response {
+	// KIP-890 part 2).
+	txnAPI(26, 5, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.EndTxnRequest) kmsg.Response {
 		return c.EndTxn(ctx, req)
 	})
 	txnAPI(65, 0, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.DescribeTransactionsRequest) kmsg.Response {
@@ -56,7 +56,7 @@ func init() {
 		return c.ListTransactions(ctx, req)
 	})
 	register(handler{key: 27, minVersion: 0, maxVersion: 1, serve: serveWriteTxnMarkers})
-	register(handler{key: 28, minVersion: 0, maxVersion: 4, serve: serveTxnOffsetCommit})
+	register(handler{key: 28, minVersion: 0, maxVersion: 5, serve: serveTxnOffsetCommit})
 	register(handler{key: 61, minVersion: 0, maxVersion: 0, serve: serveDescribeProducers})
 }
 
@@ -223,13 +223,44 @@ func serveWriteTxnMarkers(ctx context.Context, b *Broker, _ *clientConn, kreq km
 	return resp, nil
 }
 
-// TxnOffsetCommit, versions 0-4: the group coordinator's
+// TxnOffsetCommit, versions 0-5: the group coordinator's
 // (coordinator.Coordinator.TxnOffsetCommit), after the same read lease
-// wait as the other group APIs.
+// wait as the other group APIs, once the group's __consumer_offsets
+// partition is verified in the producer's transaction (v5, sent by
+// clients of transaction.version 2 without AddOffsetsToTxn: added to it),
+// as Kafka's GroupCoordinator verifies before it writes.
 func serveTxnOffsetCommit(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
+	if t, ok := b.meta.Topic(offsetsTopic); ok && req.TransactionalID != "" {
+		p := coordinator.Partition(req.Group, t.Partitions)
+		if failed := b.verifyTxn(ctx, req.TransactionalID, []txnBatch{{topic: offsetsTopic, partition: p, pid: req.ProducerID, epoch: req.ProducerEpoch}}, req.Version >= 5, 11); len(failed) > 0 {
+			resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+			for _, rt := range req.Topics {
+				ot := kmsg.NewTxnOffsetCommitResponseTopic()
+				ot.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					op := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+					op.Partition, op.ErrorCode = rp.Partition, txnOffsetVerifyCode(failed[0])
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				resp.Topics = append(resp.Topics, ot)
+			}
+			return resp, nil
+		}
+	}
 	b.awaitReadLeases(ctx, b.groupPartitions(req))
 	return b.coord.TxnOffsetCommit(b.groupContext(ctx, cc), req), nil
+}
+
+// txnOffsetVerifyCode is TxnOffsetCommit's error for a failed
+// verification: the coordinator-side retriable errors stay what they are
+// (a TxnOffsetCommit client retries them), NOT_ENOUGH_REPLICAS (the
+// produce translation) becomes COORDINATOR_NOT_AVAILABLE.
+func txnOffsetVerifyCode(code int16) int16 {
+	if code == kerr.NotEnoughReplicas.Code {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return code
 }
 
 // DescribeProducers, version 0 (KIP-664): the producer state of the

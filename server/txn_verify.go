@@ -1,0 +1,191 @@
+package server
+
+// Transaction verification (KIP-890): before a partition leader appends
+// the first batch of a transaction to a partition, it asks the
+// transaction coordinator whether the partition is in the producer's
+// ongoing transaction, so a late or zombie producer's batch cannot open a
+// transaction the coordinator will never end (a hanging transaction).
+// Produce up to v11 verifies (AddPartitionsToTxn v4+ with VerifyOnly);
+// Produce v12 and later, sent by clients of transaction.version 2, adds
+// the partition to the transaction (the client no longer sends
+// AddPartitionsToTxn). Kafka's AddPartitionsToTxnManager and
+// ReplicaManager.appendRecords decide the error codes: a fenced producer
+// gets INVALID_PRODUCER_EPOCH, a partition not in the transaction
+// INVALID_TXN_STATE (TRANSACTION_ABORTABLE from Produce v11, which knows
+// it), and a coordinator that cannot answer now NOT_ENOUGH_REPLICAS, which
+// every producer retries without a metadata refresh.
+//
+// Kafka guards the window between the verification and the append with a
+// VerificationGuard in the producer state (a marker written in between
+// voids it); Sluice does not yet: a transaction aborted by its timeout in
+// that window can still see the verified batch appended after its marker.
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// verifyTimeout bounds a verification round trip to the coordinator.
+const verifyTimeout = 5 * time.Second
+
+// txnBatch is a transactional batch of a produce request to verify.
+type txnBatch struct {
+	topic     string
+	partition int32
+	pid       int64
+	epoch     int16
+}
+
+// transactionalBatch returns the producer of records when it is a
+// transactional batch (ok false otherwise, and for records the partition
+// will refuse anyway).
+func transactionalBatch(records []byte) (pid int64, epoch int16, ok bool) {
+	h, err := batch.ParseHeader(records)
+	if err != nil || !h.Transactional() || h.Control() || h.ProducerID < 0 {
+		return -1, -1, false
+	}
+	return h.ProducerID, h.ProducerEpoch, true
+}
+
+// verifyTxn verifies (or, with add, adds) batches' partitions with the
+// transaction coordinator of txnID and returns the produce error code of
+// each partition that failed (keyed by its index in batches). Batches of
+// one request share one producer (Kafka refuses more: INVALID_RECORD is
+// the partition's own check).
+func (b *Broker) verifyTxn(ctx context.Context, txnID string, batches []txnBatch, add bool, produceVersion int16) map[int]int16 {
+	failed := map[int]int16{}
+	failAll := func(code int16) map[int]int16 {
+		for i := range batches {
+			failed[i] = produceVerifyCode(code, produceVersion)
+		}
+		return failed
+	}
+	if len(batches) == 0 {
+		return failed
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 5
+	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = txnID, batches[0].pid, batches[0].epoch, !add
+	byTopic := map[string]int{}
+	for _, tb := range batches {
+		if tb.pid != tx.ProducerID || tb.epoch != tx.ProducerEpoch {
+			return failAll(kerr.InvalidRecord.Code)
+		}
+		i, ok := byTopic[tb.topic]
+		if !ok {
+			i = len(tx.Topics)
+			byTopic[tb.topic] = i
+			t := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+			t.Topic = tb.topic
+			tx.Topics = append(tx.Topics, t)
+		}
+		tx.Topics[i].Partitions = append(tx.Topics[i].Partitions, tb.partition)
+	}
+	req.Transactions = append(req.Transactions, tx)
+
+	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+	defer cancel()
+	if err := b.ensureInternalTopic(b.txnTopicSpec()); err != nil {
+		return failAll(kerr.CoordinatorNotAvailable.Code)
+	}
+	node, _, _, err := b.coordinatorOf(txnTopic, txnID, b.cfg.InterBrokerListenerName)
+	if err != nil {
+		return failAll(kerr.CoordinatorNotAvailable.Code)
+	}
+	var resp *kmsg.AddPartitionsToTxnResponse
+	if node == b.cfg.NodeID {
+		resp = b.txn.AddPartitionsToTxn(ctx, req)
+	} else {
+		kresp, err := b.cl.brokers.request(ctx, node, req)
+		if err != nil {
+			return failAll(kerr.NetworkException.Code)
+		}
+		resp = kresp.(*kmsg.AddPartitionsToTxnResponse)
+	}
+	if resp.ErrorCode != 0 {
+		return failAll(resp.ErrorCode)
+	}
+	codes := map[txnBatch]int16{}
+	for _, rt := range resp.Transactions {
+		for _, t := range rt.Topics {
+			for _, p := range t.Partitions {
+				codes[txnBatch{topic: t.Topic, partition: p.Partition, pid: tx.ProducerID, epoch: tx.ProducerEpoch}] = p.ErrorCode
+			}
+		}
+	}
+	for i, tb := range batches {
+		code, ok := codes[tb]
+		if !ok {
+			code = kerr.InvalidTxnState.Code // unanswered: not verified
+		}
+		if code != 0 {
+			failed[i] = produceVerifyCode(code, produceVersion)
+		}
+	}
+	return failed
+}
+
+// produceVerifyCode is the produce error of a verification's error code
+// (AddPartitionsToTxnManager's and ReplicaManager's translations).
+func produceVerifyCode(code int16, produceVersion int16) int16 {
+	switch code {
+	case kerr.ProducerFenced.Code:
+		return kerr.InvalidProducerEpoch.Code
+	case kerr.TransactionAbortable.Code:
+		if produceVersion <= 10 {
+			return kerr.InvalidTxnState.Code // older clients do not know it
+		}
+		return code
+	case kerr.ConcurrentTransactions.Code, kerr.NetworkException.Code, kerr.CoordinatorLoadInProgress.Code,
+		kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code:
+		return kerr.NotEnoughReplicas.Code
+	case kerr.ClusterAuthorizationFailed.Code:
+		return kerr.InvalidTxnState.Code
+	}
+	return code
+}
+
+// verifyProduce verifies the transactional batches of req that open a
+// transaction in their partition (txn_verify.go's rules) and returns the
+// error code of each partition that failed.
+func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) map[topicPartition]int16 {
+	if req.TransactionID == nil || *req.TransactionID == "" {
+		return nil
+	}
+	var batches []txnBatch
+	for _, rt := range req.Topics {
+		name := rt.Topic
+		if req.Version >= 13 {
+			t, ok := b.meta.TopicByID(rt.TopicID)
+			if !ok {
+				continue
+			}
+			name = t.Name
+		}
+		for _, rp := range rt.Partitions {
+			part, ok := b.partition(name, rp.Partition)
+			if !ok || !part.IsLeader() {
+				continue // answered by the append
+			}
+			pid, epoch, ok := transactionalBatch(rp.Records)
+			if !ok || part.InTransaction(pid, epoch) {
+				continue
+			}
+			batches = append(batches, txnBatch{topic: name, partition: rp.Partition, pid: pid, epoch: epoch})
+		}
+	}
+	if len(batches) == 0 {
+		return nil
+	}
+	failed := b.verifyTxn(ctx, *req.TransactionID, batches, req.Version >= 12, req.Version)
+	out := make(map[topicPartition]int16, len(failed))
+	for i, code := range failed {
+		out[topicPartition{batches[i].topic, batches[i].partition}] = code
+	}
+	return out
+}

@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// KIP-890 verification: the first transactional batch of a transaction to
+// a partition is appended only if the coordinator has the partition in
+// the producer's ongoing transaction (Produce up to v11), or once it adds
+// it (Produce v12 and later). The error codes are Kafka's for each
+// version.
+func TestTxnProduceVerification(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "", txnSets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.createTopic("verify", 4, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, addr, kgo.RequestRetries(20))
+	const txnID = "verify-txn"
+	var pid int64
+	var epoch int16
+	// Twice: the second bumps the epoch to 1, so an older epoch exists.
+	for range 2 {
+		waitFor(t, 20*time.Second, "InitProducerId with a transactional id", func() bool {
+			req := kmsg.NewPtrInitProducerIDRequest()
+			req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(txnID), 60000
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil || resp.ErrorCode != 0 {
+				return false
+			}
+			pid, epoch = resp.ProducerID, resp.ProducerEpoch
+			return true
+		})
+	}
+	txnBatch := func(epoch int16, seq int32) []byte {
+		opts := batch.NewBuildOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, seq, true
+		return batch.Build(opts, []batch.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte("v")}})
+	}
+	tp, _ := b.meta.Topic("verify")
+	produce := func(version int16, partition int32, data []byte) int16 {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = version, -1, 5000, kmsg.StringPtr(txnID)
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic, rt.TopicID = "verify", tp.ID
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = partition, data
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	addPartition := func(partition int32) {
+		t.Helper()
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Version = 3
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = txnID, pid, epoch
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = "verify", []int32{partition}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(code))
+		}
+	}
+	check := func(what string, got, want int16) {
+		t.Helper()
+		if got != want {
+			t.Fatalf("%s: %v, want %v", what, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
+		}
+	}
+
+	// Not added to the transaction: refused before the append.
+	check("Produce v9, partition not in the transaction", produce(9, 0, txnBatch(epoch, 0)), kerr.InvalidTxnState.Code)
+	check("Produce v11, partition not in the transaction", produce(11, 0, txnBatch(epoch, 0)), kerr.TransactionAbortable.Code)
+	if part, _ := b.partition("verify", 0); part.LogEndOffset() != 0 {
+		t.Fatalf("a refused batch was appended: log end offset %d", part.LogEndOffset())
+	}
+	// Added: appended; the next batch needs no verification.
+	addPartition(0)
+	check("Produce v9 after AddPartitionsToTxn", produce(9, 0, txnBatch(epoch, 0)), 0)
+	check("Produce v9, the transaction's second batch", produce(9, 0, txnBatch(epoch, 1)), 0)
+	// Produce v12 adds the partition itself (transaction.version 2).
+	check("Produce v12, partition not added", produce(12, 1, txnBatch(epoch, 0)), 0)
+	desc := kmsg.NewPtrDescribeTransactionsRequest()
+	desc.TransactionalIDs = []string{txnID}
+	dresp, err := desc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int32]bool{}
+	for _, rt := range dresp.TransactionStates[0].Topics {
+		for _, p := range rt.Partitions {
+			got[p] = true
+		}
+	}
+	if len(got) != 2 || !got[0] || !got[1] {
+		t.Fatalf("the transaction holds partitions %v, want 0 and 1", got)
+	}
+	// An older epoch is fenced by the coordinator.
+	check("Produce v9 with an older epoch", produce(9, 2, txnBatch(epoch-1, 0)), kerr.InvalidProducerEpoch.Code)
+}
