@@ -45,8 +45,9 @@ func init() {
 		return c.AddOffsetsToTxn(ctx, req, coordinator.TxnPartition{Topic: offsetsTopic, Partition: coordinator.Partition(req.Group, t.Partitions)})
 	})
 	// EndTxn v5 is transaction.version 2's (an epoch bump at every end,
-	// KIP-890 part 2).
-	txnAPI(26, 5, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.EndTxnRequest) kmsg.Response {
+	// KIP-890 part 2), which Sluice does not finalize yet: franz-go's
+	// TestTxnEtl under it gets PRODUCER_FENCED (DESIGN.md).
+	txnAPI(26, 4, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.EndTxnRequest) kmsg.Response {
 		return c.EndTxn(ctx, req)
 	})
 	txnAPI(65, 0, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.DescribeTransactionsRequest) kmsg.Response {

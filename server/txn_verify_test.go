@@ -57,24 +57,24 @@ func TestTxnProduceVerification(t *testing.T) {
 		rp.Partition, rp.Records = partition, data
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
+		kresp, err := cl.SeedBrokers()[0].Request(ctx, pinnedRequest{req, version})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp.Topics[0].Partitions[0].ErrorCode
+		return kresp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
 	}
 	addPartition := func(partition int32) {
 		t.Helper()
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
-		req.Version = 3
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch = txnID, pid, epoch
 		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
 		rt.Topic, rt.Partitions = "verify", []int32{partition}
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
+		kresp, err := cl.SeedBrokers()[0].Request(ctx, pinnedRequest{req, 3})
 		if err != nil {
 			t.Fatal(err)
 		}
+		resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
 		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
 			t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(code))
 		}
