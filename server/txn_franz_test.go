@@ -49,6 +49,7 @@ func TestFranzGoTxnEtl(t *testing.T) {
 	})
 	t.Run("three-brokers", func(t *testing.T) {
 		tc := startCluster(t, 3, txnSets...)
+		tc.waitBrokers(3)
 		run(t, tc.addrs(), "3")
 	})
 }

@@ -239,6 +239,7 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 func TestClusterTxn(t *testing.T) {
 	t.Parallel()
 	tc := startCluster(t, 3, txnSets...)
+	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(tc.client())
