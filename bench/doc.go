@@ -33,6 +33,12 @@
 //   - BenchmarkOffsetCommitE2E: 16-partition OffsetCommit requests to
 //     Sluice's group coordinator over TCP, next to kfake, with and without
 //     fsync, from one group and from eight at once: commits/s and ratio.
+//   - BenchmarkTxnProduce: a franz-go transactional producer sends
+//     transactions of 100 1 KiB records to a 4-partition topic on a Sluice
+//     broker started in the process, each committed (EndTransaction
+//     TryCommit), next to an idempotent producer sending the same records
+//     in the same 100-record units to another topic of the same broker, in
+//     alternating rounds: idempotent-MB/s, ratio (goal >= 0.7), txns/s.
 //   - BenchmarkRaftIdle: 1,000 idle RF=3 raft groups on three replica.Hosts
 //     in the process over loopback TCP, ticking every 100 ms: once they
 //     settle, the process's CPU as a percentage of one core (cpu-%) and the
