@@ -23,6 +23,7 @@ package server
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/coordinator"
@@ -102,76 +103,97 @@ func (b *Broker) newTxnCoordinator() *coordinator.TxnCoordinator {
 type markerWriter struct{ b *Broker }
 
 // WriteMarkers writes m to parts: those this broker leads here, the
-// others with one WriteTxnMarkers request per leader. A partition without
+// others with one WriteTxnMarkers request per leader, all at once (each
+// marker is its own partition's raft round and fsync; one after another
+// they added up to most of a commit). A partition without
 // a leader answers NOT_LEADER_OR_FOLLOWER (the coordinator retries it); a
 // topic or partition that no longer exists, UNKNOWN_TOPIC_OR_PARTITION
 // (the coordinator drops it, as Kafka's marker channel does).
 func (w markerWriter) WriteMarkers(ctx context.Context, m coordinator.Marker, parts []coordinator.TxnPartition) map[coordinator.TxnPartition]error {
 	b := w.b
-	errs := map[coordinator.TxnPartition]error{}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs = map[coordinator.TxnPartition]error{}
+	)
+	setErr := func(tp coordinator.TxnPartition, err error) {
+		mu.Lock()
+		errs[tp] = err
+		mu.Unlock()
+	}
 	byLeader := map[int32][]coordinator.TxnPartition{}
 	for _, tp := range parts {
 		t, ok := b.meta.Topic(tp.Topic)
 		if !ok || tp.Partition < 0 || tp.Partition >= t.Partitions {
-			errs[tp] = kerr.UnknownTopicOrPartition
+			setErr(tp, kerr.UnknownTopicOrPartition)
 			continue
 		}
 		v := b.partitionView(t, tp.Partition)
 		switch {
 		case v.leader < 0:
-			errs[tp] = kerr.NotLeaderForPartition
+			setErr(tp, kerr.NotLeaderForPartition)
 		case v.leader == b.cfg.NodeID:
-			if err := b.writeMarkerHere(ctx, tp.Topic, tp.Partition, m); err != nil {
-				errs[tp] = err
-			}
+			wg.Go(func() {
+				if err := b.writeMarkerHere(ctx, tp.Topic, tp.Partition, m); err != nil {
+					setErr(tp, err)
+				}
+			})
 		default:
 			byLeader[v.leader] = append(byLeader[v.leader], tp)
 		}
 	}
 	for leader, tps := range byLeader {
-		req := kmsg.NewPtrWriteTxnMarkersRequest()
-		rm := kmsg.NewWriteTxnMarkersRequestMarker()
-		rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
-		byTopic := map[string]int{}
+		wg.Go(func() { w.writeRemote(ctx, leader, m, tps, setErr) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// writeRemote sends one WriteTxnMarkers request with m for tps to their
+// leader and reports each partition's error with setErr.
+func (w markerWriter) writeRemote(ctx context.Context, leader int32, m coordinator.Marker, tps []coordinator.TxnPartition, setErr func(coordinator.TxnPartition, error)) {
+	b := w.b
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	rm := kmsg.NewWriteTxnMarkersRequestMarker()
+	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(rm.Topics)
+			byTopic[tp.Topic] = i
+			rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			rt.Topic = tp.Topic
+			rm.Topics = append(rm.Topics, rt)
+		}
+		rm.Topics[i].Partitions = append(rm.Topics[i].Partitions, tp.Partition)
+	}
+	req.Markers = append(req.Markers, rm)
+	kresp, err := b.cl.brokers.request(ctx, leader, req)
+	if err != nil {
 		for _, tp := range tps {
-			i, ok := byTopic[tp.Topic]
-			if !ok {
-				i = len(rm.Topics)
-				byTopic[tp.Topic] = i
-				rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-				rt.Topic = tp.Topic
-				rm.Topics = append(rm.Topics, rt)
-			}
-			rm.Topics[i].Partitions = append(rm.Topics[i].Partitions, tp.Partition)
+			setErr(tp, kerr.NotLeaderForPartition) // unreachable: retried
 		}
-		req.Markers = append(req.Markers, rm)
-		kresp, err := b.cl.brokers.request(ctx, leader, req)
-		if err != nil {
-			for _, tp := range tps {
-				errs[tp] = kerr.NotLeaderForPartition // unreachable: retried
-			}
-			continue
-		}
-		resp := kresp.(*kmsg.WriteTxnMarkersResponse)
-		answered := map[coordinator.TxnPartition]bool{}
-		for _, rm := range resp.Markers {
-			for _, rt := range rm.Topics {
-				for _, rp := range rt.Partitions {
-					tp := coordinator.TxnPartition{Topic: rt.Topic, Partition: rp.Partition}
-					answered[tp] = true
-					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-						errs[tp] = err
-					}
+		return
+	}
+	resp := kresp.(*kmsg.WriteTxnMarkersResponse)
+	answered := map[coordinator.TxnPartition]bool{}
+	for _, rm := range resp.Markers {
+		for _, rt := range rm.Topics {
+			for _, rp := range rt.Partitions {
+				tp := coordinator.TxnPartition{Topic: rt.Topic, Partition: rp.Partition}
+				answered[tp] = true
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					setErr(tp, err)
 				}
 			}
 		}
-		for _, tp := range tps {
-			if !answered[tp] {
-				errs[tp] = kerr.UnknownServerError
-			}
+	}
+	for _, tp := range tps {
+		if !answered[tp] {
+			setErr(tp, kerr.UnknownServerError)
 		}
 	}
-	return errs
 }
 
 // writeMarkerHere writes m to a partition this broker leads and, on a
