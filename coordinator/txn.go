@@ -75,6 +75,13 @@ type TxnConfig struct {
 	// for the missing ones and OPERATION_NOT_ATTEMPTED for the others
 	// (KafkaApis.handleAddPartitionsToTxnRequest). Called without locks.
 	PartitionExists func(TxnPartition) bool
+	// ConcurrentWait is how long AddPartitionsToTxn and AddOffsetsToTxn
+	// wait for the producer's previous transaction to complete (its
+	// markers written) before answering CONCURRENT_TRANSACTIONS, which
+	// clients retry after a back-off (franz-go and the Java client: 20
+	// ms). 0 answers at once, as Kafka does; the answer is the same either
+	// way, only sooner. Real time, not Clock's.
+	ConcurrentWait time.Duration
 }
 
 // DefaultTxnConfig returns Kafka's defaults (ProducerIDs and Markers are
@@ -172,6 +179,15 @@ type txnShard struct {
 	loading bool
 	gone    bool // unloaded (or the coordinator closed)
 	txns    map[string]*txnMeta
+	// changed is closed (and replaced) whenever a write is applied or
+	// fails (ConcurrentWait's waiters).
+	changed chan struct{}
+}
+
+// noteChangedLocked wakes who waits on s.changed (s.mu held).
+func (s *txnShard) noteChangedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // txnMeta is one transactional id's state: Kafka's TransactionMetadata.
@@ -281,7 +297,7 @@ func (c *TxnCoordinator) Owns(transactionalID string) bool {
 // A record that cannot be read is skipped and logged.
 func (c *TxnCoordinator) Load(p int32, coordinatorEpoch int32, log Log) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &txnShard{partition: p, epoch: coordinatorEpoch, log: log, ctx: ctx, cancel: cancel, loading: true, txns: map[string]*txnMeta{}}
+	s := &txnShard{partition: p, epoch: coordinatorEpoch, log: log, ctx: ctx, cancel: cancel, loading: true, txns: map[string]*txnMeta{}, changed: make(chan struct{})}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -433,6 +449,7 @@ func (c *TxnCoordinator) write(ctx context.Context, s *txnShard, t *txnMeta, nex
 	err := s.log.Append(ctx, []Record{rec})
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.noteChangedLocked()
 	t.pending = false
 	if err != nil || s.gone {
 		if fresh && s.txns[t.id] == t {

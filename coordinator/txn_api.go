@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -252,7 +253,7 @@ func (c *TxnCoordinator) addPartitions(ctx context.Context, id string, pid int64
 		return code
 	}
 	s.mu.Lock()
-	t := s.txns[id]
+	t := c.awaitCompleted(ctx, s, id, pid, epoch)
 	switch {
 	case s.gone:
 		s.mu.Unlock()
@@ -783,4 +784,39 @@ func (c *TxnCoordinator) ListTransactions(ctx context.Context, req *kmsg.ListTra
 		return resp.TransactionStates[i].TransactionalID < resp.TransactionStates[j].TransactionalID
 	})
 	return resp
+}
+
+// completing reports whether t is being completed (a write in flight, or
+// its markers being written).
+func (t *txnMeta) completing() bool {
+	return t.pending || t.state == txnPrepareCommit || t.state == txnPrepareAbort
+}
+
+// awaitCompleted returns id's transaction once the producer's (pid,
+// epoch) previous transaction is no longer completing, or after
+// ConcurrentWait (real time), or when ctx ends, whichever is first; the
+// caller then answers as it finds it (CONCURRENT_TRANSACTIONS if it is
+// still completing). s.mu is held on entry and on return.
+func (c *TxnCoordinator) awaitCompleted(ctx context.Context, s *txnShard, id string, pid int64, epoch int16) *txnMeta {
+	t := s.txns[id]
+	if c.cfg.ConcurrentWait <= 0 || t == nil || t.producerID != pid || t.epoch != epoch || !t.completing() {
+		return t
+	}
+	timer := time.NewTimer(c.cfg.ConcurrentWait)
+	defer timer.Stop()
+	for !s.gone && s.txns[id] == t && t.completing() {
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timer.C:
+			s.mu.Lock()
+			return s.txns[id]
+		case <-ctx.Done():
+			s.mu.Lock()
+			return s.txns[id]
+		}
+		s.mu.Lock()
+	}
+	return s.txns[id]
 }

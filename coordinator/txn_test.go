@@ -512,3 +512,40 @@ func TestTxnMarkerFencedStops(t *testing.T) {
 		t.Fatalf("completed after a fence: %v", last.state)
 	}
 }
+
+// With ConcurrentWait, an AddPartitionsToTxn that meets the previous
+// transaction's markers waits for them and succeeds, instead of answering
+// CONCURRENT_TRANSACTIONS; markers still blocked past the wait get
+// CONCURRENT_TRANSACTIONS.
+func TestTxnConcurrentWait(t *testing.T) {
+	e := newTxnEnv(t, &memLog{}, func(c *TxnConfig) { c.ConcurrentWait = time.Minute })
+	e.markers.block = make(chan struct{})
+	pid, epoch := e.mustInit("tx")
+	wantCode(t, "add", e.add(3, "tx", pid, epoch, tpA), 0)
+	wantCode(t, "commit", e.end(3, "tx", pid, epoch, true).ErrorCode, 0)
+	added := make(chan int16, 1)
+	go func() { added <- e.add(3, "tx", pid, epoch, tpB) }()
+	select {
+	case c := <-added:
+		t.Fatalf("the add answered %s while the markers were blocked", code(c))
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(e.markers.block)
+	select {
+	case c := <-added:
+		wantCode(t, "the add once the commit completed", c, 0)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the add did not answer once the commit completed")
+	}
+	if d := e.describe("tx"); d.State != "Ongoing" || len(d.Topics) != 1 {
+		t.Fatalf("after the add: state %s, topics %v; want Ongoing with one partition", d.State, d.Topics)
+	}
+
+	short := newTxnEnv(t, &memLog{}, func(c *TxnConfig) { c.ConcurrentWait = 20 * time.Millisecond })
+	short.markers.block = make(chan struct{})
+	defer close(short.markers.block)
+	pid, epoch = short.mustInit("tx")
+	wantCode(t, "add", short.add(3, "tx", pid, epoch, tpA), 0)
+	wantCode(t, "commit", short.end(3, "tx", pid, epoch, true).ErrorCode, 0)
+	wantCode(t, "the add past the wait", short.add(3, "tx", pid, epoch, tpB), kerr.ConcurrentTransactions.Code)
+}

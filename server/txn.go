@@ -91,6 +91,10 @@ func (b *Broker) newTxnCoordinator() *coordinator.TxnCoordinator {
 		Logger:                b.logger,
 		ProducerIDs:           func() (int64, error) { return b.producerIDs.next(b.allocateProducerIDs) },
 		Markers:               markerWriter{b},
+		// The next transaction's AddPartitionsToTxn waits for the
+		// previous one's markers (a few ms) instead of costing the client
+		// its 20 ms back-off.
+		ConcurrentWait: 100 * time.Millisecond,
 		PartitionExists: func(tp coordinator.TxnPartition) bool {
 			t, ok := b.meta.Topic(tp.Topic)
 			return ok && tp.Partition >= 0 && tp.Partition < t.Partitions
