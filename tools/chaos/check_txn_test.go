@@ -92,7 +92,7 @@ func TestCheckTxn(t *testing.T) {
 			Ops: ops(committed, []Op{aborted}), Final: txnFinal(c0a, c0b), FinalErrors: map[string]string{"t": "deadline"}}},
 
 		{name: "a record in two partitions", want: want{KindTxnDuplicate: 1}, h: History{
-			Ops: committed, Final: txnFinal(c0a, c1b, c0b, c1a, rec(1, 2, c0a.Value))}},
+			Ops: committed, Final: txnFinal(c0a, c1b, c0b, c1a, rec(1, 2, c1b.Value))}},
 		{name: "a record twice in a partition", want: want{KindTxnDuplicate: 1, KindDuplicate: 1}, h: History{
 			Ops: committed, Final: txnFinal(c0a, c1b, rec(0, 2, c1b.Value), c0b, c1a)}},
 

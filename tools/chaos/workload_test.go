@@ -136,7 +136,7 @@ func TestWorkloads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 130*time.Second)
 	defer cancel()
 	addr := startBroker(t)
 	t.Run("QueueClassic", func(t *testing.T) { testQueue(t, ctx, addr, ProtocolClassic) })

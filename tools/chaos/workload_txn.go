@@ -48,6 +48,12 @@ type TxnOptions struct {
 	// Timeout is the producers' transaction.timeout.ms, after which the
 	// coordinator aborts a transaction left open. 15 s when 0.
 	Timeout time.Duration
+	// EndTimeout bounds each EndTransaction call (kgo retries within it
+	// while the coordinator is unavailable); a call cut short is an
+	// unknown outcome and the producer is replaced. Shorter than a
+	// fault's hold, so that faults leave transactions of unknown
+	// outcome and fenced producers behind. 2 s when 0.
+	EndTimeout time.Duration
 }
 
 // TxnValue is the value of record index (from 0) of count in transaction
@@ -111,6 +117,9 @@ func StartTxn(ctx context.Context, cfg WorkloadConfig, o TxnOptions) (Workload, 
 	if o.Timeout <= 0 {
 		o.Timeout = 15 * time.Second
 	}
+	if o.EndTimeout <= 0 {
+		o.EndTimeout = 2 * time.Second
+	}
 	if cfg.Partitions <= 0 {
 		return nil, errors.New("chaos: txn workload: no partitions")
 	}
@@ -170,7 +179,7 @@ func (w *txnWorkload) newProducer(name string) (*kgo.Client, error) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProduceRequestTimeout(5*time.Second),
-		kgo.RecordDeliveryTimeout(10*time.Second),
+		kgo.RecordDeliveryTimeout(8*time.Second),
 		kgo.ProducerLinger(0),
 		kgo.WithLogger(kgoLogger{w.cfg.logger().With("process", name), kgo.LogLevelError}),
 	)...)
@@ -242,7 +251,7 @@ func (w *txnWorkload) txn(name string, cl *kgo.Client, n int, parts []int32, abo
 			recs[i].Partition, recs[i].Offset = r.Partition, r.Offset
 		})
 	}
-	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	fctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	err := cl.Flush(fctx)
 	cancel()
 	if err != nil {
@@ -258,7 +267,7 @@ func (w *txnWorkload) txn(name string, cl *kgo.Client, n int, parts []int32, abo
 	if abort || perr != nil {
 		end, try = TxnAbort, kgo.TryAbort
 	}
-	ectx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ectx, cancel := context.WithTimeout(context.Background(), w.o.EndTimeout)
 	err = cl.EndTransaction(ectx, try)
 	cancel()
 	rec.Complete(id, func(op *Op) {
