@@ -158,7 +158,7 @@ func TestChaosTxnShort(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h, res, err := Run(ctx, RunOptions{Binary: bin, Dir: dir, Nodes: 3, Seed: 3, Sequential: true,
 		Workloads: []string{WorkloadTxn}, Faults: txnSchedule, Duration: time.Second, Timings: ciTimings,
-		Warmup: 3 * time.Second, Recovery: 3 * time.Second, Logger: log})
+		Warmup: 2 * time.Second, Recovery: 2 * time.Second, Logger: log})
 	if err != nil {
 		t.Fatalf("run: %v\nrunner log:\n%s", err, logs.String())
 	}
