@@ -1,9 +1,11 @@
 // This file is the checker: Check reads a History and reports what in it
 // no correct Kafka-compatible broker could have produced. The queue checks
 // are those of Jepsen's Kafka analysis (jepsen.tests.kafka, as used for
-// Redpanda and Kafka), restricted to what a History holds (no
-// transactions, so no G0/G1 cycle search); the linearizability checks are
-// porcupine models (check_log.go), as in replica/raft_random_test.go.
+// Redpanda and Kafka), restricted to what a History holds (the
+// transactions of the txn workload are checked for aborted reads, lost
+// commits, atomicity, duplicates and order, check_txn.go, not by a G0/G1
+// cycle search); the linearizability checks are porcupine models
+// (check_log.go), as in replica/raft_random_test.go.
 //
 // Every check starts from an index per (topic, partition): offset -> the
 // values observed there, from every observation: OK sends and OK appends
@@ -114,6 +116,13 @@
 //     group was given a bound to catch up: a partition nobody consumed (no
 //     member assigned it), or a consumer stuck. One anomaly per
 //     partition, Count the number of sends.
+//   - txn-aborted-read, txn-lost-commit, txn-partial, txn-duplicate,
+//     txn-order (check_txn.go): the txn workload's transactions, from
+//     their OpTxn operations, the read_committed polls and the topic's
+//     read_committed Final read: a record of a transaction that cannot
+//     have committed read; an acknowledged commit's record missing from
+//     the Final read; a transaction partly in it; a record twice in it;
+//     a producer's records out of order in a partition.
 //   - final-read-failed (liveness): a topic whose final read, after the
 //     heal, did not complete within the runner's bound
 //     (History.FinalErrors); the checks that need the final read skip it.
@@ -163,7 +172,9 @@ var Kinds = []AnomalyKind{
 	KindInconsistentOffsets, KindDuplicate, KindLostWrite, KindUnseen, KindPolledNotInFinal,
 	KindPollSkip, KindIntPollSkip, KindNonmonotonicPoll, KindIntNonmonotonicPoll,
 	KindNonmonotonicSend, KindCommitBackwards, KindCommitStalled, KindOffsetsNotLinearizable,
-	KindLogNotLinearizable, KindStaleRead, KindMinISRAck, KindNoLeaderAfterHeal, KindUnpolled, KindFinalReadFailed,
+	KindLogNotLinearizable, KindStaleRead, KindMinISRAck,
+	KindTxnAbortedRead, KindTxnLostCommit, KindTxnPartial, KindTxnDuplicate, KindTxnOrder,
+	KindNoLeaderAfterHeal, KindUnpolled, KindFinalReadFailed,
 }
 
 // Anomaly is one thing the history shows went wrong.
@@ -223,6 +234,15 @@ type Result struct {
 	// lost or unseen.
 	Expired int `json:"expired"`
 
+	// The transactions of the txn workload (OpTxn) by outcome:
+	// acknowledged committed, acknowledged aborted, asked to commit with
+	// no answer (either), and the rest (asked to abort with no answer,
+	// or never ended: not committed).
+	TxnCommitted    int `json:"txn_committed,omitempty"`
+	TxnAborted      int `json:"txn_aborted,omitempty"`
+	TxnUnknown      int `json:"txn_unknown,omitempty"`
+	TxnNotCommitted int `json:"txn_not_committed,omitempty"`
+
 	// Checks are the linearizability checks that ran.
 	Checks []LinCheck `json:"checks,omitempty"`
 	// Notes are findings that do not make the history invalid (a
@@ -268,6 +288,7 @@ func CheckWith(h *History, o Options) *Result {
 	c.registerChecks()
 	c.staleReadChecks()
 	c.minISRChecks()
+	c.txnChecks()
 	c.livenessChecks()
 	for _, a := range c.r.Anomalies {
 		c.r.Counts[a.Kind] += a.Count

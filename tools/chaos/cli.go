@@ -37,7 +37,7 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 		limit     = fs.Duration("time-limit", 60*time.Second, "each run's fault phase; a run takes about 30 s more (warm-up, heal, liveness, recovery, drain, final reads), up to 90 s more when consumers cannot catch up")
 		faults    = fs.String("faults", "all", "fault kinds, comma-separated: "+strings.Join(AllFaults, ","))
 		seq       = fs.Bool("sequential", false, "inject the kinds in the order given, not at random (each at least once, even past --time-limit)")
-		workloads = fs.String("workloads", "queue,log,offsets", "workloads, comma-separated: queue, log, offsets")
+		workloads = fs.String("workloads", "queue,log,offsets", "workloads, comma-separated: queue, log, offsets, txn (transactional producers and read_committed consumers)")
 		out       = fs.String("out", "chaos-runs", "folder for the runs' folders")
 		binary    = fs.String("binary", "", "the sluice binary (default: "+binaryDefault+")")
 		keep      = fs.Bool("keep-data", false, "keep the brokers' data folders and history.json of valid runs (a run with anomalies always keeps them)")
@@ -60,8 +60,8 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 		return 2
 	}
 	for _, w := range strings.Split(*workloads, ",") {
-		if w != WorkloadQueue && w != WorkloadLog && w != WorkloadOffsets {
-			fmt.Fprintf(stderr, "%s: unknown workload %q (known: queue, log, offsets)\n", name, w)
+		if w != WorkloadQueue && w != WorkloadLog && w != WorkloadOffsets && w != WorkloadTxn {
+			fmt.Fprintf(stderr, "%s: unknown workload %q (known: queue, log, offsets, txn)\n", name, w)
 			return 2
 		}
 	}

@@ -59,6 +59,10 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		// waiting for partitions another one releases gets them only at
 		// its next heartbeat: the queue's kgo interval instead.
 		"group.consumer.heartbeat.interval.ms=500",
+		// A transaction left open (its producer abandoned, none fencing
+		// it) is aborted within a second of its timeout, not ten: the
+		// final read of the txn topic waits for every one to be decided.
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
 	)
 	return localcluster.Start(ctx, localcluster.Config{
 		Binary:     cfg.Binary,

@@ -33,6 +33,12 @@
 //     linearizability.
 //     - offsets: OffsetCommit and OffsetFetch of a group without members
 //     as registers, checked for linearizability.
+//     - txn (workload_txn.go; not in the default set): transactional
+//     producers, each with its own transactional.id, committing about
+//     three transactions in four and aborting the rest, each a handful
+//     of records over the partitions; read_committed readers polling
+//     throughout. A producer that got an error is replaced by a new
+//     one (InitProducerId fences the old epoch).
 //  3. The nemesis (nemesis.go) injects faults for the fault phase, one at
 //     a time (a partition move overlaps the next fault), each held a few
 //     seconds and healed, with quiet gaps: SIGKILL of a leader, a follower
@@ -47,8 +53,9 @@
 //  4. Heal: every fault ends; then liveness: every partition must accept
 //     an acks=all write within a bound (these probes are operations of the
 //     history too); the workloads run on for the recovery period, stop,
-//     and a fresh consumer reads every partition whole.
-//  5. Check (check.go, check_log.go, check_stale.go, check_minisr.go:
+//     and a fresh consumer reads every partition whole (the txn topic
+//     with read_committed, once every transaction in it is decided).
+//  5. Check (check.go, check_log.go, check_stale.go, check_txn.go, check_minisr.go:
 //     which uses the faults' stopped nodes and network sides and the
 //     topics' min.insync.replicas the history records) and the reports (report.go,
 //     report_html.go): a verdict line, report.txt with every anomaly and

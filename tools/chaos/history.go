@@ -48,6 +48,22 @@ const (
 	// partitions answered without an error. OK when at least one was,
 	// else Fail (a read changes nothing).
 	OpHighWater OpKind = "high-watermark"
+	// OpTxn is one transaction of a transactional producer (the txn
+	// workload), from BeginTransaction to EndTransaction's answer: Value
+	// is its name (TxnName), Records what it produced in the order
+	// produced (Offset where the broker acknowledged each, -1 when it
+	// did not), Txn what EndTransaction was asked (TxnCommit or
+	// TxnAbort; empty when it was never called). OK: EndTransaction
+	// answered, so the transaction is committed or aborted as asked;
+	// Info: it may have ended either way; Fail: EndTransaction was
+	// never sent, so it did not commit.
+	OpTxn OpKind = "txn"
+)
+
+// What an OpTxn asked EndTransaction (Op.Txn).
+const (
+	TxnCommit = "commit"
+	TxnAbort  = "abort"
 )
 
 // The requests an OpHighWater reads high watermarks with (Op.Via).
@@ -105,6 +121,7 @@ type Op struct {
 	Offsets   map[int32]int64 `json:"offsets,omitempty"`
 	Parts     []int32         `json:"partitions,omitempty"`
 	Via       string          `json:"via,omitempty"` // OpHighWater: ViaFetch or ViaListOffsets
+	Txn       string          `json:"txn,omitempty"` // OpTxn: TxnCommit, TxnAbort or empty
 	Err       string          `json:"error,omitempty"`
 }
 

@@ -43,6 +43,10 @@ func WriteText(w io.Writer, h *History, r *Result) error {
 		h.Started.Format("2006-01-02 15:04:05 MST"), secs(h.Healed), secs(h.Finished))
 	p("%d operations: sends %d ok, %d fail, %d info; %d polls returned %d records; final reads %d records; %d expired sends\n",
 		len(h.Ops), r.SendsOK, r.SendsFail, r.SendsInfo, r.Polls, r.RecordsSeen, r.FinalRecords, r.Expired)
+	if n := r.TxnCommitted + r.TxnAborted + r.TxnUnknown + r.TxnNotCommitted; n > 0 {
+		p("%d transactions: %d committed, %d aborted, %d unknown (commit asked, no answer), %d not committed otherwise\n",
+			n, r.TxnCommitted, r.TxnAborted, r.TxnUnknown, r.TxnNotCommitted)
+	}
 	if len(r.Counts) > 0 {
 		p("anomalies:")
 		for _, k := range Kinds {
@@ -125,6 +129,15 @@ func opDetail(h *History, i int) string {
 		s += " offsets {" + strings.Join(parts, " ") + "}"
 	case OpRead:
 		s += fmt.Sprintf(" p%d %s", op.Partition, describeLog(op.Values))
+	case OpTxn:
+		end := op.Txn
+		if end == "" {
+			end = "not ended"
+		}
+		s += fmt.Sprintf(" %s %s, records", op.Value, end)
+		for _, r := range op.Records {
+			s += " " + r.String()
+		}
 	}
 	if op.Err != "" {
 		s += fmt.Sprintf(" error %q", op.Err)

@@ -131,6 +131,61 @@ func TestChaosShortSchedule(t *testing.T) {
 	}
 }
 
+// txnSchedule is the short schedule's kinds that stop or cut brokers
+// (kills, a pause, network partitions), in its order: the transaction
+// coordinators and the txn topic's leaders among the targets.
+var txnSchedule = []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKillController,
+	FaultPartition, FaultBridge, FaultKillFollower}
+
+// The transactional workload (workload_txn.go) under the short
+// schedule's kills, pause and partitions (txnSchedule, once each in
+// order, ciTimings), seed 3 on three nodes: transactional producers
+// committing and aborting, read_committed readers, then the
+// read_committed final read. It fails on any anomaly (the transaction
+// checks, check_txn.go, and every other check of the history), printing
+// the report as TestChaosShortSchedule does; and when too few
+// transactions were committed and aborted, or a kind was not injected.
+func TestChaosTxnShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-broker cluster for about a minute")
+	}
+	folder := newRunFolder(t, "txn-short")
+	dir := folder.dir
+	bin := faultsBinary(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h, res, err := Run(ctx, RunOptions{Binary: bin, Dir: dir, Nodes: 3, Seed: 3, Sequential: true,
+		Workloads: []string{WorkloadTxn}, Faults: txnSchedule, Duration: time.Second, Timings: ciTimings,
+		Warmup: 2 * time.Second, Recovery: 2 * time.Second, Logger: log})
+	if err != nil {
+		t.Fatalf("run: %v\nrunner log:\n%s", err, logs.String())
+	}
+	var text bytes.Buffer
+	WriteText(&text, h, res)
+	t.Log(res.Verdict())
+	t.Logf("transactions: %d committed, %d aborted, %d unknown, %d not committed otherwise; %d polls; final read %d records",
+		res.TxnCommitted, res.TxnAborted, res.TxnUnknown, res.TxnNotCommitted, res.Polls, res.FinalRecords)
+	fmt.Println("CHAOS txn", res.Verdict())
+	if !res.Valid() {
+		folder.keep = true
+		t.Fatalf("anomalies (run folder %s):\n%s\n%s\nrunner log:\n%s", dir, text.String(), partitionLines(dir, res), logs.String())
+	}
+	if res.TxnCommitted < 50 || res.TxnAborted < 10 || res.Polls == 0 {
+		t.Errorf("too little happened: %d transactions committed, %d aborted, %d polls\n%s", res.TxnCommitted, res.TxnAborted, res.Polls, text.String())
+	}
+	kinds := map[string]int{}
+	for _, f := range h.Faults {
+		kinds[f.Kind]++
+	}
+	for _, k := range txnSchedule {
+		if kinds[k] == 0 {
+			t.Errorf("no %s fault was injected (faults: %v)\nrunner log:\n%s", k, kinds, logs.String())
+		}
+	}
+}
+
 // The runner finds lost writes where there are some: the queue's
 // producers with acks=1 and no idempotence, whose writes a leader
 // acknowledges before any follower has them, under leader isolations and

@@ -21,6 +21,7 @@ const (
 	QueueTopic     = "chaos-queue"
 	LogTopic       = "chaos-log"
 	RegistersTopic = "chaos-offsets"
+	TxnTopic       = "chaos-txn"
 )
 
 // Workload names.
@@ -28,6 +29,7 @@ const (
 	WorkloadQueue   = "queue"
 	WorkloadLog     = "log"
 	WorkloadOffsets = "offsets"
+	WorkloadTxn     = "txn"
 )
 
 // RunOptions configures one run.
@@ -36,7 +38,7 @@ type RunOptions struct {
 	Dir        string        // the run's folder: node data and logs, history.json, report.txt, report.html
 	Nodes      int           // 3 or 5
 	Seed       int64         // every choice of the run follows from it
-	Workloads  []string      // of queue, log, offsets; all when empty
+	Workloads  []string      // of queue, log, offsets, txn; queue, log and offsets when empty
 	Faults     []string      // fault kinds (AllFaults when empty)
 	Sequential bool          // the kinds in order, not drawn at random
 	Duration   time.Duration // of the fault phase (60 s when 0)
@@ -88,7 +90,7 @@ func (o *RunOptions) defaults() {
 }
 
 // partitionsOf are the workload topics' partition counts.
-var partitionsOf = map[string]int32{QueueTopic: 6, LogTopic: 3, RegistersTopic: 3}
+var partitionsOf = map[string]int32{QueueTopic: 6, LogTopic: 3, RegistersTopic: 3, TxnTopic: 3}
 
 // topicMinInsync is the runner's topics' min.insync.replicas (with
 // replication factor 3).
@@ -118,7 +120,7 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 	}
 	topics := map[string]bool{}
 	for _, w := range o.Workloads {
-		t := map[string]string{WorkloadQueue: QueueTopic, WorkloadLog: LogTopic, WorkloadOffsets: RegistersTopic}[w]
+		t := map[string]string{WorkloadQueue: QueueTopic, WorkloadLog: LogTopic, WorkloadOffsets: RegistersTopic, WorkloadTxn: TxnTopic}[w]
 		if t == "" {
 			return nil, nil, fmt.Errorf("chaos: unknown workload %q", w)
 		}
@@ -167,6 +169,9 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 		case WorkloadOffsets:
 			wc.Topic, wc.Partitions = RegistersTopic, partitionsOf[RegistersTopic]
 			w, err = StartOffsets(ctx, wc, OffsetsOptions{Clients: 3, Interval: 100 * time.Millisecond})
+		case WorkloadTxn:
+			wc.Topic, wc.Partitions = TxnTopic, partitionsOf[TxnTopic]
+			w, err = StartTxn(ctx, wc, TxnOptions{Producers: 3, Readers: 2})
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("chaos: start %s workload: %w", name, err)
@@ -178,8 +183,14 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 	sleepCtx(ctx, o.Warmup)
 	nem := NewNemesis(c, nemRng, rec.Since, QueueTopic, partitionsOf[QueueTopic], log)
 	nem.SetTimings(o.Timings)
-	if !slices.Contains(o.Workloads, WorkloadQueue) {
-		nem.topic, nem.partitions = LogTopic, partitionsOf[LogTopic]
+	// The faults' leaders and followers are those of the queue's
+	// partitions, else the log's, else the txn topic's.
+	for _, w := range []string{WorkloadQueue, WorkloadLog, WorkloadTxn} {
+		if slices.Contains(o.Workloads, w) {
+			t := map[string]string{WorkloadQueue: QueueTopic, WorkloadLog: LogTopic, WorkloadTxn: TxnTopic}[w]
+			nem.topic, nem.partitions = t, partitionsOf[t]
+			break
+		}
 	}
 	log.Info("chaos: faults", "kinds", o.Faults, "sequential", o.Sequential, "d", o.Duration)
 	nem.Run(ctx, o.Faults, o.Sequential, o.Duration)
@@ -220,7 +231,11 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 			continue // the offsets workload writes no records
 		}
 		fctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		recs, starts, err := FinalRead(fctx, c.Seeds(), t)
+		read := FinalRead
+		if t == TxnTopic {
+			read = FinalReadCommitted // read_committed, once every transaction is decided
+		}
+		recs, starts, err := read(fctx, c.Seeds(), t)
 		cancel()
 		if err != nil {
 			log.Warn("chaos: final read", "topic", t, "err", err)

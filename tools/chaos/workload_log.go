@@ -171,7 +171,7 @@ func (w *logWorkload) readOnce(ctx context.Context, topic string, p int32) (valu
 	}
 	hwm = l.Offset
 	var gap error
-	err = readRange(ctx, w.seeds, topic, map[int32]int64{p: 0}, map[int32]int64{p: hwm}, func(r Record) {
+	err = readRange(ctx, w.seeds, topic, false, map[int32]int64{p: 0}, map[int32]int64{p: hwm}, func(r Record) {
 		if gap == nil && r.Offset != int64(len(values)) {
 			gap = fmt.Errorf("offset %d read after %d values", r.Offset, len(values))
 		}

@@ -136,13 +136,14 @@ func TestWorkloads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 130*time.Second)
 	defer cancel()
 	addr := startBroker(t)
 	t.Run("QueueClassic", func(t *testing.T) { testQueue(t, ctx, addr, ProtocolClassic) })
 	t.Run("QueueConsumer", func(t *testing.T) { testQueue(t, ctx, addr, ProtocolConsumer) })
 	t.Run("Log", func(t *testing.T) { testLog(t, ctx, addr) })
 	t.Run("Offsets", func(t *testing.T) { testOffsets(t, ctx, addr) })
+	t.Run("Txn", func(t *testing.T) { testTxn(t, ctx, addr) })
 }
 
 func testQueue(t *testing.T, ctx context.Context, addr, protocol string) {
@@ -331,6 +332,85 @@ func testOffsets(t *testing.T, ctx context.Context, addr string) {
 	}
 	t.Logf("%d commits OK, %d fetches OK, %d read-your-write checks", okCommits, okFetches, checked)
 	if okCommits < 20 || okFetches < 20 || checked == 0 {
+		t.Errorf("too little happened")
+	}
+}
+
+// testTxn runs the transactional workload without faults: every
+// committed transaction is in the read_committed final read at the
+// offsets its sends were acknowledged at, no aborted one is, and the
+// checker finds nothing.
+func testTxn(t *testing.T, ctx context.Context, addr string) {
+	const topic, parts = "txn", 3
+	createTopic(t, ctx, addr, topic, parts)
+	rec := NewRecorder(time.Now())
+	cfg := WorkloadConfig{Seeds: []string{addr}, Rand: rand.New(rand.NewPCG(4, 4)), Rec: rec,
+		Topic: topic, Partitions: parts, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	w, err := StartTxn(ctx, cfg, TxnOptions{Producers: 2, Readers: 1, Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Until enough transactions ended, within a bound.
+	enough := func() bool {
+		n := 0
+		for _, op := range rec.Ops() {
+			if op.Kind == OpTxn && op.Outcome == OK {
+				n++
+			}
+		}
+		return n >= 60
+	}
+	for deadline := time.Now().Add(20 * time.Second); !enough() && time.Now().Before(deadline); {
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := w.Stop(sctx); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer fcancel()
+	final, starts, err := FinalReadCommitted(fctx, cfg.Seeds, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]Record{}
+	for _, recs := range final {
+		for _, r := range recs {
+			at[r.Value] = r
+		}
+	}
+	ops := rec.Ops()
+	var committed, aborted, polled int
+	for _, op := range ops {
+		switch {
+		case op.Kind == OpTxn && op.Outcome == OK && op.Txn == TxnCommit:
+			committed++
+			for _, r := range op.Records {
+				if got, ok := at[r.Value]; !ok || got != r {
+					t.Errorf("%s: committed record %v, in the final read: %v", op.Value, r, got)
+				}
+			}
+		case op.Kind == OpTxn && op.Outcome == OK && op.Txn == TxnAbort:
+			aborted++
+			for _, r := range op.Records {
+				if got, ok := at[r.Value]; ok {
+					t.Errorf("%s: aborted record %v in the final read", op.Value, got)
+				}
+			}
+		case op.Kind == OpTxn:
+			t.Errorf("transaction without faults: %+v", op)
+		case op.Kind == OpPoll:
+			polled += len(op.Records)
+		}
+	}
+	res := Check(&History{Ops: ops, Final: map[string]map[int32][]Record{topic: final},
+		LogStart: map[string]map[int32]int64{topic: starts}})
+	for _, a := range res.Anomalies {
+		t.Errorf("%s: %s", a.Kind, a.Msg)
+	}
+	t.Logf("%d transactions committed, %d aborted, %d records polled, %d in the final read", committed, aborted, polled, len(at))
+	if committed < 20 || aborted == 0 || polled == 0 {
 		t.Errorf("too little happened")
 	}
 }

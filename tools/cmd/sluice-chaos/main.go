@@ -11,6 +11,7 @@
 //	go run ./tools/cmd/sluice-chaos --seed 7 --time-limit 2m            # one run, every fault kind
 //	go run ./tools/cmd/sluice-chaos --seed 1 --seeds 20 --time-limit 5m # seeds 1..20
 //	go run ./tools/cmd/sluice-chaos --soak 4h --faults kill-leader,pause # new seeds until 4 hours passed
+//	go run ./tools/cmd/sluice-chaos --workloads txn --seed 3              # transactional producers, read_committed readers
 //	go run ./tools/cmd/sluice-chaos --recheck chaos-runs/seed-7/history.json
 //
 // Without --binary it builds the broker from the repository's server/
