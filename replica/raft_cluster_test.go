@@ -221,11 +221,18 @@ func (c *pcluster) tick() {
 func (c *pcluster) drive(what string, cond func() bool) {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
+	// One tick every 5 ms of polling: the election timeout (10 to 20
+	// ticks) is then 50 to 100 ms of real time, more than a busy host
+	// under -race takes to answer a heartbeat. At one tick a millisecond
+	// a leader with 100 produces in flight lost its leadership to
+	// CheckQuorum in a CI run, and its produce failed.
+	for i := 0; !cond(); i++ {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("timed out waiting for %s", what)
 		}
-		c.tick()
+		if i%5 == 0 {
+			c.tick()
+		}
 		time.Sleep(time.Millisecond)
 	}
 }

@@ -669,6 +669,13 @@ func (m raftMachine) Apply(ents []raftpb.Entry) {
 				o.err = fmt.Errorf("replica: the DeleteRecords entry at raft index %d was not applied", pr.index)
 			}
 			rs.complete(pr, segment.AppendResult{BaseOffset: o.lso, LastOffset: -1, LogAppendTime: -1}, o.err)
+		case ents[pr.index-first].Term == pr.term && rs.leader != rs.self:
+			// Committed, but this replica no longer leads: LeaderChanged
+			// ran first in this Ready (and failed the waiting ones), so
+			// nothing would count its copies any more. Kafka's
+			// checkEnoughReplicasReachOffset answers
+			// NOT_LEADER_OR_FOLLOWER once the replica no longer leads.
+			rs.complete(pr, noResult, p.notLeader("leadership moved before enough in-sync replicas held the batch"))
 		case ents[pr.index-first].Term == pr.term:
 			// Committed; acknowledged once min.insync.replicas in-sync
 			// replicas hold it (raft_acks.go: the worker's progress
