@@ -23,6 +23,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -139,7 +140,9 @@ func (w markerWriter) WriteMarkers(ctx context.Context, m coordinator.Marker, pa
 		case v.leader == b.cfg.NodeID:
 			wg.Go(func() {
 				if err := b.writeMarkerHere(ctx, tp.Topic, tp.Partition, m); err != nil {
-					setErr(tp, err)
+					// As a remote leader would answer: the coordinator
+					// tells fenced from retriable by the Kafka code.
+					setErr(tp, kerr.ErrorForCode(kafkaCode(err)))
 				}
 			})
 		default:
@@ -150,6 +153,17 @@ func (w markerWriter) WriteMarkers(ctx context.Context, m coordinator.Marker, pa
 		wg.Go(func() { w.writeRemote(ctx, leader, m, tps, setErr) })
 	}
 	wg.Wait()
+	for tp, err := range errs {
+		// Only this broker's metadata drops a partition (above): a leader
+		// answering UNKNOWN_TOPIC_OR_PARTITION for one it has (its log
+		// closing in a move, its metadata behind) is retried, as Kafka's
+		// marker channel retries it.
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			if t, ok := b.meta.Topic(tp.Topic); ok && tp.Partition >= 0 && tp.Partition < t.Partitions {
+				errs[tp] = kerr.NotLeaderForPartition
+			}
+		}
+	}
 	return errs
 }
 

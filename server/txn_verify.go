@@ -155,7 +155,28 @@ func produceVerifyCode(code int16, produceVersion int16) int16 {
 // error code of each partition that failed.
 func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) map[topicPartition]int16 {
 	if req.TransactionID == nil || *req.TransactionID == "" {
-		return nil
+		// Transactional records need a transactional id (Kafka's
+		// handleProduceRequest: TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+		// without one nothing verifies them, and one could open a
+		// transaction no coordinator ends.
+		var out map[topicPartition]int16
+		for _, rt := range req.Topics {
+			name := rt.Topic
+			if req.Version >= 13 {
+				if t, ok := b.meta.TopicByID(rt.TopicID); ok {
+					name = t.Name
+				}
+			}
+			for _, rp := range rt.Partitions {
+				if _, _, ok := transactionalBatch(rp.Records); ok {
+					if out == nil {
+						out = map[topicPartition]int16{}
+					}
+					out[topicPartition{name, rp.Partition}] = kerr.TransactionalIDAuthorizationFailed.Code
+				}
+			}
+		}
+		return out
 	}
 	var batches []txnBatch
 	for _, rt := range req.Topics {

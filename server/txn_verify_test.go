@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/coordinator"
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -115,4 +117,30 @@ func TestTxnProduceVerification(t *testing.T) {
 	}
 	// An older epoch is fenced by the coordinator.
 	check("Produce v9 with an older epoch", produce(9, 2, txnBatch(epoch-1, 0)), kerr.InvalidProducerEpoch.Code)
+
+	// Transactional records without a transactional id are refused: nothing
+	// could verify them, and they could open a transaction no coordinator
+	// ends (Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = "verify", tp.ID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 3, txnBatch(epoch, 0)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := cl.SeedBrokers()[0].Request(ctx, pinnedRequest{req, 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Produce v9 of transactional records without a transactional id", kresp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode, kerr.TransactionalIDAuthorizationFailed.Code)
+
+	// A marker the partition refuses comes back to the coordinator as
+	// the Kafka error a remote leader would answer, so it can tell fenced
+	// (stop) from retriable.
+	errs := markerWriter{b}.WriteMarkers(ctx, coordinator.Marker{ProducerID: pid, ProducerEpoch: epoch - 1, Commit: true, CoordinatorEpoch: 0},
+		[]coordinator.TxnPartition{{Topic: "verify", Partition: 0}})
+	if err := errs[coordinator.TxnPartition{Topic: "verify", Partition: 0}]; !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("a marker with an older epoch written here: %v, want INVALID_PRODUCER_EPOCH", err)
+	}
 }
