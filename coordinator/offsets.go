@@ -28,13 +28,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		rt := &req.Topics[i]
 		st := kmsg.NewOffsetCommitResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		var info TopicInfo
-		var ok bool
-		if req.Version >= 10 {
-			info, ok = c.cfg.Topics.ByID(rt.TopicID)
-		} else {
-			info, ok = c.cfg.Topics.ByName(rt.Topic)
-		}
+		info, ok := c.requestTopic(req.Version >= 10, rt.Topic, rt.TopicID)
 		for j := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rt.Partitions[j].Partition
@@ -480,4 +474,13 @@ func (c *Coordinator) servedShards() []*shard {
 		shards = append(shards, s)
 	}
 	return shards
+}
+
+// requestTopic looks up a request's topic by ID (byID: the versions that
+// name topics by ID, OffsetCommit v10+, TxnOffsetCommit v6+) or by name.
+func (c *Coordinator) requestTopic(byID bool, name string, id [16]byte) (TopicInfo, bool) {
+	if byID {
+		return c.cfg.Topics.ByID(id)
+	}
+	return c.cfg.Topics.ByName(name)
 }

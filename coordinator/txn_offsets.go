@@ -286,13 +286,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		rt := &req.Topics[i]
 		st := kmsg.NewTxnOffsetCommitResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		var info TopicInfo
-		var ok bool
-		if req.Version >= 6 {
-			info, ok = c.cfg.Topics.ByID(rt.TopicID)
-		} else {
-			info, ok = c.cfg.Topics.ByName(rt.Topic)
-		}
+		info, ok := c.requestTopic(req.Version >= 6, rt.Topic, rt.TopicID)
 		names[i] = info.Name
 		for j := range rt.Partitions {
 			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
