@@ -32,6 +32,7 @@ type Partition struct {
 	// guards (not the fsync that follows, so commits still group).
 	appendMu  sync.Mutex
 	producers producerState
+	guards    txnGuards // txn_guard.go
 
 	fs         vfs.FS
 	snapMu     sync.Mutex     // serializes producer snapshot files' writes and pruning (a leaf)
@@ -276,6 +277,19 @@ func (p *Partition) NumSegments() int { return p.log.NumSegments() }
 type AppendOptions struct {
 	// LogAppendTime sets the broker's clock as the batch timestamp.
 	LogAppendTime bool
+	// VerifyTxn and Guard: as ProduceOptions' (the group coordinator's
+	// transactional offset commits are verified as a produce is).
+	VerifyTxn bool
+	Guard     TxnGuard
+}
+
+// appendReq is an append's choices: LogAppendTime, acks, and the
+// verification guard of a transactional batch (txn_guard.go).
+type appendReq struct {
+	logAppendTime bool
+	acks          int16
+	verifyTxn     bool
+	guard         TxnGuard
 }
 
 // Append appends one record batch the broker itself built (the group
@@ -310,7 +324,7 @@ func (p *Partition) appendOwn(b []byte, opts AppendOptions) (*Pending, error) {
 	if err != nil {
 		return &Pending{res: noResult}, err
 	}
-	return p.append(b, &h, opts.LogAppendTime, AcksAll)
+	return p.append(b, &h, appendReq{logAppendTime: opts.LogAppendTime, acks: AcksAll, verifyTxn: opts.VerifyTxn, guard: opts.Guard})
 }
 
 // Pending is an appended batch on its way to being committed.
@@ -345,13 +359,16 @@ var noResult = segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTim
 // commit (a group-commit fsync when flush.messages=1, then the high
 // watermark moving) runs after appendMu is released, in the background:
 // the Pending reports it.
-func (p *Partition) append(b []byte, checked *batch.Header, logAppendTime bool, acks int16) (*Pending, error) {
+func (p *Partition) append(b []byte, checked *batch.Header, ar appendReq) (*Pending, error) {
 	h := *checked
 	if p.rs != nil {
-		return p.propose(b, &h, logAppendTime, acks)
+		return p.propose(b, &h, ar)
 	}
 	p.appendMu.Lock()
 	dup, err := p.checkLocked(&h, b)
+	if err == nil && dup == nil {
+		err = p.admitTxnLocked(&h, ar.verifyTxn, ar.guard)
+	}
 	if err != nil {
 		p.appendMu.Unlock()
 		return &Pending{res: noResult}, err
@@ -366,7 +383,7 @@ func (p *Partition) append(b []byte, checked *batch.Header, logAppendTime bool, 
 	res, err := p.log.AppendWith(b, segment.AppendOptions{
 		SetLeaderEpoch: true,
 		LeaderEpoch:    p.LeaderEpoch(),
-		LogAppendTime:  logAppendTime,
+		LogAppendTime:  ar.logAppendTime,
 		Checked:        checked,
 	})
 	if err == nil {
@@ -384,6 +401,7 @@ func (p *Partition) append(b []byte, checked *batch.Header, logAppendTime bool, 
 		}
 		h.BaseOffset = res.BaseOffset
 		p.noteBatchLocked(&h, b, res.LogAppendTime)
+		p.txnTouchedLocked(&h, 0)
 	}
 	p.appendMu.Unlock()
 	if err != nil {
@@ -597,5 +615,6 @@ func (p *Partition) ExpireProducers() int {
 	}
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
+	p.expireGuardsLocked(p.now().UnixMilli(), p.expiration.Milliseconds())
 	return p.producers.expire(p.now().UnixMilli(), p.expiration.Milliseconds())
 }

@@ -35,6 +35,15 @@ type ProduceOptions struct {
 	// leader's durable append) and whether min.insync.replicas applies
 	// (AcksAll only). A single replica commits either way.
 	Acks int16
+	// VerifyTxn applies KIP-890's verification rule (Kafka's
+	// transaction.partition.verification.enable): a transactional batch
+	// that does not continue its producer's ongoing transaction in the
+	// partition is refused with ErrInvalidTxnState unless Guard is the
+	// producer's current guard (StartTxnVerification, txn_guard.go).
+	VerifyTxn bool
+	// Guard is the guard StartTxnVerification returned before the batch
+	// was verified with the transaction coordinator (NoTxnGuard: none).
+	Guard TxnGuard
 }
 
 // ProduceWith is Produce with options. A replicated partition's follower
@@ -50,7 +59,7 @@ func (p *Partition) ProduceWith(records []byte, opts ProduceOptions) (*Pending, 
 	if err != nil {
 		return &Pending{res: noResult}, err
 	}
-	return p.append(records, &h, cfg.LogAppendTime, opts.Acks)
+	return p.append(records, &h, appendReq{logAppendTime: cfg.LogAppendTime, acks: opts.Acks, verifyTxn: opts.VerifyTxn, guard: opts.Guard})
 }
 
 // validate checks records against cfg and returns what is to be stored,

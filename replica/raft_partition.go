@@ -353,7 +353,7 @@ func (rs *raftState) inSync(p *Partition, now time.Time, fresh bool) ([]uint64, 
 
 // propose is append for a replicated partition: leader only, producer
 // state checked with the inflight proposals, then proposed to raft.
-func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks int16) (*Pending, error) {
+func (p *Partition) propose(b []byte, h *batch.Header, ar appendReq) (*Pending, error) {
 	rs := p.rs
 	if !p.IsLeader() {
 		return &Pending{res: noResult}, p.notLeader("produce goes to the partition leader")
@@ -361,6 +361,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 	// b was checked once, before append (validate, appendOwn): a batch
 	// the log would refuse never becomes a raft entry (every replica's
 	// storage would fail on it, and the group leave the host).
+	acks := ar.acks
 	if acks == AcksAll {
 		isr, err := rs.inSync(p, time.Now(), false)
 		if err != nil {
@@ -370,7 +371,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 			return &Pending{res: noResult}, fmt.Errorf("%w: %d in sync (%v), min.insync.replicas=%d", ErrNotEnoughReplicas, len(isr), isr, min)
 		}
 	}
-	if logAppendTime {
+	if ar.logAppendTime {
 		// The leader's clock, set once before proposing: every replica
 		// stores the same bytes.
 		batch.SetLogAppendTime(b, p.now().UnixMilli())
@@ -418,6 +419,18 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 				return err
 			}
 		}
+		// The verification guard is checked here, in raft's proposal
+		// order (txn_guard.go): a marker proposed before the batch wins.
+		txn := pr.h.ProducerID >= 0 && pr.h.Transactional()
+		if txn {
+			p.appendMu.Lock()
+			err := p.admitTxnLocked(&pr.h, ar.verifyTxn, ar.guard)
+			p.appendMu.Unlock()
+			if err != nil {
+				p.failProposal(pr, err)
+				return nil // the proposal's own error: not the group's
+			}
+		}
 		if err := rn.Propose(b); err != nil {
 			if pid := pr.h.ProducerID; pid >= 0 && sequenced(&pr.h) {
 				p.appendMu.Lock()
@@ -426,6 +439,11 @@ func (p *Partition) propose(b []byte, h *batch.Header, logAppendTime bool, acks 
 			}
 			p.failProposal(pr, p.notLeader(err.Error()))
 			return err
+		}
+		if txn {
+			p.appendMu.Lock()
+			p.txnTouchedLocked(&pr.h, pr.id)
+			p.appendMu.Unlock()
 		}
 		pr.propTerm = rn.BasicStatus().Term
 		rs.proposed = append(rs.proposed, pr)
@@ -551,6 +569,9 @@ func (rs *raftState) dropInflightLocked(pr *proposal) {
 func (p *Partition) failProposal(pr *proposal, err error) {
 	p.appendMu.Lock()
 	p.rs.dropInflightLocked(pr)
+	if pr.h.ProducerID >= 0 && pr.h.Transactional() {
+		p.txnDroppedLocked(pr.h.ProducerID, pr.h.ProducerEpoch)
+	}
 	p.appendMu.Unlock()
 	p.rs.complete(pr, noResult, err)
 }
@@ -607,6 +628,7 @@ func (p *Partition) written(e *raftpb.Entry, id int64, res segment.AppendResult,
 		}
 		if pr != nil {
 			rs.dropInflightLocked(pr)
+			p.txnWrittenLocked(pr.h.ProducerID, pr.id)
 		}
 		p.appendMu.Unlock()
 	}
@@ -722,6 +744,7 @@ func (m raftMachine) LeaderChanged(lead, term uint64) {
 		rs.failReplicating(p.notLeader("leadership moved before enough in-sync replicas held the batch"))
 		p.appendMu.Lock()
 		clear(rs.inflight)
+		p.txnLeadershipLostLocked()
 		p.appendMu.Unlock()
 	}
 }

@@ -62,15 +62,16 @@ type ProducerTag struct {
 // Kafka writes TxnOffsetCommit records so). The producer's epoch is still
 // checked (ErrInvalidProducerEpoch), and a transactional batch begins the
 // producer's transaction in the partition, which its marker
-// (WriteTxnMarker) ends.
-func (p *Partition) AppendRecordsAs(ctx context.Context, ts int64, prod ProducerTag, recs []Record) (int64, error) {
+// (WriteTxnMarker) ends. opts.VerifyTxn and opts.Guard apply the
+// verification guard (txn_guard.go) as to a produce.
+func (p *Partition) AppendRecordsAs(ctx context.Context, ts int64, prod ProducerTag, opts AppendOptions, recs []Record) (int64, error) {
 	rs := make([]batch.Record, len(recs))
 	for i, r := range recs {
 		rs[i] = batch.Record{Timestamp: ts, Key: r.Key, Value: r.Value}
 	}
-	opts := batch.NewBuildOptions()
-	opts.ProducerID, opts.ProducerEpoch, opts.Transactional = prod.ID, prod.Epoch, prod.Transactional
-	res, err := p.Append(ctx, batch.Build(opts, rs), AppendOptions{})
+	bo := batch.NewBuildOptions()
+	bo.ProducerID, bo.ProducerEpoch, bo.Transactional = prod.ID, prod.Epoch, prod.Transactional
+	res, err := p.Append(ctx, batch.Build(bo, rs), opts)
 	if err != nil {
 		return -1, err
 	}

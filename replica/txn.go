@@ -222,7 +222,7 @@ func (p *Partition) WriteTxnMarker(ctx context.Context, m TxnMarker) (int64, err
 	if err != nil {
 		return -1, err
 	}
-	pd, err := p.append(b, &h, false, AcksAll)
+	pd, err := p.append(b, &h, appendReq{acks: AcksAll})
 	if err != nil {
 		return -1, err
 	}
@@ -341,28 +341,4 @@ func checkMarkerBatch(ps producerState, h *batch.Header, b []byte) error {
 		return fmt.Errorf("%w: a control batch that is no transaction marker", ErrInvalidRecord)
 	}
 	return ps.checkMarker(h.ProducerID, h.ProducerEpoch, coordEpoch)
-}
-
-// InTransaction reports whether producer id at epoch has a transaction
-// ongoing in this partition: a transactional batch of it written and not
-// yet ended by a marker, or (on a raft leader) one proposed and not yet
-// written. The broker verifies a transactional produce with the
-// transaction coordinator only when it is not (KIP-890 part 1: only the
-// first batch of a transaction to a partition is verified, as Kafka's
-// ReplicaManager.maybeStartTransactionVerificationForPartition asks its
-// producer state).
-func (p *Partition) InTransaction(id int64, epoch int16) bool {
-	p.appendMu.Lock()
-	defer p.appendMu.Unlock()
-	if e := p.producers[id]; e != nil && e.epoch == epoch && e.txnFirst >= 0 {
-		return true
-	}
-	if rs := p.rs; rs != nil {
-		for _, pr := range rs.inflight[id] {
-			if pr.h.ProducerEpoch == epoch && pr.h.Transactional() {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -500,7 +500,7 @@ func TestAppendRecordsAs(t *testing.T) {
 	ctx := context.Background()
 	tag := ProducerTag{ID: 9, Epoch: 3, Transactional: true}
 	for i, want := range []int64{0, 1} {
-		off, err := p.AppendRecordsAs(ctx, 1000, tag, []Record{{Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}})
+		off, err := p.AppendRecordsAs(ctx, 1000, tag, AppendOptions{}, []Record{{Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}})
 		if err != nil || off != want {
 			t.Fatalf("append %d: offset %d, %v", i, off, err)
 		}
@@ -508,7 +508,7 @@ func TestAppendRecordsAs(t *testing.T) {
 	if lso := p.LastStableOffset(); lso != 0 {
 		t.Fatalf("last stable offset %d inside the transaction", lso)
 	}
-	if _, err := p.AppendRecordsAs(ctx, 1000, ProducerTag{ID: 9, Epoch: 2, Transactional: true}, []Record{{Key: []byte("x")}}); !errors.Is(err, ErrInvalidProducerEpoch) {
+	if _, err := p.AppendRecordsAs(ctx, 1000, ProducerTag{ID: 9, Epoch: 2, Transactional: true}, AppendOptions{}, []Record{{Key: []byte("x")}}); !errors.Is(err, ErrInvalidProducerEpoch) {
 		t.Fatalf("an older epoch: %v", err)
 	}
 	if off, err := p.WriteTxnMarker(ctx, TxnMarker{ProducerID: 9, ProducerEpoch: 3, Commit: true}); err != nil || off != 2 {

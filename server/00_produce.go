@@ -86,7 +86,7 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 		outs     []*produced
 		panicked atomic.Pointer[panicError] // closes the connection only
 	)
-	unverified := b.verifyProduce(ctx, req)
+	unverified, guards := b.verifyProduce(ctx, req)
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -129,7 +129,11 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 						panicked.CompareAndSwap(nil, &panicError{value: r, stack: debug.Stack()})
 					}
 				}()
-				pd, err := part.ProduceWith(records, replica.ProduceOptions{Acks: req.Acks})
+				pd, err := part.ProduceWith(records, replica.ProduceOptions{
+					Acks:      req.Acks,
+					VerifyTxn: b.cfg.TransactionPartitionVerificationEnable && req.TransactionID != nil && *req.TransactionID != "",
+					Guard:     guards[topicPartition{name, rp.Partition}],
+				})
 				if err != nil {
 					b.produceFailed(out, err)
 					return

@@ -59,6 +59,8 @@ func kafkaCode(err error) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, replica.ErrTransactionCoordinatorFenced):
 		return kerr.TransactionCoordinatorFenced.Code
+	case errors.Is(err, replica.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
 	case errors.Is(err, replica.ErrInvalidRecord):
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, replica.ErrRecordTooLarge):

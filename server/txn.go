@@ -272,9 +272,24 @@ func serveWriteTxnMarkers(ctx context.Context, b *Broker, _ *clientConn, kreq km
 // as Kafka's GroupCoordinator verifies before it writes.
 func serveTxnOffsetCommit(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
-	if t, ok := b.meta.Topic(offsetsTopic); ok && req.TransactionalID != "" {
+	if t, ok := b.meta.Topic(offsetsTopic); ok && req.TransactionalID != "" && b.cfg.TransactionPartitionVerificationEnable {
 		p := coordinator.Partition(req.Group, t.Partitions)
-		if failed := b.verifyTxn(ctx, req.TransactionalID, []txnBatch{{topic: offsetsTopic, partition: p, pid: req.ProducerID, epoch: req.ProducerEpoch}}, req.Version >= 5, 11); len(failed) > 0 {
+		// Verification is started (a guard taken) on this broker's
+		// replica of the group's partition, as for a produce: a marker
+		// written before the offsets voids it (txn_verify.go).
+		// Not leading it here, the group's coordinator is not here
+		// either: the write answers NOT_COORDINATOR.
+		need := true
+		if part, ok := b.partition(offsetsTopic, p); ok && part.IsLeader() {
+			var guard replica.TxnGuard
+			guard, need = part.StartTxnVerification(req.ProducerID, req.ProducerEpoch)
+			ctx = context.WithValue(ctx, txnGuardKey{}, txnGuardValue{guard: guard})
+		}
+		var failed map[int]int16
+		if need {
+			failed = b.verifyTxn(ctx, req.TransactionalID, []txnBatch{{topic: offsetsTopic, partition: p, pid: req.ProducerID, epoch: req.ProducerEpoch}}, req.Version >= 5, 11)
+		}
+		if len(failed) > 0 {
 			resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 			for _, rt := range req.Topics {
 				ot := kmsg.NewTxnOffsetCommitResponseTopic()
@@ -343,11 +358,24 @@ func serveDescribeProducers(_ context.Context, b *Broker, _ *clientConn, kreq km
 }
 
 // AppendTxn writes recs as one transactional batch of the producer and
-// returns once committed (coordinator.TxnLog).
+// returns once committed (coordinator.TxnLog), with the verification
+// guard serveTxnOffsetCommit put in ctx (txnGuardKey), if any.
 func (l offsetsLog) AppendTxn(ctx context.Context, producerID int64, producerEpoch int16, recs []coordinator.Record) error {
-	_, err := l.p.AppendRecordsAs(ctx, l.now().UnixMilli(), replica.ProducerTag{ID: producerID, Epoch: producerEpoch, Transactional: true}, records(recs))
+	var opts replica.AppendOptions
+	if v, ok := ctx.Value(txnGuardKey{}).(txnGuardValue); ok {
+		opts.VerifyTxn, opts.Guard = true, v.guard
+	}
+	_, err := l.p.AppendRecordsAs(ctx, l.now().UnixMilli(), replica.ProducerTag{ID: producerID, Epoch: producerEpoch, Transactional: true}, opts, records(recs))
 	return err
 }
+
+// txnGuardKey is the context key of a TxnOffsetCommit's verification
+// guard (txnGuardValue): the group coordinator's write of the request's
+// offsets carries it to the __consumer_offsets partition, as Kafka's
+// GroupCoordinator hands its VerificationGuard to the append.
+type txnGuardKey struct{}
+
+type txnGuardValue struct{ guard replica.TxnGuard }
 
 // ReplayBatches hands fn every batch from the log start offset to the
 // high watermark, control batches included (coordinator.TxnLog).

@@ -15,15 +15,21 @@ package server
 // it), and a coordinator that cannot answer now NOT_ENOUGH_REPLICAS, which
 // every producer retries without a metadata refresh.
 //
-// Kafka guards the window between the verification and the append with a
-// VerificationGuard in the producer state (a marker written in between
-// voids it); Sluice does not yet: a transaction aborted by its timeout in
-// that window can still see the verified batch appended after its marker.
+// The window between the verification and the append is guarded as
+// Kafka's VerificationGuard guards it: the partition hands out a guard
+// before the verification (replica.Partition.StartTxnVerification), a
+// marker or transactional batch of the producer appended in between voids
+// it, and the append refuses a batch whose guard is void with
+// INVALID_TXN_STATE (replica/txn_guard.go). Without it, a batch verified
+// before its transaction was aborted and appended after the abort marker
+// would be adopted by the producer's next transaction, whose commit would
+// make an aborted record visible to read_committed consumers.
 
 import (
 	"context"
 	"time"
 
+	"github.com/sluicemq/sluice/replica"
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -152,8 +158,9 @@ func produceVerifyCode(code int16, produceVersion int16) int16 {
 
 // verifyProduce verifies the transactional batches of req that open a
 // transaction in their partition (txn_verify.go's rules) and returns the
-// error code of each partition that failed.
-func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) map[topicPartition]int16 {
+// error code of each partition that failed and the guard each verified
+// one's append must carry.
+func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (map[topicPartition]int16, map[topicPartition]replica.TxnGuard) {
 	if req.TransactionID == nil || *req.TransactionID == "" {
 		// Transactional records need a transactional id (Kafka's
 		// handleProduceRequest: TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
@@ -176,9 +183,15 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) ma
 				}
 			}
 		}
-		return out
+		return out, nil
 	}
-	var batches []txnBatch
+	if !b.cfg.TransactionPartitionVerificationEnable {
+		return nil, nil
+	}
+	var (
+		batches []txnBatch
+		guards  map[topicPartition]replica.TxnGuard
+	)
 	for _, rt := range req.Topics {
 		name := rt.Topic
 		if req.Version >= 13 {
@@ -194,19 +207,27 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) ma
 				continue // answered by the append
 			}
 			pid, epoch, ok := transactionalBatch(rp.Records)
-			if !ok || part.InTransaction(pid, epoch) {
+			if !ok {
 				continue
 			}
+			g, need := part.StartTxnVerification(pid, epoch)
+			if !need {
+				continue
+			}
+			if guards == nil {
+				guards = map[topicPartition]replica.TxnGuard{}
+			}
+			guards[topicPartition{name, rp.Partition}] = g
 			batches = append(batches, txnBatch{topic: name, partition: rp.Partition, pid: pid, epoch: epoch})
 		}
 	}
 	if len(batches) == 0 {
-		return nil
+		return nil, nil
 	}
 	failed := b.verifyTxn(ctx, *req.TransactionID, batches, req.Version >= 12, req.Version)
 	out := make(map[topicPartition]int16, len(failed))
 	for i, code := range failed {
 		out[topicPartition{batches[i].topic, batches[i].partition}] = code
 	}
-	return out
+	return out, guards
 }

@@ -319,7 +319,7 @@ var kafkaKeys = []kafkaKey{
 	{"telemetry.max.bytes", kInt, ""},
 	{"transaction.abort.timed.out.transaction.cleanup.interval.ms", kInt, "10000"},
 	{"transaction.max.timeout.ms", kInt, "900000"},
-	{"transaction.partition.verification.enable", kBool, ""},
+	{"transaction.partition.verification.enable", kBool, "true"},
 	{"transaction.remove.expired.transaction.cleanup.interval.ms", kInt, "3600000"},
 	{"transaction.state.log.load.buffer.size", kInt, ""},
 	{"transaction.state.log.min.isr", kInt, "2"},

@@ -222,6 +222,7 @@ var keyTable = []spec{
 	intKey("transaction.state.log.replication.factor", func(c *Config) *int16 { return &c.TransactionStateLogReplicationFactor }, 1, math.MaxInt16),
 	intKey("transaction.state.log.min.isr", func(c *Config) *int32 { return &c.TransactionStateLogMinISR }, 1, math.MaxInt32),
 	intKey("transaction.state.log.segment.bytes", func(c *Config) *int32 { return &c.TransactionStateLogSegmentBytes }, 1, math.MaxInt32),
+	boolKey("transaction.partition.verification.enable", func(c *Config) *bool { return &c.TransactionPartitionVerificationEnable }),
 	intKey("transaction.max.timeout.ms", func(c *Config) *int32 { return &c.TransactionMaxTimeoutMs }, 1, math.MaxInt32),
 	intKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", func(c *Config) *int32 { return &c.TransactionAbortTimedOutTransactionCleanupIntervalMs }, 1, math.MaxInt32),
 	intKey("transactional.id.expiration.ms", func(c *Config) *int32 { return &c.TransactionalIDExpirationMs }, 1, math.MaxInt32),

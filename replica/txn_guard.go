@@ -1,0 +1,205 @@
+package replica
+
+import (
+	"fmt"
+
+	"github.com/sluicemq/sluice/segment/batch"
+)
+
+// Transaction verification guards (KIP-890 part 1; Kafka's
+// VerificationGuard and VerificationStateEntry, UnifiedLog's
+// analyzeAndValidateProducerState are the specification).
+//
+// The broker asks the transaction coordinator whether a partition is in
+// a producer's ongoing transaction before it appends the transaction's
+// first batch to the partition. Between that answer and the append, the
+// transaction can end: its marker lands first, and the late batch would
+// then open a transaction nobody ends, or be adopted by the producer's
+// next transaction (whose commit makes an aborted record visible). So the
+// partition hands out a guard when verification starts
+// (StartTxnVerification), voids it when a marker or a transactional batch
+// of the producer is appended, and appends a verified batch only if its
+// guard is still the producer's (ProduceOptions.Guard). A batch that
+// continues a transaction ongoing in the partition needs no guard.
+//
+// On a raft leader the decision is taken in raft's proposal order (the
+// worker's post closure, which calls Propose): the producer's
+// transaction as proposed (txnGuards.proj, the newest transactional
+// proposal of each producer not yet written) comes before the written
+// producer state, so a batch proposed after a marker is refused even
+// while the marker is still on its way to the log.
+
+// TxnGuard is a transaction verification guard (Kafka's
+// VerificationGuard); NoTxnGuard is none (Kafka's SENTINEL).
+type TxnGuard uint64
+
+// NoTxnGuard is the zero guard: no verification was started.
+const NoTxnGuard TxnGuard = 0
+
+// txnGuards is a partition's verification state, guarded by appendMu.
+type txnGuards struct {
+	last TxnGuard
+	// byPID: the guard of each producer whose verification started and
+	// whose transaction has not been touched since.
+	byPID map[int64]guardEntry
+	// proj (raft leader only): each producer's transaction as its newest
+	// proposal not yet written leaves it.
+	proj map[int64]txnProj
+}
+
+// guardEntry is one producer's guard, its epoch and when it was made
+// (ms, for expiry with the producer state).
+type guardEntry struct {
+	guard TxnGuard
+	epoch int16
+	atMs  int64
+}
+
+// txnProj is a producer's transaction as proposed: open (a transactional
+// batch proposed last) or not (a marker, or unknown after a dropped
+// proposal), at epoch, by proposal id (0: matches no proposal, kept until
+// the producer's next proposal).
+type txnProj struct {
+	open  bool
+	epoch int16
+	id    int64
+}
+
+// errTxnNotVerified is INVALID_TXN_STATE for a transactional batch that
+// neither continues an ongoing transaction nor carries its producer's
+// current guard (Kafka: "Record was not part of an ongoing transaction").
+func errTxnNotVerified(id int64, epoch int16) error {
+	return fmt.Errorf("%w: the batch of producer %d epoch %d is not part of an ongoing transaction (its verification is void: the transaction ended since, or it was never verified)", ErrInvalidTxnState, id, epoch)
+}
+
+// StartTxnVerification starts, or continues, the verification of a
+// transactional batch of producer id at epoch: ok is false when the
+// producer's transaction is ongoing in the partition (proposed or
+// written: the batch needs no verification, Kafka's
+// maybeStartTransactionVerification returning SENTINEL); otherwise the
+// guard is what the verified batch must carry (ProduceOptions.Guard).
+// A producer has one guard until a marker or transactional batch of it
+// is appended; a later verification shares it.
+func (p *Partition) StartTxnVerification(id int64, epoch int16) (g TxnGuard, ok bool) {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.txnOngoingLocked(id, epoch, true) {
+		return NoTxnGuard, false
+	}
+	if p.guards.byPID == nil {
+		p.guards.byPID = map[int64]guardEntry{}
+	}
+	e, have := p.guards.byPID[id]
+	if !have {
+		p.guards.last++
+		e = guardEntry{guard: p.guards.last, epoch: epoch, atMs: p.now().UnixMilli()}
+	}
+	e.epoch = max(e.epoch, epoch)
+	p.guards.byPID[id] = e
+	return e.guard, true
+}
+
+// InTransaction reports whether producer id at epoch has a transaction
+// ongoing in this partition: a transactional batch of it written (or, on
+// a raft leader, proposed) and not ended by a marker since.
+func (p *Partition) InTransaction(id int64, epoch int16) bool {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.txnOngoingLocked(id, epoch, true)
+}
+
+// txnOngoingLocked reports whether producer id's transaction at epoch is
+// ongoing: as proposed when a proposal of it is not written yet (raft
+// leader), else as written. With inflight, a transactional batch in the
+// leader's inflight list that has not reached raft yet counts too (a hint
+// for whether to verify; the check at proposal does not use it).
+// appendMu is held.
+func (p *Partition) txnOngoingLocked(id int64, epoch int16, inflight bool) bool {
+	if pj, ok := p.guards.proj[id]; ok {
+		return pj.open && pj.epoch == epoch
+	}
+	if inflight && p.rs != nil {
+		for _, pr := range p.rs.inflight[id] {
+			if pr.h.ProducerEpoch == epoch && pr.h.Transactional() {
+				return true
+			}
+		}
+	}
+	e := p.producers[id]
+	return e != nil && e.epoch == epoch && e.txnFirst >= 0
+}
+
+// admitTxnLocked is the guard check of a batch (header h, its guard g,
+// verify as ProduceOptions.VerifyTxn) about to be appended or proposed: a
+// transactional data batch whose producer has no ongoing transaction
+// needs its producer's current guard. appendMu is held.
+func (p *Partition) admitTxnLocked(h *batch.Header, verify bool, g TxnGuard) error {
+	if !verify || h.ProducerID < 0 || !h.Transactional() || h.Control() {
+		return nil
+	}
+	if p.txnOngoingLocked(h.ProducerID, h.ProducerEpoch, false) {
+		return nil
+	}
+	if e, ok := p.guards.byPID[h.ProducerID]; ok && g != NoTxnGuard && e.guard == g {
+		return nil
+	}
+	return errTxnNotVerified(h.ProducerID, h.ProducerEpoch)
+}
+
+// txnTouchedLocked records that a batch of h's producer was appended (a
+// single replica) or proposed (raft leader, with its proposal id): a
+// marker or a transactional batch voids the producer's guard (Kafka's
+// updateProducers clears the VerificationStateEntry), and on a leader
+// sets the producer's transaction as proposed. appendMu is held.
+func (p *Partition) txnTouchedLocked(h *batch.Header, proposal int64) {
+	if h.ProducerID < 0 || !h.Transactional() {
+		return
+	}
+	delete(p.guards.byPID, h.ProducerID)
+	if proposal <= 0 {
+		return
+	}
+	if p.guards.proj == nil {
+		p.guards.proj = map[int64]txnProj{}
+	}
+	p.guards.proj[h.ProducerID] = txnProj{open: !h.Control(), epoch: h.ProducerEpoch, id: proposal}
+}
+
+// txnWrittenLocked forgets the producer's proposed transaction once its
+// newest proposal (id) is written: the written state says the same from
+// now on. appendMu is held.
+func (p *Partition) txnWrittenLocked(pid, proposal int64) {
+	if pj, ok := p.guards.proj[pid]; ok && pj.id == proposal {
+		delete(p.guards.proj, pid)
+	}
+}
+
+// txnDroppedLocked is told that a proposal of a transactional batch or
+// marker of pid was dropped: what the producer's transaction is as
+// proposed is no longer known, so it counts as not ongoing (its next
+// batch is verified again) until the producer's next proposal. appendMu
+// is held.
+func (p *Partition) txnDroppedLocked(pid int64, epoch int16) {
+	if p.guards.proj == nil {
+		p.guards.proj = map[int64]txnProj{}
+	}
+	p.guards.proj[pid] = txnProj{open: false, epoch: epoch}
+}
+
+// txnLeadershipLostLocked forgets the leader's guards and proposed
+// transactions (a new leader verifies again). appendMu is held.
+func (p *Partition) txnLeadershipLostLocked() {
+	clear(p.guards.byPID)
+	clear(p.guards.proj)
+}
+
+// expireGuardsLocked drops the guards made expirationMs or more before
+// nowMs (Kafka's removeExpiredProducers drops verification state entries
+// with the producers). appendMu is held.
+func (p *Partition) expireGuardsLocked(nowMs, expirationMs int64) {
+	for id, e := range p.guards.byPID {
+		if nowMs-e.atMs >= expirationMs {
+			delete(p.guards.byPID, id)
+		}
+	}
+}

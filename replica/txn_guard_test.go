@@ -1,0 +1,173 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/sluicemq/sluice/segment/vfs"
+)
+
+// guardSteps runs the verification guard's cases on write, the leader,
+// through run (a raft cluster ticks while a step waits):
+//   - a transactional batch of a producer with no transaction ongoing
+//     is refused without a guard, and without verification at all;
+//   - a guard taken, then the producer's abort marker written (the
+//     coordinator aborted the transaction while the batch was being
+//     verified): the late batch is refused, and opens no transaction
+//     the producer's next one would adopt;
+//   - a fresh guard admits the batch; a guard is void once used;
+//   - a batch continuing the ongoing transaction needs no guard, and
+//     StartTxnVerification says so.
+func guardSteps(t *testing.T, run txnRunner, write *Partition) {
+	t.Helper()
+	ctx := context.Background()
+	produce := func(data []byte, verify bool, g TxnGuard) (int64, error) {
+		var off int64 = -1
+		var err error
+		run.do(func() {
+			var pd *Pending
+			if pd, err = write.ProduceWith(data, ProduceOptions{Acks: AcksAll, VerifyTxn: verify, Guard: g}); err == nil {
+				var res segment.AppendResult
+				res, err = pd.Wait(ctx)
+				off = res.BaseOffset
+			}
+		})
+		return off, err
+	}
+	marker := func(m TxnMarker) {
+		var err error
+		run.do(func() { _, err = write.WriteTxnMarker(ctx, m) })
+		if err != nil {
+			t.Fatalf("marker %+v: %v", m, err)
+		}
+	}
+
+	if _, err := produce(txnBatch(5, 0, 0, 1, true, 1000), true, NoTxnGuard); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("a transactional batch with no transaction and no guard: %v, want ErrInvalidTxnState", err)
+	}
+	late, ok := write.StartTxnVerification(5, 0)
+	if !ok || late == NoTxnGuard {
+		t.Fatalf("StartTxnVerification with no transaction: %d, %v", late, ok)
+	}
+	if again, _ := write.StartTxnVerification(5, 0); again != late {
+		t.Fatalf("a second verification got guard %d, the first %d: one guard per producer", again, late)
+	}
+	marker(TxnMarker{ProducerID: 5, ProducerEpoch: 0, CoordinatorEpoch: 1}) // the abort
+	if _, err := produce(txnBatch(5, 0, 0, 1, true, 1000), true, late); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("a batch verified before its transaction's abort marker: %v, want ErrInvalidTxnState", err)
+	}
+	if write.InTransaction(5, 0) {
+		t.Fatal("the refused batch opened a transaction")
+	}
+
+	g, ok := write.StartTxnVerification(5, 0)
+	if !ok || g == late {
+		t.Fatalf("a new verification after the marker: guard %d (void one %d), %v", g, late, ok)
+	}
+	first, err := produce(txnBatch(5, 0, 1, 1, true, 1000), true, g)
+	if err != nil {
+		t.Fatalf("a verified batch: %v", err)
+	}
+	if _, ok := write.StartTxnVerification(5, 0); ok {
+		t.Fatal("StartTxnVerification asks to verify a batch of an ongoing transaction")
+	}
+	if _, err := produce(txnBatch(5, 0, 2, 1, true, 1000), true, NoTxnGuard); err != nil {
+		t.Fatalf("a batch continuing the transaction: %v", err)
+	}
+	marker(TxnMarker{ProducerID: 5, ProducerEpoch: 0, Commit: true, CoordinatorEpoch: 1})
+	if _, err := produce(txnBatch(5, 0, 3, 1, true, 1000), true, g); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("a used guard after the commit: %v, want ErrInvalidTxnState", err)
+	}
+	// Without verification (transaction.partition.verification.enable=
+	// false) nothing is checked.
+	if _, err := produce(txnBatch(6, 0, 0, 1, true, 1000), false, NoTxnGuard); err != nil {
+		t.Fatalf("an unverified batch with verification off: %v", err)
+	}
+	fr, err := write.FetchCommitted(0, 1<<20)
+	fr.Records.Release()
+	if err != nil || fr.LastStableOffset > first+3 || fr.AbortedTransactions != nil {
+		t.Fatalf("read_committed after the cases: lso %d, aborted %v, %v", fr.LastStableOffset, fr.AbortedTransactions, err)
+	}
+}
+
+func TestTxnGuardSingleReplica(t *testing.T) {
+	cfg := testConfig()
+	cfg.Log.FlushMessages = 1
+	p := openAt(t, vfs.NewMem(), cfg, Options{})
+	defer p.Close()
+	guardSteps(t, direct(t), p)
+}
+
+func TestTxnGuardRaft(t *testing.T) {
+	c := newPCluster(t, 3, 1, 21)
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	guardSteps(t, raftRunner(c), c.nodes[1].parts[g])
+}
+
+// On a raft leader the guard is checked in raft's proposal order: a
+// batch continuing a transaction (no guard needed when it arrived) that
+// is proposed after the transaction's marker was proposed, before the
+// marker is written, is refused; the producer state as written still
+// says the transaction is ongoing at that point.
+func TestTxnGuardProposalOrder(t *testing.T) {
+	c := newPCluster(t, 3, 1, 22)
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	lead := c.nodes[1].parts[g]
+	run := raftRunner(c)
+	ctx := context.Background()
+	guard, _ := lead.StartTxnVerification(8, 0)
+	var err error
+	run.do(func() {
+		var pd *Pending
+		if pd, err = lead.ProduceWith(txnBatch(8, 0, 0, 1, true, 1000), ProduceOptions{Acks: AcksAll, VerifyTxn: true, Guard: guard}); err == nil {
+			_, err = pd.Wait(ctx)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lead.StartTxnVerification(8, 0); ok {
+		t.Fatal("the transaction is not ongoing after its first batch")
+	}
+	// The marker and the continuing batch, proposed one after the other
+	// before the worker writes either.
+	m := buildMarker(TxnMarker{ProducerID: 8, ProducerEpoch: 0, CoordinatorEpoch: 1}, 1000)
+	mh, err := batch.ParseHeader(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mpd, bpd *Pending
+	var merr, berr error
+	run.do(func() {
+		mpd, merr = lead.append(m, &mh, appendReq{acks: AcksAll})
+		bpd, berr = lead.ProduceWith(txnBatch(8, 0, 1, 1, true, 1000), ProduceOptions{Acks: AcksAll, VerifyTxn: true})
+		if merr == nil {
+			_, merr = mpd.Wait(ctx)
+		}
+		if berr == nil {
+			_, berr = bpd.Wait(ctx)
+		}
+	})
+	if merr != nil {
+		t.Fatalf("the marker: %v", merr)
+	}
+	if !errors.Is(berr, ErrInvalidTxnState) {
+		t.Fatalf("a batch proposed after its transaction's marker: %v, want ErrInvalidTxnState", berr)
+	}
+	if lead.InTransaction(8, 0) {
+		t.Fatal("the batch after the marker opened a transaction")
+	}
+}
