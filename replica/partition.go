@@ -281,6 +281,15 @@ type AppendOptions struct {
 	// transactional offset commits are verified as a produce is).
 	VerifyTxn bool
 	Guard     TxnGuard
+	// InLeaderEpoch, when set, appends only while the partition leads in
+	// LeaderEpoch, checked where the batch takes its place in the log (on
+	// a raft leader, in proposal order): a coordinator whose state was
+	// loaded in that epoch never writes in a later one, when another
+	// leader may have written in between (Kafka's coordinators check
+	// their coordinator epoch, the partition's leader epoch, before they
+	// append). Otherwise the append fails with a *NotLeaderError.
+	InLeaderEpoch bool
+	LeaderEpoch   int32
 }
 
 // appendReq is an append's choices: LogAppendTime, acks, and the
@@ -290,6 +299,8 @@ type appendReq struct {
 	acks          int16
 	verifyTxn     bool
 	guard         TxnGuard
+	inEpoch       bool  // AppendOptions.InLeaderEpoch
+	epoch         int32 // AppendOptions.LeaderEpoch
 }
 
 // Append appends one record batch the broker itself built (the group
@@ -324,7 +335,10 @@ func (p *Partition) appendOwn(b []byte, opts AppendOptions) (*Pending, error) {
 	if err != nil {
 		return &Pending{res: noResult}, err
 	}
-	return p.append(b, &h, appendReq{logAppendTime: opts.LogAppendTime, acks: AcksAll, verifyTxn: opts.VerifyTxn, guard: opts.Guard})
+	return p.append(b, &h, appendReq{
+		logAppendTime: opts.LogAppendTime, acks: AcksAll, verifyTxn: opts.VerifyTxn, guard: opts.Guard,
+		inEpoch: opts.InLeaderEpoch, epoch: opts.LeaderEpoch,
+	})
 }
 
 // Pending is an appended batch on its way to being committed.
@@ -365,6 +379,10 @@ func (p *Partition) append(b []byte, checked *batch.Header, ar appendReq) (*Pend
 		return p.propose(b, &h, ar)
 	}
 	p.appendMu.Lock()
+	if e := p.LeaderEpoch(); ar.inEpoch && e != ar.epoch {
+		p.appendMu.Unlock()
+		return &Pending{res: noResult}, &NotLeaderError{Epoch: e, Reason: fmt.Sprintf("the append belongs to leader epoch %d", ar.epoch)}
+	}
 	dup, err := p.checkLocked(&h, b)
 	if err == nil && dup == nil {
 		err = p.admitTxnLocked(&h, ar.verifyTxn, ar.guard)

@@ -26,8 +26,8 @@ type Record struct {
 // offset once the batch is committed (Append: acks=all; a follower
 // returns a *NotLeaderError). The batch is one atomic unit: a reader of
 // ScanRecords gets its records together.
-func (p *Partition) AppendRecords(ctx context.Context, ts int64, recs []Record) (int64, error) {
-	res, err := p.Append(ctx, buildRecords(ts, recs), AppendOptions{})
+func (p *Partition) AppendRecords(ctx context.Context, ts int64, opts AppendOptions, recs []Record) (int64, error) {
+	res, err := p.Append(ctx, buildRecords(ts, recs), opts)
 	if err != nil {
 		return -1, err
 	}
@@ -37,8 +37,8 @@ func (p *Partition) AppendRecords(ctx context.Context, ts int64, recs []Record) 
 // AppendRecordsAsync is AppendRecords without the wait: the Pending's
 // Wait returns once the batch is committed. Batches appended one after
 // another commit in that order (AppendAsync).
-func (p *Partition) AppendRecordsAsync(ts int64, recs []Record) (*Pending, error) {
-	return p.AppendAsync(buildRecords(ts, recs), AppendOptions{})
+func (p *Partition) AppendRecordsAsync(ts int64, opts AppendOptions, recs []Record) (*Pending, error) {
+	return p.AppendAsync(buildRecords(ts, recs), opts)
 }
 
 func buildRecords(ts int64, recs []Record) []byte {

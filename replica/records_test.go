@@ -17,7 +17,7 @@ func TestRecordLogScan(t *testing.T) {
 	p := openTest(t, testConfig(), Options{})
 	ctx := context.Background()
 	for i := range 3 { // offsets 0-1, 2-3, 4-5
-		first, err := p.AppendRecords(ctx, 1000, []Record{{Key: []byte(fmt.Sprint("k", 2*i)), Value: []byte(fmt.Sprint("v", 2*i))}, {Value: []byte(fmt.Sprint("v", 2*i+1))}})
+		first, err := p.AppendRecords(ctx, 1000, AppendOptions{}, []Record{{Key: []byte(fmt.Sprint("k", 2*i)), Value: []byte(fmt.Sprint("v", 2*i))}, {Value: []byte(fmt.Sprint("v", 2*i+1))}})
 		if err != nil || first != int64(2*i) {
 			t.Fatalf("append %d: first %d, %v", i, first, err)
 		}

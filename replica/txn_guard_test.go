@@ -171,3 +171,68 @@ func TestTxnGuardProposalOrder(t *testing.T) {
 		t.Fatal("the batch after the marker opened a transaction")
 	}
 }
+
+// A coordinator's append made in the leader epoch it loaded its
+// partition in (AppendOptions.InLeaderEpoch): refused in any other epoch,
+// and once the replica leads again in a later term after another leader
+// (whose writes the coordinator's state may miss).
+func TestAppendInLeaderEpoch(t *testing.T) {
+	c := newPCluster(t, 3, 1, 23)
+	c.startAll()
+	c.campaign(1)
+	g := c.groups[0]
+	p := c.nodes[1].parts[g]
+	run := raftRunner(c)
+	ctx := context.Background()
+	appendIn := func(epoch int32) error {
+		var err error
+		run.do(func() {
+			_, err = p.AppendRecords(ctx, 1000, AppendOptions{InLeaderEpoch: true, LeaderEpoch: epoch}, []Record{{Value: []byte("x")}})
+		})
+		return err
+	}
+	_, loaded, _ := p.Leader()
+	if err := appendIn(loaded); err != nil {
+		t.Fatalf("an append in the leader's epoch %d: %v", loaded, err)
+	}
+	var nl *NotLeaderError
+	if err := appendIn(loaded + 1); !errors.As(err, &nl) {
+		t.Fatalf("an append in another epoch: %v, want a NotLeaderError", err)
+	}
+	// Leadership leaves node 1 and comes back (handed on, as a
+	// controlled shutdown does: a healthy leader's followers refuse a
+	// campaign).
+	c.moveAway(p)
+	for range 3 {
+		if p.IsLeader() {
+			break
+		}
+		c.moveAway(c.leader(g))
+	}
+	if !p.IsLeader() {
+		t.Fatal("node 1 does not lead again")
+	}
+	_, now, _ := p.Leader()
+	if now <= loaded+1 {
+		t.Fatalf("leader epoch %d after leading again, first %d", now, loaded)
+	}
+	if err := appendIn(loaded); !errors.As(err, &nl) {
+		t.Fatalf("an append in the epoch of an earlier leadership: %v, want a NotLeaderError", err)
+	}
+	if err := appendIn(now); err != nil {
+		t.Fatalf("an append in the current epoch: %v", err)
+	}
+}
+
+func TestAppendInLeaderEpochSingleReplica(t *testing.T) {
+	p := openAt(t, vfs.NewMem(), testConfig(), Options{LeaderEpoch: 4})
+	defer p.Close()
+	ctx := context.Background()
+	if _, err := p.AppendRecords(ctx, 1000, AppendOptions{InLeaderEpoch: true, LeaderEpoch: 4}, []Record{{Value: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	var nl *NotLeaderError
+	if _, err := p.AppendRecords(ctx, 1000, AppendOptions{InLeaderEpoch: true, LeaderEpoch: 3}, []Record{{Value: []byte("x")}}); !errors.As(err, &nl) {
+		t.Fatalf("an append in an older epoch: %v, want a NotLeaderError", err)
+	}
+}

@@ -365,7 +365,7 @@ func (c *cluster) Propose(ctx context.Context, recs [][]byte) (int64, error) {
 	for i, r := range recs {
 		rs[i] = replica.Record{Value: r}
 	}
-	first, err := c.metaPart.AppendRecords(ctx, c.b.now().UnixMilli(), rs)
+	first, err := c.metaPart.AppendRecords(ctx, c.b.now().UnixMilli(), replica.AppendOptions{}, rs)
 	if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrLeaderNotAvailable) {
 		return 0, fmt.Errorf("%w: %v", meta.ErrNotController, err)
 	}

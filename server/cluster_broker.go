@@ -205,11 +205,13 @@ func (c *cluster) coordinatorLoop() {
 	b := c.b
 	shards := []*coordinatorShards{
 		{topic: offsetsTopic, name: "group coordinator", loaded: map[int32]loadedShard{},
-			load:   func(p, _ int32, part *replica.Partition) error { return b.coord.Load(p, offsetsLog{part, b.now}) },
+			load: func(p, epoch int32, part *replica.Partition) error {
+				return b.coord.Load(p, offsetsLog{part, b.now, epoch})
+			},
 			unload: b.coord.Unload},
 		{topic: txnTopic, name: "transaction coordinator", loaded: map[int32]loadedShard{},
 			load: func(p, epoch int32, part *replica.Partition) error {
-				return b.txn.Load(p, epoch, offsetsLog{part, b.now})
+				return b.txn.Load(p, epoch, offsetsLog{part, b.now, epoch})
 			},
 			unload: b.txn.Unload},
 	}

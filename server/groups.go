@@ -118,23 +118,31 @@ func (brokerClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return coordinator.RealClock{}.AfterFunc(d, f)
 }
 
-// offsetsLog is a __consumer_offsets partition as the coordinator uses it.
+// offsetsLog is a __consumer_offsets (or __transaction_state) partition
+// as a coordinator uses it: its appends are made in the leader epoch the
+// coordinator loaded it in (replica.AppendOptions.InLeaderEpoch).
 type offsetsLog struct {
-	p   *replica.Partition
-	now func() time.Time // the broker's wall clock (Options.Now)
+	p     *replica.Partition
+	now   func() time.Time // the broker's wall clock (Options.Now)
+	epoch int32            // the leader epoch the coordinator loaded the partition in
+}
+
+// opts are the options of the coordinator's appends.
+func (l offsetsLog) opts() replica.AppendOptions {
+	return replica.AppendOptions{InLeaderEpoch: true, LeaderEpoch: l.epoch}
 }
 
 // Append writes recs as one batch stamped with the current time and
 // returns once the partition committed it (replica.AppendRecords).
 func (l offsetsLog) Append(ctx context.Context, recs []coordinator.Record) error {
-	_, err := l.p.AppendRecords(ctx, l.now().UnixMilli(), records(recs))
+	_, err := l.p.AppendRecords(ctx, l.now().UnixMilli(), l.opts(), records(recs))
 	return err
 }
 
 // AppendAsync is Append without waiting for the commit
 // (coordinator.AsyncLog): offset commits to one partition overlap.
 func (l offsetsLog) AppendAsync(recs []coordinator.Record) (func(context.Context) error, error) {
-	pd, err := l.p.AppendRecordsAsync(l.now().UnixMilli(), records(recs))
+	pd, err := l.p.AppendRecordsAsync(l.now().UnixMilli(), l.opts(), records(recs))
 	if err != nil {
 		return nil, err
 	}

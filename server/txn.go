@@ -361,7 +361,7 @@ func serveDescribeProducers(_ context.Context, b *Broker, _ *clientConn, kreq km
 // returns once committed (coordinator.TxnLog), with the verification
 // guard serveTxnOffsetCommit put in ctx (txnGuardKey), if any.
 func (l offsetsLog) AppendTxn(ctx context.Context, producerID int64, producerEpoch int16, recs []coordinator.Record) error {
-	var opts replica.AppendOptions
+	opts := l.opts()
 	if v, ok := ctx.Value(txnGuardKey{}).(txnGuardValue); ok {
 		opts.VerifyTxn, opts.Guard = true, v.guard
 	}
