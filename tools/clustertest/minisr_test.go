@@ -52,19 +52,23 @@ func TestScenarioMinISRPausedFollowers(t *testing.T) {
 		}
 		paused := followers[:tc.paused]
 		for _, id := range paused {
-			c.Pause(id)
+			c.Pause(id) // returns once every thread of it is stopped
 		}
 		start := time.Now()
 		var tried, acked int
+		var ackedWrites []string // which, where, when: to tell a broker's ack from a harness's fault
 		codes := map[string]int{}
 		for i := 0; time.Since(start) < minISRPause; i++ {
 			// Every write completes before the followers are resumed:
 			// none may be acknowledged.
-			err := produceOne(c, cl, fmt.Sprintf("paused-%d", i))
+			sent := time.Since(start)
+			r, err := produceRecord(c, cl, fmt.Sprintf("paused-%d", i))
 			tried++
 			if err == nil {
 				acked++
 				codes["acknowledged"]++
+				ackedWrites = append(ackedWrites, fmt.Sprintf("paused-%d at offset %d (leader epoch %d), sent %v and acknowledged %v after the pause",
+					i, r.Offset, r.LeaderEpoch, sent.Round(time.Microsecond), time.Since(start).Round(time.Microsecond)))
 				continue
 			}
 			codes[errName(err)]++
@@ -79,8 +83,8 @@ func TestScenarioMinISRPausedFollowers(t *testing.T) {
 			t.Fatalf("%s: no write tried while paused", tc.topic)
 		}
 		if acked > 0 {
-			t.Errorf("%s: %d of %d acks=all writes acknowledged with min.insync.replicas=%d while %d of the 3 replicas were paused",
-				tc.topic, acked, tried, tc.minISR, tc.paused)
+			t.Errorf("%s: %d of %d acks=all writes acknowledged with min.insync.replicas=%d while %d of the 3 replicas were paused: %s",
+				tc.topic, acked, tried, tc.minISR, tc.paused, strings.Join(ackedWrites, "; "))
 		}
 		resumed := time.Now()
 		c.poll(fmt.Sprintf("%s: an acks=all write acknowledged after the resume", tc.topic), 30*time.Second, func(ctx context.Context) error {
@@ -111,9 +115,16 @@ func noRetryClient(t *testing.T, c *cluster, topic string) *kgo.Client {
 
 // produceOne writes one record to partition 0 and returns its answer.
 func produceOne(c *cluster, cl *kgo.Client, value string) error {
+	_, err := produceRecord(c, cl, value)
+	return err
+}
+
+// produceRecord is produceOne returning the record too (its offset and
+// leader epoch once acknowledged).
+func produceRecord(c *cluster, cl *kgo.Client, value string) (*kgo.Record, error) {
 	ctx, cancel := c.bounded(5 * time.Second)
 	defer cancel()
-	return cl.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte(value)}).FirstErr()
+	return cl.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte(value)}).First()
 }
 
 // errName is a produce error's Kafka name, or its text.

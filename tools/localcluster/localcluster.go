@@ -48,6 +48,7 @@ const (
 	StartTimeout = 30 * time.Second // a started process listens
 	StopTimeout  = 30 * time.Second // a SIGTERMed process exits (controlled shutdown included)
 	KillTimeout  = 10 * time.Second // a SIGKILLed process is reaped
+	PauseTimeout = 10 * time.Second // every thread of a SIGSTOPped process stopped (one in an fsync stops after it)
 	PollInterval = 50 * time.Millisecond
 	// TailLines is how much of a node's log an error quotes.
 	TailLines = 40
@@ -462,7 +463,10 @@ func (c *Cluster) WaitExit(id int, start time.Time) (time.Duration, error) {
 	}
 }
 
-// Pause stops node id with SIGSTOP.
+// Pause stops node id with SIGSTOP and returns once every thread of it
+// is stopped (procs.Proc.Stop): kill(2) returns before that, and a node
+// still running for a few milliseconds after it would take (and
+// acknowledge) what the caller sends next as if it were not paused.
 func (c *Cluster) Pause(id int) error { return c.signal(id, syscall.SIGSTOP, true) }
 
 // Resume continues node id with SIGCONT.
@@ -473,8 +477,13 @@ func (c *Cluster) signal(id int, sig syscall.Signal, paused bool) error {
 	if err != nil {
 		return err
 	}
-	if err := p.Signal(sig); err != nil {
-		return err
+	if sig == syscall.SIGSTOP {
+		err = p.Stop(PauseTimeout)
+	} else {
+		err = p.Signal(sig)
+	}
+	if err != nil {
+		return fmt.Errorf("node %d: %w", id, err)
 	}
 	c.mu.Lock()
 	c.nodes[id-1].paused = paused

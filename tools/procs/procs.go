@@ -119,6 +119,72 @@ func (p *Proc) Exited() bool {
 // Signal sends sig to the process.
 func (p *Proc) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
 
+// Stop sends SIGSTOP and returns once every thread of the process is
+// stopped, or an error after d (or when the process exited). kill(2)
+// returns before the stop is done: one thread of the process takes the
+// signal and only then stops the others, and a thread inside a system
+// call that cannot be interrupted (an fsync) stops when it returns. Until
+// then the process runs on, for milliseconds on a loaded machine: a
+// paused broker still took a raft append and acknowledged it after a
+// bare SIGSTOP (TestScenarioMinISRPausedFollowers saw an acks=all write
+// acknowledged "while" both followers were paused).
+func (p *Proc) Stop(d time.Duration) error {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(d)
+	for {
+		running, err := p.running()
+		switch {
+		case err != nil:
+			return err
+		case running == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("pid %d: %d threads still running %v after SIGSTOP", p.Pid(), running, d)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// running returns how many threads of the process are not stopped: not
+// in state T (stopped) or t (tracing stop) in /proc/<pid>/task/*/stat (a
+// dead thread, Z or X, counts as stopped; a process with only those is an
+// error).
+func (p *Proc) running() (int, error) {
+	if p.Exited() {
+		return 0, fmt.Errorf("pid %d exited: %v", p.Pid(), p.Err())
+	}
+	dir := fmt.Sprintf("/proc/%d/task", p.Pid())
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("pid %d: %w", p.Pid(), err)
+	}
+	n, dead := 0, 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+		if err != nil {
+			continue // the thread exited
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			return 0, fmt.Errorf("pid %d: unexpected %s/%s/stat: %q", p.Pid(), dir, task.Name(), b)
+		}
+		switch b[i+2] {
+		case 'T', 't':
+		case 'Z', 'X':
+			dead++ // runs nothing either
+		default:
+			n++
+		}
+	}
+	if dead == len(tasks) {
+		return 0, fmt.Errorf("pid %d: no live thread in %s (the process is exiting)", p.Pid(), dir)
+	}
+	return n, nil
+}
+
 // Kill sends SIGKILL (after SIGCONT, so a stopped process dies at once
 // too) and waits up to d for the process to be reaped.
 func (p *Proc) Kill(d time.Duration) error {
