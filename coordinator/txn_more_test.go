@@ -586,3 +586,34 @@ func TestTxnTimeoutAbortUnload(t *testing.T) {
 	}
 	close(gl.release)
 }
+
+// DescribeTransactions' TransactionStartTimeMs is the transaction's start
+// in Ongoing and kept through PrepareCommit/CompleteCommit and
+// PrepareAbort/CompleteAbort (Kafka's completeTransitionTo requires a
+// start time for the Complete states, and handleDescribeTransactions
+// answers txnStartTimestamp whatever the state); it is -1 only in Empty
+// (InitProducerId clears it). kafka-transactions.sh describe then shows a
+// duration for a completed transaction too, and so does sluice txn
+// describe.
+func TestTxnDescribeStartAfterCompletion(t *testing.T) {
+	e := newTxnEnv(t, &memLog{}, nil)
+	pid, epoch := e.mustInit("tx")
+	start := e.clk.Now().UnixMilli()
+	wantCode(t, "add", e.add(3, "tx", pid, epoch, tpA), 0)
+	e.clk.Advance(time.Second)
+	wantCode(t, "commit", e.end(3, "tx", pid, epoch, true).ErrorCode, 0)
+	if d := e.waitState("tx", "CompleteCommit"); d.StartTimestamp != start {
+		t.Fatalf("CompleteCommit: start %d, want the transaction's, %d", d.StartTimestamp, start)
+	}
+	e.clk.Advance(time.Second)
+	start = e.clk.Now().UnixMilli()
+	wantCode(t, "add again", e.add(3, "tx", pid, epoch, tpB), 0)
+	wantCode(t, "abort", e.end(3, "tx", pid, epoch, false).ErrorCode, 0)
+	if d := e.waitState("tx", "CompleteAbort"); d.StartTimestamp != start {
+		t.Fatalf("CompleteAbort: start %d, want the transaction's, %d", d.StartTimestamp, start)
+	}
+	e.mustInit("tx")
+	if d := e.describe("tx"); d.State != "Empty" || d.StartTimestamp != -1 {
+		t.Fatalf("after InitProducerId: %s, start %d; want Empty, -1", d.State, d.StartTimestamp)
+	}
+}
