@@ -524,31 +524,40 @@ func (c *TxnCoordinator) newProducerID() (int64, int16) {
 // abortTimedOut aborts, with an epoch bump, every Ongoing transaction
 // whose start is more than its timeout ago (Kafka's
 // abortTimedOutTransactions and timedOutTransactions): the producer, when
-// it comes back, is fenced.
+// it comes back, is fenced. fenceAbort checks each again as it starts
+// the abort. The writes use the shard's context: unloading the shard
+// cancels them.
 func (c *TxnCoordinator) abortTimedOut() {
 	now := c.now()
 	for _, s := range c.loadedShards() {
 		s.mu.Lock()
-		var due []*txnMeta
+		var due []timedOutTxn
 		for _, t := range s.txns {
-			if t.state == txnOngoing && !t.pending && t.startMs+int64(t.timeoutMs) < now {
-				due = append(due, t)
+			if t.state == txnOngoing && !t.pending && t.timedOut(now) {
+				due = append(due, timedOutTxn{t: t, pid: t.producerID, epoch: t.epoch})
 			}
 		}
 		s.mu.Unlock()
-		for _, t := range due {
-			if code := c.fenceAbort(context.Background(), s, t, t.producerID); code != 0 {
-				c.cfg.Logger.Debug("coordinator: aborting a timed-out transaction did not happen", "transactional_id", t.id, "error", kerr.ErrorForCode(code))
+		for _, d := range due {
+			if code := c.fenceAbort(s.ctx, s, d); code != 0 {
+				c.cfg.Logger.Debug("coordinator: aborting a timed-out transaction did not happen", "transactional_id", d.t.id, "error", kerr.ErrorForCode(code))
 			} else {
-				c.cfg.Logger.Info("coordinator: aborting a timed-out transaction", "transactional_id", t.id)
+				c.cfg.Logger.Info("coordinator: aborting a timed-out transaction", "transactional_id", d.t.id)
 			}
 		}
 	}
 }
 
+// timedOut reports whether t's transaction started more than its timeout
+// before nowMs (s.mu held).
+func (t *txnMeta) timedOut(nowMs int64) bool {
+	return t.startMs+int64(t.timeoutMs) < nowMs
+}
+
 // removeExpired removes the transactional ids in Empty, CompleteCommit or
 // CompleteAbort whose last update is IDExpiration ago or more, writing a
-// tombstone for each (Kafka's removeExpiredTransactionalIds).
+// tombstone for each (Kafka's removeExpiredTransactionalIds), with the
+// shard's context.
 func (c *TxnCoordinator) removeExpired() {
 	limit := c.now() - c.cfg.IDExpiration.Milliseconds()
 	for _, s := range c.loadedShards() {
@@ -565,7 +574,7 @@ func (c *TxnCoordinator) removeExpired() {
 		}
 		s.mu.Unlock()
 		for _, t := range due {
-			if code := c.write(context.Background(), s, t, nil, false); code != 0 {
+			if code := c.write(s.ctx, s, t, nil, false); code != 0 {
 				c.cfg.Logger.Warn("coordinator: removing an expired transactional id failed", "transactional_id", t.id, "error", kerr.ErrorForCode(code))
 			}
 		}

@@ -47,21 +47,39 @@ func prepareFence(t *txnMeta, nowMs int64) *txnMeta {
 	return n
 }
 
-// fenceAbort aborts t with an epoch bump if it is still the Ongoing
-// transaction of producer id pid, then sends its markers. It answers 0, or
+// timedOutTxn is a transaction abortTimedOut found past its timeout: t
+// with the producer id and epoch it had then.
+type timedOutTxn struct {
+	t     *txnMeta
+	pid   int64
+	epoch int16
+}
+
+// fenceAbort aborts d.t with an epoch bump, then sends its markers, if,
+// under the shard's lock, it is still the Ongoing transaction of d's
+// producer id and epoch, no change to it is pending and it is still past
+// its timeout (its producer may have completed the transaction and begun
+// another since d was found: that one is not fenced). It answers 0, or
 // why it did not.
-func (c *TxnCoordinator) fenceAbort(ctx context.Context, s *txnShard, t *txnMeta, pid int64) int16 {
+func (c *TxnCoordinator) fenceAbort(ctx context.Context, s *txnShard, d timedOutTxn) int16 {
+	t := d.t
 	s.mu.Lock()
 	switch {
 	case s.gone:
 		s.mu.Unlock()
 		return kerr.NotCoordinator.Code
-	case s.txns[t.id] != t || t.producerID != pid:
+	case s.txns[t.id] != t || t.producerID != d.pid:
 		s.mu.Unlock()
 		return kerr.InvalidProducerIDMapping.Code
-	case t.pending || t.state != txnOngoing:
+	case t.pending:
 		s.mu.Unlock()
 		return kerr.ConcurrentTransactions.Code
+	case t.epoch != d.epoch:
+		s.mu.Unlock()
+		return kerr.ProducerFenced.Code
+	case t.state != txnOngoing || !t.timedOut(c.now()):
+		s.mu.Unlock()
+		return kerr.InvalidTxnState.Code
 	}
 	next := prepareFence(t, c.now())
 	if next == nil {

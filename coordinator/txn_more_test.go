@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -471,5 +472,148 @@ func TestTxnFenceTV2(t *testing.T) {
 	r := e.init("tx", 5, 60_000, -1, -1)
 	if r.ErrorCode != 0 || r.ProducerEpoch != 6 {
 		t.Fatalf("init after the abort: %+v", r)
+	}
+}
+
+// gateLog is a memLog whose appends matching hold block until release is
+// closed or the append's context is done (then it fails with the
+// context's error). held receives each held append's first record.
+type gateLog struct {
+	*memLog
+	hold    func(Record) bool
+	held    chan Record
+	release chan struct{}
+}
+
+func (l *gateLog) Append(ctx context.Context, recs []Record) error {
+	if len(recs) > 0 && l.hold(recs[0]) {
+		l.held <- recs[0]
+		select {
+		case <-l.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return l.memLog.Append(ctx, recs)
+}
+
+// holdPrepareAbort holds the first PrepareAbort appended.
+func holdPrepareAbort() func(Record) bool {
+	var once sync.Once
+	return func(r Record) bool {
+		_, t, ok, _ := decodeTxnRecord(r)
+		first := false
+		if ok && t != nil && t.state == txnPrepareAbort {
+			once.Do(func() { first = true })
+		}
+		return first
+	}
+}
+
+// TestTxnTimeoutAbortRecheck: the timeout check found two transactions
+// past their timeout; while it aborts the first, the second's producer
+// commits and begins a new transaction. That new transaction is not
+// aborted nor its producer fenced (Kafka rechecks under the lock).
+func TestTxnTimeoutAbortRecheck(t *testing.T) {
+	gl := &gateLog{memLog: &memLog{}, hold: holdPrepareAbort(), held: make(chan Record, 1), release: make(chan struct{})}
+	e := newTxnEnv(t, gl.memLog, nil)
+	e.c.Unload(0)
+	if err := e.c.Load(0, 5, gl); err != nil {
+		t.Fatal(err)
+	}
+	type prod struct {
+		pid   int64
+		epoch int16
+	}
+	ps := map[string]prod{}
+	for _, id := range []string{"x", "y"} {
+		r := e.init(id, 4, 30_000, -1, -1)
+		wantCode(t, "init "+id, r.ErrorCode, 0)
+		ps[id] = prod{r.ProducerID, r.ProducerEpoch}
+		wantCode(t, "add "+id, e.add(3, id, r.ProducerID, r.ProducerEpoch, tpA), 0)
+	}
+	advanced := make(chan struct{})
+	go func() {
+		defer close(advanced)
+		e.clk.Advance(40 * time.Second) // both past their 30 s
+	}()
+	first, _, _, _ := decodeTxnRecord(<-gl.held)
+	other := "x"
+	if first == "x" {
+		other = "y"
+	}
+	p := ps[other]
+	wantCode(t, "commit "+other, e.end(3, other, p.pid, p.epoch, true).ErrorCode, 0)
+	e.waitState(other, "CompleteCommit")
+	wantCode(t, "add next "+other, e.add(3, other, p.pid, p.epoch, tpB), 0)
+	close(gl.release)
+	select {
+	case <-advanced:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the timeout check did not return")
+	}
+	e.waitState(first, "CompleteAbort")
+	if d := e.describe(other); d.State != "Ongoing" || d.ProducerEpoch != p.epoch {
+		t.Fatalf("%s's new transaction: %s at epoch %d, want Ongoing at %d", other, d.State, d.ProducerEpoch, p.epoch)
+	}
+	wantCode(t, "commit next "+other, e.end(3, other, p.pid, p.epoch, true).ErrorCode, 0)
+	e.waitState(other, "CompleteCommit")
+}
+
+// TestTxnTimeoutAbortUnload: a timed-out abort whose write is under way
+// when the shard is unloaded is cancelled with it (the shard's context,
+// not a background one).
+func TestTxnTimeoutAbortUnload(t *testing.T) {
+	gl := &gateLog{memLog: &memLog{}, hold: holdPrepareAbort(), held: make(chan Record, 1), release: make(chan struct{})}
+	e := newTxnEnv(t, gl.memLog, nil)
+	e.c.Unload(0)
+	if err := e.c.Load(0, 5, gl); err != nil {
+		t.Fatal(err)
+	}
+	r := e.init("tx", 4, 30_000, -1, -1)
+	wantCode(t, "add", e.add(3, "tx", r.ProducerID, r.ProducerEpoch, tpA), 0)
+	advanced := make(chan struct{})
+	go func() {
+		defer close(advanced)
+		e.clk.Advance(40 * time.Second)
+	}()
+	<-gl.held
+	e.c.Unload(0)
+	select {
+	case <-advanced:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the abort's write outlived the shard")
+	}
+	close(gl.release)
+}
+
+// DescribeTransactions' TransactionStartTimeMs is the transaction's start
+// in Ongoing and kept through PrepareCommit/CompleteCommit and
+// PrepareAbort/CompleteAbort (Kafka's completeTransitionTo requires a
+// start time for the Complete states, and handleDescribeTransactions
+// answers txnStartTimestamp whatever the state); it is -1 only in Empty
+// (InitProducerId clears it). kafka-transactions.sh describe then shows a
+// duration for a completed transaction too, and so does sluice txn
+// describe.
+func TestTxnDescribeStartAfterCompletion(t *testing.T) {
+	e := newTxnEnv(t, &memLog{}, nil)
+	pid, epoch := e.mustInit("tx")
+	start := e.clk.Now().UnixMilli()
+	wantCode(t, "add", e.add(3, "tx", pid, epoch, tpA), 0)
+	e.clk.Advance(time.Second)
+	wantCode(t, "commit", e.end(3, "tx", pid, epoch, true).ErrorCode, 0)
+	if d := e.waitState("tx", "CompleteCommit"); d.StartTimestamp != start {
+		t.Fatalf("CompleteCommit: start %d, want the transaction's, %d", d.StartTimestamp, start)
+	}
+	e.clk.Advance(time.Second)
+	start = e.clk.Now().UnixMilli()
+	wantCode(t, "add again", e.add(3, "tx", pid, epoch, tpB), 0)
+	wantCode(t, "abort", e.end(3, "tx", pid, epoch, false).ErrorCode, 0)
+	if d := e.waitState("tx", "CompleteAbort"); d.StartTimestamp != start {
+		t.Fatalf("CompleteAbort: start %d, want the transaction's, %d", d.StartTimestamp, start)
+	}
+	e.mustInit("tx")
+	if d := e.describe("tx"); d.State != "Empty" || d.StartTimestamp != -1 {
+		t.Fatalf("after InitProducerId: %s, start %d; want Empty, -1", d.State, d.StartTimestamp)
 	}
 }

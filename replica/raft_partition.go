@@ -236,6 +236,10 @@ type proposal struct {
 	// proposed is when it was proposed, only when the host has a
 	// Committed callback (HostMetrics).
 	proposed time.Time
+	// refused is set by the worker when the entry, written, changed
+	// nothing (a marker fenced by the one before it in the log: txn.go's
+	// applyBatch): the proposal completes with it once committed.
+	refused error
 }
 
 // raftState is the replicated part of a Partition.
@@ -628,7 +632,9 @@ func (p *Partition) written(e *raftpb.Entry, id int64, res segment.AppendResult,
 			if hh.Control() {
 				data = e.Data // the marker's record (txn.go)
 			}
-			p.noteBatchLocked(&hh, data, res.LogAppendTime)
+			if err := p.noteBatchLocked(&hh, data, res.LogAppendTime); err != nil && pr != nil {
+				pr.refused = err // a marker another one, written first, fenced
+			}
 		}
 		if pr != nil {
 			rs.dropInflightLocked(pr)
@@ -817,12 +823,16 @@ func (rs *raftState) track(pr *proposal) {
 	rs.pmu.Unlock()
 }
 
-// complete finishes a proposal's Pending (once) and forgets it.
+// complete finishes a proposal's Pending (once) and forgets it; a
+// refused entry finishes with its refusal instead of success.
 func (rs *raftState) complete(pr *proposal, res segment.AppendResult, err error) {
 	rs.pmu.Lock()
 	_, ok := rs.pending[pr]
 	delete(rs.pending, pr)
 	rs.pmu.Unlock()
+	if err == nil && pr.refused != nil {
+		err = pr.refused
+	}
 	if ok {
 		// Only the goroutine that took it out of pending finishes it.
 		pr.pd.finish(res, err)

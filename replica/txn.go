@@ -153,19 +153,30 @@ func parseMarker(b []byte) (commit bool, coordinatorEpoch int32, ok bool) {
 // batch (data its bytes) as a marker ending its producer's transaction,
 // an abort adding the transaction to t.aborted. lat is the batch's
 // LogAppendTime, -1 for CreateTime.
-func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat int64) {
+//
+// A marker is checked here again, against the state of the batches
+// before it (checkMarker): a marker with an older producer epoch, or a
+// coordinator epoch older than the producer's last marker's, changes
+// nothing and its error is returned. The leader checks a marker before
+// proposing it, but two markers proposed at once both pass that check;
+// raft's order decides which one counts, the same on every replica and
+// in a replay of the log.
+func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat int64) error {
 	if !h.Control() {
 		if first := ps.record(h, lat); first >= 0 {
 			t.ongoing[h.ProducerID] = first
 		}
-		return
+		return nil
 	}
 	if h.ProducerID < 0 {
-		return
+		return nil
 	}
 	commit, coordEpoch, ok := parseMarker(data)
 	if !ok {
-		return
+		return nil
+	}
+	if err := ps.checkMarker(h.ProducerID, h.ProducerEpoch, coordEpoch); err != nil {
+		return err
 	}
 	ts := h.MaxTimestamp
 	if lat >= 0 {
@@ -174,20 +185,21 @@ func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat i
 	first := ps.recordMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, ts)
 	delete(t.ongoing, h.ProducerID)
 	if first < 0 {
-		return
+		return nil
 	}
 	t.unreplicated = append(t.unreplicated, abortedTxn{pid: h.ProducerID, first: first, last: h.BaseOffset})
 	if !commit {
 		t.aborted = append(t.aborted, abortedTxn{pid: h.ProducerID, first: first, last: h.BaseOffset, lso: t.lso(h.BaseOffset + 1)})
 	}
+	return nil
 }
 
 // noteBatchLocked is applyBatch on the partition's state; appendMu is
-// held.
-func (p *Partition) noteBatchLocked(h *batch.Header, data []byte, lat int64) {
+// held. The error is a marker's that changed nothing.
+func (p *Partition) noteBatchLocked(h *batch.Header, data []byte, lat int64) error {
 	p.mu.Lock()
-	applyBatch(p.producers, &p.txn, h, data, lat)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	return applyBatch(p.producers, &p.txn, h, data, lat)
 }
 
 // newTxnLog derives the ongoing transactions from ps.

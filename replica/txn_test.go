@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
+
 	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
@@ -542,4 +544,111 @@ func TestAppendRecordsAs(t *testing.T) {
 	if err == nil || next != 2 {
 		t.Fatalf("stopped scan: next %d, %v", next, err)
 	}
+}
+
+// Two markers for one producer proposed at once, the newer coordinator
+// epoch's first: both pass the leader's check (neither is written yet),
+// and raft's order decides. The one with the older coordinator epoch,
+// written second, is refused (TRANSACTION_COORDINATOR_FENCED) and changes
+// nothing, on every replica and in a replay of the log: the producer's
+// coordinator epoch never goes back.
+func TestTxnRaftMarkerCoordinatorEpochOrder(t *testing.T) {
+	c := newPCluster(t, 3, 1, 12)
+	var clock testClock
+	clock.ms.Store(3000)
+	c.now = clock.now
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	lead := c.nodes[1].parts[g]
+	r := raftRunner(c)
+	ctx := context.Background()
+	runTxnSteps(t, r, []txnStep{
+		{name: "p1 begins", data: txnBatch(1, 0, 0, 2, true, 1000), offset: 0, lso: 0, hw: 2},
+	}, lead)
+
+	// The in-sync replicas read once and kept (reading them again would
+	// wait for the worker held below).
+	rs := lead.rs
+	var isrErr error
+	r.do(func() { _, isrErr = rs.inSync(lead, time.Now(), true) })
+	if isrErr != nil {
+		t.Fatal(isrErr)
+	}
+	lead.mu.Lock()
+	rs.isrAt = time.Now().Add(time.Hour)
+	lead.mu.Unlock()
+	pending := func() int {
+		rs.pmu.Lock()
+		defer rs.pmu.Unlock()
+		return len(rs.pending)
+	}
+
+	// Hold the group's worker so that both markers are checked and posted
+	// before either is proposed.
+	started, release := make(chan struct{}), make(chan struct{})
+	if err := rs.host.post(rs.id, func(*raft.RawNode) error {
+		close(started)
+		<-release
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	type answer struct {
+		off int64
+		err error
+	}
+	write := func(coordEpoch int32, want int) chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			off, err := lead.WriteTxnMarker(ctx, TxnMarker{ProducerID: 1, ProducerEpoch: 0, CoordinatorEpoch: coordEpoch})
+			ch <- answer{off, err}
+		}()
+		waitFor(t, fmt.Sprintf("the marker of coordinator epoch %d to be posted", coordEpoch), func() bool { return pending() == want })
+		return ch
+	}
+	newer := write(6, 1)
+	older := write(5, 2)
+	close(release)
+	var a6, a5 answer
+	r.do(func() { a6, a5 = <-newer, <-older })
+	if a6.err != nil || a6.off != 2 {
+		t.Fatalf("coordinator epoch 6's marker: offset %d, %v", a6.off, a6.err)
+	}
+	if !errors.Is(a5.err, ErrTransactionCoordinatorFenced) {
+		t.Fatalf("coordinator epoch 5's marker, written after 6's: %v, want %v", a5.err, ErrTransactionCoordinatorFenced)
+	}
+
+	check := func(what string, p *Partition) {
+		t.Helper()
+		c.drive(what+": the high watermark", func() bool { return p.HighWatermark() == 4 })
+		var got []ProducerInfo
+		for _, pi := range p.Producers() {
+			if pi.ProducerID == 1 {
+				got = append(got, pi)
+			}
+		}
+		if len(got) != 1 || got[0].CoordinatorEpoch != 6 || got[0].CurrentTxnStartOffset != -1 {
+			t.Fatalf("%s: producer 1 %+v, want coordinator epoch 6 and no transaction", what, got)
+		}
+		if lso := p.LastStableOffset(); lso != 4 {
+			t.Fatalf("%s: last stable offset %d, want 4", what, lso)
+		}
+		fr, err := p.FetchCommitted(0, 1<<20)
+		fr.Records.Release()
+		if want := []AbortedTxn{{ProducerID: 1, FirstOffset: 0}}; err != nil || !reflect.DeepEqual(fr.AbortedTransactions, want) {
+			t.Fatalf("%s: aborted %v, %v; want %v", what, fr.AbortedTransactions, err, want)
+		}
+	}
+	for i, n := range []uint64{1, 2, 3} {
+		check(fmt.Sprintf("replica %d", i), c.nodes[n].parts[g])
+	}
+	// A replica that restarts replays the same decision from its log.
+	c.crash(3, 5)
+	c.start(3)
+	check("replica 3 restarted", c.nodes[3].parts[g])
 }

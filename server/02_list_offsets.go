@@ -68,6 +68,16 @@ func serveListOffsets(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			// A read_committed lookup by timestamp (-3 too) finds no
+			// offset at or past the last stable offset, taken before the
+			// lookup (Kafka's ReplicaManager.fetchOffset against
+			// Partition.fetchOffsetForTimestamp's lastFetchableOffset:
+			// timestamp and offset -1, no error).
+			stable := int64(-1)
+			if req.IsolationLevel == 1 && !debug {
+				stable = part.LastStableOffset()
+			}
+			visible := func(off int64) bool { return stable < 0 || off < stable }
 			switch rp.Timestamp {
 			// The epoch returned is the leader epoch of the batch holding
 			// the offset (the latest epoch for the latest offset), as
@@ -87,13 +97,13 @@ func serveListOffsets(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 			case -3:
 				if ts, off, found, err := part.MaxTimestamp(); err != nil {
 					sp.ErrorCode = kafkaCode(err)
-				} else if found {
+				} else if found && visible(off) {
 					sp.Timestamp, sp.Offset, sp.LeaderEpoch = ts, off, part.EpochOf(off)
 				}
 			default:
 				if off, ts, found, err := part.OffsetForTimestamp(rp.Timestamp); err != nil {
 					sp.ErrorCode = kafkaCode(err)
-				} else if found {
+				} else if found && visible(off) {
 					sp.Timestamp, sp.Offset, sp.LeaderEpoch = ts, off, part.EpochOf(off)
 				}
 			}

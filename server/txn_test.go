@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // txnSets are the broker settings of the transaction tests: a small
@@ -311,4 +312,94 @@ func TestConfluentKafkaPythonTxn(t *testing.T) {
 		t.Fatal(err)
 	}
 	runTool(t, "", py, "-c", confluentTxnScript, addr)
+}
+
+// ListOffsets by timestamp and for the max timestamp (-3) with
+// read_committed finds no offset at or past the last stable offset (an
+// open transaction's records): timestamp and offset -1, as Kafka's
+// ReplicaManager.fetchOffset answers; read_uncommitted finds them.
+func TestTxnListOffsetsReadCommitted(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "", txnSets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.createTopic("txn-lo", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("txn-lo-producer"), kgo.DefaultProduceTopic("txn-lo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// Record times after the markers' (the broker's clock).
+	now := time.Now().UnixMilli()
+	t1, t2 := time.UnixMilli(now+3_600_000), time.UnixMilli(now+7_200_000)
+	produce := func(v string, ts time.Time) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v), Timestamp: ts}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Offset 0 committed (marker at 1), offset 2 in an open transaction.
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce("committed", t1)
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce("open", t2)
+	part, _ := b.partition("txn-lo", 0)
+	waitFor(t, 10*time.Second, "the open transaction's record committed", func() bool { return part.HighWatermark() == 3 })
+
+	adm := newClient(t, addr)
+	list := func(isolation int8, ts int64) (int64, int64) {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version = 7
+		req.ReplicaID = -1
+		req.IsolationLevel = isolation
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "txn-lo"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, ts, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, adm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := resp.Topics[0].Partitions[0]
+		if sp.ErrorCode != 0 {
+			t.Fatalf("ListOffsets isolation %d timestamp %d: %v", isolation, ts, kerr.ErrorForCode(sp.ErrorCode))
+		}
+		return sp.Offset, sp.Timestamp
+	}
+	for _, c := range []struct {
+		name            string
+		isolation       int8
+		ts              int64
+		wantOff, wantTs int64
+	}{
+		{"read_committed, the committed record's time", 1, t1.UnixMilli(), 0, t1.UnixMilli()},
+		{"read_committed, the open record's time", 1, t2.UnixMilli(), -1, -1},
+		{"read_committed, max timestamp", 1, -3, -1, -1},
+		{"read_committed, latest", 1, -1, 2, -1},
+		{"read_uncommitted, the open record's time", 0, t2.UnixMilli(), 2, t2.UnixMilli()},
+		{"read_uncommitted, max timestamp", 0, -3, 2, t2.UnixMilli()},
+	} {
+		if off, ts := list(c.isolation, c.ts); off != c.wantOff || ts != c.wantTs {
+			t.Errorf("%s: offset %d timestamp %d, want %d and %d", c.name, off, ts, c.wantOff, c.wantTs)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the last stable offset past the commit", func() bool { return part.LastStableOffset() == 4 })
+	if off, ts := list(1, -3); off != 2 || ts != t2.UnixMilli() {
+		t.Errorf("read_committed, max timestamp after the commit: offset %d timestamp %d, want 2 and %d", off, ts, t2.UnixMilli())
+	}
 }
