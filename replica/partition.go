@@ -419,7 +419,7 @@ func (p *Partition) append(b []byte, checked *batch.Header, ar appendReq) (*Pend
 		}
 		h.BaseOffset = res.BaseOffset
 		p.noteBatchLocked(&h, b, res.LogAppendTime)
-		p.txnTouchedLocked(&h, 0)
+		p.txnTouchedLocked(&h, b, 0)
 	}
 	p.appendMu.Unlock()
 	if err != nil {

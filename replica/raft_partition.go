@@ -433,6 +433,9 @@ func (p *Partition) propose(b []byte, h *batch.Header, ar appendReq) (*Pending, 
 		if txn {
 			p.appendMu.Lock()
 			err := p.admitTxnLocked(&pr.h, ar.verifyTxn, ar.guard)
+			if err == nil && pr.h.Control() {
+				err = p.admitMarkerLocked(&pr.h, b)
+			}
 			p.appendMu.Unlock()
 			if err != nil {
 				p.failProposal(pr, err)
@@ -450,7 +453,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, ar appendReq) (*Pending, 
 		}
 		if txn {
 			p.appendMu.Lock()
-			p.txnTouchedLocked(&pr.h, pr.id)
+			p.txnTouchedLocked(&pr.h, b, pr.id)
 			p.appendMu.Unlock()
 		}
 		pr.propTerm = rn.BasicStatus().Term

@@ -63,6 +63,11 @@ type txnProj struct {
 	open  bool
 	epoch int16
 	id    int64
+	// coordEpoch is the coordinator epoch of the producer's newest
+	// marker proposed (coordKnown), which a later marker may not go
+	// below.
+	coordEpoch int32
+	coordKnown bool
 }
 
 // errTxnNotVerified is INVALID_TXN_STATE for a transactional batch that
@@ -146,12 +151,13 @@ func (p *Partition) admitTxnLocked(h *batch.Header, verify bool, g TxnGuard) err
 	return errTxnNotVerified(h.ProducerID, h.ProducerEpoch)
 }
 
-// txnTouchedLocked records that a batch of h's producer was appended (a
-// single replica) or proposed (raft leader, with its proposal id): a
-// marker or a transactional batch voids the producer's guard (Kafka's
-// updateProducers clears the VerificationStateEntry), and on a leader
-// sets the producer's transaction as proposed. appendMu is held.
-func (p *Partition) txnTouchedLocked(h *batch.Header, proposal int64) {
+// txnTouchedLocked records that a batch of h's producer (b its bytes)
+// was appended (a single replica) or proposed (raft leader, with its
+// proposal id): a marker or a transactional batch voids the producer's
+// guard (Kafka's updateProducers clears the VerificationStateEntry), and
+// on a leader sets the producer's transaction as proposed. appendMu is
+// held.
+func (p *Partition) txnTouchedLocked(h *batch.Header, b []byte, proposal int64) {
 	if h.ProducerID < 0 || !h.Transactional() {
 		return
 	}
@@ -162,7 +168,36 @@ func (p *Partition) txnTouchedLocked(h *batch.Header, proposal int64) {
 	if p.guards.proj == nil {
 		p.guards.proj = map[int64]txnProj{}
 	}
-	p.guards.proj[h.ProducerID] = txnProj{open: !h.Control(), epoch: h.ProducerEpoch, id: proposal}
+	prev := p.guards.proj[h.ProducerID]
+	pj := txnProj{open: !h.Control(), epoch: h.ProducerEpoch, id: proposal, coordEpoch: prev.coordEpoch, coordKnown: prev.coordKnown}
+	if h.Control() {
+		if _, ce, ok := parseMarker(b); ok {
+			pj.coordEpoch, pj.coordKnown = ce, true
+		}
+	}
+	p.guards.proj[h.ProducerID] = pj
+}
+
+// admitMarkerLocked checks marker batch b (header h) as it is proposed,
+// in raft's proposal order, against the producer's newest proposal not
+// yet written, else its written state (checkMarker's rules): two
+// coordinators' markers that both passed the check before proposing
+// cannot both be written. appendMu is held.
+func (p *Partition) admitMarkerLocked(h *batch.Header, b []byte) error {
+	pj, ok := p.guards.proj[h.ProducerID]
+	if !ok {
+		return checkMarkerBatch(p.producers, h, b)
+	}
+	_, ce, ok := parseMarker(b)
+	switch {
+	case !ok:
+		return nil // refused before proposing
+	case h.ProducerEpoch < pj.epoch:
+		return fmt.Errorf("%w: marker of producer %d at epoch %d, its newest proposal's is %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, pj.epoch)
+	case pj.coordKnown && ce < pj.coordEpoch:
+		return fmt.Errorf("%w: marker of producer %d with coordinator epoch %d, its newest proposed marker's is %d", ErrTransactionCoordinatorFenced, h.ProducerID, ce, pj.coordEpoch)
+	}
+	return nil
 }
 
 // txnWrittenLocked forgets the producer's proposed transaction once its

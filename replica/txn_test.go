@@ -620,12 +620,14 @@ func TestTxnRaftMarkerCoordinatorEpochOrder(t *testing.T) {
 		t.Fatalf("coordinator epoch 6's marker: offset %d, %v", a6.off, a6.err)
 	}
 	if !errors.Is(a5.err, ErrTransactionCoordinatorFenced) {
-		t.Fatalf("coordinator epoch 5's marker, written after 6's: %v, want %v", a5.err, ErrTransactionCoordinatorFenced)
+		t.Fatalf("coordinator epoch 5's marker, proposed after 6's: %v, want %v", a5.err, ErrTransactionCoordinatorFenced)
 	}
+	// The leader refused it in proposal order (txn_guard.go): it never
+	// reached the log, where it would sit as a stray marker.
 
 	check := func(what string, p *Partition) {
 		t.Helper()
-		c.drive(what+": the high watermark", func() bool { return p.HighWatermark() == 4 })
+		c.drive(what+": the high watermark", func() bool { return p.HighWatermark() == 3 })
 		var got []ProducerInfo
 		for _, pi := range p.Producers() {
 			if pi.ProducerID == 1 {
@@ -635,8 +637,8 @@ func TestTxnRaftMarkerCoordinatorEpochOrder(t *testing.T) {
 		if len(got) != 1 || got[0].CoordinatorEpoch != 6 || got[0].CurrentTxnStartOffset != -1 {
 			t.Fatalf("%s: producer 1 %+v, want coordinator epoch 6 and no transaction", what, got)
 		}
-		if lso := p.LastStableOffset(); lso != 4 {
-			t.Fatalf("%s: last stable offset %d, want 4", what, lso)
+		if lso := p.LastStableOffset(); lso != 3 {
+			t.Fatalf("%s: last stable offset %d, want 3", what, lso)
 		}
 		fr, err := p.FetchCommitted(0, 1<<20)
 		fr.Records.Release()
@@ -651,4 +653,42 @@ func TestTxnRaftMarkerCoordinatorEpochOrder(t *testing.T) {
 	c.crash(3, 5)
 	c.start(3)
 	check("replica 3 restarted", c.nodes[3].parts[g])
+}
+
+// Every replica applies markers in log order with the same check
+// (applyBatch): a marker written after one of a newer coordinator epoch
+// (two leaders' proposals, each checked by its own leader) changes
+// nothing and says why; the producer keeps the newer coordinator epoch.
+func TestApplyBatchStaleMarker(t *testing.T) {
+	ps := producerState{}
+	tl := newTxnLog(ps, nil)
+	data := txnBatch(1, 0, 0, 2, true, 1000)
+	h, err := batch.ParseHeader(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyBatch(ps, &tl, &h, data, -1); err != nil {
+		t.Fatal(err)
+	}
+	marker := func(off int64, coordEpoch int32) error {
+		m := buildMarker(TxnMarker{ProducerID: 1, ProducerEpoch: 0, CoordinatorEpoch: coordEpoch}, 1000)
+		mh, err := batch.ParseHeader(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mh.BaseOffset = off
+		return applyBatch(ps, &tl, &mh, m, -1)
+	}
+	if err := marker(2, 6); err != nil {
+		t.Fatalf("coordinator epoch 6's marker: %v", err)
+	}
+	if err := marker(3, 5); !errors.Is(err, ErrTransactionCoordinatorFenced) {
+		t.Fatalf("coordinator epoch 5's marker after 6's: %v, want %v", err, ErrTransactionCoordinatorFenced)
+	}
+	if e := ps[1]; e == nil || e.coordinatorEpoch != 6 || e.txnFirst != -1 {
+		t.Fatalf("producer 1 after the stale marker: %+v", e)
+	}
+	if len(tl.aborted) != 1 || tl.aborted[0].last != 2 {
+		t.Fatalf("aborted %+v, want the one ended at offset 2", tl.aborted)
+	}
 }
