@@ -642,6 +642,8 @@ func (p *Partition) written(e *raftpb.Entry, id int64, res segment.AppendResult,
 		if pr != nil {
 			rs.dropInflightLocked(pr)
 			p.txnWrittenLocked(pr.h.ProducerID, pr.id)
+		} else {
+			p.txnReplicatedLocked(h)
 		}
 		p.appendMu.Unlock()
 	}

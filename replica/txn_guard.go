@@ -221,10 +221,22 @@ func (p *Partition) txnDroppedLocked(pid int64, epoch int16) {
 	p.guards.proj[pid] = txnProj{open: false, epoch: epoch}
 }
 
-// txnLeadershipLostLocked forgets the leader's guards and proposed
-// transactions (a new leader verifies again). appendMu is held.
+// txnReplicatedLocked is told that a batch (header h) this replica did
+// not propose in its current leadership was written (a follower's, or an
+// earlier term's): a marker or transactional batch voids the producer's
+// guard, as any append does in Kafka (updateProducers), so a guard taken
+// before this replica lost and regained the leadership is void if
+// another leader ended the transaction meanwhile. appendMu is held.
+func (p *Partition) txnReplicatedLocked(h *batch.Header) {
+	if h.ProducerID >= 0 && h.Transactional() {
+		delete(p.guards.byPID, h.ProducerID)
+	}
+}
+
+// txnLeadershipLostLocked forgets the leader's proposed transactions
+// (what it proposed may never be written). Guards stay: the batches
+// written meanwhile void them (txnReplicatedLocked). appendMu is held.
 func (p *Partition) txnLeadershipLostLocked() {
-	clear(p.guards.byPID)
 	clear(p.guards.proj)
 }
 

@@ -236,3 +236,57 @@ func TestAppendInLeaderEpochSingleReplica(t *testing.T) {
 		t.Fatalf("an append in an older epoch: %v, want a NotLeaderError", err)
 	}
 }
+
+// A guard outlives a leadership that leaves and comes back (as Kafka's
+// verification state lives with the log), unless the other leader wrote
+// a marker of the producer meanwhile: that voids it on every replica.
+func TestTxnGuardAcrossLeadership(t *testing.T) {
+	c := newPCluster(t, 3, 1, 24)
+	c.startAll()
+	c.campaign(1)
+	g := c.groups[0]
+	p := c.nodes[1].parts[g]
+	run := raftRunner(c)
+	ctx := context.Background()
+	backTo1 := func(between func(other *Partition)) {
+		t.Helper()
+		c.moveAway(p)
+		between(c.leader(g))
+		for range 3 {
+			if p.IsLeader() {
+				return
+			}
+			c.moveAway(c.leader(g))
+		}
+		if !p.IsLeader() {
+			t.Fatal("node 1 does not lead again")
+		}
+	}
+	produce := func(pid int64, guard TxnGuard) error {
+		var err error
+		run.do(func() {
+			var pd *Pending
+			if pd, err = p.ProduceWith(txnBatch(pid, 0, 0, 1, true, 1000), ProduceOptions{Acks: AcksAll, VerifyTxn: true, Guard: guard}); err == nil {
+				_, err = pd.Wait(ctx)
+			}
+		})
+		return err
+	}
+
+	kept, _ := p.StartTxnVerification(9, 0)
+	voided, _ := p.StartTxnVerification(10, 0)
+	backTo1(func(other *Partition) {
+		run.do(func() {
+			if _, err := other.WriteTxnMarker(ctx, TxnMarker{ProducerID: 10, ProducerEpoch: 0, CoordinatorEpoch: 1}); err != nil {
+				t.Errorf("the other leader's marker: %v", err)
+			}
+		})
+	})
+	c.drive("node 1 to write the other leader's marker", func() bool { return p.HighWatermark() >= 1 })
+	if err := produce(9, kept); err != nil {
+		t.Fatalf("a guard taken before the leadership moved and came back: %v", err)
+	}
+	if err := produce(10, voided); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("a guard whose producer's marker another leader wrote: %v, want ErrInvalidTxnState", err)
+	}
+}
