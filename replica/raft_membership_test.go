@@ -327,7 +327,10 @@ func TestMembershipMove(t *testing.T) {
 	before := sp.ackedCount()
 	for range 400 { // 10 election timeouts of the harness's 40 ticks
 		c.tick()
-		time.Sleep(time.Millisecond)
+		// drive's pace (a tick every 5 ms): at one a millisecond, a
+		// loaded machine's workers fell behind the heartbeats and a
+		// follower's election timeout moved the leadership.
+		time.Sleep(5 * time.Millisecond)
 	}
 	c.drive("records after the removal", func() bool { return sp.ackedCount() >= before+20 })
 	if removed.IsLeader() {
