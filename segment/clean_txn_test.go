@@ -2,6 +2,7 @@ package segment
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -438,5 +439,230 @@ func TestCleanTxnMarkerCrashEveryOp(t *testing.T) {
 		}
 		checkMarkerLogDone(t, l, where+", cleaned on")
 		l.Close()
+	}
+}
+
+// TestCleanTxnRandom interleaves transactional and plain appends,
+// commits and aborts of three producers, rolls, syncs, cleans below the
+// last stable offset and clock advances. After each clean every
+// transactional batch still has its marker (or belongs to an open
+// transaction) and no aborted record is left below the cleaner offset;
+// at the end, with every transaction decided and the horizons passed, a
+// read of the log as read_committed (by its markers alone) gives the
+// latest committed value of each key, and every marker left is its
+// producer's last batch or has a data batch of its transaction before it.
+func TestCleanTxnRandom(t *testing.T) {
+	seeds := 20
+	if testing.Short() {
+		seeds = 5
+	}
+	for seed := 1; seed <= seeds; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 0x7a11))
+			cfg := smallCompactConfig()
+			cfg.SegmentBytes = int64(200 + rng.IntN(800))
+			cfg.DeleteRetentionMs = 3000
+			clock := newClock()
+			l := openTest(t, vfs.NewMem(), cfg, clock)
+			defer l.Close()
+			type rec struct {
+				off      int64
+				key, val string
+				pid      int64 // -1: plain
+			}
+			var recs []rec
+			openFirst := map[int64]int64{} // producer -> its open transaction's first offset
+			committed := map[string]bool{} // values of committed transactional records
+			var aborted []string
+			pendingVals := map[int64][]string{}
+			appendRecs := func(pid int64) {
+				n := 1 + rng.IntN(2)
+				leo := l.LogEndOffset()
+				var kvs []string
+				for i := 0; i < n; i++ {
+					kvs = append(kvs, fmt.Sprint("k", rng.IntN(8)), fmt.Sprint("v", leo+int64(i)))
+				}
+				var b []byte
+				if pid < 0 {
+					o := batch.NewBuildOptions()
+					var rs []batch.Record
+					for i := 0; i < len(kvs); i += 2 {
+						rs = append(rs, batch.Record{Timestamp: 1, Key: []byte(kvs[i]), Value: []byte(kvs[i+1])})
+					}
+					b = batch.Build(o, rs)
+				} else {
+					b = txnRecords(pid, kvs...)
+				}
+				off := mustAppend(t, l, b)
+				if _, ok := openFirst[pid]; pid >= 0 && !ok {
+					openFirst[pid] = off
+				}
+				for i := 0; i < len(kvs); i += 2 {
+					recs = append(recs, rec{off + int64(i/2), kvs[i], kvs[i+1], pid})
+					if pid >= 0 {
+						pendingVals[pid] = append(pendingVals[pid], kvs[i+1])
+					}
+				}
+			}
+			end := func(pid int64, commit bool) {
+				mustAppend(t, l, txnMarker(pid, commit))
+				for _, v := range pendingVals[pid] {
+					if commit {
+						committed[v] = true
+					} else {
+						aborted = append(aborted, v)
+					}
+				}
+				delete(pendingVals, pid)
+				delete(openFirst, pid)
+			}
+			lso := func() int64 {
+				s := l.LogEndOffset()
+				for _, f := range openFirst {
+					s = min(s, f)
+				}
+				return s
+			}
+			check := func(where string) {
+				t.Helper()
+				vs := txnViews(t, l)
+				l.mu.RLock()
+				fd := l.firstDirty
+				l.mu.RUnlock()
+				for i, v := range vs {
+					if v.control || !v.txnal || v.pid < 0 {
+						continue
+					}
+					var next *txnView
+					for j := range vs[i+1:] {
+						if w := &vs[i+1+j]; w.pid == v.pid && w.control {
+							next = w
+							break
+						}
+					}
+					if f, open := openFirst[v.pid]; next == nil && !(open && v.off >= f) {
+						t.Fatalf("%s: producer %d's transactional batch at %d has lost its marker", where, v.pid, v.off)
+					}
+					if next != nil && next.records == 0 {
+						t.Fatalf("%s: producer %d's batch at %d is followed by an emptied marker at %d", where, v.pid, v.off, next.off)
+					}
+					if next != nil && next.abort && v.records > 0 && v.off < fd {
+						t.Fatalf("%s: producer %d's aborted batch at %d kept below the cleaner offset %d", where, v.pid, v.off, fd)
+					}
+				}
+			}
+			for step := 0; step < 250; step++ {
+				switch op := rng.IntN(100); {
+				case op < 25:
+					appendRecs(-1)
+				case op < 55:
+					appendRecs(1 + int64(rng.IntN(3)))
+				case op < 70:
+					pid := 1 + int64(rng.IntN(3))
+					if _, ok := openFirst[pid]; ok {
+						end(pid, rng.IntN(2) == 0)
+					}
+				case op < 75:
+					if err := l.Roll(); err != nil {
+						t.Fatal(err)
+					}
+				case op < 82:
+					if err := l.Sync(); err != nil {
+						t.Fatal(err)
+					}
+				case op < 94:
+					if _, err := l.Clean(lso()); err != nil {
+						t.Fatal(err)
+					}
+					check(fmt.Sprint("step ", step))
+				default:
+					clock.Add(time.Duration(rng.IntN(4000)) * time.Millisecond)
+				}
+			}
+			for pid := range openFirst {
+				end(pid, rng.IntN(2) == 0)
+			}
+			appendRecs(-1) // no producer's batch is a run's last
+			if err := l.Roll(); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			// Records, then horizons, then markers, the clock past the
+			// horizons before each clean, until a clean changes nothing
+			// (a run's last batch, kept as an empty header, holds its
+			// transaction's marker until the runs change: with these
+			// small segments, many cleans).
+			for pass := 0; ; pass++ {
+				if pass == 200 {
+					t.Fatal("the cleans do not settle")
+				}
+				clock.Add(time.Duration(cfg.DeleteRetentionMs) * time.Millisecond)
+				st, err := l.Clean(lso())
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(fmt.Sprint("final clean ", pass))
+				if st.Segments == 0 {
+					break
+				}
+			}
+			vs := txnViews(t, l)
+			checkTxnSafe(t, vs, aborted, "final")
+
+			// read_committed by the markers: the latest value of each key.
+			want, got := map[string]string{}, map[string]string{}
+			for _, r := range recs {
+				if r.pid < 0 || committed[r.val] {
+					want[r.key] = r.val
+				}
+			}
+			for i, v := range vs {
+				if v.control || v.kvs == "" {
+					continue
+				}
+				if v.txnal {
+					visible := false
+					for _, w := range vs[i+1:] {
+						if w.pid == v.pid && w.control {
+							visible = !w.abort
+							break
+						}
+					}
+					if !visible {
+						t.Fatalf("producer %d's records at %d are not committed: %s", v.pid, v.off, v.kvs)
+					}
+				}
+				for _, kv := range strings.Fields(v.kvs) {
+					k, val, _ := strings.Cut(kv, "=")
+					got[k] = val
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("latest values:\n got %v\nwant %v", got, want)
+			}
+			// Every marker left is its producer's last batch or ends a
+			// transaction with a batch (maybe an empty header) still there
+			// (a run's last batch may be an emptied marker).
+			for i, v := range vs {
+				if !v.control || v.records == 0 {
+					continue
+				}
+				last, hasData := true, false
+				for _, w := range vs[i+1:] {
+					if w.pid == v.pid {
+						last = false
+						break
+					}
+				}
+				for j := i - 1; j >= 0 && !(vs[j].pid == v.pid && vs[j].control); j-- {
+					hasData = hasData || (vs[j].pid == v.pid && vs[j].txnal)
+				}
+				if !last && !hasData {
+					t.Fatalf("the marker at %d (producer %d, horizon %d) outlived its transaction and its horizon", v.off, v.pid, v.horizon)
+				}
+			}
+		})
 	}
 }
