@@ -270,29 +270,55 @@ func (p *Partition) FetchCommitted(offset int64, maxBytes int) (FetchResult, err
 	if maxBytes <= 0 {
 		return fr, nil
 	}
-	var err error
-	fr.Records, err = p.log.Read(offset, maxBytes, fr.LastStableOffset)
-	if err != nil {
-		return fr, err
+	for {
+		cleans := p.log.Cleans()
+		var err error
+		fr.Records, err = p.log.Read(offset, maxBytes, fr.LastStableOffset)
+		if err != nil {
+			return fr, err
+		}
+		fr.LogStartOffset = fr.Records.LogStartOffset
+		fr.AbortedTransactions = nil
+		if fr.Records.Bytes > 0 {
+			if fr.AbortedTransactions, err = p.collectLiveAborted(aborted, offset, fr.Records.NextOffset); err != nil {
+				fr.Records.Release()
+				return fr, err
+			}
+		}
+		// A transaction whose marker is gone now had no data left when
+		// this Read began unless three cleans (its data's, its marker's
+		// horizon, the marker's removal) ran in between: then read again.
+		if p.log.Cleans()-cleans < 3 {
+			return fr, nil
+		}
+		fr.Records.Release()
 	}
-	fr.LogStartOffset = fr.Records.LogStartOffset
-	if fr.Records.Bytes > 0 {
-		fr.AbortedTransactions = collectAborted(aborted, offset, fr.Records.NextOffset)
-	}
-	return fr, nil
 }
 
-// collectAborted returns the transactions of aborted (sorted by marker
-// offset) whose range overlaps [from, to).
-func collectAborted(aborted []abortedTxn, from, to int64) []AbortedTxn {
+// collectLiveAborted returns the transactions of aborted (sorted by
+// marker offset) whose range overlaps [from, to), less those whose marker
+// the log no longer has (segment.Log.TxnMarkerGone): the cleaner removes
+// a marker once its transaction has no data left and delete.retention.ms
+// has passed, and a read_committed consumer handed that transaction would
+// skip its producer's later transactional batches, waiting for the abort
+// marker. Kafka's cleaner drops the entry from the cleaned .txnindex
+// instead (CleanedTransactionMetadata).
+func (p *Partition) collectLiveAborted(aborted []abortedTxn, from, to int64) ([]AbortedTxn, error) {
 	i := sort.Search(len(aborted), func(i int) bool { return aborted[i].last >= from })
 	var out []AbortedTxn
 	for _, a := range aborted[i:] {
-		if a.first < to {
+		if a.first >= to {
+			continue
+		}
+		gone, err := p.log.TxnMarkerGone(a.last)
+		if err != nil {
+			return nil, err
+		}
+		if !gone {
 			out = append(out, AbortedTxn{ProducerID: a.pid, FirstOffset: a.first})
 		}
 	}
-	return out
+	return out, nil
 }
 
 // pruneAbortedLocked drops the aborted transactions whose marker is below

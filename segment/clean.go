@@ -27,8 +27,9 @@ type CleanStats struct {
 	Segments        int   // segments written (a run of merged segments counts once; unchanged lone ones are not rewritten)
 	BytesRead       int64 // bytes of the segments examined
 	BytesWritten    int64 // bytes of the rewritten segments
-	RecordsRemoved  int64 // records dropped (superseded keys, expired tombstones)
-	BatchesRemoved  int64 // batches left with no record and dropped
+	RecordsRemoved  int64 // records dropped (superseded keys, expired tombstones, aborted transactions, removed markers)
+	BatchesRemoved  int64 // batches left with no record and dropped (removed markers included)
+	MarkersRemoved  int64 // transaction markers dropped past their delete horizon
 }
 
 // cleanable is the part of a log a clean may touch, computed under l.mu.
@@ -123,8 +124,8 @@ func (c *cleanable) ratio() float64 {
 // the cleanable segments, and whether the log needs cleaning now: its
 // cleanup.policy includes compact and the ratio reaches
 // min.cleanable.dirty.ratio, or max.compaction.lag.ms has passed for its
-// oldest dirty segment, or a tombstone's delete horizon written by an
-// earlier clean has passed.
+// oldest dirty segment, or a delete horizon (a tombstone's, a marker's)
+// written by an earlier clean has passed.
 func (l *Log) CleanableRatio(upperBound int64) (ratio float64, needed bool) {
 	l.ckptMu.Lock()
 	rp := l.recoveryPoint
@@ -149,11 +150,16 @@ func (l *Log) CleanableRatio(upperBound int64) (ratio float64, needed bool) {
 // appear). Records without a key are kept. Tombstones (null values) follow
 // KIP-534: a batch that keeps one gets the delete horizon now +
 // delete.retention.ms (attribute bit 6, in baseTimestamp) the first time it
-// is cleaned, and a later clean after the horizon drops them. Control
-// batches are kept whole; a producer's last batch is kept as an empty
-// header when all its records go, so producer state rebuilt from headers
-// stays right, and so is the last batch of each run of adjacent segments
-// cleaned into one (groupSegments). Unchanged lone segments are left alone. The new cleaner offset is persisted.
+// is cleaned, and a later clean after the horizon drops them. Records of
+// aborted transactions go and never supersede others (buildMaps). A
+// transaction marker stays while the clean reads a data batch of its
+// transaction; after that it gets a delete horizon as tombstones do, and a
+// clean past the horizon drops it (cleanFilter.marker). A producer's last
+// batch and last data batch are kept, as empty headers when all their
+// records go, so producer state rebuilt from headers stays right, and so
+// is the last batch of each run of adjacent segments cleaned into one
+// (groupSegments). Unchanged lone segments are left alone. The new
+// cleaner offset is persisted.
 //
 // Clean does not look at the dirty ratio (see CleanableRatio) nor at
 // cleanup.policy: the caller decides. Reads and appends continue during a
@@ -211,7 +217,7 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 		st.End = c.end
 	}
 	groups := groupSegments(&c, &cfg)
-	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, aborted: aborted, groupEnds: map[int64]bool{}, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
+	f := cleanFilter{offsets: offsets, lastOfProducer: lastOfProducer, aborted: aborted, groupEnds: map[int64]bool{}, txnSeen: map[int64]bool{}, nowMs: now.UnixMilli(), horizon: now.UnixMilli() + cfg.DeleteRetentionMs, earliest: -1}
 	for _, g := range groups {
 		// Each group's last batch stays (see cleanFilter.batch).
 		for i := g[1] - 1; i >= g[0]; i-- {
@@ -245,7 +251,7 @@ func (l *Log) Clean(upperBound int64) (CleanStats, error) {
 		st.BytesWritten += cs.seg.size
 	}
 	st.Segments = len(done)
-	st.RecordsRemoved, st.BatchesRemoved = f.recordsRemoved, f.batchesRemoved
+	st.RecordsRemoved, st.BatchesRemoved, st.MarkersRemoved = f.recordsRemoved, f.batchesRemoved, f.markersRemoved
 
 	if len(done) == 0 {
 		// Already clean: only the cleaner offset moves on.
@@ -424,6 +430,7 @@ func (l *Log) swapIn(done []*cleanedSegment, end, horizon int64, epoch uint64, a
 		l.writeSeq++
 		d.seg.modSeq = l.writeSeq
 		l.segs = slices.Replace(l.segs, i, i+len(d.olds), d.seg)
+		l.cleans++
 	}
 	// The next Sync makes the plain names durable; until then recovery
 	// completes the swap from the ".swap" files.
@@ -472,8 +479,8 @@ const (
 // buildMaps reads the dirty section [c.firstDirty, c.end) for the latest
 // offset of each key, and every batch header from the cleanable segments
 // to the end of the log (as of the sizes taken under the lock) for each
-// producer's last batch, and the last offset of each cleanable segment's
-// last batch (-1 when empty). Below those sizes the files do not change,
+// producer's last batch and last data batch, and the last offset of each
+// cleanable segment's last batch (-1 when empty). Below those sizes the files do not change,
 // but for a truncation or deletion, which Clean detects before the swap.
 //
 // The offset map holds whole dirty segments within
@@ -485,8 +492,8 @@ const (
 // no key: their records are never read by a read_committed consumer and
 // must not make a committed record older (Kafka's LogCleaner skips them
 // when it builds the offset map).
-func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64, aborted map[int64]bool) (offsets map[string]int64, lastOf map[int64]int64, lastOfSeg []int64, mapped int, err error) {
-	offsets, lastOf = map[string]int64{}, map[int64]int64{}
+func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64, aborted map[int64]bool) (offsets map[string]int64, lastOf map[int64]producerLast, lastOfSeg []int64, mapped int, err error) {
+	offsets, lastOf = map[string]int64{}, map[int64]producerLast{}
 	for range c.segs {
 		lastOfSeg = append(lastOfSeg, -1)
 	}
@@ -502,7 +509,15 @@ func (l *Log) buildMaps(c cleanable, tail []*segment, tailSizes []int64, aborted
 		}
 		err = eachBatch(s, sizes[i], mapKeys, func(h *batch.Header, b []byte) error {
 			if h.ProducerID >= 0 {
-				lastOf[h.ProducerID] = h.LastOffset()
+				pl, ok := lastOf[h.ProducerID]
+				if !ok {
+					pl.data = -1
+				}
+				pl.batch = h.LastOffset()
+				if !h.Control() {
+					pl.data = h.LastOffset()
+				}
+				lastOf[h.ProducerID] = pl
 			}
 			if i < len(c.segs) {
 				lastOfSeg[i] = h.LastOffset()
@@ -576,16 +591,28 @@ func abortedBatches(segs []*segment, sizes []int64) (map[int64]bool, error) {
 	return aborted, nil
 }
 
+// Transaction marker types (Kafka's ControlRecordType): a control
+// record's key is version int16 + type int16.
+const (
+	markerAbort   = 0
+	markerCommit  = 1
+	markerUnknown = -1
+)
+
+// markerType returns the type of control batch b's first record,
+// markerUnknown when it has none or its key is too short.
+func markerType(b []byte) int {
+	_, recs, err := batch.Records(b)
+	if err != nil || len(recs) == 0 || len(recs[0].Key) < 4 {
+		return markerUnknown
+	}
+	return int(binary.BigEndian.Uint16(recs[0].Key[2:]))
+}
+
 // markerIsAbort reports whether control batch b is a transaction marker
 // of type abort: its record's key is version int16 + type int16, type 0
 // abort (Kafka's ControlRecordType.ABORT).
-func markerIsAbort(b []byte) bool {
-	_, recs, err := batch.Records(b)
-	if err != nil || len(recs) == 0 || len(recs[0].Key) < 4 {
-		return false
-	}
-	return binary.BigEndian.Uint16(recs[0].Key[2:]) == 0
-}
+func markerIsAbort(b []byte) bool { return markerType(b) == markerAbort }
 
 // eachBatch calls fn for each batch in the first size bytes of s, with the
 // batch's bytes when whole is set or the batch is a control batch other
@@ -627,27 +654,54 @@ func eachBatch(s *segment, size int64, whole bool, fn func(h *batch.Header, b []
 	return nil
 }
 
-// cleanFilter decides which records a clean keeps.
+// producerLast locates a producer's newest batches in the log: the last
+// offset of its last batch (data or marker) and of its last data batch
+// (-1 when it has none).
+type producerLast struct{ batch, data int64 }
+
+// cleanFilter decides which records a clean keeps. It sees every batch of
+// the cleaned segments once, in offset order (Clean's groups in order),
+// so it follows the transactions as it goes (Kafka's
+// CleanedTransactionMetadata).
 type cleanFilter struct {
-	offsets        map[string]int64 // latest offset of each key in the dirty section
-	lastOfProducer map[int64]int64  // last offset of each producer's last batch
-	aborted        map[int64]bool   // base offsets of aborted transactions' batches (abortedBatches)
-	groupEnds      map[int64]bool   // last offsets of each group's last batch
-	nowMs, horizon int64            // the clock, and the horizon new tombstones get
-	earliest       int64            // earliest delete horizon kept, -1 for none
+	offsets        map[string]int64       // latest offset of each key in the dirty section
+	lastOfProducer map[int64]producerLast // each producer's last batch and last data batch
+	aborted        map[int64]bool         // base offsets of aborted transactions' batches (abortedBatches)
+	groupEnds      map[int64]bool         // last offsets of each group's last batch
+	txnSeen        map[int64]bool         // producers with a data batch of their current transaction read by this clean
+	nowMs, horizon int64                  // the clock, and the horizon new tombstones and markers get
+	earliest       int64                  // earliest delete horizon kept, -1 for none
 	recordsRemoved int64
 	batchesRemoved int64
+	markersRemoved int64
+}
+
+// keep notes a delete horizon kept in the cleaned log.
+func (f *cleanFilter) keep(horizon int64) {
+	if f.earliest < 0 || horizon < f.earliest {
+		f.earliest = horizon
+	}
 }
 
 // batch returns the replacement of batch b (header h): b itself when
 // nothing changes, nil when the batch goes.
 func (f *cleanFilter) batch(b []byte, h batch.Header) ([]byte, error) {
-	// A producer's last batch stays, if only as an empty header, for
-	// producer state; so does the last batch of each group of segments
-	// cleaned into one: a read in the gap before an empty active segment
-	// still finds a batch and moves on to the log end offset, and recovery
-	// knows which old segments a ".swap" file replaces (those it spans).
-	retainEmpty := (h.ProducerID >= 0 && f.lastOfProducer[h.ProducerID] == h.LastOffset()) || f.groupEnds[h.LastOffset()]
+	// A producer's last batch and last data batch stay, if only as an
+	// empty header, for producer state (its epoch; its last sequence);
+	// so does the last batch of each group of segments cleaned into one:
+	// a read in the gap before an empty active segment still finds a
+	// batch and moves on to the log end offset, and recovery knows which
+	// old segments a ".swap" file replaces (those it spans).
+	pl, isProducer := f.lastOfProducer[h.ProducerID]
+	isProducer = isProducer && h.ProducerID >= 0
+	retainEmpty := (isProducer && (pl.batch == h.LastOffset() || pl.data == h.LastOffset())) || f.groupEnds[h.LastOffset()]
+	if h.Control() && !h.Internal() && h.ProducerID >= 0 {
+		return f.marker(b, h, retainEmpty, isProducer && pl.batch == h.LastOffset())
+	}
+	if h.Transactional() && !h.Control() && h.ProducerID >= 0 {
+		// Read, even if it goes now: its marker stays this time.
+		f.txnSeen[h.ProducerID] = true
+	}
 	if h.Control() || (h.NumRecords == 0 && retainEmpty) {
 		return b, nil
 	}
@@ -700,9 +754,7 @@ func (f *cleanFilter) batch(b []byte, h batch.Header) ([]byte, error) {
 		if h.HasDeleteHorizon() {
 			horizon = h.BaseTimestamp
 		}
-		if f.earliest < 0 || horizon < f.earliest {
-			f.earliest = horizon
-		}
+		f.keep(horizon)
 	}
 	if removed == 0 && (horizon >= 0) == h.HasDeleteHorizon() {
 		return b, nil
@@ -712,6 +764,80 @@ func (f *cleanFilter) batch(b []byte, h batch.Header) ([]byte, error) {
 		return nil, nil
 	}
 	out, err := batch.Rebuild(h, kept, horizon)
+	if err != nil {
+		return nil, err
+	}
+	batch.SetPartitionLeaderEpoch(out, h.PartitionLeaderEpoch)
+	return out, nil
+}
+
+// marker returns the replacement of transaction marker b (header h), as
+// batch does, by Kafka's rules for control batches (LogCleaner's
+// checkBatchRetention, CleanedTransactionMetadata.onControlBatchRead,
+// KIP-534's delete horizon in MemoryRecords.filterTo):
+//
+//   - A marker stays whole while this clean read a data batch of its
+//     transaction (one of the producer's since its previous marker), even
+//     one it drops now: a consumer may still meet those records before the
+//     marker that decides them, and producer state rebuilt from the log
+//     needs the marker to end the transaction.
+//   - Otherwise it is removable: the first clean that finds it so rebuilds
+//     it with the delete horizon now + delete.retention.ms (attribute bit
+//     6, as tombstones), so a consumer that read the transaction's records
+//     before they went still sees it; a clean after the horizon drops it.
+//   - A marker that is its producer's last batch (last) stays whole
+//     (Kafka keeps it for the producer's epoch; Sluice keeps its record
+//     too, since producer state is rebuilt from the marker's record: its
+//     coordinator epoch). The last batch of a group (retainEmpty) stays
+//     as an empty control header once past its horizon.
+//   - An empty control batch (a marker emptied by an earlier clean) is
+//     removable at once; a marker of an unknown type stays.
+func (f *cleanFilter) marker(b []byte, h batch.Header, retainEmpty, last bool) ([]byte, error) {
+	removable := true
+	if h.NumRecords > 0 {
+		switch markerType(b) {
+		case markerAbort, markerCommit:
+			removable = !f.txnSeen[h.ProducerID]
+			delete(f.txnSeen, h.ProducerID)
+		default:
+			removable = false
+		}
+	}
+	switch {
+	case !removable || last:
+		if h.HasDeleteHorizon() && h.BaseTimestamp > f.nowMs {
+			f.keep(h.BaseTimestamp)
+		}
+		return b, nil
+	case h.NumRecords == 0 && retainEmpty:
+		return b, nil
+	case h.NumRecords == 0:
+		f.batchesRemoved++
+		return nil, nil
+	case h.HasDeleteHorizon() && h.BaseTimestamp > f.nowMs:
+		f.keep(h.BaseTimestamp) // the horizon is set and not yet passed
+		return b, nil
+	case !h.HasDeleteHorizon():
+		_, recs, err := batch.Records(b)
+		if err != nil {
+			return nil, err
+		}
+		f.keep(f.horizon)
+		out, err := batch.Rebuild(h, recs, f.horizon)
+		if err != nil {
+			return nil, err
+		}
+		batch.SetPartitionLeaderEpoch(out, h.PartitionLeaderEpoch)
+		return out, nil
+	}
+	// Past the horizon: the marker goes.
+	f.recordsRemoved += int64(h.NumRecords)
+	f.markersRemoved++
+	if !retainEmpty {
+		f.batchesRemoved++
+		return nil, nil
+	}
+	out, err := batch.Rebuild(h, nil, -1)
 	if err != nil {
 		return nil, err
 	}

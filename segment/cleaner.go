@@ -12,9 +12,9 @@ import (
 // registered log with the highest dirty ratio among those that need
 // cleaning (see Log.CleanableRatio: cleanup.policy includes compact and
 // the ratio reaches min.cleanable.dirty.ratio, or max.compaction.lag.ms or
-// a tombstone horizon forces it), and no other worker is cleaning, and
-// runs Log.Clean on it; when no log needs cleaning it sleeps
-// log.cleaner.backoff.ms.
+// a tombstone's or marker's delete horizon forces it), and no other
+// worker is cleaning, and runs Log.Clean on it; when no log needs
+// cleaning it sleeps log.cleaner.backoff.ms.
 //
 // A log whose clean fails (other than ErrCleanAborted: a damaged batch, an
 // IO error) is marked uncleanable (Kafka's KAFKA-7215) and skipped, so it

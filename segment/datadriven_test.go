@@ -30,7 +30,8 @@ import (
 //	sync
 //	crash                       drop everything unsynced and reopen
 //	reopen                      close and open again
-//	put ts=T [pid=P] k=v ...    append one batch of keyed records (v "null": a tombstone)
+//	put ts=T [pid=P [txn]] k=v ...  append one batch of keyed records (v "null": a tombstone), transactional with txn
+//	marker pid=P commit|abort   append producer P's transaction marker
 //	roll                        roll a new active segment
 //	ratio [upper=U]             CleanableRatio
 //	clean [upper=U] [advance-ms=D] [key=value ...]  set config keys, advance the clock, Clean
@@ -163,7 +164,18 @@ func TestScenarios(t *testing.T) {
 				open()
 				return segmentsString(l)
 			case "put":
-				return putKeys(t, l, d, num("ts", 0), num("pid", -1))
+				_, txn := args["txn"]
+				return putKeys(t, l, d, num("ts", 0), num("pid", -1), txn)
+			case "marker":
+				_, commit := args["commit"]
+				if _, abort := args["abort"]; abort == commit {
+					d.Fatalf(t, "marker: commit or abort")
+				}
+				r, err := l.AppendWith(txnMarker(num("pid", -1), commit), AppendOptions{})
+				if err != nil {
+					return err.Error()
+				}
+				return fmt.Sprintf("offset %d", r.BaseOffset)
 			case "roll":
 				if err := l.Roll(); err != nil {
 					return err.Error()
@@ -184,8 +196,12 @@ func TestScenarios(t *testing.T) {
 				if err != nil {
 					return err.Error()
 				}
-				return fmt.Sprintf("dirty [%d, %d) rewrote %d segments, removed %d records, %d batches\n%s",
-					st.FirstDirty, st.End, st.Segments, st.RecordsRemoved, st.BatchesRemoved, segmentsString(l))
+				markers := ""
+				if st.MarkersRemoved > 0 {
+					markers = fmt.Sprintf(" (%d markers)", st.MarkersRemoved)
+				}
+				return fmt.Sprintf("dirty [%d, %d) rewrote %d segments, removed %d records, %d batches%s\n%s",
+					st.FirstDirty, st.End, st.Segments, st.RecordsRemoved, st.BatchesRemoved, markers, segmentsString(l))
 			case "dump":
 				return dumpLog(t, l)
 			case "entry":
@@ -290,11 +306,11 @@ func segmentsString(l *Log) string {
 }
 
 // putKeys appends one batch whose records are the command's arguments other
-// than ts and pid, in order: key=value, value "null" for a tombstone.
-func putKeys(t *testing.T, l *Log, d *datadriven.TestData, ts, pid int64) string {
+// than ts, pid and txn, in order: key=value, value "null" for a tombstone.
+func putKeys(t *testing.T, l *Log, d *datadriven.TestData, ts, pid int64, txn bool) string {
 	var recs []batch.Record
 	for _, a := range d.CmdArgs {
-		if a.Key == "ts" || a.Key == "pid" {
+		if a.Key == "ts" || a.Key == "pid" || a.Key == "txn" {
 			continue
 		}
 		r := batch.Record{Timestamp: ts, Key: []byte(a.Key)}
@@ -307,6 +323,7 @@ func putKeys(t *testing.T, l *Log, d *datadriven.TestData, ts, pid int64) string
 	if pid >= 0 {
 		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid, 0, 0
 	}
+	opts.Transactional = txn
 	r, err := l.AppendWith(batch.Build(opts, recs), AppendOptions{})
 	if err != nil {
 		return err.Error()
@@ -342,7 +359,21 @@ func dumpLog(t *testing.T, l *Log) string {
 			if h.ProducerID >= 0 {
 				fmt.Fprintf(&sb, " pid %d", h.ProducerID)
 			}
+			if h.Transactional() && !h.Control() {
+				sb.WriteString(" txn")
+			}
 			sb.WriteString(":")
+			if h.Control() {
+				switch {
+				case len(recs) == 0:
+					sb.WriteString(" empty marker")
+				case markerType(data[:h.Size()]) == markerAbort:
+					fmt.Fprintf(&sb, " %d:abort", recs[0].Offset)
+				default:
+					fmt.Fprintf(&sb, " %d:commit", recs[0].Offset)
+				}
+				recs = nil
+			}
 			for _, r := range recs {
 				v := string(r.Value)
 				if r.Value == nil {

@@ -110,15 +110,31 @@
 // stays as an empty header (Kafka's RETAIN_EMPTY) so producer state rebuilt
 // from headers stays right; so does the last batch of each run of
 // segments cleaned into one (see below), which also lets a read from
-// inside the gap before an empty active segment get a batch and move on. Control batches are kept whole, and records of
-// aborted transactions are not removed (unlike Kafka). Records without a
-// key are kept.
+// inside the gap before an empty active segment get a batch and move on.
+// Records without a key are kept.
+//
+// Transactions (Kafka's LogCleaner and CleanedTransactionMetadata): the
+// caller's upper bound is the last stable offset, so every transaction in
+// the cleaned range is decided. Records of aborted transactions are
+// removed and add no key to the offset map, so they never supersede a
+// committed record. A transaction marker (a control batch) stays whole
+// while the clean reads a data batch of its transaction (any batch of the
+// producer since its previous marker, an empty header or one dropped in
+// this very clean included); the first clean that reads none gives it the
+// delete horizon, as a tombstone's batch (below), and a clean past the
+// horizon removes it (the last batch of a run stays as an empty control
+// header). A producer's last batch and its last data batch stay, as empty
+// headers if need be, for its epoch and last sequence; a marker that is
+// its producer's last batch stays whole, its record included (replica's
+// producer state takes the coordinator epoch from it).
 //
 // Tombstones (records with a null value) follow KIP-534 (Kafka 3.1 on): the
 // first clean that keeps one rebuilds its batch with the delete-horizon bit
 // (attribute bit 6) and baseTimestamp = now + delete.retention.ms, by the
 // log's clock (Options.Now); a clean after that horizon drops them. Record
-// timestamps stay right (their deltas are relative to the horizon).
+// timestamps stay right (their deltas are relative to the horizon). The
+// earliest horizon a clean keeps (a tombstone's or a marker's, in memory
+// only) makes a clean due once the clock passes it.
 //
 // The commit protocol, crash-safe at every step: (1) each replacement is
 // written as <base>.log.cleaned with its two indexes, and synced; (2) all

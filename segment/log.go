@@ -133,9 +133,13 @@ type Log struct {
 	swapped                     map[int64]bool // recovery only: segments a clean's swap replaced
 
 	// tombstoneHorizon is the earliest delete horizon (ms) the last clean
-	// wrote or kept, or -1: once the clock passes it a clean can drop
-	// tombstones whatever the dirty ratio. Not persisted.
+	// wrote or kept (a tombstone's or a transaction marker's), or -1: once
+	// the clock passes it a clean can drop them whatever the dirty ratio.
+	// Not persisted.
 	tombstoneHorizon int64
+	// cleans counts the cleaned segments swapped in since Open (see
+	// Cleans).
+	cleans uint64
 
 	// syncMu serializes a Sync leader's fsyncs with a clean's commit and
 	// truncation; syncedSeq is the writeSeq the last fsync covered. ckptMu serializes checkpoint writes; recoveryPoint is the

@@ -294,6 +294,46 @@ func (l *Log) segmentIndex(offset int64) int {
 	return max(i-1, 0)
 }
 
+// TxnMarkerGone reports whether the transaction marker written at offset
+// is no longer there whole: a clean removed it past its delete horizon
+// (or emptied it to a header), or it is below the log start offset. Only
+// a clean does that, and only after the transaction's data batches are
+// gone, so the transaction needs no aborted-transaction entry any more;
+// and it must not be handed one: a read_committed consumer told of an
+// aborted transaction skips its producer's transactional batches until
+// the abort marker, which no longer comes (Kafka's cleaner drops such
+// entries from the cleaned .txnindex, CleanedTransactionMetadata). Reads
+// only below the cleaner offset (above it nothing was cleaned): one
+// header lookup.
+func (l *Log) TxnMarkerGone(offset int64) (bool, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	switch {
+	case offset < l.logStartOffset:
+		return true, nil
+	case offset >= l.firstDirty || len(l.segs) == 0 || (l.damage != nil && offset >= l.damage.Offset):
+		return false, nil
+	}
+	var buf [batch.HeaderSize]byte
+	_, h, ok, err := l.segs[l.segmentIndex(offset)].find(offset, &buf)
+	switch {
+	case err != nil:
+		return false, err
+	case !ok || h.BaseOffset > offset:
+		return true, nil // in a gap
+	}
+	return h.Control() && h.NumRecords == 0, nil
+}
+
+// Cleans returns how many cleaned segments were swapped in since Open: a
+// reader that must not straddle several cleans compares it before and
+// after.
+func (l *Log) Cleans() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cleans
+}
+
 // ScanHeaders calls fn with the header of every batch from the one holding
 // offset from (clamped to the log start offset) to the log end offset, in
 // order, skipping internal batches (raft's own entries, which carry no
