@@ -293,6 +293,15 @@ func (l *Log) txnSyncedLocked(syncs []txnSync) {
 // offset (a producer snapshot), since a Sync in flight may have taken its
 // snapshot before the entry. An IO error fails the log.
 func (l *Log) SyncAbortedTxns() error {
+	// Nothing dirty: every entry is durable, with its file's folder
+	// entry (a file is created with its first entry, and a Sync drops
+	// the segment from txnDirty only after its folder sync).
+	l.mu.RLock()
+	clean, closed, failed := len(l.txnDirty) == 0, l.closed, l.failed
+	l.mu.RUnlock()
+	if clean && !closed && failed == nil {
+		return nil
+	}
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
