@@ -8,7 +8,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/vfs"
 )
 
@@ -192,5 +194,80 @@ func TestTxnIndexRetention(t *testing.T) {
 	want = append(want, more...)
 	if got := fetchAborted(t, p, start); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after one more:\n got %v\nwant %v", got, want)
+	}
+}
+
+// A follower that gets a compacted topic's segments by a raft snapshot
+// (the leader cleaned them out of the raft log) gets their aborted
+// transactions too: the snapshot's producer state lists them (version
+// 2), and the follower writes them to the installed segments' .txnindex.
+func TestTxnIndexCompactedJoin(t *testing.T) {
+	c := newPCluster(t, 3, 1, 1)
+	c.cfg.Log.SegmentBytes = 1024
+	c.cfg.Log.CleanupPolicy = segment.PolicyCompact
+	c.cfg.Log.MinCleanableDirtyRatio = 0
+	c.startAll()
+	g := c.groups[0]
+	ticks := 0
+	c.drive("node 1 to lead", func() bool {
+		if ticks%20 == 0 {
+			c.nodes[1].host.Campaign(g)
+		}
+		ticks++
+		return c.leads(1)
+	})
+	produceKeyed(t, c, 20, 10, 0)
+	c.settle()
+	c.stop(3)
+	lead := c.nodes[1].parts[g]
+	r := raftRunner(c)
+	var first int64
+	var err error
+	r.do(func() {
+		var pd *Pending
+		if pd, err = lead.Produce(txnBatch(50, 0, 0, 2, true, time.Now().UnixMilli())); err == nil {
+			var res segment.AppendResult
+			res, err = pd.Wait(context.Background())
+			first = res.BaseOffset
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.do(func() {
+		_, err = lead.WriteTxnMarker(context.Background(), TxnMarker{ProducerID: 50, CoordinatorEpoch: 1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceKeyed(t, c, 100, 4, 20)
+	c.settle()
+	for _, n := range c.up() {
+		p := n.parts[g]
+		if _, err := p.log.Clean(p.HighWatermark()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapIndex := lead.log.FirstIndex() - 1
+	want := []AbortedTxn{{ProducerID: 50, FirstOffset: first}}
+	if got := fetchAborted(t, lead, first); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the leader's aborted transactions from %d: %v", first, got)
+	}
+	c.start(3)
+	c.drive("node 3 to install the snapshot", func() bool { return c.nodes[3].parts[g].log.FirstIndex() > snapIndex })
+	c.settle()
+	p3 := c.nodes[3].parts[g]
+	if p3.log.FirstIndex() <= 1 || p3.LogStartOffset() > first {
+		t.Fatalf("node 3 starts at index %d, offset %d: the test needs the transaction in the installed segments", p3.log.FirstIndex(), p3.LogStartOffset())
+	}
+	if got := fetchAborted(t, p3, first); !reflect.DeepEqual(got, want) {
+		t.Fatalf("node 3's aborted transactions from %d: %v", first, got)
+	}
+	// And after a restart (the producer snapshot at the install trusts them).
+	c.crash(3, 1)
+	c.start(3)
+	c.settle()
+	if got := fetchAborted(t, c.nodes[3].parts[g], first); !reflect.DeepEqual(got, want) {
+		t.Fatalf("node 3's aborted transactions after a restart: %v", got)
 	}
 }
