@@ -99,9 +99,11 @@ import (
 //	                        snapshot's ConfState (GroupState.ConfIndex)
 //	logStartOffset  int64   version 2 only: the leader's log start offset
 //	epochs          uint32  count, then per epoch: epoch int32, startOffset int64
-//	producers       uint32  length, then a producer snapshot file's bytes
-//	                        (snapshot.go's format) of the state below
-//	                        nextOffset; 0 when none was kept
+//	producers       uint32  length, then a producer snapshot's bytes
+//	                        (snapshot.go's format, version 2: with the
+//	                        aborted transactions whose marker is below
+//	                        nextOffset, from the .txnindex) of the state
+//	                        below nextOffset; 0 when none was kept
 //	files           uint32  version 2 only: count, then per segment file
 //	                        below the raft start, in offset order:
 //	                        base int64, size int64, crc uint32 (CRC-32C
