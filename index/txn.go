@@ -135,6 +135,9 @@ func (ix *TxnIndex) Append(a AbortedTxn) error {
 	if a.FirstOffset < 0 || a.FirstOffset > a.LastOffset {
 		return fmt.Errorf("index: aborted transaction [%d, %d] is not a range", a.FirstOffset, a.LastOffset)
 	}
+	if ix.f == nil {
+		return errTxnNoFile
+	}
 	var b [TxnEntrySize]byte
 	a.encode(b[:])
 	if _, err := ix.f.WriteAt(b[:], int64(len(ix.entries)*TxnEntrySize)); err != nil {
@@ -164,6 +167,23 @@ func (ix *TxnIndex) Scan(from, to int64, fn func(a AbortedTxn) error) error {
 	return nil
 }
 
+// Collect appends to dst the entries whose transaction overlaps [from, to)
+// (as Scan) and reports complete once an entry's LastStableOffset reaches
+// to: every later aborted transaction, here or in a later segment, then
+// starts at or after to (Kafka's TransactionIndex.collectAbortedTxns and
+// its TxnIndexSearchResult.isComplete).
+func (ix *TxnIndex) Collect(dst []AbortedTxn, from, to int64) ([]AbortedTxn, bool) {
+	for _, a := range ix.entries {
+		if a.LastOffset >= from && a.FirstOffset < to {
+			dst = append(dst, a)
+		}
+		if a.LastStableOffset >= to {
+			return dst, true
+		}
+	}
+	return dst, false
+}
+
 // TruncateTo removes the entries whose marker is at or above offset
 // (Kafka's TransactionIndex.truncateTo) and cuts the file to the rest.
 func (ix *TxnIndex) TruncateTo(offset int64) error {
@@ -173,6 +193,9 @@ func (ix *TxnIndex) TruncateTo(offset int64) error {
 	}
 	if n == len(ix.entries) && !ix.torn {
 		return nil
+	}
+	if ix.f == nil {
+		return errTxnNoFile
 	}
 	if err := ix.f.Truncate(int64(n * TxnEntrySize)); err != nil {
 		return fmt.Errorf("index: truncate transaction index: %w", err)
@@ -186,7 +209,31 @@ func (ix *TxnIndex) TruncateTo(offset int64) error {
 func (ix *TxnIndex) Reset() error { return ix.TruncateTo(-1 << 62) }
 
 // Sync makes the file durable.
-func (ix *TxnIndex) Sync() error { return ix.f.Sync() }
+func (ix *TxnIndex) Sync() error {
+	if ix.f == nil {
+		return errTxnNoFile
+	}
+	return ix.f.Sync()
+}
 
-// Close closes the file.
-func (ix *TxnIndex) Close() error { return ix.f.Close() }
+// Close closes the file; the entries stay readable (Entries, Scan,
+// Collect), and Append, TruncateTo and Sync fail until Reattach gives the
+// index its file back. Closing a closed index does nothing.
+func (ix *TxnIndex) Close() error {
+	if ix.f == nil {
+		return nil
+	}
+	err := ix.f.Close()
+	ix.f = nil
+	return err
+}
+
+// HasFile reports whether the index holds its file open (not Closed).
+func (ix *TxnIndex) HasFile() bool { return ix.f != nil }
+
+// Reattach gives a closed index its file again: f must be the same file,
+// reopened read-write, holding the entries as the index left them.
+func (ix *TxnIndex) Reattach(f File) { ix.f = f }
+
+// errTxnNoFile is returned by the writes of a closed index.
+var errTxnNoFile = errors.New("index: transaction index file closed")

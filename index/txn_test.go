@@ -125,3 +125,37 @@ func TestTxnIndexTornTail(t *testing.T) {
 		})
 	}
 }
+
+// Collect stops at the first entry whose last stable offset reaches the
+// bound (Kafka's isComplete); a closed index keeps its entries and
+// refuses writes until its file is reattached.
+func TestTxnIndexCollectAndClose(t *testing.T) {
+	f := &memFile{noTrace: true}
+	ix, err := OpenTxnIndex(f, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := AbortedTxn{ProducerID: 1, FirstOffset: 0, LastOffset: 5, LastStableOffset: 6}
+	b := AbortedTxn{ProducerID: 2, FirstOffset: 1, LastOffset: 9, LastStableOffset: 10}
+	for _, e := range []AbortedTxn{a, b} {
+		if err := ix.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, done := ix.Collect(nil, 0, 6); !reflect.DeepEqual(got, []AbortedTxn{a}) || !done {
+		t.Fatalf("Collect(0, 6): %v, complete %v", got, done)
+	}
+	if got, done := ix.Collect(nil, 0, 20); !reflect.DeepEqual(got, []AbortedTxn{a, b}) || done {
+		t.Fatalf("Collect(0, 20): %v, complete %v", got, done)
+	}
+	if err := ix.Close(); err != nil || ix.HasFile() || ix.Len() != 2 {
+		t.Fatalf("Close: %v, file %v, %d entries", err, ix.HasFile(), ix.Len())
+	}
+	if err := ix.Append(AbortedTxn{ProducerID: 3, FirstOffset: 10, LastOffset: 11}); err == nil {
+		t.Fatal("Append on a closed index")
+	}
+	ix.Reattach(f)
+	if err := ix.TruncateTo(9); err != nil || ix.Len() != 1 || len(f.data) != TxnEntrySize {
+		t.Fatalf("TruncateTo(9) after Reattach: %v, %d entries, %d bytes", err, ix.Len(), len(f.data))
+	}
+}

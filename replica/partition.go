@@ -562,34 +562,45 @@ func (p *Partition) CleanableRatio() (float64, bool) {
 // loadProducers rebuilds the producer state at Open (and after a
 // truncation): the newest usable snapshot, then the headers of the batches
 // at or above its offset, markers read whole (txn.go: the transactions
-// they end, the aborted ones listed).
+// they end). The log's transaction index is rebuilt from the same offset
+// (Kafka's LogLoader recovering segments' .txnindex with the producer
+// state): the entries at or above the snapshot's offset are dropped and
+// the replay's aborts added again; a version 2 snapshot's aborted list
+// (a log from before the .txnindex) is added first.
 func (p *Partition) loadProducers() error {
 	// A damaged log ends at the damage, not where its files do: its
 	// snapshots above the damage are kept (loadSnapshot only reads).
-	ps, aborted, snap, err := loadSnapshot(p.fs, p.log.Dir(), p.log.LogEndOffset(), p.log.Damage() == nil, p.logger)
+	damaged := p.log.Damage() != nil
+	ps, listed, snap, err := loadSnapshot(p.fs, p.log.Dir(), p.log.LogEndOffset(), !damaged, p.logger)
 	if err != nil {
 		return err
 	}
-	t := newTxnLog(ps, aborted)
+	t := newTxnLog(ps)
+	var aborts []abortedTxn
 	err = p.log.ScanHeadersControl(max(snap, 0), func(h batch.Header, control []byte) error {
 		if h.BaseOffset >= snap {
 			lat := int64(-1)
 			if h.LogAppendTime() {
 				lat = h.MaxTimestamp
 			}
-			applyBatch(ps, &t, &h, control, lat)
+			if a, ok, _ := applyBatch(ps, &t, &h, control, lat); ok {
+				aborts = append(aborts, a) // added once the scan's read lock is released
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	if !damaged { // a damaged log refuses writes; its index stays as found
+		if err := p.rebuildTxnIndex(max(snap, 0), listed, aborts); err != nil {
+			return err
+		}
+	}
 	p.producers = ps
-	start := p.log.LogStartOffset() // not under mu: no log lock is taken under it
 	p.mu.Lock()
 	p.txn = t
 	p.txn.replicated(p.highWatermark)
-	p.pruneAbortedLocked(start)
 	p.mu.Unlock()
 	if p.expiration > 0 {
 		ps.expire(p.now().UnixMilli(), p.expiration.Milliseconds())
@@ -608,14 +619,17 @@ func (p *Partition) snapshotLocked(offset int64) func() {
 	if p.log.Damage() != nil {
 		return func() {}
 	}
-	start := p.log.LogStartOffset()
-	p.mu.Lock()
-	p.pruneAbortedLocked(start)
-	data := encodeSnapshotTxn(p.producers, p.txn.aborted)
-	p.mu.Unlock()
+	data := encodeSnapshot(p.producers)
 	return func() {
 		p.snapMu.Lock()
 		defer p.snapMu.Unlock()
+		// The snapshot promises the transaction index below offset:
+		// every abort below it was added (noted before the roll), and
+		// is made durable first (a Sync in flight may predate it).
+		if err := p.log.SyncAbortedTxns(); err != nil {
+			p.logger.Warn("replica: syncing the transaction index failed; no producer snapshot", "dir", p.log.Dir(), "offset", offset, "err", err)
+			return
+		}
 		if err := writeSnapshot(p.fs, p.log.Dir(), offset, data, p.log.LogStartOffset()); err != nil {
 			p.logger.Warn("replica: writing the producer snapshot failed", "dir", p.log.Dir(), "offset", offset, "err", err)
 		}

@@ -99,9 +99,11 @@ import (
 //	                        snapshot's ConfState (GroupState.ConfIndex)
 //	logStartOffset  int64   version 2 only: the leader's log start offset
 //	epochs          uint32  count, then per epoch: epoch int32, startOffset int64
-//	producers       uint32  length, then a producer snapshot file's bytes
-//	                        (snapshot.go's format) of the state below
-//	                        nextOffset; 0 when none was kept
+//	producers       uint32  length, then a producer snapshot's bytes
+//	                        (snapshot.go's format, version 2: with the
+//	                        aborted transactions whose marker is below
+//	                        nextOffset, from the .txnindex) of the state
+//	                        below nextOffset; 0 when none was kept
 //	files           uint32  version 2 only: count, then per segment file
 //	                        below the raft start, in offset order:
 //	                        base int64, size int64, crc uint32 (CRC-32C
@@ -387,9 +389,23 @@ func snapMetadata(p *Partition, index uint64) (raftSnapData, error) {
 	}
 	p.mu.Unlock()
 	// The producer state below next: the snapshot written when the
-	// segment starting there was rolled (kept by pruneSnapshots).
+	// segment starting there was rolled (kept by pruneSnapshots), sent
+	// as version 2 with the aborted transactions whose marker is below
+	// next (from the transaction index: a follower installing a
+	// compacted topic's segments adds them to its own).
 	if b, err := readFile(p, filepath.Join(p.log.Dir(), snapshotName(next))); err == nil {
-		d.producers = b
+		ps, _, err := decodeSnapshotTxn(b)
+		if err != nil {
+			d.producers = b // as read: the follower refuses it
+			return d, nil
+		}
+		var aborted []abortedTxn
+		for _, a := range p.log.AbortedTxns(0, next) {
+			if a.LastOffset < next {
+				aborted = append(aborted, abortedTxn{pid: a.ProducerID, first: a.FirstOffset, last: a.LastOffset, lso: a.LastStableOffset})
+			}
+		}
+		d.producers = encodeSnapshotTxn(ps, aborted)
 	}
 	return d, nil
 }
@@ -459,10 +475,23 @@ func (s *partitionStorage) ApplySnapshot(snap raftpb.Snapshot) error {
 		return err
 	}
 	if d.producers != nil {
-		if _, err := decodeSnapshot(d.producers); err != nil {
+		ps, aborted, err := decodeSnapshotTxn(d.producers)
+		if err != nil {
 			return fmt.Errorf("replica: the raft snapshot's producer state: %w", err)
 		}
-		if err := writeSnapshot(p.fs, p.log.Dir(), d.nextOffset, d.producers, d.nextOffset); err != nil {
+		// The aborted transactions of the installed segments go to
+		// their transaction indexes (those below the log start, a
+		// delete topic's, are dropped), durably before the producer
+		// snapshot that relies on them.
+		for _, a := range aborted {
+			if err := p.log.AppendAbortedTxn(a.entry()); err != nil && !errors.Is(err, segment.ErrTxnNotMonotonic) {
+				return fmt.Errorf("replica: the raft snapshot's aborted transactions: %w", err)
+			}
+		}
+		if err := p.log.SyncAbortedTxns(); err != nil {
+			return err
+		}
+		if err := writeSnapshot(p.fs, p.log.Dir(), d.nextOffset, encodeSnapshot(ps), d.nextOffset); err != nil {
 			return err
 		}
 	}

@@ -31,29 +31,41 @@ import (
 // offset. Integers are big-endian:
 //
 //	magic    uint32  0x534c5053 ("SLPS")
-//	version  uint16  2 (1 is still read)
+//	version  uint16  3 (1 and 2 are still read)
 //	crc      uint32  CRC-32C (Castagnoli) of every byte after this field
 //	count    uint32  number of producers
 //	producer × count:
 //	  producerId     int64
 //	  epoch          int16
 //	  lastTimestamp  int64   ms; the newest batch's (or marker's) max timestamp
-//	  txnFirst       int64   version 2: first offset of the ongoing transaction, -1 none
-//	  coordEpoch     int32   version 2: coordinator epoch of the last marker, -1 none
-//	  batches        uint8   1 to 5 (version 2: 0 to 5), oldest first
+//	  txnFirst       int64   version 2 on: first offset of the ongoing transaction, -1 none
+//	  coordEpoch     int32   version 2 on: coordinator epoch of the last marker, -1 none
+//	  batches        uint8   1 to 5 (version 2 on: 0 to 5), oldest first
 //	  batch × batches:
 //	    firstSeq, lastSeq        int32
 //	    baseOffset, lastOffset   int64
 //	    logAppendTime            int64  ms, or -1
-//	aborted  uint32  version 2: number of aborted transactions
-//	aborted × count (version 2), oldest marker first:
+//	aborted  uint32  version 2 only: number of aborted transactions
+//	aborted × count (version 2 only), oldest marker first:
 //	  producerId, firstOffset, lastOffset, lastStableOffset  int64
 //
-// The aborted transactions are those whose abort marker is below the
-// snapshot's offset and at or above the log start offset when it was
-// written (Kafka keeps them in the segments' .txnindex files; here they
-// ride with the producer state, which a raft snapshot carries too). A
-// version 1 snapshot loads with no transaction ongoing and none aborted.
+// Version 3 (written since the segments keep Kafka's .txnindex, see
+// segment/txnindex.go) is version 2 without the aborted transactions: a
+// snapshot file holds producers only, and the aborted transactions are
+// in the transaction index of the segment of each marker. A snapshot's
+// offset promises that those below it are durable there
+// (Partition.snapshotLocked syncs them first); loadProducers drops the
+// entries at or above it and adds them again while it replays.
+//
+// Version 2 listed the aborted transactions whose marker is below the
+// snapshot's offset (and at or above the log start offset when it was
+// written). Loading one (a log written before the .txnindex) adds its
+// list to the transaction indexes, which had none. A raft snapshot's
+// producer state is still sent as version 2 (snapMetadata), its list the
+// leader's aborted transactions below the snapshot, so that a follower
+// installing a compacted topic's segments gets their entries (and a
+// follower of the previous version reads it as before). A version 1
+// snapshot loads with no transaction ongoing and none aborted.
 //
 // A snapshot is written to <name>.tmp, synced and renamed; a file that
 // fails its checks is logged and removed, and Open falls back to an older
@@ -64,11 +76,14 @@ const (
 	snapshotExt     = ".snapshot"
 	snapshotTmpExt  = ".snapshot.tmp"
 	snapshotMagic   = 0x534c5053
-	snapshotVersion = 2
-	snapshotDigits  = 20
-	snapshotHeader  = 4 + 2 + 4 // magic, version, crc
-	snapshotBatch   = 4 + 4 + 8 + 8 + 8
-	snapshotAborted = 4 * 8
+	snapshotVersion = 3
+	// snapshotVersionAborted is the version that lists aborted
+	// transactions (a raft snapshot's producer state).
+	snapshotVersionAborted = 2
+	snapshotDigits         = 20
+	snapshotHeader         = 4 + 2 + 4 // magic, version, crc
+	snapshotBatch          = 4 + 4 + 8 + 8 + 8
+	snapshotAborted        = 4 * 8
 )
 
 var (
@@ -91,13 +106,20 @@ func parseSnapshotName(name string) (int64, bool) {
 	return off, err == nil && off >= 0
 }
 
-// encodeSnapshot returns ps in the snapshot format, producers in id
-// order, with no aborted transaction.
-func encodeSnapshot(ps producerState) []byte { return encodeSnapshotTxn(ps, nil) }
+// encodeSnapshot returns ps in the snapshot format (version 3),
+// producers in id order.
+func encodeSnapshot(ps producerState) []byte { return encodeSnapshotVersion(ps, nil, snapshotVersion) }
 
 // encodeSnapshotTxn returns ps and the aborted transactions in the
-// snapshot format, producers in id order.
+// version 2 format (a raft snapshot's producer state), producers in id
+// order.
 func encodeSnapshotTxn(ps producerState, aborted []abortedTxn) []byte {
+	return encodeSnapshotVersion(ps, aborted, snapshotVersionAborted)
+}
+
+// encodeSnapshotVersion encodes ps as version v (2 or 3), with aborted
+// in version 2.
+func encodeSnapshotVersion(ps producerState, aborted []abortedTxn, v uint16) []byte {
 	ids := make([]int64, 0, len(ps))
 	for id := range ps {
 		ids = append(ids, id)
@@ -105,7 +127,7 @@ func encodeSnapshotTxn(ps producerState, aborted []abortedTxn) []byte {
 	slices.Sort(ids)
 	b := make([]byte, snapshotHeader, snapshotHeader+8+len(ids)*(31+cachedBatches*snapshotBatch)+len(aborted)*snapshotAborted)
 	binary.BigEndian.PutUint32(b[0:], snapshotMagic)
-	binary.BigEndian.PutUint16(b[4:], snapshotVersion)
+	binary.BigEndian.PutUint16(b[4:], v)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ids)))
 	for _, id := range ids {
 		e := ps[id]
@@ -122,6 +144,10 @@ func encodeSnapshotTxn(ps producerState, aborted []abortedTxn) []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(pb.lastOffset))
 			b = binary.BigEndian.AppendUint64(b, uint64(pb.logAppendTime))
 		}
+	}
+	if v != snapshotVersionAborted {
+		binary.BigEndian.PutUint32(b[6:], crc32.Checksum(b[snapshotHeader:], castagnoli))
+		return b
 	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(aborted)))
 	for _, a := range aborted {
@@ -141,8 +167,8 @@ func decodeSnapshot(b []byte) (producerState, error) {
 	return ps, err
 }
 
-// decodeSnapshotTxn parses a snapshot of version 1 or 2: its producers
-// and aborted transactions (none in version 1).
+// decodeSnapshotTxn parses a snapshot of version 1, 2 or 3: its producers
+// and aborted transactions (listed in version 2 only).
 func decodeSnapshotTxn(b []byte) (producerState, []abortedTxn, error) {
 	bad := func(format string, args ...any) (producerState, []abortedTxn, error) {
 		return nil, nil, fmt.Errorf("%w: "+format, append([]any{errBadSnapshot}, args...)...)
@@ -154,7 +180,7 @@ func decodeSnapshotTxn(b []byte) (producerState, []abortedTxn, error) {
 		return bad("magic %#x", m)
 	}
 	v := binary.BigEndian.Uint16(b[4:])
-	if v != 1 && v != snapshotVersion {
+	if v < 1 || v > snapshotVersion {
 		return bad("version %d", v)
 	}
 	if want, got := binary.BigEndian.Uint32(b[6:]), crc32.Checksum(b[snapshotHeader:], castagnoli); want != got {
@@ -207,7 +233,7 @@ func decodeSnapshotTxn(b []byte) (producerState, []abortedTxn, error) {
 		ps[id] = e
 	}
 	var aborted []abortedTxn
-	if v >= 2 {
+	if v == snapshotVersionAborted {
 		if len(r) < 4 {
 			return bad("the aborted transactions' count is cut short")
 		}
@@ -316,8 +342,9 @@ func pruneSnapshots(fs vfs.FS, dir string, firstSegmentBase int64) error {
 	return nil
 }
 
-// loadSnapshot returns the newest usable snapshot at or below leo and its
-// offset (-1 and empty state when there is none). With remove, snapshots
+// loadSnapshot returns the newest usable snapshot at or below leo (its
+// producers and, version 2, aborted transactions) and its offset (-1 and
+// empty state when there is none). With remove, snapshots
 // above leo and ones that fail their checks are removed, each with a log
 // line; without, they are only skipped.
 func loadSnapshot(fs vfs.FS, dir string, leo int64, remove bool, logger *slog.Logger) (producerState, []abortedTxn, int64, error) {

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 
+	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/batch"
 )
 
@@ -22,8 +22,13 @@ import (
 // Every replica derives the same state from the batches it writes, in log
 // order (noteBatchLocked): on the append path, the raft storage's writes
 // (leader and followers alike) and recovery's replay above the newest
-// producer snapshot, which carries the aborted transactions too
-// (snapshot.go).
+// producer snapshot (snapshot.go). An abort marker adds its transaction
+// to the transaction index of the segment it was written to
+// (segment.Log.AppendAbortedTxn, Kafka's .txnindex), which the log keeps
+// with the segment and read_committed fetches read
+// (segment.Log.AbortedTxns); recovery drops the entries at or above the
+// snapshot's offset and adds them again as it replays
+// (Partition.loadProducers). Nothing here holds the aborted list.
 
 // Transaction errors (the server maps them to Kafka's codes).
 var (
@@ -64,10 +69,15 @@ type TxnMarker struct {
 // (Kafka's FetchResponse AbortedTransactions entry).
 type AbortedTxn struct{ ProducerID, FirstOffset int64 }
 
-// abortedTxn is one aborted transaction as kept (Kafka's .txnindex
-// entry): its producer, its first record's offset, its abort marker's
-// offset and the last stable offset once the marker was written.
+// abortedTxn is one decided transaction: its producer, its first
+// record's offset, its marker's offset and, for an abort, the last stable
+// offset once the marker was written (a .txnindex entry's fields).
 type abortedTxn struct{ pid, first, last, lso int64 }
+
+// entry returns a as a transaction index entry.
+func (a abortedTxn) entry() segment.AbortedTxn {
+	return segment.AbortedTxn{ProducerID: a.pid, FirstOffset: a.first, LastOffset: a.last, LastStableOffset: a.lso}
+}
 
 // txnLog is the partition's transaction view derived from the producer
 // state, guarded by Partition.mu: ongoing maps each producer inside a
@@ -75,11 +85,10 @@ type abortedTxn struct{ pid, first, last, lso int64 }
 // transactions whose marker is written but may not be committed yet (not
 // below the high watermark when written; Kafka's
 // ProducerStateManager.unreplicatedTxns), which stay unstable until it
-// is; aborted lists the aborted transactions, by marker offset.
+// is. The aborted transactions are in the log's transaction index.
 type txnLog struct {
 	ongoing      map[int64]int64
 	unreplicated []abortedTxn // lso unused
-	aborted      []abortedTxn
 }
 
 // lso returns the last stable offset given the high watermark hw: the
@@ -150,9 +159,11 @@ func parseMarker(b []byte) (commit bool, coordinatorEpoch int32, ok bool) {
 
 // applyBatch records the written batch h (its base offset the log's) in
 // ps and t, in log order: a data batch as producerState.record, a control
-// batch (data its bytes) as a marker ending its producer's transaction,
-// an abort adding the transaction to t.aborted. lat is the batch's
-// LogAppendTime, -1 for CreateTime.
+// batch (data its bytes) as a marker ending its producer's transaction.
+// An abort that ended a transaction is returned (aborted set), for the
+// caller to add to the log's transaction index (applyBatch itself only
+// changes ps and t, so replays and tests run it alone). lat is the
+// batch's LogAppendTime, -1 for CreateTime.
 //
 // A marker is checked here again, against the state of the batches
 // before it (checkMarker): a marker with an older producer epoch, or a
@@ -161,22 +172,22 @@ func parseMarker(b []byte) (commit bool, coordinatorEpoch int32, ok bool) {
 // proposing it, but two markers proposed at once both pass that check;
 // raft's order decides which one counts, the same on every replica and
 // in a replay of the log.
-func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat int64) error {
+func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat int64) (aborted abortedTxn, ok bool, err error) {
 	if !h.Control() {
 		if first := ps.record(h, lat); first >= 0 {
 			t.ongoing[h.ProducerID] = first
 		}
-		return nil
+		return aborted, false, nil
 	}
 	if h.ProducerID < 0 {
-		return nil
+		return aborted, false, nil
 	}
-	commit, coordEpoch, ok := parseMarker(data)
-	if !ok {
-		return nil
+	commit, coordEpoch, isMarker := parseMarker(data)
+	if !isMarker {
+		return aborted, false, nil
 	}
 	if err := ps.checkMarker(h.ProducerID, h.ProducerEpoch, coordEpoch); err != nil {
-		return err
+		return aborted, false, err
 	}
 	ts := h.MaxTimestamp
 	if lat >= 0 {
@@ -185,26 +196,39 @@ func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat i
 	first := ps.recordMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, ts)
 	delete(t.ongoing, h.ProducerID)
 	if first < 0 {
-		return nil
+		return aborted, false, nil
 	}
 	t.unreplicated = append(t.unreplicated, abortedTxn{pid: h.ProducerID, first: first, last: h.BaseOffset})
-	if !commit {
-		t.aborted = append(t.aborted, abortedTxn{pid: h.ProducerID, first: first, last: h.BaseOffset, lso: t.lso(h.BaseOffset + 1)})
+	if commit {
+		return aborted, false, nil
 	}
-	return nil
+	// The entry's last stable offset: as if the high watermark were just
+	// past the marker (Kafka's CompletedTxn with the first unstable
+	// offset after it), which bounds AbortedTxns' walk.
+	return abortedTxn{pid: h.ProducerID, first: first, last: h.BaseOffset, lso: t.lso(h.BaseOffset + 1)}, true, nil
 }
 
-// noteBatchLocked is applyBatch on the partition's state; appendMu is
-// held. The error is a marker's that changed nothing.
+// noteBatchLocked is applyBatch on the partition's state, an abort then
+// added to the log's transaction index (after mu is released: no log lock
+// is taken under it); appendMu is held, so entries reach the index in
+// log order. The error is a marker's that changed nothing.
 func (p *Partition) noteBatchLocked(h *batch.Header, data []byte, lat int64) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return applyBatch(p.producers, &p.txn, h, data, lat)
+	a, aborted, err := applyBatch(p.producers, &p.txn, h, data, lat)
+	p.mu.Unlock()
+	if aborted {
+		// Only a failed log refuses it (it then refuses everything, and
+		// its recovery replays the marker).
+		if err := p.log.AppendAbortedTxn(a.entry()); err != nil {
+			p.logger.Warn("replica: adding an aborted transaction to the transaction index failed", "dir", p.log.Dir(), "marker", a.last, "err", err)
+		}
+	}
+	return err
 }
 
 // newTxnLog derives the ongoing transactions from ps.
-func newTxnLog(ps producerState, aborted []abortedTxn) txnLog {
-	t := txnLog{ongoing: map[int64]int64{}, aborted: aborted}
+func newTxnLog(ps producerState) txnLog {
+	t := txnLog{ongoing: map[int64]int64{}}
 	for id, e := range ps {
 		if e.txnFirst >= 0 {
 			t.ongoing[id] = e.txnFirst
@@ -264,7 +288,6 @@ func (p *Partition) FetchCommitted(offset int64, maxBytes int) (FetchResult, err
 	p.mu.Lock()
 	fr := FetchResult{HighWatermark: p.highWatermark, Changed: p.changed}
 	fr.LastStableOffset = p.txn.lso(p.highWatermark)
-	aborted := p.txn.aborted // appended to only: this prefix stays as is
 	p.mu.Unlock()
 	fr.LogStartOffset = p.log.LogStartOffset()
 	if maxBytes <= 0 {
@@ -280,7 +303,7 @@ func (p *Partition) FetchCommitted(offset int64, maxBytes int) (FetchResult, err
 		fr.LogStartOffset = fr.Records.LogStartOffset
 		fr.AbortedTransactions = nil
 		if fr.Records.Bytes > 0 {
-			if fr.AbortedTransactions, err = p.collectLiveAborted(aborted, offset, fr.Records.NextOffset); err != nil {
+			if fr.AbortedTransactions, err = p.collectLiveAborted(offset, fr.Records.NextOffset); err != nil {
 				fr.Records.Release()
 				return fr, err
 			}
@@ -295,40 +318,28 @@ func (p *Partition) FetchCommitted(offset int64, maxBytes int) (FetchResult, err
 	}
 }
 
-// collectLiveAborted returns the transactions of aborted (sorted by
-// marker offset) whose range overlaps [from, to), less those whose marker
-// the log no longer has (segment.Log.TxnMarkerGone): the cleaner removes
-// a marker once its transaction has no data left and delete.retention.ms
-// has passed, and a read_committed consumer handed that transaction would
-// skip its producer's later transactional batches, waiting for the abort
-// marker. Kafka's cleaner drops the entry from the cleaned .txnindex
-// instead (CleanedTransactionMetadata).
-func (p *Partition) collectLiveAborted(aborted []abortedTxn, from, to int64) ([]AbortedTxn, error) {
-	i := sort.Search(len(aborted), func(i int) bool { return aborted[i].last >= from })
+// collectLiveAborted returns the aborted transactions of the log's
+// transaction index whose range overlaps [from, to) (segment.Log.
+// AbortedTxns), less those whose marker the log no longer has whole
+// (segment.Log.TxnMarkerGone): the cleaner removes a marker once its
+// transaction has no data left and delete.retention.ms has passed, or
+// empties it, and a read_committed consumer handed that transaction
+// would skip its producer's later transactional batches, waiting for the
+// abort marker. Kafka's cleaner drops the entry from the cleaned
+// .txnindex (CleanedTransactionMetadata); Sluice's carries the entries
+// of the control batches it keeps, and this check covers an emptied one.
+func (p *Partition) collectLiveAborted(from, to int64) ([]AbortedTxn, error) {
 	var out []AbortedTxn
-	for _, a := range aborted[i:] {
-		if a.first >= to {
-			continue
-		}
-		gone, err := p.log.TxnMarkerGone(a.last)
+	for _, a := range p.log.AbortedTxns(from, to) {
+		gone, err := p.log.TxnMarkerGone(a.LastOffset)
 		if err != nil {
 			return nil, err
 		}
 		if !gone {
-			out = append(out, AbortedTxn{ProducerID: a.pid, FirstOffset: a.first})
+			out = append(out, AbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
 		}
 	}
 	return out, nil
-}
-
-// pruneAbortedLocked drops the aborted transactions whose marker is below
-// the log start offset (Kafka deletes them with their segment's
-// .txnindex); mu is held.
-func (p *Partition) pruneAbortedLocked(logStart int64) {
-	i := sort.Search(len(p.txn.aborted), func(i int) bool { return p.txn.aborted[i].last >= logStart })
-	if i > 0 {
-		p.txn.aborted = slices.Clone(p.txn.aborted[i:]) // readers may hold the old slice
-	}
 }
 
 // ProducerInfo is one producer's state in the partition (DescribeProducers,
@@ -379,4 +390,29 @@ func checkMarkerBatch(ps producerState, h *batch.Header, b []byte) error {
 		return fmt.Errorf("%w: a control batch that is no transaction marker", ErrInvalidRecord)
 	}
 	return ps.checkMarker(h.ProducerID, h.ProducerEpoch, coordEpoch)
+}
+
+// rebuildTxnIndex brings the log's transaction index in line with a
+// replay from the producer snapshot at from: the entries at or above
+// from go, then listed (a version 2 snapshot's aborted transactions,
+// below from; those the files already hold are skipped) and aborts (the
+// replay's, in log order) are added, and all of it synced before a later
+// snapshot can rely on it.
+func (p *Partition) rebuildTxnIndex(from int64, listed, aborts []abortedTxn) error {
+	if err := p.log.TruncateAbortedTxns(from); err != nil {
+		return fmt.Errorf("replica: truncating the transaction index to %d: %w", from, err)
+	}
+	for _, a := range listed {
+		// Files written since hold them already; an entry out of
+		// order there is one they hold otherwise (skipped).
+		if err := p.log.AppendAbortedTxn(a.entry()); err != nil && !errors.Is(err, segment.ErrTxnNotMonotonic) {
+			return fmt.Errorf("replica: adding a snapshot's aborted transactions to the transaction index: %w", err)
+		}
+	}
+	for _, a := range aborts {
+		if err := p.log.AppendAbortedTxn(a.entry()); err != nil {
+			return fmt.Errorf("replica: rebuilding the transaction index: %w", err)
+		}
+	}
+	return p.log.SyncAbortedTxns()
 }

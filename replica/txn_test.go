@@ -250,24 +250,29 @@ func TestTxnSingleReplica(t *testing.T) {
 	}
 }
 
-// The producer snapshot carries the transaction state (version 2) and a
-// version 1 snapshot still loads, with no transaction.
+// The producer snapshot carries the transaction state (version 3; version
+// 2, a raft snapshot's, lists the aborted transactions too) and a version
+// 1 snapshot still loads, with no transaction.
 func TestSnapshotTxnRoundTrip(t *testing.T) {
 	ps := producerState{}
-	tl := newTxnLog(ps, nil)
+	tl := newTxnLog(ps)
 	h := batch.Header{ProducerID: 4, ProducerEpoch: 1, BaseSequence: 0, LastOffsetDelta: 1, BaseOffset: 10, MaxTimestamp: 5, Attributes: batch.TransactionalBit}
 	applyBatch(ps, &tl, &h, nil, -1)
 	m := buildMarker(TxnMarker{ProducerID: 5, ProducerEpoch: 2, CoordinatorEpoch: 9}, 77)
 	mh, _ := batch.ParseHeader(m)
 	mh.BaseOffset = 12
 	applyBatch(ps, &tl, &mh, m, -1)
-	tl.aborted = append(tl.aborted, abortedTxn{pid: 6, first: 1, last: 3, lso: 4})
-	got, aborted, err := decodeSnapshotTxn(encodeSnapshotTxn(ps, tl.aborted))
+	listed := []abortedTxn{{pid: 6, first: 1, last: 3, lso: 4}}
+	got, aborted, err := decodeSnapshotTxn(encodeSnapshotTxn(ps, listed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, ps) || !reflect.DeepEqual(aborted, tl.aborted) {
-		t.Fatalf("round trip:\n got %+v %v\nwant %+v %v", got, aborted, ps, tl.aborted)
+	if !reflect.DeepEqual(got, ps) || !reflect.DeepEqual(aborted, listed) {
+		t.Fatalf("version 2 round trip:\n got %+v %v\nwant %+v %v", got, aborted, ps, listed)
+	}
+	v3 := encodeSnapshot(ps)
+	if got, aborted, err := decodeSnapshotTxn(v3); err != nil || !reflect.DeepEqual(got, ps) || aborted != nil || binary.BigEndian.Uint16(v3[4:]) != 3 {
+		t.Fatalf("version 3 round trip: %+v %v %v", got, aborted, err)
 	}
 	if e := got[4]; e.txnFirst != 10 || e.coordinatorEpoch != -1 {
 		t.Fatalf("producer 4: %+v", e)
@@ -361,7 +366,8 @@ func TestTxnRaftPartition(t *testing.T) {
 // watermark (a marker written but not committed may still be replaced).
 func TestTxnLogLastStableOffset(t *testing.T) {
 	ps := producerState{}
-	tl := newTxnLog(ps, nil)
+	tl := newTxnLog(ps)
+	var aborts []abortedTxn
 	data := func(pid, off int64) {
 		h := batch.Header{ProducerID: pid, BaseSequence: -1, BaseOffset: off, Attributes: batch.TransactionalBit}
 		applyBatch(ps, &tl, &h, nil, -1)
@@ -370,7 +376,9 @@ func TestTxnLogLastStableOffset(t *testing.T) {
 		m := buildMarker(TxnMarker{ProducerID: pid, Commit: commit}, 1)
 		h, _ := batch.ParseHeader(m)
 		h.BaseOffset = off
-		applyBatch(ps, &tl, &h, m, -1)
+		if a, ok, _ := applyBatch(ps, &tl, &h, m, -1); ok {
+			aborts = append(aborts, a)
+		}
 	}
 	for _, st := range []struct {
 		name string
@@ -392,8 +400,8 @@ func TestTxnLogLastStableOffset(t *testing.T) {
 			t.Fatalf("%s: last stable offset %d at high watermark %d, want %d", st.name, got, st.hw, st.lso)
 		}
 	}
-	if want := []abortedTxn{{pid: 2, first: 4, last: 6, lso: 7}}; !reflect.DeepEqual(tl.aborted, want) || len(tl.unreplicated) != 0 {
-		t.Fatalf("aborted %v (want %v), unreplicated %v", tl.aborted, want, tl.unreplicated)
+	if want := []abortedTxn{{pid: 2, first: 4, last: 6, lso: 7}}; !reflect.DeepEqual(aborts, want) || len(tl.unreplicated) != 0 {
+		t.Fatalf("aborted %v (want %v), unreplicated %v", aborts, want, tl.unreplicated)
 	}
 }
 
@@ -661,15 +669,16 @@ func TestTxnRaftMarkerCoordinatorEpochOrder(t *testing.T) {
 // nothing and says why; the producer keeps the newer coordinator epoch.
 func TestApplyBatchStaleMarker(t *testing.T) {
 	ps := producerState{}
-	tl := newTxnLog(ps, nil)
+	tl := newTxnLog(ps)
 	data := txnBatch(1, 0, 0, 2, true, 1000)
 	h, err := batch.ParseHeader(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := applyBatch(ps, &tl, &h, data, -1); err != nil {
+	if _, _, err := applyBatch(ps, &tl, &h, data, -1); err != nil {
 		t.Fatal(err)
 	}
+	var aborts []abortedTxn
 	marker := func(off int64, coordEpoch int32) error {
 		m := buildMarker(TxnMarker{ProducerID: 1, ProducerEpoch: 0, CoordinatorEpoch: coordEpoch}, 1000)
 		mh, err := batch.ParseHeader(m)
@@ -677,7 +686,11 @@ func TestApplyBatchStaleMarker(t *testing.T) {
 			t.Fatal(err)
 		}
 		mh.BaseOffset = off
-		return applyBatch(ps, &tl, &mh, m, -1)
+		a, ok, err := applyBatch(ps, &tl, &mh, m, -1)
+		if ok {
+			aborts = append(aborts, a)
+		}
+		return err
 	}
 	if err := marker(2, 6); err != nil {
 		t.Fatalf("coordinator epoch 6's marker: %v", err)
@@ -688,7 +701,7 @@ func TestApplyBatchStaleMarker(t *testing.T) {
 	if e := ps[1]; e == nil || e.coordinatorEpoch != 6 || e.txnFirst != -1 {
 		t.Fatalf("producer 1 after the stale marker: %+v", e)
 	}
-	if len(tl.aborted) != 1 || tl.aborted[0].last != 2 {
-		t.Fatalf("aborted %+v, want the one ended at offset 2", tl.aborted)
+	if len(aborts) != 1 || aborts[0].last != 2 {
+		t.Fatalf("aborted %+v, want the one ended at offset 2", aborts)
 	}
 }

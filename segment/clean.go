@@ -864,6 +864,8 @@ func (l *Log) cleanSegments(segs []*segment, sizes []int64, cfg *Config, f *clea
 	}
 	cs.seg = ns
 	changed := len(segs) > 1
+	txns, hasTxn := l.runAbortedTxns(segs)
+	kept := map[int64]bool{} // the control batches written, by offset
 	for i, s := range segs {
 		err = eachBatch(s, sizes[i], true, func(h *batch.Header, b []byte) error {
 			out, err := f.batch(b, *h)
@@ -883,6 +885,9 @@ func (l *Log) cleanSegments(segs []*segment, sizes []int64, cfg *Config, f *clea
 			if _, err := ns.log.WriteAt(out, ns.size); err != nil {
 				return err
 			}
+			if nh.Control() {
+				kept[nh.BaseOffset] = true
+			}
 			p := ns.size
 			ns.size += int64(len(out))
 			return ns.track(&nh, p, cfg)
@@ -896,6 +901,10 @@ func (l *Log) cleanSegments(segs []*segment, sizes []int64, cfg *Config, f *clea
 		cs.discard(l.fs)
 		return nil, nil
 	}
+	if err := ns.carryAbortedTxns(l.fs, txns, hasTxn, kept, cleanedSuffix); err != nil {
+		cs.discard(l.fs)
+		return nil, err
+	}
 	if err := errors.Join(ns.seal(), ns.syncAll()); err != nil {
 		cs.discard(l.fs)
 		return nil, err
@@ -907,7 +916,10 @@ func (l *Log) cleanSegments(segs []*segment, sizes []int64, cfg *Config, f *clea
 // the index files first and the .log last (the .log.swap is the commit
 // mark recovery looks for).
 func (c *cleanedSegment) rename(fs vfs.FS, from, to string) error {
-	for _, k := range []FileKind{KindOffsetIndex, KindTimeIndex, KindLog} {
+	for _, k := range []FileKind{KindOffsetIndex, KindTimeIndex, KindTxnIndex, KindLog} {
+		if k == KindTxnIndex && c.seg.txn == nil {
+			continue
+		}
 		p := c.seg.path(k)
 		if err := fs.Rename(p+from, p+to); err != nil {
 			return err
@@ -924,7 +936,7 @@ func (c *cleanedSegment) rename(fs vfs.FS, from, to string) error {
 func (c *cleanedSegment) discard(fs vfs.FS) error {
 	c.seg.closeFiles()
 	var first error
-	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex} {
+	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindTxnIndex} {
 		for _, suffix := range []string{cleanedSuffix, swapSuffix} {
 			if err := fs.Remove(filepath.Join(c.seg.dir, MakeFileName(c.seg.base, k)) + suffix); err != nil && !isNotExist(err) && first == nil {
 				first = err

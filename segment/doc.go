@@ -4,13 +4,15 @@
 // # Layout
 //
 // A partition log is a folder (the broker names it <log.dirs>/<topic>-<partition>,
-// as Kafka does) holding, per segment, three files named by the segment's
+// as Kafka does) holding, per segment, the files named by the segment's
 // base offset zero-padded to 20 digits (see MakeFileName):
 //
 //	00000000000000000000.log        record batches, back to back
 //	00000000000000000000.index      sparse offset index (package index)
 //	00000000000000000000.timeindex  time index (package index)
 //	00000000000000000000.raftindex  raft index -> position of every batch (raftindex.go)
+//	00000000000000000000.txnindex   aborted transactions whose marker is here (txnindex.go; only
+//	                                in segments that have one)
 //	00000000000000004096.log        the next segment starts at offset 4096
 //	...
 //	log.checkpoint                  log start offset, recovery point, clean-shutdown flag, cleaner offset
@@ -19,8 +21,13 @@
 // kept prefix as <base>.log.trunc first (see Raft below); recovery
 // removes a leftover one.
 //
+// The transaction index is kept, not derived, by the log: its owner adds
+// an entry when it writes an abort marker and rebuilds the entries above
+// its producer snapshot after a restart (see txnindex.go for its life
+// cycle, recovery and durability).
+//
 // While a clean (log compaction, see below) runs, a segment's replacement
-// exists as the same three names with the suffix ".cleaned" (being written)
+// exists as the same names with the suffix ".cleaned" (being written)
 // and then ".swap" (complete, synced, committed); files being deleted carry
 // the suffix ".deleted". These suffixes are part of the format.
 //
@@ -195,8 +202,10 @@
 //
 // # Open files
 //
-// Only the active segment keeps its three files open. A closed segment's
-// indexes are held in memory whole (package index loads them), so its
+// Only the active segment keeps its three files open (four once it has a
+// .txnindex). A closed segment's
+// indexes are held in memory whole (package index loads them; the
+// .txnindex's entries too), so its
 // index files are closed once it is sealed and synced (until then Sync
 // needs them), and reopened only if a truncation makes it the active
 // segment again. Its .log file is opened read-only on demand through a
@@ -211,7 +220,8 @@
 // bounds the idle descriptors, referenced ones may exceed it meanwhile.
 // Recovery opens a log's segments' files while it checks them and hands
 // the closed ones to the cache when Open returns. A log of P partitions
-// thus holds 3 descriptors per partition plus the cache's limit, whatever
+// thus holds 3 descriptors per partition (4 while the active segment has
+// a .txnindex) plus the cache's limit, whatever
 // the segment count.
 //
 // # Concurrency

@@ -15,6 +15,7 @@ const (
 	KindOffsetIndex                 // .index: sparse offset index
 	KindTimeIndex                   // .timeindex: time index
 	KindRaftIndex                   // .raftindex: raft index -> file position (see raftindex.go)
+	KindTxnIndex                    // .txnindex: aborted transactions (package index; see txnindex.go)
 )
 
 // Format: segment file names are the base offset zero-padded to 20 digits
@@ -34,7 +35,7 @@ const (
 	truncSuffix = ".trunc"
 )
 
-var kindExt = [...]string{KindLog: ".log", KindOffsetIndex: ".index", KindTimeIndex: ".timeindex", KindRaftIndex: ".raftindex"}
+var kindExt = [...]string{KindLog: ".log", KindOffsetIndex: ".index", KindTimeIndex: ".timeindex", KindRaftIndex: ".raftindex", KindTxnIndex: ".txnindex"}
 
 // String returns the kind's file extension, e.g. ".log".
 func (k FileKind) String() string {
@@ -47,7 +48,7 @@ func (k FileKind) String() string {
 // FileName is the parsed name of a segment file.
 type FileName struct {
 	Base    int64    // the segment's base offset
-	Kind    FileKind // log, offset index or time index
+	Kind    FileKind // log, offset, time, raft or transaction index
 	Deleted bool     // the name carries the ".deleted" suffix
 }
 
@@ -86,6 +87,8 @@ func ParseFileName(name string) (n FileName, ok bool) {
 		n.Kind = KindTimeIndex
 	case ".raftindex":
 		n.Kind = KindRaftIndex
+	case ".txnindex":
+		n.Kind = KindTxnIndex
 	default:
 		return FileName{}, false
 	}

@@ -108,6 +108,7 @@ type Log struct {
 	logStartOffset int64
 	writeSeq       uint64     // incremented by every change to the files
 	unsynced       []*segment // closed segments with unsynced data, oldest first
+	txnDirty       []*segment // segments whose transaction index changed since synced (txnindex.go)
 	dirDirty       bool       // folder entries changed since the last SyncDir
 	unflushed      int64      // records appended since the last sync
 	lastSync       time.Time
@@ -544,6 +545,7 @@ func (l *Log) leadSync() error {
 	dirDirty := l.dirDirty
 	l.dirDirty = false
 	unflushed := l.unflushed
+	txns := l.txnSyncsLocked()
 	l.mu.Unlock()
 
 	var err error
@@ -566,6 +568,9 @@ func (l *Log) leadSync() error {
 			err = nil
 		}
 	}
+	if err == nil {
+		err = syncTxnFiles(txns)
+	}
 	if err == nil && dirDirty {
 		err = l.fs.SyncDir(l.dir)
 	}
@@ -576,6 +581,7 @@ func (l *Log) leadSync() error {
 		return err
 	}
 	l.unsynced = removeSynced(l.unsynced, sealed, seq)
+	l.txnSyncedLocked(txns)
 	for _, s := range sealed {
 		// Synced and closed: its indexes need no descriptors any more.
 		if !s.deleted.Load() && s != l.active() && !slices.Contains(l.unsynced, s) {

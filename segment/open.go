@@ -271,6 +271,13 @@ func (l *Log) recover() error {
 		l.swapped = swapped
 		return l.openDamaged()
 	}
+	// No transaction index entry past its segment's end (its marker was
+	// cut, or the entry is an unsynced one torn into garbage).
+	for _, s := range l.segs {
+		if err := l.truncateTxnLocked(s); err != nil {
+			return err
+		}
+	}
 
 	// A completed swap means the clean that wrote it committed: everything
 	// up to the end of its last segment was cleaned (the checkpoint may not
@@ -568,7 +575,7 @@ func (l *Log) recoverRaft(ckpt Checkpoint, haveCkpt bool, swapped map[int64]bool
 func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
 
 func (l *Log) removeSegmentFiles(base int64) error {
-	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindRaftIndex} {
+	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindRaftIndex, KindTxnIndex} {
 		if err := l.fs.Remove(filepath.Join(l.dir, MakeFileName(base, k))); err != nil && !isNotExist(err) {
 			return err
 		}
@@ -647,7 +654,7 @@ func (l *Log) completeSwaps() (map[int64]bool, error) {
 	}
 	changed := false
 	// Index files first, the .log last: the .log.swap is the commit mark.
-	for _, kind := range []FileKind{KindOffsetIndex, KindTimeIndex, KindLog} {
+	for _, kind := range []FileKind{KindOffsetIndex, KindTimeIndex, KindTxnIndex, KindLog} {
 		for _, name := range names {
 			path := filepath.Join(l.dir, name)
 			switch {

@@ -465,6 +465,9 @@ func (l *Log) truncateSegmentLocked(s *segment, pos int64) (leo int64, lsoLowere
 	}
 	s.closeRaftFile()
 	removeStaleRaftIndex(l, s)
+	if err := l.truncateTxnLocked(s); err != nil {
+		return 0, false, l.failLocked("truncate", err)
+	}
 	l.afterTruncateLocked(s)
 	if s.next < l.logStartOffset {
 		l.logStartOffset = s.next

@@ -80,7 +80,7 @@ func TruncateFolder(fs vfs.FS, dir string, offset int64, apply bool) (RepairPlan
 	}
 	plan.Bytes = size - plan.Position
 	for _, b := range bases[i+1:] {
-		for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindRaftIndex} {
+		for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindRaftIndex, KindTxnIndex} {
 			name := filepath.Join(dir, MakeFileName(b, k))
 			if _, err := fs.Stat(name); err == nil {
 				plan.Removed = append(plan.Removed, name)
@@ -131,6 +131,11 @@ func TruncateFolder(fs vfs.FS, dir string, offset int64, apply bool) (RepairPlan
 		if err := fs.Remove(filepath.Join(dir, MakeFileName(base, k))); err != nil && !isNotExist(err) {
 			return plan, err
 		}
+	}
+	// The transaction index cannot be rebuilt from the .log alone (its
+	// owner's producer state derives it): keep the entries below the cut.
+	if err := truncateTxnFile(fs, filepath.Join(dir, MakeFileName(base, KindTxnIndex)), plan.EndOffset); err != nil {
+		return plan, err
 	}
 	return plan, fs.SyncDir(dir)
 }

@@ -43,6 +43,7 @@ func (l *Log) deleteSegmentLocked(s *segment) {
 	d := &pendingDelete{seg: s, fs: l.fs}
 	renameFailed := false
 	s.closeRaftFile()
+	l.removeTxnFileLocked(s) // derived data: removed now
 	for _, k := range []FileKind{KindLog, KindOffsetIndex, KindTimeIndex, KindRaftIndex} {
 		from := s.path(k)
 		to := filepath.Join(l.dir, FileName{Base: s.base, Kind: k, Deleted: true}.String())

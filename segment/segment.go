@@ -67,6 +67,14 @@ type segment struct {
 	rprev     uint64
 	rfile     vfs.File
 
+	// Transaction index (txnindex.go): txn is nil while the segment has
+	// no .txnindex file; txnFile is its open file, nil once a closed
+	// segment's entries are synced (they stay in memory). txnWrites
+	// counts changes, txnSynced the count the last sync covered.
+	txn                  *index.TxnIndex
+	txnFile              vfs.File
+	txnWrites, txnSynced uint64
+
 	// unverified are the byte spans recovery trusted without reading
 	// (guarded by Log.verifyMu); needsVerify is set while there are any.
 	// See verifyRanges.
@@ -149,6 +157,10 @@ func openSegment(fs vfs.FS, c *FileCache, dir string, base int64, cfg *Config, w
 		s.closeFiles()
 		return nil, false, err
 	}
+	if err := s.openTxnFile(fs); err != nil {
+		s.closeFiles()
+		return nil, false, err
+	}
 	return s, rebuilt, nil
 }
 
@@ -202,13 +214,14 @@ func (s *segment) openIndexFiles() error {
 // them. It does nothing when an index has entries not yet written.
 func (s *segment) closeIndexFiles() error {
 	s.closeRaftFile()
+	terr := s.closeTxnFile()
 	if s.offFile == nil {
-		return nil
+		return terr
 	}
 	if err := errors.Join(s.offIdx.Flush(), s.timeIdx.Flush()); err != nil {
 		return err
 	}
-	err := errors.Join(s.offFile.Close(), s.timeFile.Close())
+	err := errors.Join(terr, s.offFile.Close(), s.timeFile.Close())
 	s.offFile, s.timeFile = nil, nil
 	return err
 }
@@ -231,6 +244,10 @@ func (s *segment) closeFiles() error {
 		}
 	}
 	s.rfile = nil
+	if s.txn != nil {
+		errs = append(errs, s.txn.Close())
+		s.txnFile = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -257,7 +274,11 @@ func (s *segment) syncAll() error {
 	if err := s.timeIdx.Flush(); err != nil {
 		return err
 	}
-	return errors.Join(s.log.Sync(), syncFile(s.offFile), syncFile(s.timeFile), syncFile(s.rfile))
+	if err := errors.Join(s.log.Sync(), syncFile(s.offFile), syncFile(s.timeFile), syncFile(s.rfile), syncFile(s.txnFile)); err != nil {
+		return err
+	}
+	s.txnSynced = s.txnWrites
+	return nil
 }
 
 // full reports whether the segment cannot take a batch of n bytes whose

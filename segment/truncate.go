@@ -86,6 +86,9 @@ func (l *Log) truncateLocked(offset int64) (leo int64, lsoLowered bool, err erro
 	}
 	s.closeRaftFile()
 	removeStaleRaftIndex(l, s)
+	if err := l.truncateTxnLocked(s); err != nil {
+		return 0, false, l.failLocked("truncate", err)
+	}
 	l.afterTruncateLocked(s)
 	if s.next < l.logStartOffset {
 		l.logStartOffset = s.next

@@ -25,7 +25,7 @@
 //
 // PATH is a partition folder (every .log file in base-offset order, after
 // the folder's log.checkpoint when there is one), one segment .log file,
-// one .index or .timeindex file (its entries), or one log.checkpoint file
+// one .index, .timeindex or .txnindex file (its entries), or one log.checkpoint file
 // (any file named segment.CheckpointName). Flags may come before or after
 // the paths; -h prints the usage to stdout:
 //

@@ -37,6 +37,8 @@ func (d *dumper) path(p string) {
 		d.indexFile(p, n.Base, true)
 	case ok && n.Kind == segment.KindRaftIndex:
 		d.raftIndexFile(p)
+	case ok && n.Kind == segment.KindTxnIndex:
+		d.txnIndexFile(p)
 	case ok:
 		d.logFile(p, n.Base, prevSegment{})
 	default:

@@ -35,8 +35,8 @@ const usageText = `Usage: sluice-dump [flags] PATH...
 
 Prints the record batches of a Sluice (or Kafka) partition log, like Kafka's
 kafka-dump-log.sh. PATH is a partition folder (its log.checkpoint, then every
-.log file in offset order), a segment .log file, an .index or .timeindex
-file, or a log.checkpoint file. Files are only read, never changed. Problems
+.log file in offset order), a segment .log file, an .index, .timeindex or
+.txnindex file, or a log.checkpoint file. Files are only read, never changed. Problems
 and warnings go to stderr as they are found; the dump goes on after a problem.
 
 Flags:
