@@ -197,11 +197,9 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 			break
 		}
 	}
-	faults := o.Faults
+	faults := runFaults(o.Workloads, o.Faults)
 	if slices.Contains(o.Workloads, WorkloadTxn) {
 		nem.SetTxnIDs(TxnIDs(runTxnOptions))
-	} else if f := slices.DeleteFunc(slices.Clone(faults), func(k string) bool { return slices.Contains(CoordinatorFaults, k) }); len(f) > 0 {
-		faults = f // no transaction coordinators to aim at
 	}
 	log.Info("chaos: faults", "kinds", faults, "sequential", o.Sequential, "d", o.Duration)
 	nem.Run(ctx, faults, o.Sequential, o.Duration)
@@ -270,6 +268,19 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 		return h, res, err
 	}
 	return h, res, nil
+}
+
+// runFaults are the fault kinds a run with workloads injects: faults,
+// less the coordinator faults when the txn workload is not among them
+// (no transaction coordinator to aim at), unless nothing else is left.
+func runFaults(workloads, faults []string) []string {
+	if slices.Contains(workloads, WorkloadTxn) {
+		return faults
+	}
+	if f := slices.DeleteFunc(slices.Clone(faults), func(k string) bool { return slices.Contains(CoordinatorFaults, k) }); len(f) > 0 {
+		return f
+	}
+	return faults
 }
 
 func writeReports(dir string, h *History, res *Result) error {
