@@ -123,6 +123,12 @@
 //     have committed read; an acknowledged commit's record missing from
 //     the Final read; a transaction partly in it; a record twice in it;
 //     a producer's records out of order in a partition.
+//   - txn-g1c, txn-double-consume (check_txn_cycles.go): a cycle of
+//     write-read and write-write dependencies between committed
+//     transactions that read_committed forbids (G1c); a record read by
+//     two committed consume-transform-produce transactions of a group.
+//     Write cycles (G0) are counted (Result.TxnWriteCycles), not
+//     reported: Kafka's transactions permit them (check_txn.go).
 //   - final-read-failed (liveness): a topic whose final read, after the
 //     heal, did not complete within the runner's bound
 //     (History.FinalErrors); the checks that need the final read skip it.
@@ -174,6 +180,7 @@ var Kinds = []AnomalyKind{
 	KindNonmonotonicSend, KindCommitBackwards, KindCommitStalled, KindOffsetsNotLinearizable,
 	KindLogNotLinearizable, KindStaleRead, KindMinISRAck,
 	KindTxnAbortedRead, KindTxnLostCommit, KindTxnPartial, KindTxnDuplicate, KindTxnOrder,
+	KindTxnG1c, KindTxnDoubleConsume,
 	KindNoLeaderAfterHeal, KindUnpolled, KindFinalReadFailed,
 }
 
@@ -242,6 +249,11 @@ type Result struct {
 	TxnAborted      int `json:"txn_aborted,omitempty"`
 	TxnUnknown      int `json:"txn_unknown,omitempty"`
 	TxnNotCommitted int `json:"txn_not_committed,omitempty"`
+	// TxnWriteCycles is the number of write cycles (G0: strongly
+	// connected components of the ww graph) between the committed
+	// transactions of the Final reads: not anomalies in Kafka's model
+	// (check_txn.go); the first is described in Notes.
+	TxnWriteCycles int `json:"txn_write_cycles,omitempty"`
 
 	// Checks are the linearizability checks that ran.
 	Checks []LinCheck `json:"checks,omitempty"`

@@ -42,6 +42,63 @@ import (
 //     transaction's records not in the order produced. One anomaly per
 //     partition and producer, Count the number of steps backwards.
 //
+//   - txn-g1c (check_txn_cycles.go): a cycle of dependencies between
+//     committed transactions (G1c, cyclic information flow) that Kafka's
+//     transactions with read_committed forbid. One anomaly per strongly
+//     connected component, naming one cycle.
+//   - txn-double-consume (check_txn_cycles.go): a record read by two
+//     acknowledged committed consume-transform-produce transactions of
+//     one consumer group (exactly-once processing broken: the group's
+//     offset was committed past it twice). One anomaly per pair of
+//     transactions, Count the records.
+//
+// # Cycles: why G1c fails a run and G0 does not
+//
+// Jepsen's Kafka workload (jepsen.tests.kafka, used in the Redpanda
+// 21.10.1 analysis, jepsen.io/analyses/redpanda-21.10.1, 2022) infers
+// Elle's dependencies from the logs: a partition is a list that
+// transactions append to, its offset order the version order, so T1
+// ww-> T2 when T2's record follows T1's in a partition, and T1 wr-> T2
+// when T2 read a record of T1's. That analysis found write cycles (G0)
+// and discussed them as a property of Kafka's transaction protocol, not
+// of Redpanda: a Kafka transaction makes a producer's writes atomic (all
+// of them visible or none), but no lock or ordering holds between
+// transactions. Each partition's leader appends records in arrival
+// order, the commit markers land partition by partition, and
+// read_committed bounds what a partition returns by that partition's own
+// last stable offset (LSO, the first offset of its oldest open
+// transaction). So T1 before T2 in partition A while T2 is before T1 in
+// partition B is what two producers writing both partitions at once
+// produce, and Kafka promises nothing against it (the "write isolation"
+// its documentation is unclear about, in that analysis's words). So
+// jepsen.tests.kafka infers ww edges only with its :ww-deps option, and
+// the Redpanda test's --no-ww-deps leaves them out to hunt for pure wr
+// cycles, write cycles being everywhere; the circular information flow
+// that analysis reported in Redpanda (G1c) was a bug, since fixed.
+//
+// Here: G0 cycles (ww edges only, between transactions) are counted
+// (Result.TxnWriteCycles, one note with an example) and do not fail a
+// run. G1c is checked with ww edges where they are sound: on a graph of
+// events (a transaction's read, each of its appends, its commit, and
+// each partition's LSO passing each record), whose every edge is a
+// precedence in time that Kafka guarantees (check_txn_cycles.go lists
+// them). A read of T2's record at offset o means the LSO had passed o,
+// so every transaction with a record below o in that partition was
+// decided; a consume-transform-produce transaction reads before it
+// appends; a transaction's appends precede its commit. Mixing ww and wr
+// naively at the level of transactions would be wrong for Kafka too:
+// T1 ww-> T2 in partition A, T3 read T2's record in partition C (wr),
+// T3 ww-> T1 in partition B is allowed (T1 open throughout, appending to
+// A early and to B late; T2's record in C is visible while A's LSO still
+// waits for T1). The event graph has no cycle there: T1's appends to A
+// and to B are separate events with no order between them. Had T3 read
+// T2's record in A, it would be a cycle: A's LSO cannot pass T1's record
+// before T1 ends, and T1 appended to B after T3 did.
+//
+// Only the consume-transform-produce transactions (workload_txn.go's
+// transformers) read, so only they have wr edges: without them the G1c
+// check has nothing to find.
+//
 // Topics whose final read failed (History.FinalErrors) or that have no
 // Final read are left out of the checks that need it.
 
@@ -150,6 +207,8 @@ func (c *checker) txnChecks() {
 	final := c.finalTxnTopics(x)
 	c.txnFinalChecks(x, final)
 	c.txnOrderChecks(x, final)
+	c.txnCycleChecks(x, final)
+	c.txnDoubleConsume(x)
 }
 
 // txnAbortedReads reports reads of transactions that cannot have
@@ -175,6 +234,11 @@ func (c *checker) txnAbortedReads(x *txnIndex) {
 	for i, op := range c.h.Ops {
 		if op.Kind == OpPoll && x.topics[op.Topic] {
 			for _, r := range op.Records {
+				note(op.Topic, src{i}, r)
+			}
+		}
+		if op.Kind == OpTxn {
+			for _, r := range op.Read {
 				note(op.Topic, src{i}, r)
 			}
 		}

@@ -37,7 +37,7 @@ func Main(name string, args []string, stdout, stderr io.Writer, broker func(out 
 		limit     = fs.Duration("time-limit", 60*time.Second, "each run's fault phase; a run takes about 30 s more (warm-up, heal, liveness, recovery, drain, final reads), up to 90 s more when consumers cannot catch up")
 		faults    = fs.String("faults", "all", "fault kinds, comma-separated: "+strings.Join(AllFaults, ","))
 		seq       = fs.Bool("sequential", false, "inject the kinds in the order given, not at random (each at least once, even past --time-limit)")
-		workloads = fs.String("workloads", "queue,log,offsets", "workloads, comma-separated: queue, log, offsets, txn (transactional producers and read_committed consumers)")
+		workloads = fs.String("workloads", "queue,log,offsets", "workloads, comma-separated: queue, log, offsets, txn (transactional producers, consume-transform-produce transformers and read_committed consumers)")
 		out       = fs.String("out", "chaos-runs", "folder for the runs' folders")
 		binary    = fs.String("binary", "", "the sluice binary (default: "+binaryDefault+")")
 		keep      = fs.Bool("keep-data", false, "keep the brokers' data folders and history.json of valid runs (a run with anomalies always keeps them)")

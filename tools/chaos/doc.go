@@ -37,8 +37,10 @@
 //     producers, each with its own transactional.id, committing about
 //     three transactions in four and aborting the rest, each a handful
 //     of records over the partitions; read_committed readers polling
-//     throughout. A producer that got an error is replaced by a new
-//     one (InitProducerId fences the old epoch).
+//     throughout; consume-transform-produce transformers in a consumer
+//     group committing their offsets in their transactions. A producer
+//     that got an error is replaced by a new one (InitProducerId fences
+//     the old epoch).
 //  3. The nemesis (nemesis.go) injects faults for the fault phase, one at
 //     a time (a partition move overlaps the next fault), each held a few
 //     seconds and healed, with quiet gaps: SIGKILL of a leader, a follower
@@ -49,7 +51,9 @@
 //     (server/faultinject); a rolling restart (SIGTERM, restart, wait);
 //     a reassignment to another replica set and back; and move-isolated,
 //     three steps on one partition: a reassignment away and back while
-//     one of its replicas is isolated, a follower killed, a slow disk.
+//     one of its replicas is isolated, a follower killed, a slow disk;
+//     and, with the txn workload, SIGKILL, SIGSTOP or isolation of the
+//     transaction coordinator of one of its transactional.ids.
 //  4. Heal: every fault ends; then liveness: every partition must accept
 //     an acks=all write within a bound (these probes are operations of the
 //     history too); the workloads run on for the recovery period, stop,

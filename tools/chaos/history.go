@@ -56,7 +56,12 @@ const (
 	// TxnAbort; empty when it was never called). OK: EndTransaction
 	// answered, so the transaction is committed or aborted as asked;
 	// Info: it may have ended either way; Fail: EndTransaction was
-	// never sent, so it did not commit.
+	// never sent, so it did not commit. A consume-transform-produce
+	// transaction (process "ctp-<i>") also has Group, its consumer
+	// group, and Read, what its read_committed poll in that group
+	// returned before it began (in the order returned); the group's
+	// offsets past Read are committed in the transaction
+	// (TxnOffsetCommit).
 	OpTxn OpKind = "txn"
 )
 
@@ -118,6 +123,7 @@ type Op struct {
 	Offset    int64           `json:"offset"`
 	Records   []Record        `json:"records,omitempty"`
 	Values    []string        `json:"values,omitempty"`
+	Read      []Record        `json:"read,omitempty"` // OpTxn: what a consume-transform-produce transaction read
 	Offsets   map[int32]int64 `json:"offsets,omitempty"`
 	Parts     []int32         `json:"partitions,omitempty"`
 	Via       string          `json:"via,omitempty"` // OpHighWater: ViaFetch or ViaListOffsets

@@ -39,12 +39,26 @@ const (
 	// back; SIGKILL a follower of it and restart it; slow the disk of the
 	// replica that left and came back (test build; skipped without it).
 	FaultMoveIsolated = "move-isolated"
+	// The coordinator faults aim at the transaction coordinator of one of
+	// the txn workload's transactional.ids (SetTxnIDs; drawn from the
+	// seed), found with FindCoordinator (key type 1): the leader of the
+	// __transaction_state partition that id hashes to. Killed, paused or
+	// cut off in the middle of transactions, it leaves them to a new
+	// coordinator, which must complete or abort each one (never half).
+	FaultKillCoordinator    = "kill-coordinator"    // SIGKILL it; restart it after the hold
+	FaultPauseCoordinator   = "pause-coordinator"   // SIGSTOP it past broker.session.timeout.ms and the election timeout, then SIGCONT
+	FaultIsolateCoordinator = "isolate-coordinator" // cut it from every other node
 )
+
+// CoordinatorFaults are the kinds that need the txn workload's
+// transactional.ids.
+var CoordinatorFaults = []string{FaultKillCoordinator, FaultPauseCoordinator, FaultIsolateCoordinator}
 
 // AllFaults are every kind, in the order of a sequential schedule.
 var AllFaults = []string{FaultKillLeader, FaultKillFollower, FaultKillController, FaultPause,
 	FaultIsolate, FaultPartition, FaultBridge, FaultDiskSlow, FaultDiskFail, FaultClock,
-	FaultRollingRestart, FaultMove, FaultMoveIsolated}
+	FaultRollingRestart, FaultMove, FaultMoveIsolated,
+	FaultKillCoordinator, FaultPauseCoordinator, FaultIsolateCoordinator}
 
 // ParseFaults parses a comma-separated list of kinds ("all" for every one).
 func ParseFaults(s string) ([]string, error) {
@@ -109,6 +123,7 @@ type Nemesis struct {
 	since      func() time.Duration
 	topic      string // the topic whose partitions' leaders are targets
 	partitions int32
+	txnIDs     []string // the transactional.ids whose coordinators the coordinator faults aim at
 	log        *slog.Logger
 
 	faults []Fault
@@ -139,6 +154,10 @@ func NewNemesis(c *Cluster, rng *rand.Rand, since func() time.Duration, topic st
 // DefaultTimings'). The draws are the same whatever the ranges, so a
 // seed picks the same faults and targets.
 func (n *Nemesis) SetTimings(t Timings) { n.timings = t.orDefault() }
+
+// SetTxnIDs sets the transactional.ids whose coordinators the
+// coordinator faults aim at (none: those faults are not applied).
+func (n *Nemesis) SetTxnIDs(ids []string) { n.txnIDs = slices.Clone(ids) }
 
 // Faults are the faults injected so far.
 func (n *Nemesis) Faults() []Fault { return slices.Clone(n.faults) }
@@ -193,14 +212,18 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 	}
 	hold := n.dur(n.timings.Hold[0], n.timings.Hold[1])
 	switch kind {
-	case FaultKillLeader, FaultKillFollower, FaultKillController:
+	case FaultKillLeader, FaultKillFollower, FaultKillController, FaultKillCoordinator:
 		id, what, err := n.target(ctx, kind)
 		if err != nil {
 			return err
 		}
 		return n.kill(ctx, kind, what, id, hold)
-	case FaultPause:
-		id, what, err := n.target(ctx, n.pick(FaultKillLeader, ""))
+	case FaultPause, FaultPauseCoordinator:
+		tk := n.pick(FaultKillLeader, "")
+		if kind == FaultPauseCoordinator {
+			tk = FaultKillCoordinator
+		}
+		id, what, err := n.target(ctx, tk)
 		if err != nil {
 			return err
 		}
@@ -218,7 +241,7 @@ func (n *Nemesis) episode(ctx context.Context, kind string, kinds []string) erro
 		delete(n.paused, id)
 		n.end(f)
 		return err
-	case FaultIsolate, FaultPartition, FaultBridge:
+	case FaultIsolate, FaultPartition, FaultBridge, FaultIsolateCoordinator:
 		comps, what, err := n.components(ctx, kind)
 		if err != nil {
 			return err
@@ -408,6 +431,16 @@ func (n *Nemesis) target(ctx context.Context, kind string) (int, string, error) 
 	p := int32(n.rng.IntN(int(n.partitions)))
 	follower := n.rng.IntN(2)
 	switch kind {
+	case FaultKillCoordinator:
+		if len(n.txnIDs) == 0 {
+			return 0, "", errors.New("no transactional.ids to find the coordinator of (the txn workload is not running)")
+		}
+		txnID := n.txnIDs[n.rng.IntN(len(n.txnIDs))]
+		id, err := n.coordinator(ctx, txnID)
+		if err != nil {
+			return 0, "", err
+		}
+		return id, fmt.Sprintf("node %d (transaction coordinator of %s)", id, txnID), nil
 	case FaultKillController:
 		id, err := n.c.Controller(ctx)
 		if err != nil {
@@ -451,12 +484,40 @@ func (n *Nemesis) target(ctx context.Context, kind string) (int, string, error) 
 	return id, fmt.Sprintf("node %d", id), nil
 }
 
+// coordinator finds the node coordinating transactional.id txnID
+// (FindCoordinator, key type 1), retrying for up to 10 s while the
+// cluster has none (a coordinator loading its partition after an
+// earlier fault).
+func (n *Nemesis) coordinator(ctx context.Context, txnID string) (int, error) {
+	var id int
+	err := Poll(ctx, 10*time.Second, func(ctx context.Context) error {
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		r, ok := n.c.Admin().FindTxnCoordinators(rctx, txnID)[txnID]
+		switch {
+		case !ok:
+			return fmt.Errorf("no FindCoordinator answer for %s", txnID)
+		case r.Err != nil:
+			return fmt.Errorf("FindCoordinator %s: %w", txnID, r.Err)
+		case r.NodeID <= 0 || int(r.NodeID) > len(n.c.Nodes()):
+			return fmt.Errorf("FindCoordinator %s: node %d", txnID, r.NodeID)
+		}
+		id = int(r.NodeID)
+		return nil
+	})
+	return id, err
+}
+
 // components draws the sides of a network partition.
 func (n *Nemesis) components(ctx context.Context, kind string) ([][]int, string, error) {
 	ids := plusOne(n.rng.Perm(len(n.c.Nodes())))
 	switch kind {
-	case FaultIsolate:
-		id, what, err := n.target(ctx, n.pick(FaultKillLeader, ""))
+	case FaultIsolate, FaultIsolateCoordinator:
+		tk := FaultKillCoordinator
+		if kind == FaultIsolate {
+			tk = n.pick(FaultKillLeader, "")
+		}
+		id, what, err := n.target(ctx, tk)
 		if err != nil {
 			return nil, "", err
 		}

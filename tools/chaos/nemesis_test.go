@@ -216,3 +216,21 @@ func TestMoveIsolatedFailureHeals(t *testing.T) {
 		t.Errorf("moves pending: %+v", n.moves)
 	}
 }
+
+// The coordinator faults run only with the txn workload.
+func TestRunFaults(t *testing.T) {
+	all := slices.Clone(AllFaults)
+	if f := runFaults([]string{WorkloadQueue, WorkloadLog}, all); len(f) != len(AllFaults)-len(CoordinatorFaults) ||
+		slices.ContainsFunc(f, func(k string) bool { return slices.Contains(CoordinatorFaults, k) }) {
+		t.Errorf("without txn: %v", f)
+	}
+	if f := runFaults([]string{WorkloadQueue, WorkloadTxn}, all); !slices.Equal(f, AllFaults) {
+		t.Errorf("with txn: %v", f)
+	}
+	if f := runFaults([]string{WorkloadQueue}, []string{FaultKillCoordinator}); !slices.Equal(f, []string{FaultKillCoordinator}) {
+		t.Errorf("only coordinator faults asked: %v", f)
+	}
+	if !slices.Equal(all, AllFaults) {
+		t.Errorf("runFaults changed its argument: %v", all)
+	}
+}

@@ -44,8 +44,8 @@ func WriteText(w io.Writer, h *History, r *Result) error {
 	p("%d operations: sends %d ok, %d fail, %d info; %d polls returned %d records; final reads %d records; %d expired sends\n",
 		len(h.Ops), r.SendsOK, r.SendsFail, r.SendsInfo, r.Polls, r.RecordsSeen, r.FinalRecords, r.Expired)
 	if n := r.TxnCommitted + r.TxnAborted + r.TxnUnknown + r.TxnNotCommitted; n > 0 {
-		p("%d transactions: %d committed, %d aborted, %d unknown (commit asked, no answer), %d not committed otherwise\n",
-			n, r.TxnCommitted, r.TxnAborted, r.TxnUnknown, r.TxnNotCommitted)
+		p("%d transactions: %d committed, %d aborted, %d unknown (commit asked, no answer), %d not committed otherwise; %d write cycles (G0, allowed)\n",
+			n, r.TxnCommitted, r.TxnAborted, r.TxnUnknown, r.TxnNotCommitted, r.TxnWriteCycles)
 	}
 	if len(r.Counts) > 0 {
 		p("anomalies:")

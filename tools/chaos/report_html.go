@@ -36,6 +36,7 @@ var faultColors = map[string]string{
 	FaultPause: "#ff7f0e", FaultIsolate: "#9467bd", FaultPartition: "#c5b0d5", FaultBridge: "#6a3d9a",
 	FaultDiskSlow: "#c49c94", FaultDiskFail: "#8c564b", FaultClock: "#17becf",
 	FaultRollingRestart: "#e377c2", FaultMove: "#1f77b4", FaultMoveIsolated: "#393b79",
+	FaultKillCoordinator: "#7b4173", FaultPauseCoordinator: "#bcbd22", FaultIsolateCoordinator: "#637939",
 }
 
 func faultColor(kind string) string {

@@ -131,16 +131,21 @@ func TestChaosShortSchedule(t *testing.T) {
 	}
 }
 
-// txnSchedule is the short schedule's kinds that stop or cut brokers
-// (kills, a pause, network partitions), in its order: the transaction
-// coordinators and the txn topic's leaders among the targets.
-var txnSchedule = []string{FaultKillLeader, FaultPause, FaultIsolate, FaultKillController,
-	FaultPartition, FaultBridge, FaultKillFollower}
+// txnSchedule are the faults of TestChaosTxnShort, in order: the
+// transaction coordinator of one of the workload's transactional.ids
+// killed, paused and cut off (the coordinator faults), the leader of a
+// partition the transactions write killed (the nemesis's topic is the
+// txn topic), the active controller killed, a minority/majority
+// partition and a bridge. Seven faults, as many as before the
+// coordinator faults, so that the test's time stays about a minute.
+var txnSchedule = []string{FaultKillCoordinator, FaultKillLeader, FaultPauseCoordinator, FaultKillController,
+	FaultIsolateCoordinator, FaultPartition, FaultBridge}
 
-// The transactional workload (workload_txn.go) under the short
-// schedule's kills, pause and partitions (txnSchedule, once each in
-// order, ciTimings), seed 3 on three nodes: transactional producers
-// committing and aborting, read_committed readers, then the
+// The transactional workload (workload_txn.go) under coordinator and
+// leader kills, a coordinator pause and cut, and network partitions
+// (txnSchedule, once each in order, ciTimings), seed 3 on three nodes:
+// transactional producers committing and aborting, consume-transform-
+// produce transformers, read_committed readers, then the
 // read_committed final read. It fails on any anomaly (the transaction
 // checks, check_txn.go, and every other check of the history), printing
 // the report as TestChaosShortSchedule does; and when too few
@@ -165,15 +170,25 @@ func TestChaosTxnShort(t *testing.T) {
 	var text bytes.Buffer
 	WriteText(&text, h, res)
 	t.Log(res.Verdict())
-	t.Logf("transactions: %d committed, %d aborted, %d unknown, %d not committed otherwise; %d polls; final read %d records",
-		res.TxnCommitted, res.TxnAborted, res.TxnUnknown, res.TxnNotCommitted, res.Polls, res.FinalRecords)
+	ctp := 0
+	for _, op := range h.Ops {
+		if op.Kind == OpTxn && len(op.Read) > 0 && op.Txn == TxnCommit && op.Outcome == OK {
+			ctp++
+		}
+	}
+	t.Logf("transactions: %d committed (%d of them consume-transform-produce), %d aborted, %d unknown, %d not committed otherwise; %d write cycles (G0, allowed); %d polls; final read %d records",
+		res.TxnCommitted, ctp, res.TxnAborted, res.TxnUnknown, res.TxnNotCommitted, res.TxnWriteCycles, res.Polls, res.FinalRecords)
+	for _, f := range h.Faults {
+		t.Logf("fault %s at %s-%s: %s", f.Kind, secs(f.Start), secs(f.End), f.What)
+	}
 	fmt.Println("CHAOS txn", res.Verdict())
 	if !res.Valid() {
 		folder.keep = true
 		t.Fatalf("anomalies (run folder %s):\n%s\n%s\nrunner log:\n%s", dir, text.String(), partitionLines(dir, res), logs.String())
 	}
-	if res.TxnCommitted < 50 || res.TxnAborted < 10 || res.Polls == 0 {
-		t.Errorf("too little happened: %d transactions committed, %d aborted, %d polls\n%s", res.TxnCommitted, res.TxnAborted, res.Polls, text.String())
+	if res.TxnCommitted < 50 || res.TxnAborted < 10 || res.Polls == 0 || ctp < 10 {
+		t.Errorf("too little happened: %d transactions committed (%d consume-transform-produce), %d aborted, %d polls\n%s",
+			res.TxnCommitted, ctp, res.TxnAborted, res.Polls, text.String())
 	}
 	kinds := map[string]int{}
 	for _, f := range h.Faults {

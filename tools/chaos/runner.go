@@ -39,7 +39,7 @@ type RunOptions struct {
 	Nodes      int           // 3 or 5
 	Seed       int64         // every choice of the run follows from it
 	Workloads  []string      // of queue, log, offsets, txn; queue, log and offsets when empty
-	Faults     []string      // fault kinds (AllFaults when empty)
+	Faults     []string      // fault kinds (AllFaults when empty; the coordinator faults only with the txn workload)
 	Sequential bool          // the kinds in order, not drawn at random
 	Duration   time.Duration // of the fault phase (60 s when 0)
 	Warmup     time.Duration // workload alone before the first fault (5 s when 0)
@@ -88,6 +88,11 @@ func (o *RunOptions) defaults() {
 		o.Logger = slog.Default()
 	}
 }
+
+// runTxnOptions are the txn workload's options in a run: three
+// producers, two read_committed readers, two consume-transform-produce
+// transformers.
+var runTxnOptions = TxnOptions{Producers: 3, Readers: 2, Transformers: 2}
 
 // partitionsOf are the workload topics' partition counts.
 var partitionsOf = map[string]int32{QueueTopic: 6, LogTopic: 3, RegistersTopic: 3, TxnTopic: 3}
@@ -171,7 +176,7 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 			w, err = StartOffsets(ctx, wc, OffsetsOptions{Clients: 3, Interval: 100 * time.Millisecond})
 		case WorkloadTxn:
 			wc.Topic, wc.Partitions = TxnTopic, partitionsOf[TxnTopic]
-			w, err = StartTxn(ctx, wc, TxnOptions{Producers: 3, Readers: 2})
+			w, err = StartTxn(ctx, wc, runTxnOptions)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("chaos: start %s workload: %w", name, err)
@@ -192,8 +197,12 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 			break
 		}
 	}
-	log.Info("chaos: faults", "kinds", o.Faults, "sequential", o.Sequential, "d", o.Duration)
-	nem.Run(ctx, o.Faults, o.Sequential, o.Duration)
+	faults := runFaults(o.Workloads, o.Faults)
+	if slices.Contains(o.Workloads, WorkloadTxn) {
+		nem.SetTxnIDs(TxnIDs(runTxnOptions))
+	}
+	log.Info("chaos: faults", "kinds", faults, "sequential", o.Sequential, "d", o.Duration)
+	nem.Run(ctx, faults, o.Sequential, o.Duration)
 	if err := nem.Heal(ctx); err != nil {
 		log.Warn("chaos: heal", "err", err)
 	}
@@ -259,6 +268,19 @@ func Run(ctx context.Context, o RunOptions) (*History, *Result, error) {
 		return h, res, err
 	}
 	return h, res, nil
+}
+
+// runFaults are the fault kinds a run with workloads injects: faults,
+// less the coordinator faults when the txn workload is not among them
+// (no transaction coordinator to aim at), unless nothing else is left.
+func runFaults(workloads, faults []string) []string {
+	if slices.Contains(workloads, WorkloadTxn) {
+		return faults
+	}
+	if f := slices.DeleteFunc(slices.Clone(faults), func(k string) bool { return slices.Contains(CoordinatorFaults, k) }); len(f) > 0 {
+		return f
+	}
+	return faults
 }
 
 func writeReports(dir string, h *History, res *Result) error {

@@ -346,19 +346,22 @@ func testTxn(t *testing.T, ctx context.Context, addr string) {
 	rec := NewRecorder(time.Now())
 	cfg := WorkloadConfig{Seeds: []string{addr}, Rand: rand.New(rand.NewPCG(4, 4)), Rec: rec,
 		Topic: topic, Partitions: parts, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
-	w, err := StartTxn(ctx, cfg, TxnOptions{Producers: 2, Readers: 1, Interval: 10 * time.Millisecond})
+	w, err := StartTxn(ctx, cfg, TxnOptions{Producers: 2, Readers: 1, Transformers: 1, Interval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Until enough transactions ended, within a bound.
 	enough := func() bool {
-		n := 0
+		n, ctp := 0, 0
 		for _, op := range rec.Ops() {
 			if op.Kind == OpTxn && op.Outcome == OK {
 				n++
+				if len(op.Read) > 0 && op.Txn == TxnCommit {
+					ctp++
+				}
 			}
 		}
-		return n >= 60
+		return n >= 60 && ctp >= 5
 	}
 	for deadline := time.Now().Add(20 * time.Second); !enough() && time.Now().Before(deadline); {
 		sleepCtx(ctx, 100*time.Millisecond)
@@ -381,11 +384,14 @@ func testTxn(t *testing.T, ctx context.Context, addr string) {
 		}
 	}
 	ops := rec.Ops()
-	var committed, aborted, polled int
+	var committed, aborted, polled, transformed int
 	for _, op := range ops {
 		switch {
 		case op.Kind == OpTxn && op.Outcome == OK && op.Txn == TxnCommit:
 			committed++
+			if len(op.Read) > 0 {
+				transformed++
+			}
 			for _, r := range op.Records {
 				if got, ok := at[r.Value]; !ok || got != r {
 					t.Errorf("%s: committed record %v, in the final read: %v", op.Value, r, got)
@@ -409,8 +415,9 @@ func testTxn(t *testing.T, ctx context.Context, addr string) {
 	for _, a := range res.Anomalies {
 		t.Errorf("%s: %s", a.Kind, a.Msg)
 	}
-	t.Logf("%d transactions committed, %d aborted, %d records polled, %d in the final read", committed, aborted, polled, len(at))
-	if committed < 20 || aborted == 0 || polled == 0 {
+	t.Logf("%d transactions committed (%d consume-transform-produce), %d aborted, %d records polled, %d in the final read; %d write cycles (G0)",
+		committed, transformed, aborted, polled, len(at), res.TxnWriteCycles)
+	if committed < 20 || aborted == 0 || polled == 0 || transformed < 5 {
 		t.Errorf("too little happened")
 	}
 }

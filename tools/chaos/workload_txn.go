@@ -32,6 +32,25 @@ import (
 // the old instance and aborting whatever it left open, as Kafka's clients
 // do after a fatal error.
 //
+// Transformers processes "ctp-<i>" consume, transform and produce, as
+// Kafka's exactly-once stream processors do: each is a
+// GroupTransactSession (franz-go's consume-transform-produce loop) in the
+// consumer group TxnGroup on the same topic, read_committed, with the
+// transactional.id "chaos-ctp-<i>". A poll that returned records (at
+// most 50) is followed by a transaction (OpTxn with Group and Read: what
+// the poll returned) that produces 1 to 3 records named as the
+// producers' are (TxnValue of process "ctp-<i>") to random partitions of
+// the topic and commits the group's offsets past what it read in the
+// same transaction (TxnOffsetCommit); one in AbortEvery is aborted. The
+// session aborts instead of committing when the group rebalanced
+// meanwhile; End's answer is recorded like EndTransaction's (committed:
+// OK commit; not committed without an error: OK abort; an error: Info
+// when a commit was asked), and on an error the session is closed and a
+// new one made with the same transactional.id. Because the
+// transformers read what every transaction wrote, their own outputs
+// included, the history has write-read dependencies between
+// transactions: the cycle checks (check_txn_cycles.go) need them.
+//
 // Readers processes "txn-reader-<k>" consume every partition from the
 // start with read_committed (no group) and record each poll that
 // returned records (OpPoll). The runner's final read of the topic is
@@ -54,6 +73,29 @@ type TxnOptions struct {
 	// fault's hold, so that faults leave transactions of unknown
 	// outcome and fenced producers behind. 2 s when 0.
 	EndTimeout time.Duration
+	// Transformers is the number of consume-transform-produce
+	// processes in the group TxnGroup (none when 0).
+	Transformers int
+}
+
+// TxnGroup is the consumer group of the txn workload's transformers.
+const TxnGroup = "chaos-txn-ctp"
+
+// TxnIDs are the transactional.ids of a txn workload with o's producers
+// and transformers: the nemesis's coordinator faults aim at their
+// coordinators.
+func TxnIDs(o TxnOptions) []string {
+	if o.Producers <= 0 {
+		o.Producers = 3
+	}
+	var ids []string
+	for i := range o.Producers {
+		ids = append(ids, fmt.Sprintf("chaos-txn-%d", i))
+	}
+	for i := range o.Transformers {
+		ids = append(ids, fmt.Sprintf("chaos-ctp-%d", i))
+	}
+	return ids
 }
 
 // TxnValue is the value of record index (from 0) of count in transaction
@@ -146,7 +188,13 @@ func StartTxn(ctx context.Context, cfg WorkloadConfig, o TxnOptions) (Workload, 
 		rnd := cfg.childRand()
 		w.s.goFn(func() { w.produce(name, rnd) })
 	}
-	cfg.logger().Info("chaos: txn workload started", "topic", cfg.Topic, "producers", o.Producers, "readers", o.Readers)
+	for i := range o.Transformers {
+		name := fmt.Sprintf("ctp-%d", i)
+		rnd := cfg.childRand()
+		w.s.goFn(func() { w.transform(name, rnd) })
+	}
+	cfg.logger().Info("chaos: txn workload started", "topic", cfg.Topic, "producers", o.Producers, "readers", o.Readers,
+		"transformers", o.Transformers)
 	return w, nil
 }
 
@@ -285,6 +333,141 @@ func (w *txnWorkload) txn(name string, cl *kgo.Client, n int, parts []int32, abo
 		}
 	})
 	return err == nil
+}
+
+// newSession makes the consume-transform-produce session of process
+// name.
+func (w *txnWorkload) newSession(name string) (*kgo.GroupTransactSession, error) {
+	return kgo.NewGroupTransactSession(append(clientOpts(w.cfg.Seeds, name),
+		kgo.TransactionalID("chaos-"+name),
+		kgo.TransactionTimeout(w.o.Timeout),
+		kgo.ConsumerGroup(TxnGroup), kgo.ConsumeTopics(w.cfg.Topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond),
+		kgo.RebalanceTimeout(10*time.Second),
+		kgo.DefaultProduceTopic(w.cfg.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProduceRequestTimeout(5*time.Second),
+		kgo.RecordDeliveryTimeout(8*time.Second),
+		kgo.ProducerLinger(0),
+		kgo.WithLogger(kgoLogger{w.cfg.logger().With("process", name), kgo.LogLevelError}),
+	)...)
+}
+
+// transform runs process name's consume-transform-produce transactions
+// until Stop.
+func (w *txnWorkload) transform(name string, rnd *rand.Rand) {
+	var s *kgo.GroupTransactSession
+	defer func() {
+		if s != nil {
+			s.Close()
+		}
+	}()
+	for n := 0; sleepCtx(w.s.ctx, jitter(rnd, w.o.Interval)); {
+		count := 1 + rnd.IntN(3)
+		parts := make([]int32, count)
+		for i := range parts {
+			parts[i] = rnd.Int32N(w.cfg.Partitions)
+		}
+		abort := rnd.IntN(w.o.AbortEvery) == 0
+		if s == nil {
+			var err error
+			if s, err = w.newSession(name); err != nil {
+				w.cfg.logger().Warn("chaos: txn: new session", "process", name, "err", err)
+				continue
+			}
+		}
+		ok, done := w.ctpTxn(name, s, n, parts, abort)
+		if done {
+			n++
+		}
+		if !ok {
+			s.Close() // a new session (InitProducerId) fences this one
+			s = nil
+		}
+	}
+}
+
+// ctpTxn polls s and, when the poll returned records, runs transaction
+// n of process name on it and records it; it reports whether s is fit
+// for the next one and whether a transaction was run.
+func (w *txnWorkload) ctpTxn(name string, s *kgo.GroupTransactSession, n int, parts []int32, abort bool) (ok, done bool) {
+	rec, topic := w.cfg.Rec, w.cfg.Topic
+	pctx, cancel := context.WithTimeout(w.s.ctx, 500*time.Millisecond)
+	fs := s.PollRecords(pctx, 50)
+	cancel()
+	var read []Record
+	fs.EachRecord(func(r *kgo.Record) {
+		if r.Topic == topic && !r.Attrs.IsControl() {
+			read = append(read, Record{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+		}
+	})
+	if len(read) == 0 {
+		return true, false
+	}
+	id := rec.Invoke(Op{Process: name, Kind: OpTxn, Topic: topic, Group: TxnGroup, Value: TxnName(name, n)})
+	recs := make([]Record, len(parts))
+	for i, p := range parts {
+		recs[i] = Record{Partition: p, Offset: -1, Value: TxnValue(name, n, i, len(parts))}
+	}
+	complete := func(f func(op *Op)) {
+		rec.Complete(id, func(op *Op) {
+			op.Records, op.Read = recs, read
+			f(op)
+		})
+	}
+	if err := s.Begin(); err != nil {
+		complete(func(op *Op) { op.Outcome, op.Err = Fail, fmt.Sprintf("begin: %v", err) })
+		return false, true
+	}
+	var mu sync.Mutex
+	var produceErr error
+	for i, p := range parts {
+		s.Produce(context.Background(), &kgo.Record{Partition: p, Value: []byte(recs[i].Value)}, func(r *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				produceErr = errors.Join(produceErr, err)
+				return
+			}
+			recs[i].Partition, recs[i].Offset = r.Partition, r.Offset
+		})
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	err := s.Client().Flush(fctx)
+	cancel()
+	if err != nil {
+		complete(func(op *Op) { op.Outcome, op.Err = Fail, fmt.Sprintf("flush: %v", err) })
+		return false, true
+	}
+	mu.Lock()
+	perr := produceErr
+	mu.Unlock()
+	end, try := TxnCommit, kgo.TryCommit
+	if abort || perr != nil {
+		end, try = TxnAbort, kgo.TryAbort
+	}
+	ectx, cancel := context.WithTimeout(context.Background(), w.o.EndTimeout)
+	committed, err := s.End(ectx, try)
+	cancel()
+	complete(func(op *Op) {
+		op.Txn = end
+		switch {
+		case err == nil && end == TxnCommit && !committed:
+			op.Txn, op.Outcome = TxnAbort, OK // the session aborted: the group rebalanced, or the offset commit failed
+		case err == nil:
+			op.Outcome = OK
+		default:
+			op.Outcome = Info
+		}
+		if err := errors.Join(perr, err); err != nil {
+			op.Err = err.Error()
+		}
+	})
+	return err == nil, true
 }
 
 // Stop ends the producers after their current transaction and the
