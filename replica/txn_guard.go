@@ -104,6 +104,21 @@ func (p *Partition) StartTxnVerification(id int64, epoch int16) (g TxnGuard, ok 
 	return e.guard, true
 }
 
+// TxnGuardHeld reports whether a batch of producer id at epoch verified
+// under guard g would pass the guard check now: its transaction is
+// ongoing (proposed or written, as admitTxnLocked sees it), or g is
+// still the producer's guard. The append checks again; this tells a
+// verifier whether to verify again.
+func (p *Partition) TxnGuardHeld(id int64, epoch int16, g TxnGuard) bool {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.txnOngoingLocked(id, epoch, false) {
+		return true
+	}
+	e, ok := p.guards.byPID[id]
+	return ok && g != NoTxnGuard && e.guard == g
+}
+
 // InTransaction reports whether producer id at epoch has a transaction
 // ongoing in this partition: a transactional batch of it written (or, on
 // a raft leader, proposed) and not ended by a marker since.

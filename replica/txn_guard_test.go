@@ -55,7 +55,13 @@ func guardSteps(t *testing.T, run txnRunner, write *Partition) {
 	if again, _ := write.StartTxnVerification(5, 0); again != late {
 		t.Fatalf("a second verification got guard %d, the first %d: one guard per producer", again, late)
 	}
+	if !write.TxnGuardHeld(5, 0, late) {
+		t.Fatal("TxnGuardHeld: a fresh guard is not held")
+	}
 	marker(TxnMarker{ProducerID: 5, ProducerEpoch: 0, CoordinatorEpoch: 1}) // the abort
+	if write.TxnGuardHeld(5, 0, late) {
+		t.Fatal("TxnGuardHeld: a guard voided by a marker is held")
+	}
 	if _, err := produce(txnBatch(5, 0, 0, 1, true, 1000), true, late); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("a batch verified before its transaction's abort marker: %v, want ErrInvalidTxnState", err)
 	}
@@ -73,6 +79,9 @@ func guardSteps(t *testing.T, run txnRunner, write *Partition) {
 	}
 	if _, ok := write.StartTxnVerification(5, 0); ok {
 		t.Fatal("StartTxnVerification asks to verify a batch of an ongoing transaction")
+	}
+	if !write.TxnGuardHeld(5, 0, NoTxnGuard) {
+		t.Fatal("TxnGuardHeld: a batch of an ongoing transaction needs no guard")
 	}
 	if _, err := produce(txnBatch(5, 0, 2, 1, true, 1000), true, NoTxnGuard); err != nil {
 		t.Fatalf("a batch continuing the transaction: %v", err)

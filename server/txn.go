@@ -279,15 +279,29 @@ func serveTxnOffsetCommit(ctx context.Context, b *Broker, cc *clientConn, kreq k
 		// written before the offsets voids it (txn_verify.go).
 		// Not leading it here, the group's coordinator is not here
 		// either: the write answers NOT_COORDINATOR.
-		need := true
-		if part, ok := b.partition(offsetsTopic, p); ok && part.IsLeader() {
-			var guard replica.TxnGuard
-			guard, need = part.StartTxnVerification(req.ProducerID, req.ProducerEpoch)
-			ctx = context.WithValue(ctx, txnGuardKey{}, txnGuardValue{guard: guard})
-		}
+		// A guard voided while the coordinator answered (by the
+		// producer's previous transaction's marker, which the
+		// coordinator waits for before it adds the partition) is taken
+		// and verified again, as reverifyVoided does for a produce.
 		var failed map[int]int16
-		if need {
-			failed = b.verifyTxn(ctx, req.TransactionalID, []txnBatch{{topic: offsetsTopic, partition: p, pid: req.ProducerID, epoch: req.ProducerEpoch}}, req.Version >= 5, 11)
+		tb := []txnBatch{{topic: offsetsTopic, partition: p, pid: req.ProducerID, epoch: req.ProducerEpoch}}
+		part, ok := b.partition(offsetsTopic, p)
+		if !ok || !part.IsLeader() {
+			failed = b.verifyTxn(ctx, req.TransactionalID, tb, req.Version >= 5, 11)
+		} else {
+			var guard replica.TxnGuard
+			for range 1 + reverifyRounds {
+				g, need := part.StartTxnVerification(req.ProducerID, req.ProducerEpoch)
+				if !need {
+					break // ongoing: the append needs no guard
+				}
+				guard = g
+				if failed = b.verifyTxn(ctx, req.TransactionalID, tb, req.Version >= 5, 11); len(failed) > 0 ||
+					part.TxnGuardHeld(req.ProducerID, req.ProducerEpoch, guard) {
+					break
+				}
+			}
+			ctx = context.WithValue(ctx, txnGuardKey{}, txnGuardValue{guard: guard})
 		}
 		if len(failed) > 0 {
 			resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)

@@ -190,6 +190,7 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 	}
 	var (
 		batches []txnBatch
+		parts   []*replica.Partition // batches[i]'s
 		guards  map[topicPartition]replica.TxnGuard
 	)
 	for _, rt := range req.Topics {
@@ -219,15 +220,64 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 			}
 			guards[topicPartition{name, rp.Partition}] = g
 			batches = append(batches, txnBatch{topic: name, partition: rp.Partition, pid: pid, epoch: epoch})
+			parts = append(parts, part)
 		}
 	}
 	if len(batches) == 0 {
 		return nil, nil
 	}
 	failed := b.verifyTxn(ctx, *req.TransactionID, batches, req.Version >= 12, req.Version)
+	b.reverifyVoided(ctx, *req.TransactionID, batches, parts, guards, failed, req.Version >= 12, req.Version)
 	out := make(map[topicPartition]int16, len(failed))
 	for i, code := range failed {
 		out[topicPartition{batches[i].topic, batches[i].partition}] = code
 	}
 	return out, guards
+}
+
+// reverifyRounds bounds how often a batch whose guard was voided while it
+// was verified is verified again.
+const reverifyRounds = 3
+
+// reverifyVoided verifies again the batches whose verification succeeded
+// but whose guard a marker or transactional batch of the producer voided
+// meanwhile (their append would be refused with INVALID_TXN_STATE), with
+// a new guard, and records the new guards and errors in guards and
+// failed. The common case is the previous transaction's marker: a client
+// of transaction.version 2 produces its next transaction's first batch as
+// soon as EndTxn answers, and the coordinator adds the partition only once
+// the previous transaction's markers, this partition's among them, are
+// written (Kafka's broker retries its CONCURRENT_TRANSACTIONS answer, each
+// retry a new verification). A transaction that ended meanwhile fails the
+// new verification instead (its epoch was bumped, or the partition is no
+// longer in it).
+func (b *Broker) reverifyVoided(ctx context.Context, txnID string, batches []txnBatch, parts []*replica.Partition, guards map[topicPartition]replica.TxnGuard, failed map[int]int16, add bool, produceVersion int16) {
+	for range reverifyRounds {
+		var again []int
+		for i, tb := range batches {
+			if _, ok := failed[i]; ok {
+				continue
+			}
+			tp := topicPartition{tb.topic, tb.partition}
+			if parts[i].TxnGuardHeld(tb.pid, tb.epoch, guards[tp]) {
+				continue
+			}
+			g, need := parts[i].StartTxnVerification(tb.pid, tb.epoch)
+			if !need {
+				continue // ongoing now: the append needs no guard
+			}
+			guards[tp] = g
+			again = append(again, i)
+		}
+		if len(again) == 0 {
+			return
+		}
+		sub := make([]txnBatch, len(again))
+		for j, i := range again {
+			sub[j] = batches[i]
+		}
+		for j, code := range b.verifyTxn(ctx, txnID, sub, add, produceVersion) {
+			failed[again[j]] = code
+		}
+	}
 }
