@@ -263,6 +263,10 @@ func (c *TxnCoordinator) prepareInit(t *txnMeta, timeout int32, expect *expected
 // partitions join the transaction (it becomes Ongoing, starting it if it
 // was not). tv is the client transaction version of the request.
 func (c *TxnCoordinator) addPartitions(ctx context.Context, id string, pid int64, epoch int16, parts []TxnPartition, tv int16) int16 {
+	wait := c.cfg.ConcurrentWait
+	if tv >= 2 && c.cfg.BrokerAddWait > 0 {
+		wait = c.cfg.BrokerAddWait
+	}
 	if id == "" {
 		return kerr.InvalidRequest.Code
 	}
@@ -271,7 +275,7 @@ func (c *TxnCoordinator) addPartitions(ctx context.Context, id string, pid int64
 		return code
 	}
 	s.mu.Lock()
-	t := c.awaitCompleted(ctx, s, id, pid, epoch)
+	t := c.awaitCompleted(ctx, s, id, pid, epoch, wait)
 	switch {
 	case s.gone:
 		s.mu.Unlock()
@@ -505,7 +509,7 @@ func (c *TxnCoordinator) endTxn(ctx context.Context, id string, pid int64, epoch
 			// previous one's markers are written (the epoch the
 			// previous EndTxn answered is the prepared state's): wait
 			// for them as AddPartitionsToTxn does.
-			t = c.awaitCompleted(ctx, s, id, pid, epoch)
+			t = c.awaitCompleted(ctx, s, id, pid, epoch, c.cfg.ConcurrentWait)
 		}
 		if s.gone {
 			s.mu.Unlock()
@@ -845,16 +849,16 @@ func (t *txnMeta) completing() bool {
 }
 
 // awaitCompleted returns id's transaction once the producer's (pid,
-// epoch) previous transaction is no longer completing, or after
-// ConcurrentWait (real time), or when ctx ends, whichever is first; the
+// epoch) previous transaction is no longer completing, or after wait
+// (real time), or when ctx ends, whichever is first; the
 // caller then answers as it finds it (CONCURRENT_TRANSACTIONS if it is
 // still completing). s.mu is held on entry and on return.
-func (c *TxnCoordinator) awaitCompleted(ctx context.Context, s *txnShard, id string, pid int64, epoch int16) *txnMeta {
+func (c *TxnCoordinator) awaitCompleted(ctx context.Context, s *txnShard, id string, pid int64, epoch int16, wait time.Duration) *txnMeta {
 	t := s.txns[id]
-	if c.cfg.ConcurrentWait <= 0 || t == nil || !t.completing() || !(t.producerID == pid && t.epoch == epoch || t.completesInto(pid, epoch)) {
+	if wait <= 0 || t == nil || !t.completing() || !(t.producerID == pid && t.epoch == epoch || t.completesInto(pid, epoch)) {
 		return t
 	}
-	timer := time.NewTimer(c.cfg.ConcurrentWait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for !s.gone && s.txns[id] == t && t.completing() {
 		changed := s.changed

@@ -495,6 +495,35 @@ func TestTxnV2EndDuringPreviousMarkers(t *testing.T) {
 	w.waitState("tx", "CompleteAbort")
 }
 
+// BrokerAddWait: a v5 add (a broker's, for a Produce v12) waits for the
+// previous transaction's markers longer than ConcurrentWait, which a
+// client's AddPartitionsToTxn still gets.
+func TestTxnBrokerAddWait(t *testing.T) {
+	e := newTxnEnv(t, &memLog{}, func(c *TxnConfig) { c.BrokerAddWait = time.Minute })
+	e.markers.block = make(chan struct{})
+	pid, epoch := e.mustInit("tx")
+	wantCode(t, "add", e.addV5("tx", pid, epoch, tpA), 0)
+	r := e.end(5, "tx", pid, epoch, true)
+	if r.ErrorCode != 0 {
+		t.Fatalf("v5 commit: %+v", r)
+	}
+	wantCode(t, "a client's add (ConcurrentWait 0)", e.add(3, "tx", pid, r.ProducerEpoch, tpB), kerr.ConcurrentTransactions.Code)
+	added := make(chan int16, 1)
+	go func() { added <- e.addV5("tx", pid, r.ProducerEpoch, tpB) }()
+	select {
+	case c := <-added:
+		t.Fatalf("the v5 add answered %s while the markers were blocked", code(c))
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(e.markers.block)
+	select {
+	case c := <-added:
+		wantCode(t, "the v5 add once the commit completed", c, 0)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the v5 add did not answer once the commit completed")
+	}
+}
+
 // After a TV2 epoch overflow, the producer id the completion moves to is
 // the one the EndTxn answered: its next transaction's requests before the
 // markers are written are told to retry, not that the id is unknown.

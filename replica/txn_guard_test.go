@@ -245,3 +245,29 @@ func TestAppendInLeaderEpochSingleReplica(t *testing.T) {
 		t.Fatalf("an append in an older epoch: %v, want a NotLeaderError", err)
 	}
 }
+
+// A batch whose verification starts while a lower sequence of the same
+// producer and epoch started its own and is not appended yet is behind
+// it (Kafka's VerificationStateEntry.lowestSequence); a new epoch starts
+// again; a retry of the lowest is not behind.
+func TestTxnVerificationLowestSequence(t *testing.T) {
+	p := openAt(t, vfs.NewMem(), testConfig(), Options{})
+	defer p.Close()
+	for i, c := range []struct {
+		epoch      int16
+		seq        int32
+		wantBehind bool
+	}{
+		{1, 0, false},  // the transaction's first batch
+		{1, 10, true},  // pipelined behind it
+		{1, 0, false},  // the first, retried
+		{2, 10, false}, // a new epoch: the lowest is its first
+		{2, 20, true},
+		{2, -1, false}, // no sequence (a coordinator's write)
+	} {
+		g, ok, behind := p.StartTxnVerificationAt(5, c.epoch, c.seq)
+		if !ok || g == NoTxnGuard || behind != c.wantBehind {
+			t.Fatalf("step %d (epoch %d seq %d): guard %d, ok %v, behind %v; want behind %v", i, c.epoch, c.seq, g, ok, behind, c.wantBehind)
+		}
+	}
+}

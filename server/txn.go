@@ -96,6 +96,11 @@ func (b *Broker) newTxnCoordinator() *coordinator.TxnCoordinator {
 		// previous one's markers (a few ms) instead of costing the client
 		// its 20 ms back-off.
 		ConcurrentWait: 100 * time.Millisecond,
+		// A produce's (or TxnOffsetCommit's) add of a transaction.version
+		// 2 client waits longer, within verifyTimeout: its retriable
+		// answer would put the client's pipelined next batch out of
+		// sequence (coordinator.TxnConfig.BrokerAddWait).
+		BrokerAddWait: verifyTimeout / 2,
 		PartitionExists: func(tp coordinator.TxnPartition) bool {
 			t, ok := b.meta.Topic(tp.Topic)
 			return ok && tp.Partition >= 0 && tp.Partition < t.Partitions

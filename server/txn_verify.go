@@ -46,15 +46,15 @@ type txnBatch struct {
 	epoch     int16
 }
 
-// transactionalBatch returns the producer of records when it is a
-// transactional batch (ok false otherwise, and for records the partition
-// will refuse anyway).
-func transactionalBatch(records []byte) (pid int64, epoch int16, ok bool) {
+// transactionalBatch returns the producer of records and its base
+// sequence when it is a transactional batch (ok false otherwise, and for
+// records the partition will refuse anyway).
+func transactionalBatch(records []byte) (pid int64, epoch int16, seq int32, ok bool) {
 	h, err := batch.ParseHeader(records)
 	if err != nil || !h.Transactional() || h.Control() || h.ProducerID < 0 {
-		return -1, -1, false
+		return -1, -1, -1, false
 	}
-	return h.ProducerID, h.ProducerEpoch, true
+	return h.ProducerID, h.ProducerEpoch, h.BaseSequence, true
 }
 
 // verifyTxn verifies (or, with add, adds) batches' partitions with the
@@ -175,7 +175,7 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 				}
 			}
 			for _, rp := range rt.Partitions {
-				if _, _, ok := transactionalBatch(rp.Records); ok {
+				if _, _, _, ok := transactionalBatch(rp.Records); ok {
 					if out == nil {
 						out = map[topicPartition]int16{}
 					}
@@ -192,6 +192,7 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 		batches []txnBatch
 		parts   []*replica.Partition // batches[i]'s
 		guards  map[topicPartition]replica.TxnGuard
+		waiting map[topicPartition]int16 // behind an unappended batch
 	)
 	for _, rt := range req.Topics {
 		name := rt.Topic
@@ -207,12 +208,29 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 			if !ok || !part.IsLeader() {
 				continue // answered by the append
 			}
-			pid, epoch, ok := transactionalBatch(rp.Records)
+			pid, epoch, seq, ok := transactionalBatch(rp.Records)
 			if !ok {
 				continue
 			}
-			g, need := part.StartTxnVerification(pid, epoch)
+			if req.Version < 12 {
+				// Only a transaction.version 2 producer's epoch
+				// ends with its transaction (EndTxn v5 bumps it),
+				// so only there is a lowest sequence sure to be
+				// forgotten with a transaction that failed.
+				seq = -1
+			}
+			g, need, behind := part.StartTxnVerificationAt(pid, epoch, seq)
 			if !need {
+				continue
+			}
+			if behind {
+				// An earlier batch of the transaction has not
+				// been appended (its verification failed
+				// retriably): this one waits for it.
+				if waiting == nil {
+					waiting = map[topicPartition]int16{}
+				}
+				waiting[topicPartition{name, rp.Partition}] = kerr.NotEnoughReplicas.Code
 				continue
 			}
 			if guards == nil {
@@ -224,11 +242,14 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 		}
 	}
 	if len(batches) == 0 {
-		return nil, nil
+		return waiting, nil
 	}
 	failed := b.verifyTxn(ctx, *req.TransactionID, batches, req.Version >= 12, req.Version)
 	b.reverifyVoided(ctx, *req.TransactionID, batches, parts, guards, failed, req.Version >= 12, req.Version)
-	out := make(map[topicPartition]int16, len(failed))
+	out := make(map[topicPartition]int16, len(failed)+len(waiting))
+	for tp, code := range waiting {
+		out[tp] = code
+	}
 	for i, code := range failed {
 		out[topicPartition{batches[i].topic, batches[i].partition}] = code
 	}
@@ -262,7 +283,7 @@ func (b *Broker) reverifyVoided(ctx context.Context, txnID string, batches []txn
 			if parts[i].TxnGuardHeld(tb.pid, tb.epoch, guards[tp]) {
 				continue
 			}
-			g, need := parts[i].StartTxnVerification(tb.pid, tb.epoch)
+			g, need := parts[i].StartTxnVerification(tb.pid, tb.epoch) // its sequence is known already
 			if !need {
 				continue // ongoing now: the append needs no guard
 			}
