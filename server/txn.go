@@ -1,7 +1,7 @@
 package server
 
-// Transactions (KIP-98, Kafka 4.x semantics without transaction.version
-// 2 yet): the transaction coordinator's home and its APIs.
+// Transactions (KIP-98, Kafka 4.x semantics, transaction.version 2
+// finalized: KIP-890): the transaction coordinator's home and its APIs.
 //
 // The coordinator (coordinator.TxnCoordinator) keeps each transactional
 // id's state in its partition of __transaction_state, an internal topic
@@ -17,9 +17,9 @@ package server
 //
 // APIs: InitProducerId with a transactional id (22_init_producer_id.go
 // hands it over), AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn
-// (26, v0-v4: transaction.version 1), WriteTxnMarkers (27),
-// TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65),
-// ListTransactions (66).
+// (26, v0-v5: v5 bumps the epoch at every end, transaction.version 2),
+// WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeProducers (61),
+// DescribeTransactions (65), ListTransactions (66).
 
 import (
 	"context"
@@ -47,9 +47,8 @@ func init() {
 		return c.AddOffsetsToTxn(ctx, req, coordinator.TxnPartition{Topic: offsetsTopic, Partition: coordinator.Partition(req.Group, t.Partitions)})
 	})
 	// EndTxn v5 is transaction.version 2's (an epoch bump at every end,
-	// KIP-890 part 2), which Sluice does not finalize yet: franz-go's
-	// TestTxnEtl under it gets PRODUCER_FENCED (DESIGN.md).
-	txnAPI(26, 4, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.EndTxnRequest) kmsg.Response {
+	// KIP-890 part 2).
+	txnAPI(26, 5, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.EndTxnRequest) kmsg.Response {
 		return c.EndTxn(ctx, req)
 	})
 	txnAPI(65, 0, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.DescribeTransactionsRequest) kmsg.Response {
