@@ -82,6 +82,16 @@ type TxnConfig struct {
 	// ms). 0 answers at once, as Kafka does; the answer is the same either
 	// way, only sooner. Real time, not Clock's.
 	ConcurrentWait time.Duration
+	// BrokerAddWait is ConcurrentWait for AddPartitionsToTxn v5 without
+	// VerifyOnly: a broker adding a partition for a produce (v12+) or a
+	// TxnOffsetCommit (v5+) of a transaction.version 2 client, which sends
+	// its next transaction's batches as soon as EndTxn answers. A retriable
+	// answer there fails the transaction's first batch to the partition,
+	// and the client's next batch, already pipelined behind it, would be
+	// out of sequence; so it waits longer (Kafka's broker retries its
+	// CONCURRENT_TRANSACTIONS up to add.partitions.to.txn.retry.backoff.max.ms,
+	// its markers written in milliseconds). 0 takes ConcurrentWait.
+	BrokerAddWait time.Duration
 }
 
 // DefaultTxnConfig returns Kafka's defaults (ProducerIDs and Markers are

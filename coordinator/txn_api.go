@@ -263,6 +263,10 @@ func (c *TxnCoordinator) prepareInit(t *txnMeta, timeout int32, expect *expected
 // partitions join the transaction (it becomes Ongoing, starting it if it
 // was not). tv is the client transaction version of the request.
 func (c *TxnCoordinator) addPartitions(ctx context.Context, id string, pid int64, epoch int16, parts []TxnPartition, tv int16) int16 {
+	wait := c.cfg.ConcurrentWait
+	if tv >= 2 && c.cfg.BrokerAddWait > 0 {
+		wait = c.cfg.BrokerAddWait
+	}
 	if id == "" {
 		return kerr.InvalidRequest.Code
 	}
@@ -271,11 +275,14 @@ func (c *TxnCoordinator) addPartitions(ctx context.Context, id string, pid int64
 		return code
 	}
 	s.mu.Lock()
-	t := c.awaitCompleted(ctx, s, id, pid, epoch)
+	t := c.awaitCompleted(ctx, s, id, pid, epoch, wait)
 	switch {
 	case s.gone:
 		s.mu.Unlock()
 		return kerr.NotCoordinator.Code
+	case t != nil && t.completing() && t.completesInto(pid, epoch):
+		s.mu.Unlock()
+		return kerr.ConcurrentTransactions.Code
 	case t == nil || t.producerID != pid:
 		s.mu.Unlock()
 		return kerr.InvalidProducerIDMapping.Code
@@ -497,6 +504,13 @@ func (c *TxnCoordinator) endTxn(ctx context.Context, id string, pid int64, epoch
 	for {
 		s.mu.Lock()
 		t := s.txns[id]
+		if tv >= 2 {
+			// The producer's next transaction may end before the
+			// previous one's markers are written (the epoch the
+			// previous EndTxn answered is the prepared state's): wait
+			// for them as AddPartitionsToTxn does.
+			t = c.awaitCompleted(ctx, s, id, pid, epoch, c.cfg.ConcurrentWait)
+		}
 		if s.gone {
 			s.mu.Unlock()
 			return -1, -1, kerr.NotCoordinator.Code
@@ -583,19 +597,32 @@ func (c *TxnCoordinator) prepareEndTV1(t *txnMeta, pid int64, epoch int16, commi
 //	                 Abort           Commit
 //	                 retry  current  retry  current
 //	Empty            PF     bump     PF     ITS
+//	Ongoing          PF     bump     PF     bump
+//	PrepareAbort     CT     CT       ITS    CT
+//	PrepareCommit    ITS    CT       CT     CT
 //	CompleteAbort    NONE   bump     ITS    ITS
 //	CompleteCommit   ITS    bump     NONE   ITS
 //
 // (retry: the request's epoch is the current one minus one, or the last
 // epoch of the previous producer id after an overflow; PF
-// PRODUCER_FENCED, ITS INVALID_TXN_STATE.)
+// PRODUCER_FENCED, ITS INVALID_TXN_STATE, CT CONCURRENT_TRANSACTIONS.)
+//
+// A prepared transaction at the request's own epoch differs from Kafka,
+// which answers PRODUCER_FENCED: the prepared epoch is the one the
+// previous EndTxn answered, so the request is the producer's next
+// transaction ending (an abort of one that added nothing yet, say)
+// before the previous one's markers are written; it is told to retry
+// (CONCURRENT_TRANSACTIONS) and meets the completed state then. Kafka's
+// markers are written in milliseconds; a Sluice marker is a raft write
+// per partition, and franz-go aborts such a transaction whenever its
+// TxnOffsetCommit met the previous one still completing.
 func (c *TxnCoordinator) prepareEndTV2(t *txnMeta, pid int64, epoch int16, commit bool, newID int64) (*txnMeta, bool, int16) {
 	retryOnOverflow := t.prevProducerID == pid && epoch == math.MaxInt16-1 && t.epoch == 0
 	retryOnBump := int32(t.epoch) == int32(epoch)+1
 	var valid bool
 	switch t.state {
 	case txnPrepareCommit, txnPrepareAbort:
-		valid = retryOnBump
+		valid = retryOnBump || epoch == t.epoch
 	case txnCompleteCommit, txnCompleteAbort:
 		valid = retryOnBump || retryOnOverflow || epoch == t.epoch
 	default:
@@ -603,6 +630,10 @@ func (c *TxnCoordinator) prepareEndTV2(t *txnMeta, pid int64, epoch int16, commi
 	}
 	isRetry := retryOnBump || retryOnOverflow
 	switch {
+	case t.completing() && t.completesInto(pid, epoch):
+		// The next transaction of the producer id this one's
+		// overflow moves to, before the markers are written.
+		return nil, false, kerr.ConcurrentTransactions.Code
 	case t.producerID != pid && !retryOnOverflow:
 		return nil, false, kerr.InvalidProducerIDMapping.Code
 	case !valid:
@@ -648,7 +679,7 @@ func (c *TxnCoordinator) prepareEndTV2(t *txnMeta, pid int64, epoch int16, commi
 			return bump(txnPrepareAbort, true)
 		}
 	case txnPrepareCommit, txnPrepareAbort:
-		if commit == (t.state == txnPrepareCommit) {
+		if !isRetry || commit == (t.state == txnPrepareCommit) {
 			return nil, false, kerr.ConcurrentTransactions.Code
 		}
 	case txnEmpty:
@@ -804,6 +835,13 @@ func (c *TxnCoordinator) ListTransactions(ctx context.Context, req *kmsg.ListTra
 	return resp
 }
 
+// completesInto reports whether pid at epoch is the producer id and epoch
+// t's completion moves to after a TV2 epoch overflow (the EndTxn that
+// prepared it answered them already).
+func (t *txnMeta) completesInto(pid int64, epoch int16) bool {
+	return t.nextProducerID >= 0 && t.nextProducerID == pid && epoch == 0
+}
+
 // completing reports whether t is being completed (a write in flight, or
 // its markers being written).
 func (t *txnMeta) completing() bool {
@@ -811,16 +849,16 @@ func (t *txnMeta) completing() bool {
 }
 
 // awaitCompleted returns id's transaction once the producer's (pid,
-// epoch) previous transaction is no longer completing, or after
-// ConcurrentWait (real time), or when ctx ends, whichever is first; the
+// epoch) previous transaction is no longer completing, or after wait
+// (real time), or when ctx ends, whichever is first; the
 // caller then answers as it finds it (CONCURRENT_TRANSACTIONS if it is
 // still completing). s.mu is held on entry and on return.
-func (c *TxnCoordinator) awaitCompleted(ctx context.Context, s *txnShard, id string, pid int64, epoch int16) *txnMeta {
+func (c *TxnCoordinator) awaitCompleted(ctx context.Context, s *txnShard, id string, pid int64, epoch int16, wait time.Duration) *txnMeta {
 	t := s.txns[id]
-	if c.cfg.ConcurrentWait <= 0 || t == nil || t.producerID != pid || t.epoch != epoch || !t.completing() {
+	if wait <= 0 || t == nil || !t.completing() || !(t.producerID == pid && t.epoch == epoch || t.completesInto(pid, epoch)) {
 		return t
 	}
-	timer := time.NewTimer(c.cfg.ConcurrentWait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for !s.gone && s.txns[id] == t && t.completing() {
 		changed := s.changed

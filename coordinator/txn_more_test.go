@@ -416,6 +416,136 @@ func TestTxnV2EndTxn(t *testing.T) {
 	}
 }
 
+// addV5 sends AddPartitionsToTxn v5 (a broker adding partitions for a
+// client of transaction version 2, as a Produce v12 does) and returns the
+// first partition's error code.
+func (e *txnEnv) addV5(id string, pid int64, epoch int16, parts ...TxnPartition) int16 {
+	e.t.Helper()
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 5
+	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch = id, pid, epoch
+	for _, p := range parts {
+		tx.Topics = append(tx.Topics, kmsg.AddPartitionsToTxnRequestTransactionTopic{Topic: p.Topic, Partitions: []int32{p.Partition}})
+	}
+	req.Transactions = append(req.Transactions, tx)
+	resp := e.c.AddPartitionsToTxn(context.Background(), req)
+	return resp.Transactions[0].Topics[0].Partitions[0].ErrorCode
+}
+
+// A TV2 producer's next transaction may end (an abort of a transaction
+// that added nothing, as franz-go sends when its TxnOffsetCommit met the
+// previous transaction still completing) while the previous one's markers
+// are still being written: the prepared state carries the epoch the
+// previous EndTxn answered, so the request is not fenced but told to
+// retry, and once the markers are written it ends with a bump. A retry of
+// the previous EndTxn still answers as before.
+func TestTxnV2EndDuringPreviousMarkers(t *testing.T) {
+	e := newTxnEnv(t, &memLog{}, nil)
+	e.markers.block = make(chan struct{})
+	pid, epoch := e.mustInit("tx")
+	wantCode(t, "add", e.addV5("tx", pid, epoch, tpA), 0)
+	r := e.end(5, "tx", pid, epoch, true)
+	if r.ErrorCode != 0 || r.ProducerEpoch != epoch+1 {
+		t.Fatalf("v5 commit: %+v", r)
+	}
+	next := r.ProducerEpoch
+	if d := e.describe("tx"); d.State != "PrepareCommit" || d.ProducerEpoch != next {
+		t.Fatalf("state %s epoch %d", d.State, d.ProducerEpoch)
+	}
+	wantCode(t, "next transaction's abort", e.end(5, "tx", pid, next, false).ErrorCode, kerr.ConcurrentTransactions.Code)
+	wantCode(t, "next transaction's commit", e.end(5, "tx", pid, next, true).ErrorCode, kerr.ConcurrentTransactions.Code)
+	wantCode(t, "next transaction's add", e.addV5("tx", pid, next, tpB), kerr.ConcurrentTransactions.Code)
+	wantCode(t, "retry of the commit", e.end(5, "tx", pid, epoch, true).ErrorCode, kerr.ConcurrentTransactions.Code)
+	wantCode(t, "retry as an abort", e.end(5, "tx", pid, epoch, false).ErrorCode, kerr.InvalidTxnState.Code)
+	wantCode(t, "an older epoch", e.end(5, "tx", pid, epoch-1, false).ErrorCode, kerr.ProducerFenced.Code)
+	wantCode(t, "a newer epoch", e.end(5, "tx", pid, next+1, false).ErrorCode, kerr.ProducerFenced.Code)
+	close(e.markers.block)
+	e.waitState("tx", "CompleteCommit")
+	r = e.end(5, "tx", pid, next, false)
+	if r.ErrorCode != 0 || r.ProducerID != pid || r.ProducerEpoch != next+1 {
+		t.Fatalf("the next transaction's abort once completed: %+v", r)
+	}
+	e.waitState("tx", "CompleteAbort")
+
+	// With ConcurrentWait, the end waits for the markers instead.
+	w := newTxnEnv(t, &memLog{}, func(c *TxnConfig) { c.ConcurrentWait = time.Minute })
+	w.markers.block = make(chan struct{})
+	pid, epoch = w.mustInit("tx")
+	wantCode(t, "add", w.addV5("tx", pid, epoch, tpA), 0)
+	if r := w.end(5, "tx", pid, epoch, true); r.ErrorCode != 0 || r.ProducerEpoch != epoch+1 {
+		t.Fatalf("v5 commit: %+v", r)
+	}
+	ended := make(chan *kmsg.EndTxnResponse, 1)
+	go func() { ended <- w.end(5, "tx", pid, epoch+1, false) }()
+	select {
+	case r := <-ended:
+		t.Fatalf("the next end answered %+v while the markers were blocked", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(w.markers.block)
+	select {
+	case r := <-ended:
+		if r.ErrorCode != 0 || r.ProducerEpoch != epoch+2 {
+			t.Fatalf("the next end once the commit completed: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next end did not answer once the commit completed")
+	}
+	w.waitState("tx", "CompleteAbort")
+}
+
+// BrokerAddWait: a v5 add (a broker's, for a Produce v12) waits for the
+// previous transaction's markers longer than ConcurrentWait, which a
+// client's AddPartitionsToTxn still gets.
+func TestTxnBrokerAddWait(t *testing.T) {
+	e := newTxnEnv(t, &memLog{}, func(c *TxnConfig) { c.BrokerAddWait = time.Minute })
+	e.markers.block = make(chan struct{})
+	pid, epoch := e.mustInit("tx")
+	wantCode(t, "add", e.addV5("tx", pid, epoch, tpA), 0)
+	r := e.end(5, "tx", pid, epoch, true)
+	if r.ErrorCode != 0 {
+		t.Fatalf("v5 commit: %+v", r)
+	}
+	wantCode(t, "a client's add (ConcurrentWait 0)", e.add(3, "tx", pid, r.ProducerEpoch, tpB), kerr.ConcurrentTransactions.Code)
+	added := make(chan int16, 1)
+	go func() { added <- e.addV5("tx", pid, r.ProducerEpoch, tpB) }()
+	select {
+	case c := <-added:
+		t.Fatalf("the v5 add answered %s while the markers were blocked", code(c))
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(e.markers.block)
+	select {
+	case c := <-added:
+		wantCode(t, "the v5 add once the commit completed", c, 0)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the v5 add did not answer once the commit completed")
+	}
+}
+
+// After a TV2 epoch overflow, the producer id the completion moves to is
+// the one the EndTxn answered: its next transaction's requests before the
+// markers are written are told to retry, not that the id is unknown.
+func TestTxnV2OverflowNextTransaction(t *testing.T) {
+	log := &memLog{}
+	seed := &txnMeta{id: "ov", producerID: 500, prevProducerID: -1, nextProducerID: -1, epoch: math.MaxInt16 - 1, lastEpoch: -1,
+		timeoutMs: 60_000, state: txnOngoing, parts: map[TxnPartition]struct{}{tpA: {}}, startMs: 1, updateMs: 2, tv: 2}
+	_ = log.Append(context.Background(), []Record{txnRecord(seed)})
+	e := newTxnEnv(t, log, nil)
+	e.markers.block = make(chan struct{})
+	r := e.end(5, "ov", 500, math.MaxInt16-1, true)
+	if r.ErrorCode != 0 || r.ProducerID != 1000 || r.ProducerEpoch != 0 {
+		t.Fatalf("overflow: %+v", r)
+	}
+	wantCode(t, "add of the new id", e.addV5("ov", 1000, 0, tpB), kerr.ConcurrentTransactions.Code)
+	wantCode(t, "abort of the new id", e.end(5, "ov", 1000, 0, false).ErrorCode, kerr.ConcurrentTransactions.Code)
+	wantCode(t, "an unknown id", e.end(5, "ov", 1001, 0, false).ErrorCode, kerr.InvalidProducerIDMapping.Code)
+	close(e.markers.block)
+	e.waitState("ov", "CompleteCommit")
+	wantCode(t, "add of the new id once completed", e.addV5("ov", 1000, 0, tpB), 0)
+}
+
 func TestTxnUnloadStopsMarkers(t *testing.T) {
 	log := &memLog{}
 	e := newTxnEnv(t, log, nil)

@@ -48,11 +48,14 @@ type txnGuards struct {
 }
 
 // guardEntry is one producer's guard, its epoch and when it was made
-// (ms, for expiry with the producer state).
+// (ms, for expiry with the producer state), and the lowest base sequence
+// of the batches whose verification started at that epoch (-1: none
+// known; Kafka's VerificationStateEntry.lowestSequence).
 type guardEntry struct {
-	guard TxnGuard
-	epoch int16
-	atMs  int64
+	guard  TxnGuard
+	epoch  int16
+	atMs   int64
+	lowSeq int32
 }
 
 // txnProj is a producer's transaction as proposed: open (a transactional
@@ -86,10 +89,24 @@ func errTxnNotVerified(id int64, epoch int16) error {
 // A producer has one guard until a marker or transactional batch of it
 // is appended; a later verification shares it.
 func (p *Partition) StartTxnVerification(id int64, epoch int16) (g TxnGuard, ok bool) {
+	g, ok, _ = p.StartTxnVerificationAt(id, epoch, -1)
+	return g, ok
+}
+
+// StartTxnVerificationAt is StartTxnVerification for a batch starting at
+// sequence seq (-1: none, a coordinator's write). behind reports that a
+// batch of the producer at the same epoch with a lower sequence started
+// its verification first and is not appended yet (its verification
+// failed, retriably, or is still going on): appended before it, this one
+// would be out of sequence, so it should be answered with a retriable
+// error and wait for it (Kafka answers OUT_OF_ORDER_SEQUENCE_NUMBER from
+// the same lowest sequence, which its Java client retries for a batch
+// that is not the first in flight and franz-go treats as fatal).
+func (p *Partition) StartTxnVerificationAt(id int64, epoch int16, seq int32) (g TxnGuard, ok, behind bool) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	if p.txnOngoingLocked(id, epoch, true) {
-		return NoTxnGuard, false
+		return NoTxnGuard, false, false
 	}
 	if p.guards.byPID == nil {
 		p.guards.byPID = map[int64]guardEntry{}
@@ -97,11 +114,35 @@ func (p *Partition) StartTxnVerification(id int64, epoch int16) (g TxnGuard, ok 
 	e, have := p.guards.byPID[id]
 	if !have {
 		p.guards.last++
-		e = guardEntry{guard: p.guards.last, epoch: epoch, atMs: p.now().UnixMilli()}
+		e = guardEntry{guard: p.guards.last, epoch: epoch, atMs: p.now().UnixMilli(), lowSeq: seq}
 	}
-	e.epoch = max(e.epoch, epoch)
+	switch {
+	case epoch > e.epoch:
+		e.epoch, e.lowSeq = epoch, seq
+	case epoch == e.epoch && seq >= 0:
+		if e.lowSeq >= 0 && seq > e.lowSeq {
+			behind = true
+		} else {
+			e.lowSeq = seq
+		}
+	}
 	p.guards.byPID[id] = e
-	return e.guard, true
+	return e.guard, true, behind
+}
+
+// TxnGuardHeld reports whether a batch of producer id at epoch verified
+// under guard g would pass the guard check now: its transaction is
+// ongoing (proposed or written, as admitTxnLocked sees it), or g is
+// still the producer's guard. The append checks again; this tells a
+// verifier whether to verify again.
+func (p *Partition) TxnGuardHeld(id int64, epoch int16, g TxnGuard) bool {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.txnOngoingLocked(id, epoch, false) {
+		return true
+	}
+	e, ok := p.guards.byPID[id]
+	return ok && g != NoTxnGuard && e.guard == g
 }
 
 // InTransaction reports whether producer id at epoch has a transaction

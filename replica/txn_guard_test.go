@@ -55,7 +55,13 @@ func guardSteps(t *testing.T, run txnRunner, write *Partition) {
 	if again, _ := write.StartTxnVerification(5, 0); again != late {
 		t.Fatalf("a second verification got guard %d, the first %d: one guard per producer", again, late)
 	}
+	if !write.TxnGuardHeld(5, 0, late) {
+		t.Fatal("TxnGuardHeld: a fresh guard is not held")
+	}
 	marker(TxnMarker{ProducerID: 5, ProducerEpoch: 0, CoordinatorEpoch: 1}) // the abort
+	if write.TxnGuardHeld(5, 0, late) {
+		t.Fatal("TxnGuardHeld: a guard voided by a marker is held")
+	}
 	if _, err := produce(txnBatch(5, 0, 0, 1, true, 1000), true, late); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("a batch verified before its transaction's abort marker: %v, want ErrInvalidTxnState", err)
 	}
@@ -73,6 +79,9 @@ func guardSteps(t *testing.T, run txnRunner, write *Partition) {
 	}
 	if _, ok := write.StartTxnVerification(5, 0); ok {
 		t.Fatal("StartTxnVerification asks to verify a batch of an ongoing transaction")
+	}
+	if !write.TxnGuardHeld(5, 0, NoTxnGuard) {
+		t.Fatal("TxnGuardHeld: a batch of an ongoing transaction needs no guard")
 	}
 	if _, err := produce(txnBatch(5, 0, 2, 1, true, 1000), true, NoTxnGuard); err != nil {
 		t.Fatalf("a batch continuing the transaction: %v", err)
@@ -288,5 +297,31 @@ func TestTxnGuardAcrossLeadership(t *testing.T) {
 	}
 	if err := produce(10, voided); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("a guard whose producer's marker another leader wrote: %v, want ErrInvalidTxnState", err)
+	}
+}
+
+// A batch whose verification starts while a lower sequence of the same
+// producer and epoch started its own and is not appended yet is behind
+// it (Kafka's VerificationStateEntry.lowestSequence); a new epoch starts
+// again; a retry of the lowest is not behind.
+func TestTxnVerificationLowestSequence(t *testing.T) {
+	p := openAt(t, vfs.NewMem(), testConfig(), Options{})
+	defer p.Close()
+	for i, c := range []struct {
+		epoch      int16
+		seq        int32
+		wantBehind bool
+	}{
+		{1, 0, false},  // the transaction's first batch
+		{1, 10, true},  // pipelined behind it
+		{1, 0, false},  // the first, retried
+		{2, 10, false}, // a new epoch: the lowest is its first
+		{2, 20, true},
+		{2, -1, false}, // no sequence (a coordinator's write)
+	} {
+		g, ok, behind := p.StartTxnVerificationAt(5, c.epoch, c.seq)
+		if !ok || g == NoTxnGuard || behind != c.wantBehind {
+			t.Fatalf("step %d (epoch %d seq %d): guard %d, ok %v, behind %v; want behind %v", i, c.epoch, c.seq, g, ok, behind, c.wantBehind)
+		}
 	}
 }

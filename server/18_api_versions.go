@@ -4,9 +4,11 @@ package server
 // carries the client's software name and version (KIP-511); an
 // unsupported version is answered with UNSUPPORTED_VERSION and our version
 // list in a v0 response, so the client can retry with one we support.
-// No feature is listed yet: transaction.version 2 (KIP-890 part 2) is not
-// finalized, so clients add partitions to their transactions themselves
-// (DESIGN.md, "Transactions").
+// v3+ lists the features: transaction.version, supported 0-2 and
+// finalized at 2, as a Kafka 4.x cluster formatted fresh (KIP-890 part 2:
+// clients then let Produce v12 add partitions to a transaction, skip
+// AddOffsetsToTxn before TxnOffsetCommit v5, and bump the epoch with every
+// EndTxn v5; DESIGN.md, "Transactions").
 
 import (
 	"context"
@@ -37,6 +39,11 @@ func apiKeys(b *Broker, cc *clientConn) []kmsg.ApiVersionsResponseApiKey {
 func serveApiVersions(_ context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiKeys(b, cc)
+	if resp.Version >= 3 {
+		resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{{Name: "transaction.version", MinVersion: 0, MaxVersion: 2}}
+		resp.FinalizedFeaturesEpoch = 1
+		resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{{Name: "transaction.version", MinVersionLevel: 2, MaxVersionLevel: 2}}
+	}
 	return resp, nil
 }
 

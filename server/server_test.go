@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -25,7 +26,17 @@ func startBroker(t *testing.T, dir string, sets ...string) (*Broker, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var logw io.Writer = io.Discard
+	var level slog.Level // Info: a discarded log formats little
+	if f := os.Getenv("SLUICE_TEST_BROKERLOG"); f != "" {
+		lf, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lf.Close() })
+		logw, level = lf, slog.LevelDebug
+	}
+	b, err := New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 package server
 
-// Transactions (KIP-98, Kafka 4.x semantics without transaction.version
-// 2 yet): the transaction coordinator's home and its APIs.
+// Transactions (KIP-98, Kafka 4.x semantics, transaction.version 2
+// finalized: KIP-890): the transaction coordinator's home and its APIs.
 //
 // The coordinator (coordinator.TxnCoordinator) keeps each transactional
 // id's state in its partition of __transaction_state, an internal topic
@@ -17,9 +17,9 @@ package server
 //
 // APIs: InitProducerId with a transactional id (22_init_producer_id.go
 // hands it over), AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn
-// (26, v0-v4: transaction.version 1), WriteTxnMarkers (27),
-// TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65),
-// ListTransactions (66).
+// (26, v0-v5: v5 bumps the epoch at every end, transaction.version 2),
+// WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeProducers (61),
+// DescribeTransactions (65), ListTransactions (66).
 
 import (
 	"context"
@@ -47,9 +47,8 @@ func init() {
 		return c.AddOffsetsToTxn(ctx, req, coordinator.TxnPartition{Topic: offsetsTopic, Partition: coordinator.Partition(req.Group, t.Partitions)})
 	})
 	// EndTxn v5 is transaction.version 2's (an epoch bump at every end,
-	// KIP-890 part 2), which Sluice does not finalize yet: franz-go's
-	// TestTxnEtl under it gets PRODUCER_FENCED (DESIGN.md).
-	txnAPI(26, 4, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.EndTxnRequest) kmsg.Response {
+	// KIP-890 part 2).
+	txnAPI(26, 5, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.EndTxnRequest) kmsg.Response {
 		return c.EndTxn(ctx, req)
 	})
 	txnAPI(65, 0, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.DescribeTransactionsRequest) kmsg.Response {
@@ -96,6 +95,11 @@ func (b *Broker) newTxnCoordinator() *coordinator.TxnCoordinator {
 		// previous one's markers (a few ms) instead of costing the client
 		// its 20 ms back-off.
 		ConcurrentWait: 100 * time.Millisecond,
+		// A produce's (or TxnOffsetCommit's) add of a transaction.version
+		// 2 client waits longer, within verifyTimeout: its retriable
+		// answer would put the client's pipelined next batch out of
+		// sequence (coordinator.TxnConfig.BrokerAddWait).
+		BrokerAddWait: verifyTimeout / 2,
 		PartitionExists: func(tp coordinator.TxnPartition) bool {
 			t, ok := b.meta.Topic(tp.Topic)
 			return ok && tp.Partition >= 0 && tp.Partition < t.Partitions
@@ -279,15 +283,29 @@ func serveTxnOffsetCommit(ctx context.Context, b *Broker, cc *clientConn, kreq k
 		// written before the offsets voids it (txn_verify.go).
 		// Not leading it here, the group's coordinator is not here
 		// either: the write answers NOT_COORDINATOR.
-		need := true
-		if part, ok := b.partition(offsetsTopic, p); ok && part.IsLeader() {
-			var guard replica.TxnGuard
-			guard, need = part.StartTxnVerification(req.ProducerID, req.ProducerEpoch)
-			ctx = context.WithValue(ctx, txnGuardKey{}, txnGuardValue{guard: guard})
-		}
+		// A guard voided while the coordinator answered (by the
+		// producer's previous transaction's marker, which the
+		// coordinator waits for before it adds the partition) is taken
+		// and verified again, as reverifyVoided does for a produce.
 		var failed map[int]int16
-		if need {
-			failed = b.verifyTxn(ctx, req.TransactionalID, []txnBatch{{topic: offsetsTopic, partition: p, pid: req.ProducerID, epoch: req.ProducerEpoch}}, req.Version >= 5, 11)
+		tb := []txnBatch{{topic: offsetsTopic, partition: p, pid: req.ProducerID, epoch: req.ProducerEpoch}}
+		part, ok := b.partition(offsetsTopic, p)
+		if !ok || !part.IsLeader() {
+			failed = b.verifyTxn(ctx, req.TransactionalID, tb, req.Version >= 5, 11)
+		} else {
+			var guard replica.TxnGuard
+			for range 1 + reverifyRounds {
+				g, need := part.StartTxnVerification(req.ProducerID, req.ProducerEpoch)
+				if !need {
+					break // ongoing: the append needs no guard
+				}
+				guard = g
+				if failed = b.verifyTxn(ctx, req.TransactionalID, tb, req.Version >= 5, 11); len(failed) > 0 ||
+					part.TxnGuardHeld(req.ProducerID, req.ProducerEpoch, guard) {
+					break
+				}
+			}
+			ctx = context.WithValue(ctx, txnGuardKey{}, txnGuardValue{guard: guard})
 		}
 		if len(failed) > 0 {
 			resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)

@@ -37,8 +37,16 @@ func TestFranzGoTxnEtl(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "-test.run", "^TestTxnEtl$", "-test.count=1", "-test.timeout=4m")
-		cmd.Env = append(os.Environ(), "KGO_SEEDS="+strings.Join(seeds, ","), "KGO_TEST_RF="+rf, "KGO_TEST_RECORDS=20000", "KGO_LOG_LEVEL=warn")
+		level := "warn"
+		if l := os.Getenv("SLUICE_KGO_LOG_LEVEL"); l != "" {
+			level = l // info shows every EndTxn with the epochs before and after
+		}
+		cmd.Env = append(os.Environ(), "KGO_SEEDS="+strings.Join(seeds, ","), "KGO_TEST_RF="+rf, "KGO_TEST_RECORDS=20000", "KGO_LOG_LEVEL="+level)
 		out, err := cmd.CombinedOutput()
+		if dir := os.Getenv("SLUICE_TEST_LOGDIR"); dir != "" {
+			os.MkdirAll(dir, 0o755)
+			os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-kgo.log"), out, 0o644)
+		}
 		if err != nil || !strings.Contains(string(out), "PASS") {
 			t.Fatalf("franz-go's TestTxnEtl against Sluice: %v\n%s", err, tail(string(out), 60))
 		}

@@ -46,15 +46,15 @@ type txnBatch struct {
 	epoch     int16
 }
 
-// transactionalBatch returns the producer of records when it is a
-// transactional batch (ok false otherwise, and for records the partition
-// will refuse anyway).
-func transactionalBatch(records []byte) (pid int64, epoch int16, ok bool) {
+// transactionalBatch returns the producer of records and its base
+// sequence when it is a transactional batch (ok false otherwise, and for
+// records the partition will refuse anyway).
+func transactionalBatch(records []byte) (pid int64, epoch int16, seq int32, ok bool) {
 	h, err := batch.ParseHeader(records)
 	if err != nil || !h.Transactional() || h.Control() || h.ProducerID < 0 {
-		return -1, -1, false
+		return -1, -1, -1, false
 	}
-	return h.ProducerID, h.ProducerEpoch, true
+	return h.ProducerID, h.ProducerEpoch, h.BaseSequence, true
 }
 
 // verifyTxn verifies (or, with add, adds) batches' partitions with the
@@ -175,7 +175,7 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 				}
 			}
 			for _, rp := range rt.Partitions {
-				if _, _, ok := transactionalBatch(rp.Records); ok {
+				if _, _, _, ok := transactionalBatch(rp.Records); ok {
 					if out == nil {
 						out = map[topicPartition]int16{}
 					}
@@ -190,7 +190,9 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 	}
 	var (
 		batches []txnBatch
+		parts   []*replica.Partition // batches[i]'s
 		guards  map[topicPartition]replica.TxnGuard
+		waiting map[topicPartition]int16 // behind an unappended batch
 	)
 	for _, rt := range req.Topics {
 		name := rt.Topic
@@ -206,12 +208,29 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 			if !ok || !part.IsLeader() {
 				continue // answered by the append
 			}
-			pid, epoch, ok := transactionalBatch(rp.Records)
+			pid, epoch, seq, ok := transactionalBatch(rp.Records)
 			if !ok {
 				continue
 			}
-			g, need := part.StartTxnVerification(pid, epoch)
+			if req.Version < 12 {
+				// Only a transaction.version 2 producer's epoch
+				// ends with its transaction (EndTxn v5 bumps it),
+				// so only there is a lowest sequence sure to be
+				// forgotten with a transaction that failed.
+				seq = -1
+			}
+			g, need, behind := part.StartTxnVerificationAt(pid, epoch, seq)
 			if !need {
+				continue
+			}
+			if behind {
+				// An earlier batch of the transaction has not
+				// been appended (its verification failed
+				// retriably): this one waits for it.
+				if waiting == nil {
+					waiting = map[topicPartition]int16{}
+				}
+				waiting[topicPartition{name, rp.Partition}] = kerr.NotEnoughReplicas.Code
 				continue
 			}
 			if guards == nil {
@@ -219,15 +238,67 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 			}
 			guards[topicPartition{name, rp.Partition}] = g
 			batches = append(batches, txnBatch{topic: name, partition: rp.Partition, pid: pid, epoch: epoch})
+			parts = append(parts, part)
 		}
 	}
 	if len(batches) == 0 {
-		return nil, nil
+		return waiting, nil
 	}
 	failed := b.verifyTxn(ctx, *req.TransactionID, batches, req.Version >= 12, req.Version)
-	out := make(map[topicPartition]int16, len(failed))
+	b.reverifyVoided(ctx, *req.TransactionID, batches, parts, guards, failed, req.Version >= 12, req.Version)
+	out := make(map[topicPartition]int16, len(failed)+len(waiting))
+	for tp, code := range waiting {
+		out[tp] = code
+	}
 	for i, code := range failed {
 		out[topicPartition{batches[i].topic, batches[i].partition}] = code
 	}
 	return out, guards
+}
+
+// reverifyRounds bounds how often a batch whose guard was voided while it
+// was verified is verified again.
+const reverifyRounds = 3
+
+// reverifyVoided verifies again the batches whose verification succeeded
+// but whose guard a marker or transactional batch of the producer voided
+// meanwhile (their append would be refused with INVALID_TXN_STATE), with
+// a new guard, and records the new guards and errors in guards and
+// failed. The common case is the previous transaction's marker: a client
+// of transaction.version 2 produces its next transaction's first batch as
+// soon as EndTxn answers, and the coordinator adds the partition only once
+// the previous transaction's markers, this partition's among them, are
+// written (Kafka's broker retries its CONCURRENT_TRANSACTIONS answer, each
+// retry a new verification). A transaction that ended meanwhile fails the
+// new verification instead (its epoch was bumped, or the partition is no
+// longer in it).
+func (b *Broker) reverifyVoided(ctx context.Context, txnID string, batches []txnBatch, parts []*replica.Partition, guards map[topicPartition]replica.TxnGuard, failed map[int]int16, add bool, produceVersion int16) {
+	for range reverifyRounds {
+		var again []int
+		for i, tb := range batches {
+			if _, ok := failed[i]; ok {
+				continue
+			}
+			tp := topicPartition{tb.topic, tb.partition}
+			if parts[i].TxnGuardHeld(tb.pid, tb.epoch, guards[tp]) {
+				continue
+			}
+			g, need := parts[i].StartTxnVerification(tb.pid, tb.epoch) // its sequence is known already
+			if !need {
+				continue // ongoing now: the append needs no guard
+			}
+			guards[tp] = g
+			again = append(again, i)
+		}
+		if len(again) == 0 {
+			return
+		}
+		sub := make([]txnBatch, len(again))
+		for j, i := range again {
+			sub[j] = batches[i]
+		}
+		for j, code := range b.verifyTxn(ctx, txnID, sub, add, produceVersion) {
+			failed[again[j]] = code
+		}
+	}
 }

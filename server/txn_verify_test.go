@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -142,5 +143,128 @@ func TestTxnProduceVerification(t *testing.T) {
 		[]coordinator.TxnPartition{{Topic: "verify", Partition: 0}})
 	if err := errs[coordinator.TxnPartition{Topic: "verify", Partition: 0}]; !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("a marker with an older epoch written here: %v, want INVALID_PRODUCER_EPOCH", err)
+	}
+}
+
+// transaction.version 2, back to back: a producer sends its next
+// transaction's first batches (Produce v12, which adds their partitions)
+// as soon as EndTxn v5 answers, while the previous transaction's markers
+// are still being written to the same partitions; the coordinator adds
+// the partitions once those markers are written, and a marker written
+// meanwhile voids the verification guard the produce took, so the broker
+// verifies again instead of refusing the batch (INVALID_TXN_STATE). An
+// abort of an empty next transaction sent at once is told to retry
+// (CONCURRENT_TRANSACTIONS), never fenced. Every committed record is read
+// at read_committed, no aborted one.
+func TestTxnV2BackToBack(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "", txnSets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const topic, parts, rounds = "v2", 4, 30
+	if _, err := b.createTopic(topic, parts, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, addr, kgo.RequestRetries(20))
+	const txnID = "v2-txn"
+	var pid int64
+	var epoch int16
+	waitFor(t, 20*time.Second, "InitProducerId with a transactional id", func() bool {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(txnID), 60000
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 {
+			return false
+		}
+		pid, epoch = resp.ProducerID, resp.ProducerEpoch
+		return true
+	})
+	request := func(req kmsg.Request, version int16) kmsg.Response {
+		t.Helper()
+		resp, err := cl.SeedBrokers()[0].Request(ctx, pinnedRequest{req, version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	// endTxn retries CONCURRENT_TRANSACTIONS and returns the epoch to use
+	// next.
+	endTxn := func(commit bool) {
+		t.Helper()
+		for {
+			req := kmsg.NewPtrEndTxnRequest()
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = txnID, pid, epoch, commit
+			resp := request(req, 5).(*kmsg.EndTxnResponse)
+			switch resp.ErrorCode {
+			case 0:
+				pid, epoch = resp.ProducerID, resp.ProducerEpoch
+				return
+			case kerr.ConcurrentTransactions.Code:
+				time.Sleep(5 * time.Millisecond)
+			default:
+				t.Fatalf("EndTxn v5 (commit %v) at epoch %d: %v", commit, epoch, kerr.ErrorForCode(resp.ErrorCode))
+			}
+		}
+	}
+	value := func(round, p int) string { return fmt.Sprintf("r%d-p%d", round, p) }
+	for round := range rounds {
+		// One batch per partition, sequence 0: the epoch is new.
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis, req.TransactionID = -1, 5000, kmsg.StringPtr(txnID)
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		for p := range parts {
+			opts := batch.NewBuildOptions()
+			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, 0, true
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition = int32(p)
+			rp.Records = batch.Build(opts, []batch.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte(value(round, p))}})
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		for {
+			resp := request(req, 12).(*kmsg.ProduceResponse)
+			retry := false
+			for _, rp := range resp.Topics[0].Partitions {
+				switch rp.ErrorCode {
+				case 0:
+				case kerr.NotEnoughReplicas.Code: // the coordinator could not answer yet
+					retry = true
+				default:
+					t.Fatalf("round %d: Produce v12 at epoch %d, partition %d: %v", round, epoch, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+				}
+			}
+			if !retry {
+				break
+			}
+			// Only the partitions that failed are sent again.
+			var again []kmsg.ProduceRequestTopicPartition
+			for i, rp := range resp.Topics[0].Partitions {
+				if rp.ErrorCode != 0 {
+					again = append(again, req.Topics[0].Partitions[i])
+				}
+			}
+			req.Topics[0].Partitions = again
+			time.Sleep(5 * time.Millisecond)
+		}
+		endTxn(true)
+		if round%3 == 2 {
+			endTxn(false) // the next transaction, empty, aborted at once
+		}
+	}
+	got := consumeIsolated(t, ctx, []string{addr}, topic, true, rounds*parts)
+	if len(got) != rounds*parts {
+		t.Fatalf("read_committed read %d records, want %d", len(got), rounds*parts)
+	}
+	seen := map[string]bool{}
+	for _, v := range got {
+		seen[v] = true
+	}
+	for round := range rounds {
+		for p := range parts {
+			if !seen[value(round, p)] {
+				t.Fatalf("committed record %s not read", value(round, p))
+			}
+		}
 	}
 }
