@@ -294,7 +294,11 @@ func serveTxnOffsetCommit(ctx context.Context, b *Broker, cc *clientConn, kreq k
 			failed = b.verifyTxn(ctx, req.TransactionalID, tb, req.Version >= 5, 11)
 		} else {
 			var guard replica.TxnGuard
-			for range 1 + reverifyRounds {
+			rounds := 1 // reverifyVoided's rule: transaction.version 2 only
+			if req.Version >= 5 {
+				rounds += reverifyRounds
+			}
+			for range rounds {
 				g, need := part.StartTxnVerification(req.ProducerID, req.ProducerEpoch)
 				if !need {
 					break // ongoing: the append needs no guard

@@ -245,7 +245,9 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 		return waiting, nil
 	}
 	failed := b.verifyTxn(ctx, *req.TransactionID, batches, req.Version >= 12, req.Version)
-	b.reverifyVoided(ctx, *req.TransactionID, batches, parts, guards, failed, req.Version >= 12, req.Version)
+	if req.Version >= 12 {
+		b.reverifyVoided(ctx, *req.TransactionID, batches, parts, guards, failed, true, req.Version)
+	}
 	out := make(map[topicPartition]int16, len(failed)+len(waiting))
 	for tp, code := range waiting {
 		out[tp] = code
@@ -271,7 +273,11 @@ const reverifyRounds = 3
 // written (Kafka's broker retries its CONCURRENT_TRANSACTIONS answer, each
 // retry a new verification). A transaction that ended meanwhile fails the
 // new verification instead (its epoch was bumped, or the partition is no
-// longer in it).
+// longer in it). Only for Produce v12 and later (transaction.version 2,
+// whose EndTxn bumps the epoch): under version 1 a client abort keeps
+// the epoch, and a late batch of the aborted transaction verified again
+// would join the producer's next transaction if it added the partition,
+// the very adoption the guard exists to prevent.
 func (b *Broker) reverifyVoided(ctx context.Context, txnID string, batches []txnBatch, parts []*replica.Partition, guards map[topicPartition]replica.TxnGuard, failed map[int]int16, add bool, produceVersion int16) {
 	for range reverifyRounds {
 		var again []int
