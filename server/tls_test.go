@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/sluicemq/sluice/server/tlstest"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -206,6 +207,44 @@ func TestTLSExpiredServerCertificate(t *testing.T) {
 	err := cl.Ping(ctx)
 	if err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("ping = %v, want a certificate expired error", err)
+	}
+}
+
+// Keys and passwords given inline are never shown by DescribeConfigs
+// (Kafka's PASSWORD keys: null and sensitive).
+func TestTLSDescribeConfigsHidesSecrets(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
+	b := newTestBroker(t, nil, slog.LevelInfo, nil,
+		"listener.security.protocol.map=PLAINTEXT:SSL,CONTROLLER:PLAINTEXT", "ssl.keystore.type=PEM",
+		"ssl.keystore.certificate.chain="+string(srv.CertPEM), "ssl.keystore.key="+string(srv.KeyPEM), "ssl.key.password=hunter2")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.DialTLSConfig(ca.ClientConfig(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rcs, err := kadm.NewClient(cl).DescribeBrokerConfigs(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key == "ssl.keystore.key" || c.Key == "ssl.key.password" {
+				seen++
+				if c.Value != nil || !c.Sensitive {
+					t.Errorf("%s: value %v, sensitive %v", c.Key, c.MaybeValue(), c.Sensitive)
+				}
+			}
+			if c.Value != nil && (strings.Contains(*c.Value, "PRIVATE KEY") || strings.Contains(*c.Value, "hunter2")) {
+				t.Errorf("%s shows a secret", c.Key)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("saw %d of the 2 secret keys", seen)
 	}
 }
 

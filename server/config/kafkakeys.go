@@ -361,6 +361,14 @@ var kafkaByName = func() map[string]*kafkaKey {
 	return m
 }()
 
+// Sensitive reports whether a key is a Kafka PASSWORD (ssl.key.password,
+// ssl.keystore.key, ...): its value is never shown (DescribeConfigs
+// answers null, as Kafka does).
+func Sensitive(key string) bool {
+	k, ok := kafkaByName[key]
+	return ok && k.typ == kPassword
+}
+
 // listenerPrefix starts Kafka's per-listener overrides,
 // listener.name.<listener name>.<key> (SSL, SASL and connection keys).
 const listenerPrefix = "listener.name."

@@ -128,6 +128,7 @@ func (c *Config) setListenerSSL(key, value string) (ok bool, err error) {
 	if !found || name == "" || !isSSLKey(sslKey) {
 		return false, nil
 	}
+	name = strings.ToLower(name) // Kafka's prefix is the lower-case name
 	e := entries[sslKey]
 	tmp := Config{SSL: c.SSL}
 	if err := e.spec.set(&tmp, value); err != nil {
