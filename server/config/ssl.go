@@ -252,16 +252,46 @@ func cipherSuites(names []string) ([]uint16, error) {
 	return ids, nil
 }
 
-// readPEM is a location's bytes, or the inline value.
+// readPEM is a location's bytes, or the inline value (normalizePEM'd).
 func readPEM(location, inline, what string) ([]byte, error) {
 	if location == "" {
-		return []byte(inline), nil
+		return normalizePEM(inline), nil
 	}
 	b, err := os.ReadFile(location)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return b, nil
+}
+
+var pemBlock = regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END ([A-Z0-9 ]+)-----`)
+
+// normalizePEM rewrites inline PEM as Kafka accepts it in a properties
+// file, where line continuations (\) join the lines with spaces
+// ("-----BEGIN CERTIFICATE----- MIIB... -----END CERTIFICATE-----"), into
+// the line structure pem.Decode needs. Blocks with headers (legacy
+// encrypted keys) are left as they are.
+func normalizePEM(s string) []byte {
+	var out []byte
+	for _, m := range pemBlock.FindAllStringSubmatch(s, -1) {
+		body := m[2]
+		if strings.Contains(body, ":") {
+			out = append(out, m[0]...)
+			out = append(out, '\n')
+			continue
+		}
+		body = strings.Join(strings.Fields(body), "")
+		out = append(out, "-----BEGIN "+m[1]+"-----\n"...)
+		for len(body) > 64 {
+			out = append(out, body[:64]+"\n"...)
+			body = body[64:]
+		}
+		if body != "" {
+			out = append(out, body+"\n"...)
+		}
+		out = append(out, "-----END "+m[3]+"-----\n"...)
+	}
+	return out
 }
 
 // Certificate reads the keystore: the certificate chain and its private
@@ -277,7 +307,7 @@ func (s SSLConfig) Certificate() (cert tls.Certificate, ok bool, err error) {
 		}
 		keyPEM = certPEM
 	} else {
-		certPEM, keyPEM = []byte(s.KeystoreCertificateChain), []byte(s.KeystoreKey)
+		certPEM, keyPEM = normalizePEM(s.KeystoreCertificateChain), normalizePEM(s.KeystoreKey)
 	}
 	for rest := certPEM; ; {
 		var b *pem.Block

@@ -127,3 +127,35 @@ func TestSSLEncryptedKey(t *testing.T) {
 		}
 	}
 }
+
+// Inline PEM in a properties file, its lines joined by continuations as
+// Kafka's documentation writes it, is read.
+func TestSSLInlinePEMWithContinuations(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
+	cont := func(pem []byte) string {
+		return strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", " \\\n  ")
+	}
+	p := writeFile(t, strings.Join([]string{
+		"listeners=SSL://127.0.0.1:0",
+		"ssl.keystore.type=PEM",
+		"ssl.keystore.certificate.chain=" + cont(srv.CertPEM),
+		"ssl.keystore.key=" + cont(srv.KeyPEM),
+		"ssl.truststore.type=PEM",
+		"ssl.truststore.certificates=" + cont(ca.PEM),
+	}, "\n")+"\n")
+	c, err := Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(c.SSL.KeystoreKey, "\n") {
+		t.Fatalf("continuations kept newlines: %q", c.SSL.KeystoreKey)
+	}
+	tc, err := c.ListenerSSL("SSL").ServerTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tc.Certificates) != 1 || tc.ClientCAs == nil {
+		t.Errorf("certificates %d, client CAs %v", len(tc.Certificates), tc.ClientCAs)
+	}
+}
