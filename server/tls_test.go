@@ -146,6 +146,33 @@ func tlsPing(addr string, tc *tls.Config) error {
 	return cl.Ping(ctx)
 }
 
+// ssl.client.auth=requested: a client without a certificate is served as
+// User:ANONYMOUS; a certificate no rule maps is refused, as in Kafka.
+func TestTLSRequestedAuthAndUnmappedSubject(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
+	admin := ca.Issue(t, tlstest.Options{CommonName: "admin", Client: true})
+	bob := ca.Issue(t, tlstest.Options{CommonName: "bob", Client: true})
+	var ps principals
+	b := newTestBroker(t, nil, slog.LevelInfo, ps.hook, tlsSets(ca, srv,
+		"ssl.client.auth=requested", `ssl.principal.mapping.rules=RULE:^CN=admin$/operator/`)...)
+	addr := b.Addr().String()
+	if err := tlsPing(addr, ca.ClientConfig(nil)); err != nil {
+		t.Fatalf("no certificate: %v", err)
+	}
+	if err := tlsPing(addr, ca.ClientConfig(admin)); err != nil {
+		t.Fatalf("admin: %v", err)
+	}
+	if err := tlsPing(addr, ca.ClientConfig(bob)); err == nil {
+		t.Error("a certificate no rule maps was served")
+	}
+	for _, want := range []string{"User:ANONYMOUS", "User:operator"} {
+		if !ps.has(want) {
+			t.Errorf("principals %v, want %s", ps.got, want)
+		}
+	}
+}
+
 // A client that connects and never handshakes, and a plaintext client on
 // the TLS port, cost the other clients nothing; both are closed (the
 // stalled one after the receive timeout) with a log line.
