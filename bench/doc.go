@@ -39,6 +39,10 @@
 //     TryCommit), next to an idempotent producer sending the same records
 //     in the same 100-record units to another topic of the same broker, in
 //     alternating rounds: idempotent-MB/s, ratio (goal >= 0.7), txns/s.
+//   - BenchmarkTLSProduce: the same producer as BenchmarkProduceE2E over
+//     TLS to an SSL listener of an in-process broker, next to a plaintext
+//     producer to the same broker and topic, in alternating 8 MiB rounds:
+//     plain-MB/s, tls-ratio (goal >= 0.7).
 //   - BenchmarkRaftIdle: 1,000 idle RF=3 raft groups on three replica.Hosts
 //     in the process over loopback TCP, ticking every 100 ms: once they
 //     settle, the process's CPU as a percentage of one core (cpu-%) and the

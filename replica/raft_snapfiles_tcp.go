@@ -98,8 +98,7 @@ func (f tcpSnapFetcher) do(ctx context.Context, from uint64, req snapRequest) (n
 	if !ok {
 		return nil, nil, fmt.Errorf("replica: snapshot stream: no address for node %d", from)
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := f.t.dialPeer(ctx, addr, snapIOTimeout)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -56,6 +57,8 @@ type TCPTransport struct {
 	stop    chan struct{}        // closed by Close
 	closed  bool
 	wg      sync.WaitGroup
+
+	dial func(ctx context.Context, addr string) (net.Conn, error) // SetDial's; nil: plain TCP
 }
 
 const (
@@ -152,6 +155,29 @@ func (t *TCPTransport) ServeConn(c net.Conn, first4 []byte) {
 	}
 	copy(magic[:], first4)
 	t.serve(c, magic)
+}
+
+// SetDial sets how the transport connects to a peer's address (the
+// server's: TLS when the peer's listener is SSL); the default is plain
+// TCP. Call it before the first SetPeer.
+func (t *TCPTransport) SetDial(dial func(ctx context.Context, addr string) (net.Conn, error)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dial = dial
+}
+
+// dialPeer connects to addr within timeout.
+func (t *TCPTransport) dialPeer(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	t.mu.Lock()
+	dial := t.dial
+	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if dial != nil {
+		return dial(ctx, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // SetHost names the host that receives the messages and the liveness
@@ -329,7 +355,7 @@ next:
 			}
 		}
 		for conn == nil {
-			c, err := net.DialTimeout("tcp", p.addr, time.Second)
+			c, err := t.dialPeer(context.Background(), p.addr, time.Second)
 			if err != nil {
 				t.logger.Debug("replica: raft transport: dial", "peer", id, "addr", p.addr, "err", err)
 				select {

@@ -61,7 +61,11 @@ type Broker struct {
 
 	topicsMu sync.Mutex // serializes metadata changes made by requests (topics_admin.go)
 
-	lns []net.Listener // one per listener, in config order (listen.go)
+	lns   []net.Listener // one per listener, in config order (listen.go)
+	lnTLS []*listenerTLS // each listener's TLS, nil for plaintext (tls.go)
+	// onPrincipal, when set (tests), is told each connection's listener
+	// and principal once it is established.
+	onPrincipal func(listener, principal string)
 	// wrapListener, when set (tests), wraps each listener before serving.
 	wrapListener func(net.Listener) net.Listener
 	// gate is closed once the client listeners serve requests: once

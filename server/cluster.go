@@ -51,6 +51,9 @@ type cluster struct {
 	b      *Broker
 	self   int32
 	voters map[int32]string // controller.quorum.voters: node id -> controller address
+	// peerTLS is how this node's own connections reach SSL listeners
+	// (tls.go).
+	peerTLS peerTLS
 
 	// holdReports is set while a reconciler pass opens partitions whose
 	// lone voter campaigned (campaignIfSole): their leaderships come one
@@ -112,7 +115,12 @@ func newCluster(b *Broker) (*cluster, error) {
 		return nil, fmt.Errorf("server: raft state: %w", err)
 	}
 	c.states = states
+	if c.peerTLS, err = buildPeerTLS(cfg); err != nil {
+		states.Close()
+		return nil, err
+	}
 	c.transport = replica.NewTCPTransport(uint64(c.self), b.logger)
+	c.transport.SetDial(c.dialPeer)
 	hc := cfg.RaftHostConfig()
 	hc.Transport = c.transport
 	hc.HardState = states

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -47,11 +46,7 @@ func (pc *peerClients) request(ctx context.Context, id int32, req kmsg.Request) 
 		if ok {
 			p.cl.Close()
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
-			kgo.ClientID(fmt.Sprintf("%s%d", brokerClientIDPrefix, pc.c.self)),
-			kgo.DialTimeout(2*time.Second),
-			kgo.RetryTimeout(0),
-		)
+		cl, err := kgo.NewClient(pc.c.clientOpts(addr)...)
 		if err != nil {
 			pc.mu.Unlock()
 			return nil, err

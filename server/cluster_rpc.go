@@ -68,11 +68,7 @@ func (cc *controllerClients) client(id int32, lane int) (*kgo.Client, error) {
 	if !ok {
 		return nil, fmt.Errorf("server: the active controller %d is not in controller.quorum.voters", id)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
-		kgo.ClientID(fmt.Sprintf("%s%d", brokerClientIDPrefix, cc.c.self)),
-		kgo.DialTimeout(2*time.Second),
-		kgo.RetryTimeout(0),
-	)
+	cl, err := kgo.NewClient(cc.c.clientOpts(addr)...)
 	if err != nil {
 		return nil, err
 	}

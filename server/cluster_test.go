@@ -36,6 +36,9 @@ type testCluster struct {
 	mu      sync.Mutex
 	brokers []*Broker // nil: stopped
 	logs    []*syncBuffer
+	// dialOpts are every test client's first options (TLS for a cluster
+	// with SSL listeners).
+	dialOpts []kgo.Opt
 }
 
 // syncBuffer is a goroutine-safe log sink whose tail a failing test prints.
@@ -244,7 +247,7 @@ func (tc *testCluster) addrs() []string {
 
 func (tc *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	tc.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tc.addrs()...), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(tc.addrs()...), kgo.MetadataMinAge(100 * time.Millisecond)}, tc.dialOpts...), opts...)...)
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -256,7 +259,7 @@ func (tc *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 // its requests (cl.Broker(i+1).Request) go to that broker, never routed.
 func (tc *testCluster) direct(i int) *kgo.Client {
 	tc.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[i])))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", tc.cports[i]))}, tc.dialOpts...)...)
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -283,7 +286,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 // metadata asks a running broker for Metadata directly (kadm answers from
 // the client's cache, which may be older than a failover).
 func (tc *testCluster) metadata(ctx context.Context, topics ...string) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tc.addrs()...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tc.addrs()...)}, tc.dialOpts...)...)
 	if err != nil {
 		return nil, err
 	}

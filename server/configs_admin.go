@@ -164,6 +164,14 @@ func describedConfig(name string, chain []kmsg.DescribeConfigsResponseResourceCo
 	c.ReadOnly = readOnly
 	c.IsSensitive = false
 	c.ConfigType = typ
+	if config.Sensitive(name) { // a password or private key: never shown, as Kafka
+		c.IsSensitive = true
+		c.Value = nil
+		chain = slices.Clone(chain)
+		for i := range chain {
+			chain[i].Value = nil
+		}
+	}
 	if synonyms {
 		c.ConfigSynonyms = chain
 	}

@@ -66,8 +66,12 @@ type clientConn struct {
 	b        *Broker
 	conn     net.Conn
 	listener string // the name of the listener it came in on
-	clientID string // the reader's: the latest request header's
-	logger   *slog.Logger
+	// principal is who the client is: User:<mapped certificate subject>
+	// on a TLS listener with a client certificate, else User:ANONYMOUS
+	// (tls.go). Nothing authorizes by it yet.
+	principal string
+	clientID  string // the reader's: the latest request header's
+	logger    *slog.Logger
 	// splices are the records of the Fetch response being served to send
 	// from files (zerocopy.go). The reader owns them until it hands them
 	// to the response's answer.
@@ -105,7 +109,7 @@ type panicError struct {
 
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
-func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
+func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener, principal string) {
 	// Bodies larger than the buffer are read into their own memory
 	// directly; the buffer batches small pipelined requests.
 	r := bufio.NewReaderSize(c, 16<<10)
@@ -118,7 +122,7 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
 	}
 	ctx, cancel := context.WithCancel(bctx)
 	cc := &clientConn{
-		b: b, conn: c, listener: listener, logger: b.logger.With("remote", c.RemoteAddr().String()),
+		b: b, conn: c, listener: listener, principal: principal, logger: b.logger.With("remote", c.RemoteAddr().String()),
 		answers: make(chan *answer, maxInFlight),
 	}
 	cc.answered.L = &cc.mu

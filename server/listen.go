@@ -49,6 +49,9 @@ func (b *Broker) Start() error {
 	b.refused = newLogSummary(b.logger, slog.LevelInfo, "server: connections refused: max.connections.per.ip", b.logEvery)
 	b.acceptErrs = newLogSummary(b.logger, slog.LevelError, "sluice: accept failing; retrying", b.logEvery)
 	b.produceErrs = newLogSummary(b.logger, slog.LevelError, "sluice: produce failed (KAFKA_STORAGE_ERROR)", b.logEvery)
+	if b.lnTLS, err = buildListenerTLS(&b.cfg); err != nil {
+		return err
+	}
 	metricsLn, err := b.listenMetrics()
 	if err != nil {
 		return err
@@ -81,12 +84,12 @@ func (b *Broker) Start() error {
 	b.openStartGate()
 	go b.flushSummaries(b.summariesDone)
 	for i, ln := range b.lns {
-		name := b.cfg.Listeners[i].Name
-		b.logger.Info("sluice: listening", "listener", name, "addr", ln.Addr().String(), "log_dirs", b.cfg.LogDirs, "node_id", b.cfg.NodeID)
+		name, lt := b.cfg.Listeners[i].Name, b.lnTLS[i]
+		b.logger.Info("sluice: listening", "listener", name, "addr", ln.Addr().String(), "security_protocol", b.cfg.SecurityProtocol(name), "log_dirs", b.cfg.LogDirs, "node_id", b.cfg.NodeID)
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			b.acceptLoop(ln, name)
+			b.acceptLoop(ln, name, lt)
 		}()
 	}
 	b.cl.start()
@@ -98,8 +101,9 @@ func (b *Broker) Start() error {
 	return nil
 }
 
-// acceptLoop accepts connections on ln until it is closed.
-func (b *Broker) acceptLoop(ln net.Listener, listener string) {
+// acceptLoop accepts connections on ln until it is closed; lt is the
+// listener's TLS, nil for plaintext.
+func (b *Broker) acceptLoop(ln net.Listener, listener string, lt *listenerTLS) {
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
@@ -142,7 +146,21 @@ func (b *Broker) acceptLoop(ln net.Listener, listener string) {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			b.serveConn(b.ctx, c, listener)
+			conn, principal := net.Conn(c), anonymous
+			if lt != nil {
+				var err error
+				if conn, principal, err = b.handshake(c, lt); err != nil {
+					c.Close()
+					b.badConns.note("remote", c.RemoteAddr().String(), "listener", listener, "err", err.Error())
+					conn = nil
+				}
+			}
+			if conn != nil {
+				if b.onPrincipal != nil {
+					b.onPrincipal(listener, principal)
+				}
+				b.serveConn(b.ctx, conn, listener, principal)
+			}
 			b.connMu.Lock()
 			delete(b.conns, c)
 			b.connMu.Unlock()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -56,7 +57,8 @@ func (b *Broker) listenMetrics() (net.Listener, error) {
 // listeners are bound: the console's bootstrap is their addresses).
 func (b *Broker) serveMetrics(ln net.Listener) {
 	ms := &metricsServer{ln: ln, done: make(chan struct{})}
-	ms.console = console.New(console.Config{Bootstrap: b.consoleBootstrap(), Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
+	bootstrap, consoleTLS := b.consoleBootstrap()
+	ms.console = console.New(console.Config{Bootstrap: bootstrap, TLS: consoleTLS, Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{b},
@@ -115,17 +117,31 @@ func (b *Broker) MetricsAddr() net.Addr {
 // consoleBootstrap is where the console reaches this broker: its
 // advertised broker listeners (their ports once bound), else its first
 // listener (a controller-only node).
-func (b *Broker) consoleBootstrap() []string {
-	var out []string
+//
+// It prefers plaintext listeners; with only TLS ones, it dials the first
+// with that listener's ssl.* settings as a client (tls, else nil).
+func (b *Broker) consoleBootstrap() (out []string, tc *tls.Config) {
+	var secure []config.Listener
 	for _, l := range b.cfg.AdvertisedListeners {
-		if !b.isControllerListener(l.Name) {
+		switch {
+		case b.isControllerListener(l.Name):
+		case config.UsesTLS(b.cfg.SecurityProtocol(l.Name)):
+			secure = append(secure, l)
+		default:
 			out = append(out, l.Addr())
 		}
+	}
+	if len(out) == 0 && len(secure) > 0 {
+		var err error
+		if tc, err = b.cfg.ListenerSSL(secure[0].Name).ClientTLS(""); err != nil {
+			b.logger.Warn("sluice: console: no TLS client for listener "+secure[0].Name, "err", err)
+		}
+		return []string{secure[0].Addr()}, tc
 	}
 	if len(out) == 0 && len(b.lns) > 0 {
 		out = append(out, b.lns[0].Addr().String())
 	}
-	return out
+	return out, nil
 }
 
 // notReady is why the broker does not serve yet, or "" when it does:

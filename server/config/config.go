@@ -68,10 +68,13 @@
 //
 // # Listeners
 //
-// Only the PLAINTEXT security protocol is implemented. A listener is
-// NAME://host:port; NAME must map to PLAINTEXT in
-// listener.security.protocol.map (as PLAINTEXT itself does by default,
-// and CONTROLLER too). While advertised.listeners is not set,
+// The PLAINTEXT and SSL security protocols are implemented; SASL_PLAINTEXT
+// and SASL_SSL are parsed and refused (checkSASL, the one place to lift
+// when SASL comes). A listener is NAME://host:port; NAME maps to its
+// protocol in listener.security.protocol.map. An SSL listener takes
+// Kafka's ssl.* keys (SSLConfig: PEM keystores and truststores only),
+// overridden per listener by listener.name.<lower-case name>.ssl.*
+// (ListenerSSL). While advertised.listeners is not set,
 // AdvertisedListeners follows listeners less the controller listeners, so
 // the field always holds what clients are told; likewise the protocol map
 // and inter.broker.listener.name follow the keys they derive from while
@@ -147,8 +150,8 @@ type Config struct {
 	// controller.listener.names (so CONTROLLER:PLAINTEXT by default), as
 	// Kafka's effective map adds them while the key is not set; once it is
 	// set, a clustered node's controller listener names must be in it.
-	// Every listener's name must map to PLAINTEXT, the only protocol Sluice
-	// implements.
+	// Every listener's name must map to PLAINTEXT or SSL, the protocols
+	// Sluice implements; an SSL listener needs a keystore (see SSL).
 	ListenerSecurityProtocolMap map[string]string
 
 	// ProcessRoles are the roles this node plays. Key process.roles;
@@ -765,6 +768,13 @@ type Config struct {
 	// (Kafka's).
 	GroupConsumerMaxSize int32
 
+	// SSL is the ssl.* keys (Kafka's names and defaults; see SSLConfig):
+	// the TLS settings of every listener whose protocol is SSL, and of the
+	// broker's own connections to such listeners. ListenerSSL applies a
+	// listener's listener.name.<listener>.ssl.* overrides.
+	SSL         SSLConfig
+	listenerSSL map[string]map[string]string // lower-case listener name: ssl key: value
+
 	// set has bit i on when the key with index i (see entries) was given to
 	// Set; Source reports it.
 	set keyBits
@@ -784,6 +794,7 @@ func Default() Config {
 	c := Config{
 		NodeID:                                 1,
 		brokerID:                               -1,
+		SSL:                                    defaultSSL(),
 		Listeners:                              []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
 		ProcessRoles:                           RoleBroker | RoleController,
 		ControllerListenerNames:                []string{"CONTROLLER"},

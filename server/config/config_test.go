@@ -132,12 +132,12 @@ func TestSuggestNearestKey(t *testing.T) {
 // are accepted (their values checked by their Kafka type) and listed by
 // Unacted; listener.name.<listener>.<key> overrides too.
 func TestLoadKafkaKeysUnacted(t *testing.T) {
-	p := writeFile(t, "num.io.threads=8\nnum.network.threads=3\nsocket.send.buffer.bytes=102400\nlistener.name.plaintext.ssl.keystore.location=/k\nnum.partitions=2\n")
+	p := writeFile(t, "num.io.threads=8\nnum.network.threads=3\nsocket.send.buffer.bytes=102400\nlistener.name.plaintext.ssl.keystore.password=pw\nnum.partitions=2\n")
 	c, err := Load(p, []string{"share.coordinator.state.topic.min.isr=1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"listener.name.plaintext.ssl.keystore.location", "num.io.threads", "num.network.threads", "share.coordinator.state.topic.min.isr", "socket.send.buffer.bytes"}
+	want := []string{"listener.name.plaintext.ssl.keystore.password", "num.io.threads", "num.network.threads", "share.coordinator.state.topic.min.isr", "socket.send.buffer.bytes"}
 	if got := c.Unacted(); !slices.Equal(got, want) {
 		t.Errorf("Unacted = %v, want %v", got, want)
 	}
@@ -221,7 +221,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		"compression.type=brotli",
 		"auto.create.topics.enable=yes",
 		"message.max.bytes=99999999999",
-		"listeners=SSL://:9093",
+		"listeners=SASL_SSL://:9093",
 		"log.cleanup.policy=delete,archive",
 		"log.dirs=",
 	}, "\n"))
@@ -234,7 +234,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		"", // --set novalue
 		"auto.create.topics.enable", "compression.type", "default.replication.factor",
 		"log.cleanup.policy", "log.dirs", "log.segment.bytes", "message.max.bytes", "num.partitions",
-		"listeners", // SSL: from Validate, after every Set
+		"listeners", // SASL_SSL: from Validate, after every Set
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("keys = %q\nwant   %q\n%v", got, want, err)
@@ -249,7 +249,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		`compression.type="brotli": String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer`,
 		`log.cleanup.policy="delete,archive": String must be one of: compact, delete`,
 		`log.dirs="": must name at least one directory`,
-		`listener SSL uses security protocol SSL; only PLAINTEXT is supported`,
+		`listener SASL_SSL uses security protocol SASL_SSL: SASL is not implemented yet`,
 		`"novalue" is not key=value`,
 	} {
 		if !strings.Contains(msg, s) {
@@ -287,7 +287,8 @@ func TestListeners(t *testing.T) {
 		{[]string{"listeners=PLAINTEXT://0.0.0.0:9092", "advertised.listeners=PLAINTEXT://broker1:9092"}, "PLAINTEXT://0.0.0.0:9092 | PLAINTEXT://broker1:9092", ""},
 		{[]string{"advertised.listeners=PLAINTEXT://:9000", "listeners=PLAINTEXT://:0"}, "PLAINTEXT://:0 | PLAINTEXT://127.0.0.1:9000", ""},
 		{[]string{"listeners=PLAINTEXT://:1", "advertised.listeners="}, "PLAINTEXT://:1 | PLAINTEXT://127.0.0.1:1", ""},
-		{[]string{"listeners=SSL://:9093"}, "", `listeners="SSL://:9093": listener SSL uses security protocol SSL`},
+		{[]string{"listeners=SSL://:9093"}, "", `listeners="SSL://:9093": listener SSL (SSL): a TLS listener needs its certificate`},
+		{[]string{"listeners=SASL_PLAINTEXT://:9093"}, "", `SASL is not implemented yet`},
 		{[]string{"listeners=INTERNAL://:9093"}, "", `listener name INTERNAL is not in listener.security.protocol.map`},
 		{[]string{"listeners=PLAINTEXT://localhost"}, "", `listeners="PLAINTEXT://localhost": "PLAINTEXT://localhost": want host:port`},
 		{[]string{"listeners=localhost:9092"}, "", `is not NAME://host:port`},
@@ -508,6 +509,29 @@ func TestTableCoversFields(t *testing.T) {
 				elem = reflect.ValueOf("x")
 			}
 			v.Set(reflect.Append(v, elem))
+		case reflect.Struct: // SSL: each of its fields must be reached
+			for j := range v.NumField() {
+				c2 := Default()
+				sub := reflect.ValueOf(&c2).Elem().Field(i).Field(j)
+				switch sub.Kind() {
+				case reflect.String:
+					sub.SetString(sub.String() + "x")
+				case reflect.Slice:
+					sub.Set(reflect.Append(sub, reflect.ValueOf("x")))
+				default:
+					t.Fatalf("field %s.%s: kind %s not handled", f.Name, v.Type().Field(j).Name, sub.Kind())
+				}
+				changed := false
+				for _, k := range Keys() {
+					a, _ := def.String(k)
+					b, _ := c2.String(k)
+					changed = changed || a != b
+				}
+				if !changed {
+					t.Errorf("field %s.%s is not reached by any key", f.Name, v.Type().Field(j).Name)
+				}
+			}
+			continue
 		case reflect.Map:
 			empty := v.Len() == 0
 			v.Set(reflect.MakeMap(v.Type()))

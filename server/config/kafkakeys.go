@@ -296,9 +296,9 @@ var kafkaKeys = []kafkaKey{
 	{"ssl.allow.dn.changes", kBool, ""},
 	{"ssl.allow.san.changes", kBool, ""},
 	{"ssl.cipher.suites", kList, ""},
-	{"ssl.client.auth", kString, ""},
-	{"ssl.enabled.protocols", kList, ""},
-	{"ssl.endpoint.identification.algorithm", kString, ""},
+	{"ssl.client.auth", kString, "none"},
+	{"ssl.enabled.protocols", kList, "TLSv1.2,TLSv1.3"},
+	{"ssl.endpoint.identification.algorithm", kString, "https"},
 	{"ssl.engine.factory.class", kClass, ""},
 	{"ssl.key.password", kPassword, ""},
 	{"ssl.keymanager.algorithm", kString, ""},
@@ -306,16 +306,16 @@ var kafkaKeys = []kafkaKey{
 	{"ssl.keystore.key", kPassword, ""},
 	{"ssl.keystore.location", kString, ""},
 	{"ssl.keystore.password", kPassword, ""},
-	{"ssl.keystore.type", kString, ""},
-	{"ssl.principal.mapping.rules", kString, ""},
-	{"ssl.protocol", kString, ""},
+	{"ssl.keystore.type", kString, "JKS"},
+	{"ssl.principal.mapping.rules", kString, "DEFAULT"},
+	{"ssl.protocol", kString, "TLSv1.3"},
 	{"ssl.provider", kString, ""},
 	{"ssl.secure.random.implementation", kString, ""},
 	{"ssl.trustmanager.algorithm", kString, ""},
 	{"ssl.truststore.certificates", kPassword, ""},
 	{"ssl.truststore.location", kString, ""},
 	{"ssl.truststore.password", kPassword, ""},
-	{"ssl.truststore.type", kString, ""},
+	{"ssl.truststore.type", kString, "JKS"},
 	{"telemetry.max.bytes", kInt, ""},
 	{"transaction.abort.timed.out.transaction.cleanup.interval.ms", kInt, "10000"},
 	{"transaction.max.timeout.ms", kInt, "900000"},
@@ -360,6 +360,14 @@ var kafkaByName = func() map[string]*kafkaKey {
 	}
 	return m
 }()
+
+// Sensitive reports whether a key is a Kafka PASSWORD (ssl.key.password,
+// ssl.keystore.key, ...): its value is never shown (DescribeConfigs
+// answers null, as Kafka does).
+func Sensitive(key string) bool {
+	k, ok := kafkaByName[key]
+	return ok && k.typ == kPassword
+}
 
 // listenerPrefix starts Kafka's per-listener overrides,
 // listener.name.<listener name>.<key> (SSL, SASL and connection keys).

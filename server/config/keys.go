@@ -258,6 +258,71 @@ var keyTable = []spec{
 	intKey("group.consumer.heartbeat.interval.ms", func(c *Config) *int32 { return &c.GroupConsumerHeartbeatIntervalMs }, 1, math.MaxInt32),
 	intKey("group.consumer.session.timeout.ms", func(c *Config) *int32 { return &c.GroupConsumerSessionTimeoutMs }, 1, math.MaxInt32),
 	intKey("group.consumer.max.size", func(c *Config) *int32 { return &c.GroupConsumerMaxSize }, 1, math.MaxInt32),
+	// TLS (ssl.go): each may be overridden per listener as
+	// listener.name.<listener>.<key>.
+	sslString("ssl.keystore.type", func(c *Config) *string { return &c.SSL.KeystoreType }, true),
+	sslString("ssl.keystore.location", func(c *Config) *string { return &c.SSL.KeystoreLocation }, false),
+	sslString("ssl.keystore.certificate.chain", func(c *Config) *string { return &c.SSL.KeystoreCertificateChain }, false),
+	sslString("ssl.keystore.key", func(c *Config) *string { return &c.SSL.KeystoreKey }, false),
+	sslString("ssl.key.password", func(c *Config) *string { return &c.SSL.KeyPassword }, false),
+	sslString("ssl.truststore.type", func(c *Config) *string { return &c.SSL.TruststoreType }, true),
+	sslString("ssl.truststore.location", func(c *Config) *string { return &c.SSL.TruststoreLocation }, false),
+	sslString("ssl.truststore.certificates", func(c *Config) *string { return &c.SSL.TruststoreCertificates }, false),
+	enumKey("ssl.client.auth", func(c *Config) *string { return &c.SSL.ClientAuth }, "none", "requested", "required"),
+	sslList("ssl.enabled.protocols", func(c *Config) *[]string { return &c.SSL.EnabledProtocols }, func(c *Config) error {
+		_, err := c.SSL.versions()
+		return err
+	}),
+	enumKey("ssl.protocol", func(c *Config) *string { return &c.SSL.Protocol }, "TLSv1.3", "TLSv1.2", "TLS"),
+	sslList("ssl.cipher.suites", func(c *Config) *[]string { return &c.SSL.CipherSuites }, func(c *Config) error {
+		_, err := cipherSuites(c.SSL.CipherSuites)
+		return err
+	}),
+	{
+		name: "ssl.principal.mapping.rules",
+		set: func(c *Config, v string) error {
+			c.SSL.PrincipalMappingRules = strings.TrimSpace(v)
+			return nil
+		},
+		get: func(c *Config) string { return c.SSL.PrincipalMappingRules },
+		check: func(c *Config) error {
+			_, err := ParsePrincipalRules(c.SSL.PrincipalMappingRules)
+			return err
+		},
+	},
+	enumKey("ssl.endpoint.identification.algorithm", func(c *Config) *string { return &c.SSL.EndpointIdentificationAlgorithm }, "https", ""),
+}
+
+// sslString is a string ssl.* key; upper, for the store types, upper-cases
+// the value (Kafka reads them case-insensitively).
+func sslString(name string, field func(*Config) *string, upper bool) spec {
+	return spec{
+		name: name,
+		set: func(c *Config, v string) error {
+			if !strings.Contains(name, "certificate") && !strings.HasSuffix(name, ".key") {
+				v = strings.TrimSpace(v) // PEM text stays as given
+			}
+			if upper {
+				v = strings.ToUpper(v)
+			}
+			*field(c) = v
+			return nil
+		},
+		get: func(c *Config) string { return *field(c) },
+	}
+}
+
+// sslList is a list ssl.* key with its own check.
+func sslList(name string, field func(*Config) *[]string, check func(*Config) error) spec {
+	return spec{
+		name: name,
+		set: func(c *Config, v string) (err error) {
+			*field(c), err = parseList(v)
+			return err
+		},
+		get:   func(c *Config) string { return strings.Join(*field(c), ",") },
+		check: check,
+	}
 }
 
 // maxSocketRequestBytes caps socket.request.max.bytes (Sluice's rule):
@@ -376,6 +441,9 @@ func (c *Config) Set(key, value string) error {
 // setUnacted sets a Kafka key Sluice does not act on (kafkaKeys), after
 // checking its value against its Kafka type; any other key is unknown.
 func (c *Config) setUnacted(key, value string) error {
+	if ok, err := c.setListenerSSL(key, value); ok {
+		return err
+	}
 	k, ok := unactedKey(key)
 	if !ok {
 		e := &Error{Key: key, Value: value, Err: ErrUnknownKey}

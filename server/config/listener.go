@@ -186,7 +186,8 @@ func checkAdvertised(ls []Listener) error {
 	return nil
 }
 
-// Security protocols Kafka knows; Sluice implements only PLAINTEXT.
+// Security protocols Kafka knows; Sluice implements PLAINTEXT and SSL
+// (checkSASL refuses the SASL ones).
 var securityProtocols = []string{"PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"}
 
 // defaultProtocolMap is Kafka's default listener.security.protocol.map

@@ -174,8 +174,8 @@ func applyOrder(props map[string]string) []string {
 
 // Validate reports every problem with c at once (errors.Join of *Error,
 // each naming its key): each field's range, and the checks that span
-// keys — every listener's name maps to PLAINTEXT in
-// listener.security.protocol.map, advertised listener names are
+// keys — every listener's name maps to PLAINTEXT or SSL in
+// listener.security.protocol.map (with usable ssl.* keys for SSL), advertised listener names are
 // listener names, the KRaft rules between process.roles,
 // controller.quorum.voters, node.id and the listeners (cluster.go), and
 // the broker and raft timing rules.
@@ -202,13 +202,8 @@ func (c *Config) validate() []error {
 	names := map[string]bool{}
 	for _, l := range c.Listeners {
 		names[l.Name] = true
-		switch p, ok := c.ListenerSecurityProtocolMap[l.Name]; {
-		case !ok:
-			bad("listeners", fmt.Errorf("listener name %s is not in listener.security.protocol.map", l.Name))
-		case p != "PLAINTEXT":
-			bad("listeners", fmt.Errorf("listener %s uses security protocol %s; only PLAINTEXT is supported", l.Name, p))
-		}
 	}
+	c.validateSecurity(bad)
 	if q := c.QueuedMaxRequestBytes; q > 0 && q < int64(c.SocketRequestMaxBytes) {
 		bad("queued.max.request.bytes", fmt.Errorf("must be at least socket.request.max.bytes (%d), or 0 or negative for no bound", c.SocketRequestMaxBytes))
 	}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/tls"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,8 @@ type Config struct {
 	// Bootstrap is the broker listeners the console queries
 	// (host:port), usually the serving broker's own.
 	Bootstrap []string
+	// TLS, if set, is how to dial Bootstrap (an SSL listener).
+	TLS *tls.Config
 	// Alerts, if set, returns the broker's current alerts.
 	Alerts func() []Alert
 	// Logger logs the console's errors; nil is slog.Default().
@@ -127,16 +130,26 @@ func (c *Console) admin() (*kadm.Client, error) {
 		return c.adm, nil
 	}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(c.cfg.Bootstrap...),
-		kgo.MetadataMinAge(500*time.Millisecond),
-		kgo.ClientID("sluice-console"),
-		kgo.RetryTimeout(c.cfg.RequestTimeout),
+		append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Bootstrap...),
+			kgo.MetadataMinAge(500 * time.Millisecond),
+			kgo.ClientID("sluice-console"),
+			kgo.RetryTimeout(c.cfg.RequestTimeout),
+		}, c.dialOpts()...)...,
 	)
 	if err != nil {
 		return nil, err
 	}
 	c.cl, c.adm = cl, kadm.NewClient(cl)
 	return c.adm, nil
+}
+
+// dialOpts are the options that reach Bootstrap: TLS if it is an SSL
+// listener.
+func (c *Console) dialOpts() []kgo.Opt {
+	if c.cfg.TLS == nil {
+		return nil
+	}
+	return []kgo.Opt{kgo.DialTLSConfig(c.cfg.TLS.Clone())}
 }
 
 // ServeHTTP serves the console: the page and its files under /ui/, the

@@ -226,14 +226,14 @@ func (c *Console) messages(ctx context.Context, topic string, q url.Values) (any
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(c.cfg.Bootstrap...),
 		kgo.ClientID("sluice-console-browser"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(out.From)}}),
 		kgo.FetchMaxBytes(maxBrowseFetch),
 		kgo.FetchMaxPartitionBytes(maxBrowseFetch),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}, c.dialOpts()...)...)
 	if err != nil {
 		return nil, err
 	}

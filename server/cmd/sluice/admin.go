@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicemq/sluice/server/cmd/sluice/internal/clienttls"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,12 +40,14 @@ var progressEvery = 10 * time.Second
 type clusterFlags struct {
 	bootstrap string
 	timeout   time.Duration
+	sec       *clienttls.Flags
 }
 
 func addClusterFlags(fs *pflag.FlagSet) *clusterFlags {
 	c := &clusterFlags{}
 	fs.StringVar(&c.bootstrap, "bootstrap-server", defaultBootstrap, "the cluster: any of its brokers, comma-separated `host:port`s")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long one request to the cluster may take")
+	c.sec = clienttls.Add(fs)
 	return c
 }
 
@@ -76,18 +79,34 @@ type admin struct {
 	versions map[int16]bool // the API keys the cluster offers, once asked
 }
 
+// dialOpts are the client security flags' kgo options (TLS), if any.
+func (c *clusterFlags) dialOpts() ([]kgo.Opt, error) {
+	if c.sec == nil {
+		return nil, nil
+	}
+	opts, err := c.sec.Opts()
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return opts, nil
+}
+
 // connect makes the client (it dials on first use).
 func (c *clusterFlags) connect() (*admin, error) {
 	seeds, err := c.seeds()
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(
+	dial, err := c.dialOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID("sluice-admin"),
 		kgo.DialTimeout(min(c.timeout, 10*time.Second)),
 		kgo.RetryTimeout(c.timeout),
-	)
+	}, dial...)...)
 	if err != nil {
 		return nil, err
 	}

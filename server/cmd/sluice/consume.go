@@ -436,6 +436,11 @@ func consume(ctx context.Context, a *admin, cf *clusterFlags, o consumeOptions, 
 		// They are not printed.
 		kgo.KeepControlRecords(),
 	}
+	dial, err := cf.dialOpts()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, dial...)
 	if o.group != "" {
 		opts = append(opts,
 			kgo.ConsumerGroup(o.group),

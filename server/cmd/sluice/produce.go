@@ -130,6 +130,11 @@ func produce(ctx context.Context, cf *clusterFlags, o produceOptions, in io.Read
 		kgo.DefaultProduceTopic(o.topic),
 		kgo.ProducerLinger(0),
 	}
+	dial, err := cf.dialOpts()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, dial...)
 	if !o.idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}

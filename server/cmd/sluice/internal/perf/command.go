@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/sluicemq/sluice/server/cmd/sluice/internal/clienttls"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -79,6 +80,8 @@ type common struct {
 	n         int64
 	duration  time.Duration
 	json      bool
+	sec       *clienttls.Flags
+	dial      []kgo.Opt // from sec, set by check
 }
 
 func addCommon(fs *pflag.FlagSet) *common {
@@ -88,6 +91,7 @@ func addCommon(fs *pflag.FlagSet) *common {
 	fs.Int64Var(&c.n, "num-records", 0, "stop after this many `records`")
 	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (e.g. 30s); with --num-records, whichever comes first (at a fixed --throughput: send the records due within it, however long that takes)")
 	fs.BoolVar(&c.json, "json", false, "print the result as one JSON object")
+	c.sec = clienttls.Add(fs)
 	return c
 }
 
@@ -115,12 +119,18 @@ func (c *common) check() ([]string, error) {
 	case c.n == 0 && c.duration == 0:
 		return nil, usagef("give --num-records N or --duration D (or both)")
 	}
+	dial, err := c.sec.Opts()
+	if err != nil {
+		return nil, err
+	}
+	c.dial = dial
 	return seeds, nil
 }
 
-// baseOpts are every client's options.
-func baseOpts(seeds []string) []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("sluice-perf")}
+// baseOpts are every client's options: the seeds, the client id, TLS if
+// asked.
+func baseOpts(seeds []string, dial []kgo.Opt) []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("sluice-perf")}, dial...)
 }
 
 // progressWriter is stderr when it is a terminal, else nil (no progress

@@ -14,6 +14,7 @@ import (
 // consumeOptions are a consume run's settings, checked.
 type consumeOptions struct {
 	seeds    []string
+	dial     []kgo.Opt // TLS, if asked
 	topic    string
 	n        int64
 	duration time.Duration
@@ -53,7 +54,7 @@ before the count is reached, as Kafka's tool stops then.`,
 		if err != nil {
 			return err
 		}
-		o := consumeOptions{seeds: seeds, topic: cf.topic, n: cf.n, duration: cf.duration, group: *group, idle: *idle}
+		o := consumeOptions{seeds: seeds, dial: cf.dial, topic: cf.topic, n: cf.n, duration: cf.duration, group: *group, idle: *idle}
 		switch *from {
 		case "earliest":
 		case "latest":
@@ -81,7 +82,7 @@ func runConsume(ctx context.Context, o consumeOptions, clk clock, st *stats, pro
 	if o.latest {
 		reset = kgo.NewOffset().AtEnd()
 	}
-	opts := append(baseOpts(o.seeds), kgo.ConsumeTopics(o.topic), kgo.ConsumeResetOffset(reset))
+	opts := append(baseOpts(o.seeds, o.dial), kgo.ConsumeTopics(o.topic), kgo.ConsumeResetOffset(reset))
 	if o.group != "" {
 		opts = append(opts, kgo.ConsumerGroup(o.group))
 	}

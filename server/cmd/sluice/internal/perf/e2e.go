@@ -26,6 +26,7 @@ const (
 // e2eOptions are an e2e run's settings, checked.
 type e2eOptions struct {
 	seeds      []string
+	dial       []kgo.Opt // TLS, if asked
 	topic      string
 	n          int64
 	duration   time.Duration
@@ -87,7 +88,7 @@ Exits 1 if a record failed or did not arrive within --timeout.`,
 			return usagef("--timeout must be positive, not %v", *wait)
 		}
 		o := e2eOptions{
-			seeds: seeds, topic: cf.topic, n: cf.n, duration: cf.duration, recordSize: *size,
+			seeds: seeds, dial: cf.dial, topic: cf.topic, n: cf.n, duration: cf.duration, recordSize: *size,
 			rate: max(*rate, 0), oneAtATime: !fs.Changed("throughput"), create: *crf, clientOpts: popts, wait: *wait,
 		}
 		st := newStats()
@@ -137,7 +138,7 @@ func runE2E(ctx context.Context, o e2eOptions, clk clock, st *stats, progress io
 	default:
 		r.Mode = "max-rate"
 	}
-	prod, err := kgo.NewClient(append(baseOpts(o.seeds), o.clientOpts...)...)
+	prod, err := kgo.NewClient(append(baseOpts(o.seeds, o.dial), o.clientOpts...)...)
 	if err != nil {
 		return r, err
 	}
@@ -153,7 +154,7 @@ func runE2E(ctx context.Context, o e2eOptions, clk clock, st *stats, progress io
 	for p, off := range ends {
 		at[p] = kgo.NewOffset().At(off)
 	}
-	cons, err := kgo.NewClient(append(baseOpts(o.seeds),
+	cons, err := kgo.NewClient(append(baseOpts(o.seeds, o.dial),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{o.topic: at}),
 		kgo.FetchMaxWait(100*time.Millisecond))...)
 	if err != nil {

@@ -119,6 +119,7 @@ func (p *producerFlags) opts(c *cobra.Command) ([]kgo.Opt, error) {
 // produceOptions are a produce run's settings, checked.
 type produceOptions struct {
 	seeds      []string
+	dial       []kgo.Opt // TLS, if asked
 	topic      string
 	n          int64
 	duration   time.Duration
@@ -179,7 +180,7 @@ Without --create the topic must exist. Exits 1 if any record failed.`,
 			return usagef("--keys must not be negative, not %d", *keys)
 		}
 		o := produceOptions{
-			seeds: seeds, topic: cf.topic, n: cf.n, duration: cf.duration,
+			seeds: seeds, dial: cf.dial, topic: cf.topic, n: cf.n, duration: cf.duration,
 			recordSize: *size, rate: max(*rate, 0), producers: *producers, keys: *keys,
 			create: *crf, clientOpts: popts, flushTimeout: pf.deliveryTimeout + 10*time.Second,
 		}
@@ -208,7 +209,7 @@ func runProduce(ctx context.Context, o produceOptions, clk clock, st *stats, pro
 	}
 	defer closeAll()
 	for p := range clients {
-		cl, err := kgo.NewClient(append(baseOpts(o.seeds), o.clientOpts...)...)
+		cl, err := kgo.NewClient(append(baseOpts(o.seeds, o.dial), o.clientOpts...)...)
 		if err != nil {
 			return r, err
 		}
