@@ -205,8 +205,8 @@ func (c *Config) validate() []error {
 		switch p, ok := c.ListenerSecurityProtocolMap[l.Name]; {
 		case !ok:
 			bad("listeners", fmt.Errorf("listener name %s is not in listener.security.protocol.map", l.Name))
-		case p != "PLAINTEXT":
-			bad("listeners", fmt.Errorf("listener %s uses security protocol %s; only PLAINTEXT is supported", l.Name, p))
+		case p != "PLAINTEXT" && p != "SASL_PLAINTEXT":
+			bad("listeners", fmt.Errorf("listener %s uses security protocol %s; only PLAINTEXT is supported, and SASL_PLAINTEXT", l.Name, p))
 		}
 	}
 	if q := c.QueuedMaxRequestBytes; q > 0 && q < int64(c.SocketRequestMaxBytes) {
@@ -222,6 +222,7 @@ func (c *Config) validate() []error {
 	}
 	c.validateCluster(bad)
 	c.validateRaft(bad)
+	c.validateSasl(bad)
 	if c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
 		bad("broker.session.timeout.ms", fmt.Errorf("must exceed broker.heartbeat.interval.ms (%d): a broker's session must outlast the time between two of its heartbeats", c.BrokerHeartbeatIntervalMs))
 	}
