@@ -72,6 +72,9 @@ type clientConn struct {
 	// from files (zerocopy.go). The reader owns them until it hands them
 	// to the response's answer.
 	splices []splice
+	// sasl is the SASL state on SASL listeners, nil elsewhere (sasl.go);
+	// the reader's.
+	sasl *saslSession
 
 	answers chan *answer // reader to writer, in request order; never full
 
@@ -95,6 +98,7 @@ type answer struct {
 	splices []splice  // Fetch records sent from files
 	mem     int64     // request memory to release once answered
 	start   time.Time // when its bytes were read (zero without metrics)
+	raw     []byte    // a SASL token sent size-prefixed, without a response header (sasl.go)
 }
 
 // panicError is a request's recovered panic: it closes the connection.
@@ -120,6 +124,7 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
 	cc := &clientConn{
 		b: b, conn: c, listener: listener, logger: b.logger.With("remote", c.RemoteAddr().String()),
 		answers: make(chan *answer, maxInFlight),
+		sasl:    b.newSaslSession(listener),
 	}
 	cc.answered.L = &cc.mu
 	writerDone := make(chan struct{})
@@ -268,6 +273,9 @@ func (cc *clientConn) answer(w *bufio.Writer, a *answer, send bool) (err error) 
 		}
 	}()
 	resp, err := a.finish()
+	if a.raw != nil && err == nil && send {
+		return writeRaw(w, a.raw)
+	}
 	if err != nil || resp == nil || !send {
 		if err == nil && send {
 			cc.b.metrics.request(a.key, nil, a.start) // acks=0: no response
@@ -297,6 +305,9 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 		return cc.receiveErr(err)
 	}
 	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if cc.sasl.pending() {
+		return cc.serveSasl(ctx, r, size)
+	}
 	if size < 8 || int64(size) > int64(cc.b.cfg.SocketRequestMaxBytes) {
 		return fmt.Errorf("%w: request size %d outside [8, socket.request.max.bytes=%d]", errClose, size, cc.b.cfg.SocketRequestMaxBytes)
 	}
@@ -324,6 +335,9 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	}
 	if clientID != nil {
 		cc.clientID = *clientID
+	}
+	if err := cc.saslCheckExpired(key); err != nil {
+		return err
 	}
 	h, ok := handlers[key]
 	req := kmsg.RequestForKey(key)

@@ -140,6 +140,10 @@ func (c *Config) validateSasl(bad func(key string, reason error)) {
 	if n := c.SaslServerMaxReceiveSize(); n < 1 {
 		bad("sasl.server.max.receive.size", fmt.Errorf("must be at least 1, is %d", n))
 	}
+	if !c.soloQuorum && c.IsSaslListener(c.InterBrokerListenerName) {
+		// Brokers do not authenticate to each other yet.
+		bad("inter.broker.listener.name", fmt.Errorf("%s is a SASL listener; inter-broker SASL is not implemented: use a PLAINTEXT listener between brokers", c.InterBrokerListenerName))
+	}
 	for _, l := range c.Listeners {
 		if !c.IsSaslListener(l.Name) {
 			continue
