@@ -37,14 +37,16 @@ var progressEvery = 10 * time.Second
 
 // clusterFlags are the flags every cluster command has.
 type clusterFlags struct {
-	bootstrap string
-	timeout   time.Duration
+	bootstrap     string
+	timeout       time.Duration
+	commandConfig string // Kafka client properties: SASL (clientsasl.go)
 }
 
 func addClusterFlags(fs *pflag.FlagSet) *clusterFlags {
 	c := &clusterFlags{}
 	fs.StringVar(&c.bootstrap, "bootstrap-server", defaultBootstrap, "the cluster: any of its brokers, comma-separated `host:port`s")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long one request to the cluster may take")
+	fs.StringVar(&c.commandConfig, "command-config", "", "a Kafka client properties `file`: security.protocol, sasl.mechanism, sasl.jaas.config")
 	return c
 }
 
@@ -82,12 +84,16 @@ func (c *clusterFlags) connect() (*admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(
+	secOpts, err := commandConfigOpts(c.commandConfig)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID("sluice-admin"),
 		kgo.DialTimeout(min(c.timeout, 10*time.Second)),
 		kgo.RetryTimeout(c.timeout),
-	)
+	}, secOpts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 const clusterFlagsHelp = `Every command takes --bootstrap-server host:port[,host:port] (default ` + defaultBootstrap + `)
-and --timeout DURATION (each request's bound, default 30s).
+--timeout DURATION (each request's bound, default 30s) and --command-config FILE
+(Kafka's client properties: security.protocol, sasl.mechanism, sasl.jaas.config).
 `
 
 func init() {
