@@ -474,3 +474,52 @@ func runToolErr(name string, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	return string(out), err
 }
+
+const confluentSaslScript = `
+import sys
+from confluent_kafka import Producer, Consumer, TopicPartition
+addr, mech, user, pw, topic = sys.argv[1:6]
+conf = {'bootstrap.servers': addr, 'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanisms': mech, 'sasl.username': user, 'sasl.password': pw}
+p = Producer(dict(conf, acks='all'))
+p.produce(topic, key=b'k', value=b'v')
+assert p.flush(30) == 0
+c = Consumer(dict(conf, **{'group.id': 'unused', 'enable.auto.commit': False}))
+c.assign([TopicPartition(topic, 0, 0)])
+m = c.poll(10)
+assert m is not None and m.error() is None, m
+assert (m.key(), m.value()) == (b'k', b'v')
+c.close()
+`
+
+const kafkaPythonSaslScript = `
+import sys
+from kafka import KafkaProducer
+addr, mech, user, pw, topic = sys.argv[1:6]
+p = KafkaProducer(bootstrap_servers=addr, security_protocol='SASL_PLAINTEXT', sasl_mechanism=mech, sasl_plain_username=user, sasl_plain_password=pw, acks='all')
+p.send(topic, value=b'v').get(timeout=30)
+p.close()
+`
+
+// confluent-kafka-python and kafka-python log in with PLAIN and SCRAM.
+func TestSaslPythonClients(t *testing.T) {
+	_, plainAddr, addr := startSaslBroker(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, plainAddr))
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "bob-secret"}}); err != nil || res["bob"].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	logins := [][3]string{{"PLAIN", "alice", "alice-secret"}, {"SCRAM-SHA-512", "bob", "bob-secret"}}
+	t.Run("confluent", func(t *testing.T) {
+		py := pythonWith(t, "confluent_kafka")
+		for _, l := range logins {
+			runTool(t, "", py, "-c", confluentSaslScript, addr, l[0], l[1], l[2], "ck-"+strings.ToLower(l[0]))
+		}
+	})
+	t.Run("kafka-python", func(t *testing.T) {
+		py := pythonWith(t, "kafka")
+		for _, l := range logins {
+			runTool(t, "", py, "-c", kafkaPythonSaslScript, addr, l[0], l[1], l[2], "kp-"+strings.ToLower(l[0]))
+		}
+	})
+}
