@@ -113,7 +113,8 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener string) {
 	// Bodies larger than the buffer are read into their own memory
 	// directly; the buffer batches small pipelined requests.
 	r := bufio.NewReaderSize(c, 16<<10)
-	if b.handOffRaft(c, r) {
+	// Raft's transport is not authenticated: never on a SASL listener.
+	if !b.cfg.IsSaslListener(listener) && b.handOffRaft(c, r) {
 		return
 	}
 	if !b.passStartGate(listener) {

@@ -144,6 +144,11 @@ func (c *Config) validateSasl(bad func(key string, reason error)) {
 		// Brokers do not authenticate to each other yet.
 		bad("inter.broker.listener.name", fmt.Errorf("%s is a SASL listener; inter-broker SASL is not implemented: use a PLAINTEXT listener between brokers", c.InterBrokerListenerName))
 	}
+	for _, n := range c.ControllerListenerNames {
+		if c.IsSaslListener(n) {
+			bad("listener.security.protocol.map", fmt.Errorf("controller listener %s is mapped to %s; SASL between controllers and brokers is not implemented", n, c.ListenerSecurityProtocolMap[n]))
+		}
+	}
 	for _, l := range c.Listeners {
 		if !c.IsSaslListener(l.Name) {
 			continue

@@ -49,3 +49,13 @@ func TestSaslConfig(t *testing.T) {
 		t.Error("GSSAPI accepted")
 	}
 }
+
+func TestSaslControllerListenerRefused(t *testing.T) {
+	c := Default()
+	if err := c.Set("listener.security.protocol.map", "CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil {
+		t.Fatal("a SASL controller listener accepted")
+	}
+}
