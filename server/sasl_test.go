@@ -533,3 +533,53 @@ func TestSaslListenerRefusesRaftMagic(t *testing.T) {
 	r.c.Write([]byte("SLRT\x00\x00\x00\x00"))
 	r.closed("raft magic on a SASL listener")
 }
+
+// In a cluster, a SCRAM credential altered through a broker that is not
+// the controller is forwarded, replicated to every node, and described by
+// each.
+func TestScramCredentialsReplicated(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 3)
+	var ctrl int32
+	eventually(t, 30*time.Second, "a controller", func() error {
+		if ctrl = tc.broker(0).cl.controllerID(); ctrl < 1 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	other := int(ctrl) % 3 // 0-based index of a node that is not the controller
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+	u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = "alice", 2, 8192, []byte("salt"), []byte("salted")
+	req.Upsertions = append(req.Upsertions, u)
+	var resp kmsg.Response
+	eventually(t, 30*time.Second, "AlterUserScramCredentials through a non-controller", func() error {
+		var err error
+		resp, err = tc.direct(other).Broker(other+1).Request(ctx, req)
+		if err != nil {
+			return err
+		}
+		if rs := resp.(*kmsg.AlterUserSCRAMCredentialsResponse).Results; len(rs) != 1 || rs[0].ErrorCode != 0 {
+			return fmt.Errorf("results %+v", rs)
+		}
+		return nil
+	})
+	for i := range 3 {
+		eventually(t, 30*time.Second, fmt.Sprintf("node %d has the credential", i+1), func() error {
+			c, ok := tc.broker(i).meta.ScramCredential("alice", 2)
+			if !ok || c.Iterations != 8192 {
+				return fmt.Errorf("%+v %v", c, ok)
+			}
+			return nil
+		})
+		dresp, err := tc.direct(i).Broker(i+1).Request(ctx, kmsg.NewPtrDescribeUserSCRAMCredentialsRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs := dresp.(*kmsg.DescribeUserSCRAMCredentialsResponse).Results; len(rs) != 1 || rs[0].User != "alice" || rs[0].CredentialInfos[0].Iterations != 8192 {
+			t.Fatalf("node %d describes %+v", i+1, rs)
+		}
+	}
+}
