@@ -171,6 +171,10 @@
 //	type 12 BrokerUnregistered  nodeID int32
 //	type 13 NodeConfigChanged   nodeID int32 | set map | delete list
 //	type 14 TopicAdopted        topicID (16) | nodeID int32
+//	type 15 ScramCredentialChanged
+//	                            user string | mechanism byte (1 SCRAM-SHA-256, 2 SCRAM-SHA-512)
+//	                            | delete bool | iterations int32 | salt string | storedKey string
+//	                            | serverKey string (bytes as strings; all empty for a delete)
 //
 //	intN         N/8 bytes, big-endian, two's complement
 //	bool         1 byte, 0 or 1
@@ -247,6 +251,12 @@
 // per-broker configs; BrokerConfigChanged holds the cluster default) as
 // any config change; the node id must be >= 0 (ErrInvalidBroker) but need
 // not be registered, and unregistering keeps its configs.
+//
+// A ScramCredentialChanged (scram.go; Kafka's UserScramCredentialRecord)
+// sets one user's credential for one SCRAM mechanism (iterations in
+// [4096, 16384], non-empty salt and keys: else ErrInvalidScram) or
+// deletes it (ErrUnknownScram if there is none). The state key
+// config/scram/<mechanism byte><user> holds the encoded upsert.
 //
 // # Concurrency
 //

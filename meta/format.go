@@ -114,6 +114,7 @@ const (
 	keyTopicMove     = "topic/move/"   // + 16 raw ID bytes + 4-byte big-endian partition
 	keyBroker        = "broker/"       // + 4-byte big-endian node id
 	keyNodeConfigs   = "config/node/"  // + 4-byte big-endian node id
+	keyScram         = "config/scram/" // + mechanism byte + user name
 	keyReplicated    = "replicated/next"
 
 	// reserveName is the space reserve's file in the store's folder (not
@@ -129,20 +130,21 @@ type RecordType byte
 
 // Record types.
 const (
-	TypeTopic                 RecordType = 1
-	TypePartitionsAdded       RecordType = 2
-	TypeTopicConfigsChanged   RecordType = 3
-	TypeTopicRemoved          RecordType = 4
-	TypeProducerIDBlock       RecordType = 5
-	TypeBrokerConfigChanged   RecordType = 6
-	TypeBrokerRegistered      RecordType = 7
-	TypeBrokerFenced          RecordType = 8
-	TypePartitionChanged      RecordType = 9
-	TypePartitionReassigned   RecordType = 10
-	TypeBrokerDecommissioning RecordType = 11
-	TypeBrokerUnregistered    RecordType = 12
-	TypeNodeConfigChanged     RecordType = 13
-	TypeTopicAdopted          RecordType = 14
+	TypeTopic                  RecordType = 1
+	TypePartitionsAdded        RecordType = 2
+	TypeTopicConfigsChanged    RecordType = 3
+	TypeTopicRemoved           RecordType = 4
+	TypeProducerIDBlock        RecordType = 5
+	TypeBrokerConfigChanged    RecordType = 6
+	TypeBrokerRegistered       RecordType = 7
+	TypeBrokerFenced           RecordType = 8
+	TypePartitionChanged       RecordType = 9
+	TypePartitionReassigned    RecordType = 10
+	TypeBrokerDecommissioning  RecordType = 11
+	TypeBrokerUnregistered     RecordType = 12
+	TypeNodeConfigChanged      RecordType = 13
+	TypeTopicAdopted           RecordType = 14
+	TypeScramCredentialChanged RecordType = 15
 )
 
 // The broker/ value's flags byte (a bit field; a value written before
@@ -187,6 +189,8 @@ func (t RecordType) String() string {
 		return "NodeConfigChanged"
 	case TypeTopicAdopted:
 		return "TopicAdopted"
+	case TypeScramCredentialChanged:
+		return "ScramCredentialChanged"
 	}
 	return fmt.Sprintf("RecordType(%d)", byte(t))
 }

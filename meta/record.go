@@ -12,7 +12,8 @@ import (
 // PartitionsAdded, TopicConfigsChanged, TopicRemoved, ProducerIDBlock,
 // BrokerConfigChanged, BrokerRegistered, BrokerFenced, PartitionChanged,
 // PartitionReassigned, BrokerDecommissioning, BrokerUnregistered or
-// NodeConfigChanged (values, not pointers). The set is closed.
+// NodeConfigChanged, TopicAdopted or ScramCredentialChanged (values, not
+// pointers). The set is closed.
 type Record interface {
 	// Type is the record's type byte in the encoding.
 	Type() RecordType
@@ -364,6 +365,8 @@ func EncodeRecord(r Record) []byte {
 	case TopicAdopted:
 		e.b = append(e.b, r.TopicID[:]...)
 		e.i32(r.NodeID)
+	case ScramCredentialChanged:
+		r.encode(&e)
 	default:
 		panic(fmt.Sprintf("meta: EncodeRecord of unknown record %T", r))
 	}
@@ -456,6 +459,8 @@ func DecodeRecord(b []byte) (Record, error) {
 		r = c
 	case TypeTopicAdopted:
 		r = TopicAdopted{TopicID: d.id(), NodeID: d.i32()}
+	case TypeScramCredentialChanged:
+		r = decodeScram(&d)
 	default:
 		return nil, fmt.Errorf("%w: record type %d", ErrCorrupt, b[1])
 	}

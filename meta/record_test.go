@@ -39,6 +39,8 @@ func sampleRecords() []Record {
 		NodeConfigChanged{NodeID: 3, Set: map[string]string{"log.retention.ms": "1", "a": ""}, Delete: []string{"z"}},
 		NodeConfigChanged{},
 		TopicAdopted{TopicID: [16]byte{1}, NodeID: 2},
+		ScramCredentialChanged{User: "alice", Mechanism: ScramSHA512, Iterations: 8192, Salt: []byte("salt"), StoredKey: []byte{1, 2}, ServerKey: []byte{3}},
+		ScramCredentialChanged{User: "bob", Mechanism: ScramSHA256, Delete: true},
 	}
 }
 
@@ -219,6 +221,9 @@ func TestRecordString(t *testing.T) {
 		{NodeConfigChanged{NodeID: 3, Set: map[string]string{"b": "2", "a": "1"}, Delete: []string{"c"}},
 			"NodeConfigChanged node=3 set={a=1,b=2} delete=[c]"},
 		{TopicAdopted{TopicID: [16]byte{1}, NodeID: 2}, "TopicAdopted id=" + FormatTopicID([16]byte{1}) + " node=2"},
+		{ScramCredentialChanged{User: "a", Mechanism: ScramSHA256, Iterations: 4096, Salt: []byte("s"), StoredKey: []byte("k"), ServerKey: []byte("k")},
+			`ScramCredentialChanged user="a" mechanism=SCRAM-SHA-256 iterations=4096`},
+		{ScramCredentialChanged{User: "a", Mechanism: ScramSHA512, Delete: true}, `ScramCredentialChanged user="a" mechanism=SCRAM-SHA-512 delete`},
 	} {
 		if got := tc.r.String(); got != tc.want {
 			t.Errorf("got  %s\nwant %s", got, tc.want)
@@ -227,7 +232,7 @@ func TestRecordString(t *testing.T) {
 			t.Errorf("%v: type %s", tc.r, got)
 		}
 	}
-	if got := RecordType(15).String(); got != "RecordType(15)" {
+	if got := RecordType(16).String(); got != "RecordType(16)" {
 		t.Errorf("unknown type: %s", got)
 	}
 }

@@ -152,6 +152,9 @@ type state struct {
 	// nodeConfigs are the per-broker configs by node id; a node has an
 	// entry only while it has some. The maps are never modified in place.
 	nodeConfigs map[int32]map[string]string
+	// scram are the SCRAM credentials (scram.go); values are never
+	// modified in place.
+	scram map[scramKey]*ScramCredential
 }
 
 func newState() *state {
@@ -162,6 +165,7 @@ func newState() *state {
 		broker:      map[string]string{},
 		brokers:     map[int32]*Broker{},
 		nodeConfigs: map[int32]map[string]string{},
+		scram:       map[scramKey]*ScramCredential{},
 	}
 }
 
@@ -170,7 +174,8 @@ func newState() *state {
 func (st *state) clone() *state {
 	return &state{topics: maps.Clone(st.topics), names: maps.Clone(st.names),
 		collide: maps.Clone(st.collide), producerNext: st.producerNext, broker: st.broker,
-		brokers: maps.Clone(st.brokers), nodeConfigs: maps.Clone(st.nodeConfigs)}
+		brokers: maps.Clone(st.brokers), nodeConfigs: maps.Clone(st.nodeConfigs),
+		scram: maps.Clone(st.scram)}
 }
 
 // delta is the effect of one record on the state: at most one topic
@@ -193,6 +198,9 @@ type delta struct {
 	setNode      bool // node's configs become nodeConfigs (none: removed)
 	node         int32
 	nodeConfigs  map[string]string
+	setScram     bool // scramKey's credential becomes scram (nil: removed)
+	scramKey     scramKey
+	scram        *ScramCredential
 }
 
 func (st *state) brokerKnown(id int32) bool { _, ok := st.brokers[id]; return ok }
@@ -400,6 +408,9 @@ func (st *state) plan(rec Record) (delta, error) {
 			m = nil
 		}
 		return delta{setNode: true, node: r.NodeID, nodeConfigs: m}, nil
+
+	case ScramCredentialChanged:
+		return st.planScram(r)
 	}
 	return delta{}, fmt.Errorf("%w: unknown record %T", ErrInvalidRecord, rec)
 }
@@ -518,6 +529,13 @@ func (st *state) apply(d delta) {
 			st.nodeConfigs[d.node] = d.nodeConfigs
 		}
 	}
+	if d.setScram {
+		if d.scram == nil {
+			delete(st.scram, d.scramKey)
+		} else {
+			st.scram[d.scramKey] = d.scram
+		}
+	}
 	if d.setProducer {
 		st.producerNext = d.producerNext
 	}
@@ -571,6 +589,13 @@ func (d delta) write(b *pebble.Batch) error {
 			set(nodeConfigsKey(d.node), encodeConfigs(d.nodeConfigs))
 		}
 	}
+	if d.setScram && err == nil {
+		if d.scram == nil {
+			err = b.Delete(scramStateKey(d.scramKey), nil)
+		} else {
+			set(scramStateKey(d.scramKey), EncodeRecord(d.scram.record()))
+		}
+	}
 	if d.setProducer {
 		set([]byte(keyProducerNext), encodeProducerNext(d.producerNext))
 	}
@@ -616,6 +641,11 @@ func (st *state) writeAll(b *pebble.Batch) error {
 	}
 	for id, m := range st.nodeConfigs {
 		if err := (delta{setNode: true, node: id, nodeConfigs: m}).write(b); err != nil {
+			return err
+		}
+	}
+	for k, c := range st.scram {
+		if err := (delta{setScram: true, scramKey: k, scram: c}).write(b); err != nil {
 			return err
 		}
 	}
@@ -713,6 +743,9 @@ func loadState(r pebble.Reader) (*state, error) {
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := scan(r, keyScram, func(k, v []byte) error { return loadScram(st, k, v) }); err != nil {
 		return nil, err
 	}
 	if len(st.names) != len(st.topics) || len(st.collide) != len(st.topics) {

@@ -66,16 +66,20 @@ type clientConn struct {
 	b        *Broker
 	conn     net.Conn
 	listener string // the name of the listener it came in on
-	// principal is who the client is: User:<mapped certificate subject>
-	// on a TLS listener with a client certificate, else User:ANONYMOUS
-	// (tls.go). Nothing authorizes by it yet.
-	principal string
-	clientID  string // the reader's: the latest request header's
-	logger    *slog.Logger
+	// tlsPrincipal is who the TLS handshake says the client is:
+	// User:<mapped certificate subject> on a TLS listener with a client
+	// certificate, else User:ANONYMOUS (tls.go). principal() (sasl.go)
+	// is the connection's. Nothing authorizes by it yet.
+	tlsPrincipal string
+	clientID     string // the reader's: the latest request header's
+	logger       *slog.Logger
 	// splices are the records of the Fetch response being served to send
 	// from files (zerocopy.go). The reader owns them until it hands them
 	// to the response's answer.
 	splices []splice
+	// sasl is the SASL state on SASL listeners, nil elsewhere (sasl.go);
+	// the reader's.
+	sasl *saslSession
 
 	answers chan *answer // reader to writer, in request order; never full
 
@@ -99,6 +103,7 @@ type answer struct {
 	splices []splice  // Fetch records sent from files
 	mem     int64     // request memory to release once answered
 	start   time.Time // when its bytes were read (zero without metrics)
+	raw     []byte    // a SASL token sent size-prefixed, without a response header (sasl.go)
 }
 
 // panicError is a request's recovered panic: it closes the connection.
@@ -113,7 +118,8 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener, principal
 	// Bodies larger than the buffer are read into their own memory
 	// directly; the buffer batches small pipelined requests.
 	r := bufio.NewReaderSize(c, 16<<10)
-	if b.handOffRaft(c, r) {
+	// Raft's transport is not authenticated: never on a SASL listener.
+	if !b.cfg.IsSaslListener(listener) && b.handOffRaft(c, r) {
 		return
 	}
 	if !b.passStartGate(listener) {
@@ -122,8 +128,9 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener, principal
 	}
 	ctx, cancel := context.WithCancel(bctx)
 	cc := &clientConn{
-		b: b, conn: c, listener: listener, principal: principal, logger: b.logger.With("remote", c.RemoteAddr().String()),
+		b: b, conn: c, listener: listener, tlsPrincipal: principal, logger: b.logger.With("remote", c.RemoteAddr().String()),
 		answers: make(chan *answer, maxInFlight),
+		sasl:    b.newSaslSession(listener),
 	}
 	cc.answered.L = &cc.mu
 	writerDone := make(chan struct{})
@@ -272,6 +279,9 @@ func (cc *clientConn) answer(w *bufio.Writer, a *answer, send bool) (err error) 
 		}
 	}()
 	resp, err := a.finish()
+	if a.raw != nil && err == nil && send {
+		return writeRaw(w, a.raw)
+	}
 	if err != nil || resp == nil || !send {
 		if err == nil && send {
 			cc.b.metrics.request(a.key, nil, a.start) // acks=0: no response
@@ -301,6 +311,9 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 		return cc.receiveErr(err)
 	}
 	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if cc.sasl.pending() {
+		return cc.serveSasl(ctx, r, size)
+	}
 	if size < 8 || int64(size) > int64(cc.b.cfg.SocketRequestMaxBytes) {
 		return fmt.Errorf("%w: request size %d outside [8, socket.request.max.bytes=%d]", errClose, size, cc.b.cfg.SocketRequestMaxBytes)
 	}
@@ -328,6 +341,9 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	}
 	if clientID != nil {
 		cc.clientID = *clientID
+	}
+	if err := cc.saslCheckExpired(key); err != nil {
+		return err
 	}
 	h, ok := handlers[key]
 	req := kmsg.RequestForKey(key)

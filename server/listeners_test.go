@@ -66,9 +66,9 @@ func TestUnsupportedListenerProtocolRefused(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.LogDirs = []string{t.TempDir()}
-	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "SASL_PLAINTEXT", Host: "127.0.0.1"})
+	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "SASL_SSL", Host: "127.0.0.1"})
 	cfg.AdvertisedListeners = cfg.Listeners
-	if _, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "SASL_PLAINTEXT") {
-		t.Fatalf("SASL_PLAINTEXT listener: %v", err)
+	if _, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "SASL_SSL") {
+		t.Fatalf("SASL_SSL listener: %v", err)
 	}
 }

@@ -23,7 +23,8 @@ import (
 // User:<name>, name being the client certificate's subject mapped by
 // ssl.principal.mapping.rules, or User:ANONYMOUS without a certificate
 // (and on PLAINTEXT listeners), as Kafka names them. The principal is
-// kept on the connection (clientConn.principal) for authorization, which
+// kept on the connection (clientConn.tlsPrincipal, read through
+// clientConn.principal) for authorization, which
 // does not exist yet; SASL, when it comes, authenticates after the TLS
 // handshake and replaces it.
 //

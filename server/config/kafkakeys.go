@@ -382,8 +382,15 @@ func unactedKey(name string) (k *kafkaKey, ok bool) {
 	}
 	if rest, found := strings.CutPrefix(name, listenerPrefix); found {
 		if _, key, found := strings.Cut(rest, "."); found {
-			k, ok := kafkaByName[key]
-			return k, ok
+			if k, ok := kafkaByName[key]; ok {
+				return k, true
+			}
+			// listener.name.<listener>.<mechanism>.sasl.* (Kafka's
+			// per-mechanism SASL keys, e.g. plain.sasl.jaas.config).
+			if _, key, found := strings.Cut(key, "."); found && strings.HasPrefix(key, "sasl.") {
+				k, ok := kafkaByName[key]
+				return k, ok
+			}
 		}
 	}
 	return nil, false

@@ -468,7 +468,14 @@ func (c *Config) setUnacted(key, value string) error {
 // Unacted returns the Kafka keys that were set but that Sluice accepts
 // without acting on (see kafkaKeys), sorted.
 func (c *Config) Unacted() []string {
-	return slices.Sorted(maps.Keys(c.unacted))
+	var out []string
+	for k := range c.unacted {
+		if !saslActed(k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // String returns a canonical key's current value as Kafka shows it (for

@@ -88,7 +88,11 @@ func (c *clusterFlags) dialOpts() ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
-	return opts, nil
+	sasl, err := commandConfigOpts(c.sec.CommandConfig())
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, sasl...), nil
 }
 
 // connect makes the client (it dials on first use).

@@ -11,9 +11,11 @@ import (
 )
 
 const clusterFlagsHelp = `Every command takes --bootstrap-server host:port[,host:port] (default ` + defaultBootstrap + `)
-and --timeout DURATION (each request's bound, default 30s). For a TLS listener: --command-config FILE
-(a Kafka client properties file: security.protocol=SSL and ssl.* keys, PEM stores), or
---tls, --tls-ca FILE, --tls-cert FILE --tls-key FILE (mutual TLS), --tls-server-name NAME.
+and --timeout DURATION (each request's bound, default 30s). --command-config FILE
+is a Kafka client properties file: security.protocol (PLAINTEXT, SSL or
+SASL_PLAINTEXT), ssl.* keys (PEM stores), sasl.mechanism and
+sasl.jaas.config. For a TLS listener also --tls, --tls-ca FILE,
+--tls-cert FILE --tls-key FILE (mutual TLS), --tls-server-name NAME.
 `
 
 func init() {

@@ -7,6 +7,7 @@
 //	sluice reassign plan|execute|verify|cancel|list     move partitions (as kafka-reassign-partitions.sh)
 //	sluice elect-leaders [flags]                        elect leaders (as kafka-leader-election.sh)
 //	sluice decommission --broker N [--wait DURATION]    move a broker's replicas away and retire it
+//	sluice user scram add|delete|describe               SCRAM credentials (as kafka-configs.sh --entity-type users)
 //	sluice completion bash|zsh|fish|powershell          shell completion
 //
 // FILE uses Kafka's server.properties syntax and key names; --set
@@ -15,7 +16,8 @@
 //
 // The operator commands talk to any Kafka-compatible cluster with Kafka's
 // APIs (--bootstrap-server host:port[,host:port], default
-// 127.0.0.1:9092); they read and write Kafka's reassignment JSON, so
+// 127.0.0.1:9092, and --command-config FILE for a SASL listener); they
+// read and write Kafka's reassignment JSON, so
 // Kafka's own tools and these can be mixed. The command tree is built with
 // cobra (root.go); every command file registers its commands in init.
 package main

@@ -27,7 +27,7 @@ type Flags struct {
 // Add registers the flags on fs.
 func Add(fs *pflag.FlagSet) *Flags {
 	f := &Flags{}
-	fs.StringVar(&f.commandConfig, "command-config", "", "a Kafka client properties `file` (security.protocol=SSL, ssl.truststore.location, ssl.keystore.location, ...; PEM stores only), as Kafka's tools take")
+	fs.StringVar(&f.commandConfig, "command-config", "", "a Kafka client properties `file` (security.protocol=SSL or SASL_PLAINTEXT, ssl.truststore.location, ssl.keystore.location, ... (PEM stores only), sasl.mechanism, sasl.jaas.config), as Kafka's tools take")
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS (security.protocol=SSL); implied by --tls-ca, --tls-cert")
 	fs.StringVar(&f.ca, "tls-ca", "", "PEM `file` of the CA certificates to trust (default: the system's)")
 	fs.StringVar(&f.cert, "tls-cert", "", "PEM `file` of the client certificate chain, for mutual TLS (with --tls-key)")
@@ -35,6 +35,10 @@ func Add(fs *pflag.FlagSet) *Flags {
 	fs.StringVar(&f.serverName, "tls-server-name", "", "the `name` the brokers' certificates must carry (default: the host dialled)")
 	return f
 }
+
+// CommandConfig is the --command-config file's path ("" when not given):
+// its SASL keys are read by the caller.
+func (f *Flags) CommandConfig() string { return f.commandConfig }
 
 // Config is the TLS configuration to dial with, nil for plaintext.
 func (f *Flags) Config() (*tls.Config, error) {

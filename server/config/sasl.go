@@ -1,0 +1,178 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SASL (SASL_PLAINTEXT listeners; SASL_SSL once TLS exists). Kafka's SASL
+// keys stay in the table of Kafka keys (kafkakeys.go), including their
+// listener.name.<listener>.<key> forms; Sluice acts on these, read through
+// the methods below, so Unacted leaves them out:
+//
+//	sasl.enabled.mechanisms                      (and listener.name.<l>.)
+//	listener.name.<l>.<mechanism>.sasl.jaas.config
+//	connections.max.reauth.ms                    (and listener.name.<l>.)
+//	sasl.server.max.receive.size
+//	sasl.mechanism.inter.broker.protocol
+//
+// A listener-prefixed key uses the listener name in lower case, as Kafka
+// writes it (listener.name.sasl_plaintext.plain.sasl.jaas.config);
+// either case is accepted.
+
+// SASL mechanisms Sluice serves.
+const (
+	MechPlain       = "PLAIN"
+	MechScramSHA256 = "SCRAM-SHA-256"
+	MechScramSHA512 = "SCRAM-SHA-512"
+)
+
+// defaultSaslMechanisms is sasl.enabled.mechanisms when not set. Kafka's
+// default is GSSAPI, which Sluice does not implement.
+var defaultSaslMechanisms = []string{MechPlain, MechScramSHA256, MechScramSHA512}
+
+// DefaultSaslServerMaxReceiveSize is sasl.server.max.receive.size's
+// default (Kafka's): the largest frame read before authentication.
+const DefaultSaslServerMaxReceiveSize = 524288
+
+// saslActed are the keys (after any listener prefix) Sluice acts on.
+func saslActed(key string) bool {
+	switch key {
+	case "sasl.enabled.mechanisms", "connections.max.reauth.ms", "sasl.server.max.receive.size",
+		"sasl.mechanism.inter.broker.protocol":
+		return true
+	}
+	if rest, ok := strings.CutPrefix(key, listenerPrefix); ok {
+		if _, k, ok := strings.Cut(rest, "."); ok {
+			if k == "sasl.enabled.mechanisms" || k == "connections.max.reauth.ms" {
+				return true
+			}
+			if mech, ok := strings.CutSuffix(k, ".sasl.jaas.config"); ok && supportedMech(strings.ToUpper(mech)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func supportedMech(m string) bool {
+	return m == MechPlain || m == MechScramSHA256 || m == MechScramSHA512
+}
+
+// listenerValue is listener.name.<listener>.<key> if set (the name in
+// either case), else key if set.
+func (c *Config) listenerValue(listener, key string) (string, bool) {
+	for _, n := range []string{strings.ToLower(listener), listener} {
+		if v, ok := c.unacted[listenerPrefix+n+"."+key]; ok {
+			return v, true
+		}
+	}
+	v, ok := c.unacted[key]
+	return v, ok
+}
+
+// IsSaslListener reports whether the named listener's security protocol
+// is SASL_PLAINTEXT or SASL_SSL.
+func (c *Config) IsSaslListener(listener string) bool {
+	p := c.ListenerSecurityProtocolMap[listener]
+	return p == "SASL_PLAINTEXT" || p == "SASL_SSL"
+}
+
+// SaslEnabledMechanisms is the listener's sasl.enabled.mechanisms (its
+// listener.name.<l>. form first). Default: PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512 (Kafka: GSSAPI).
+func (c *Config) SaslEnabledMechanisms(listener string) []string {
+	v, ok := c.listenerValue(listener, "sasl.enabled.mechanisms")
+	if !ok {
+		return append([]string(nil), defaultSaslMechanisms...)
+	}
+	l, _ := parseList(v)
+	return l
+}
+
+// SaslJaasConfig is listener.name.<l>.<mechanism>.sasl.jaas.config (the
+// mechanism in lower case, as Kafka writes it), or "".
+func (c *Config) SaslJaasConfig(listener, mechanism string) string {
+	m := strings.ToLower(mechanism)
+	for _, n := range []string{strings.ToLower(listener), listener} {
+		if v, ok := c.unacted[listenerPrefix+n+"."+m+".sasl.jaas.config"]; ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// ConnectionsMaxReauthMs is the listener's connections.max.reauth.ms:
+// the longest an authenticated SASL session lasts before the client must
+// re-authenticate (KIP-368); 0, the default, for no limit.
+func (c *Config) ConnectionsMaxReauthMs(listener string) int64 {
+	v, ok := c.listenerValue(listener, "connections.max.reauth.ms")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return max(n, 0)
+}
+
+// SaslServerMaxReceiveSize is sasl.server.max.receive.size: the largest
+// frame a connection may send before it is authenticated. Default 524288.
+func (c *Config) SaslServerMaxReceiveSize() int32 {
+	v, ok := c.unacted["sasl.server.max.receive.size"]
+	if !ok {
+		return DefaultSaslServerMaxReceiveSize
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	return int32(n)
+}
+
+// SaslMechanismInterBrokerProtocol is sasl.mechanism.inter.broker.protocol
+// (Kafka's default GSSAPI reads as PLAIN here: GSSAPI is not served).
+func (c *Config) SaslMechanismInterBrokerProtocol() string {
+	if v, ok := c.unacted["sasl.mechanism.inter.broker.protocol"]; ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v)
+	}
+	return MechPlain
+}
+
+// validateSasl checks the SASL keys of each SASL listener.
+func (c *Config) validateSasl(bad func(key string, reason error)) {
+	if n := c.SaslServerMaxReceiveSize(); n < 1 {
+		bad("sasl.server.max.receive.size", fmt.Errorf("must be at least 1, is %d", n))
+	}
+	if !c.soloQuorum && c.IsSaslListener(c.InterBrokerListenerName) {
+		// Brokers do not authenticate to each other yet.
+		bad("inter.broker.listener.name", fmt.Errorf("%s is a SASL listener; inter-broker SASL is not implemented: use a PLAINTEXT listener between brokers", c.InterBrokerListenerName))
+	}
+	for _, n := range c.ControllerListenerNames {
+		if c.IsSaslListener(n) {
+			bad("listener.security.protocol.map", fmt.Errorf("controller listener %s is mapped to %s; SASL between controllers and brokers is not implemented", n, c.ListenerSecurityProtocolMap[n]))
+		}
+	}
+	for _, l := range c.Listeners {
+		if !c.IsSaslListener(l.Name) {
+			continue
+		}
+		mechs := c.SaslEnabledMechanisms(l.Name)
+		if len(mechs) == 0 {
+			bad("sasl.enabled.mechanisms", fmt.Errorf("listener %s: no SASL mechanism enabled", l.Name))
+		}
+		for _, m := range mechs {
+			if !supportedMech(m) {
+				bad("sasl.enabled.mechanisms", fmt.Errorf("listener %s: mechanism %s is not supported (Sluice serves %s, %s and %s)", l.Name, m, MechPlain, MechScramSHA256, MechScramSHA512))
+			}
+			if m != MechPlain {
+				continue
+			}
+			jaas := c.SaslJaasConfig(l.Name, m)
+			if _, set := c.listenerValue(l.Name, "sasl.enabled.mechanisms"); jaas == "" && set {
+				bad("sasl.enabled.mechanisms", fmt.Errorf("listener %s enables PLAIN but listener.name.%s.plain.sasl.jaas.config is not set", l.Name, strings.ToLower(l.Name)))
+			}
+			if jaas != "" {
+				if _, err := ParseJaas(jaas); err != nil {
+					bad(listenerPrefix+strings.ToLower(l.Name)+".plain.sasl.jaas.config", err)
+				}
+			}
+		}
+	}
+}
