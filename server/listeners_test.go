@@ -52,12 +52,12 @@ func TestEveryListenerBound(t *testing.T) {
 	}
 }
 
-// A listener whose security protocol Sluice does not implement (SASL) is
+// A listener whose security protocol Sluice does not implement (SASL_SSL) is
 // refused at start-up, naming the listener and the protocol; an SSL
 // listener without its certificate too.
 func TestUnsupportedListenerProtocolRefused(t *testing.T) {
 	_, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0", "log.dirs=" + t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "SASL_SSL") || !strings.Contains(err.Error(), "SASL is not implemented yet") {
+	if err == nil || !strings.Contains(err.Error(), "SASL_SSL") || !strings.Contains(err.Error(), "SASL over TLS is not served yet") {
 		t.Fatalf("SASL_SSL listener: %v", err)
 	}
 	_, err = config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "log.dirs=" + t.TempDir()})

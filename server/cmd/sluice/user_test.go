@@ -52,8 +52,11 @@ func TestUserCommandConfigSasl(t *testing.T) {
 	if opts, err := saslOpts(map[string]string{}); err != nil || opts != nil {
 		t.Fatal("PLAINTEXT by default")
 	}
+	if opts, err := saslOpts(map[string]string{"security.protocol": "SSL"}); err != nil || opts != nil {
+		t.Fatalf("SSL (TLS alone: clienttls's) gave SASL options %v, %v", opts, err)
+	}
 	for _, bad := range []map[string]string{
-		{"security.protocol": "SSL"},
+		{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas},
 		{"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": jaas}, // GSSAPI
 		{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": "x required;"},
 	} {
