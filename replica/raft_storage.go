@@ -192,11 +192,12 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	p.highWatermark = hw
 	p.mu.Unlock()
 	err = rc.Host.AddGroup(GroupConfig{
-		ID:      rc.Group,
-		Storage: &partitionStorage{logStorage: rs.storage, p: p},
-		Machine: raftMachine{p},
-		State:   st,
-		Joining: rc.Joining,
+		ID:       rc.Group,
+		Storage:  &partitionStorage{logStorage: rs.storage, p: p},
+		Machine:  raftMachine{p},
+		State:    st,
+		Joining:  rc.Joining,
+		Campaign: rc.Campaign,
 	})
 	if err != nil {
 		p.rs = nil

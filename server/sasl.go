@@ -257,7 +257,10 @@ func (cc *clientConn) saslStep(token []byte) (out []byte, done bool, lifetimeMs 
 		lifetimeMs = ms
 		s.expiry = time.Now().Add(time.Duration(ms) * time.Millisecond)
 	}
-	cc.logger.Debug("sluice: SASL authenticated", "principal", p, "mechanism", s.mechName, "listener", s.listener)
+	cc.logger.Debug("sluice: SASL authenticated", "principal", cc.principal(), "mechanism", s.mechName, "listener", s.listener)
+	if cc.b.onPrincipal != nil {
+		cc.b.onPrincipal(s.listener, cc.principal())
+	}
 	return out, true, lifetimeMs, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os/exec"
 	"strings"
@@ -66,9 +67,16 @@ func saslLogin(t *testing.T, addr string, mech sasl.Mechanism) error {
 
 func TestSaslPlainFranz(t *testing.T) {
 	t.Parallel()
-	_, _, addr := startSaslBroker(t, "")
+	var ps principals
+	b := newTestBroker(t, nil, slog.LevelInfo, ps.hook,
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config="+saslJaas)
+	addr := b.ListenerAddr("SASL_PLAINTEXT").String()
 	if err := saslProduceConsume(t, addr, "sasl-plain", plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()); err != nil {
 		t.Fatalf("alice: %v", err)
+	}
+	if !ps.has("User:alice") {
+		t.Errorf("principals %v, want User:alice (the SASL user)", ps.got)
 	}
 	err := saslLogin(t, addr, plain.Auth{User: "alice", Pass: "wrong"}.AsMechanism())
 	if !errors.Is(err, kerr.SaslAuthenticationFailed) {
