@@ -476,7 +476,9 @@ func hintFor(err error) string {
 	case errors.As(err, &ue):
 		return ""
 	case errors.Is(err, syscall.ECONNREFUSED), strings.Contains(err.Error(), "connection refused"):
-		return "is a broker listening there? (--bootstrap-server, default " + defaultBootstrap + ")"
+		return "is a broker listening there? (--bootstrap-server, default " + defaultBootstrap + "; a broker the error names, other than those, is down)"
+	case strings.Contains(err.Error(), "unknown broker"):
+		return "the cluster's metadata has no such live broker: it is down, fenced or not registered (sluice cluster describe lists them)"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer within --timeout: is the cluster up and reachable at --bootstrap-server?"
 	case errors.Is(err, errUnsupportedAPI), strings.Contains(err.Error(), "broker is too old"):
