@@ -52,13 +52,17 @@ func TestEveryListenerBound(t *testing.T) {
 	}
 }
 
-// A listener whose security protocol Sluice does not implement (SASL_SSL) is
-// refused at start-up, naming the listener and the protocol; an SSL
-// listener without its certificate too.
+// A TLS listener (SSL or SASL_SSL) without its certificate is refused at
+// start-up, naming the listener and what is missing; so is a listener
+// whose protocol Kafka does not know.
 func TestUnsupportedListenerProtocolRefused(t *testing.T) {
 	_, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0", "log.dirs=" + t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "SASL_SSL") || !strings.Contains(err.Error(), "SASL over TLS is not served yet") {
-		t.Fatalf("SASL_SSL listener: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "listener SASL_SSL") || !strings.Contains(err.Error(), "ssl.keystore.location") {
+		t.Fatalf("SASL_SSL listener without a keystore: %v", err)
+	}
+	_, err = config.Load("", []string{"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,A:TLS", "log.dirs=" + t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), `unknown security protocol "TLS"`) {
+		t.Fatalf("an unknown protocol: %v", err)
 	}
 	_, err = config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "log.dirs=" + t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "listener SSL") || !strings.Contains(err.Error(), "ssl.keystore.location") {

@@ -10,8 +10,7 @@ import (
 // ClientSecurity reads the security keys of a Kafka client's properties
 // (the file Kafka's tools take as --command-config): security.protocol
 // (PLAINTEXT by default) and the ssl.* keys Sluice honours, with Kafka's
-// defaults. Other keys are ignored. SASL protocols are refused
-// (checkSASL).
+// defaults. Other keys are ignored (the SASL ones are the CLI's).
 func ClientSecurity(props map[string]string) (protocol string, ssl SSLConfig, err error) {
 	protocol = strings.ToUpper(strings.TrimSpace(props["security.protocol"]))
 	if protocol == "" {
@@ -19,9 +18,6 @@ func ClientSecurity(props map[string]string) (protocol string, ssl SSLConfig, er
 	}
 	if !slices.Contains(securityProtocols, protocol) {
 		return "", ssl, fmt.Errorf("security.protocol=%s: want one of %s", protocol, strings.Join(securityProtocols, ", "))
-	}
-	if err := checkSASL("client", protocol); err != nil {
-		return "", ssl, err
 	}
 	tmp := Config{SSL: defaultSSL()}
 	for _, k := range slices.Sorted(maps.Keys(props)) {

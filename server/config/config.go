@@ -68,9 +68,8 @@
 //
 // # Listeners
 //
-// The PLAINTEXT and SSL security protocols are implemented; SASL_PLAINTEXT
-// and SASL_SSL are parsed and refused (checkSASL, the one place to lift
-// when SASL comes). A listener is NAME://host:port; NAME maps to its
+// Kafka's four security protocols are implemented: PLAINTEXT, SSL,
+// SASL_PLAINTEXT and SASL_SSL (TLS first, then SASL over it). A listener is NAME://host:port; NAME maps to its
 // protocol in listener.security.protocol.map. An SSL listener takes
 // Kafka's ssl.* keys (SSLConfig: PEM keystores and truststores only),
 // overridden per listener by listener.name.<lower-case name>.ssl.*

@@ -221,7 +221,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		"compression.type=brotli",
 		"auto.create.topics.enable=yes",
 		"message.max.bytes=99999999999",
-		"listeners=SASL_SSL://:9093",
+		"listeners=SASL_SSL://:9093", // no keystore
 		"log.cleanup.policy=delete,archive",
 		"log.dirs=",
 	}, "\n"))
@@ -234,7 +234,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		"", // --set novalue
 		"auto.create.topics.enable", "compression.type", "default.replication.factor",
 		"log.cleanup.policy", "log.dirs", "log.segment.bytes", "message.max.bytes", "num.partitions",
-		"listeners", // SASL_SSL: from Validate, after every Set
+		"listeners", // SASL_SSL without a keystore: from Validate, after every Set
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("keys = %q\nwant   %q\n%v", got, want, err)
@@ -249,7 +249,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		`compression.type="brotli": String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer`,
 		`log.cleanup.policy="delete,archive": String must be one of: compact, delete`,
 		`log.dirs="": must name at least one directory`,
-		`listener SASL_SSL uses security protocol SASL_SSL: SASL over TLS is not served yet`,
+		`listener SASL_SSL (SASL_SSL): a TLS listener needs its certificate`,
 		`"novalue" is not key=value`,
 	} {
 		if !strings.Contains(msg, s) {
@@ -288,7 +288,7 @@ func TestListeners(t *testing.T) {
 		{[]string{"advertised.listeners=PLAINTEXT://:9000", "listeners=PLAINTEXT://:0"}, "PLAINTEXT://:0 | PLAINTEXT://127.0.0.1:9000", ""},
 		{[]string{"listeners=PLAINTEXT://:1", "advertised.listeners="}, "PLAINTEXT://:1 | PLAINTEXT://127.0.0.1:1", ""},
 		{[]string{"listeners=SSL://:9093"}, "", `listeners="SSL://:9093": listener SSL (SSL): a TLS listener needs its certificate`},
-		{[]string{"listeners=SASL_SSL://:9093"}, "", `SASL over TLS is not served yet`},
+		{[]string{"listeners=SASL_SSL://:9093"}, "", `a TLS listener needs its certificate`},
 		{[]string{"listeners=INTERNAL://:9093"}, "", `listener name INTERNAL is not in listener.security.protocol.map`},
 		{[]string{"listeners=PLAINTEXT://localhost"}, "", `listeners="PLAINTEXT://localhost": "PLAINTEXT://localhost": want host:port`},
 		{[]string{"listeners=localhost:9092"}, "", `is not NAME://host:port`},

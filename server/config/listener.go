@@ -186,8 +186,7 @@ func checkAdvertised(ls []Listener) error {
 	return nil
 }
 
-// Security protocols Kafka knows; Sluice implements PLAINTEXT and SSL
-// (checkSASL refuses the SASL ones).
+// Security protocols Kafka knows, all four served.
 var securityProtocols = []string{"PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"}
 
 // defaultProtocolMap is Kafka's default listener.security.protocol.map

@@ -92,15 +92,6 @@ func (c *Config) SecurityProtocol(listener string) string {
 // UsesTLS reports whether a security protocol runs over TLS.
 func UsesTLS(protocol string) bool { return protocol == "SSL" || protocol == "SASL_SSL" }
 
-// checkSASL refuses SASL_SSL listeners (SASL and TLS together are not
-// served yet; each alone is). It is the one place that does.
-func checkSASL(listener, protocol string) error {
-	if protocol == "SASL_SSL" {
-		return fmt.Errorf("listener %s uses security protocol %s: SASL over TLS is not served yet (PLAINTEXT, SSL and SASL_PLAINTEXT are)", listener, protocol)
-	}
-	return nil
-}
-
 // ListenerSSL is the ssl.* settings of the named listener: the ssl.* keys
 // with Kafka's per-listener overrides,
 // listener.name.<lower-case listener name>.ssl.*, applied on top.
@@ -151,17 +142,14 @@ func (c *Config) setListenerSSL(key, value string) (ok bool, err error) {
 	return true, nil
 }
 
-// validateSecurity checks each listener's security protocol: PLAINTEXT,
-// or SSL with usable ssl.* settings; SASL is refused (checkSASL).
+// validateSecurity checks each listener's security protocol: one of
+// Kafka's four, with usable ssl.* settings for SSL and SASL_SSL (the SASL
+// keys are validateSasl's).
 func (c *Config) validateSecurity(bad func(string, error)) {
 	for _, l := range c.Listeners {
 		p, ok := c.ListenerSecurityProtocolMap[l.Name]
 		if !ok {
 			bad("listeners", fmt.Errorf("listener name %s is not in listener.security.protocol.map", l.Name))
-			continue
-		}
-		if err := checkSASL(l.Name, p); err != nil {
-			bad("listeners", err)
 			continue
 		}
 		if UsesTLS(p) {

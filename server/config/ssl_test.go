@@ -87,7 +87,6 @@ func TestSSLListenerConfig(t *testing.T) {
 		{[]string{"ssl.cipher.suites=TLS_FOO"}, `"TLS_FOO" is not a supported cipher suite`},
 		{[]string{"ssl.principal.mapping.rules=RULE:x"}, "want RULE:pattern"},
 		{[]string{"listener.name.ssl.ssl.client.auth=maybe"}, "must be one of none"},
-		{[]string{"listener.security.protocol.map=SSL:SASL_SSL,PLAINTEXT:PLAINTEXT"}, "SASL over TLS is not served yet"},
 	} {
 		_, err := Load("", append(append([]string(nil), base...), tc.sets...))
 		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

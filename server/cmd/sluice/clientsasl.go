@@ -40,9 +40,9 @@ func saslOpts(props map[string]string) ([]kgo.Opt, error) {
 	switch proto {
 	case "", "PLAINTEXT", "SSL":
 		return nil, nil // TLS: clienttls
-	case "SASL_PLAINTEXT":
+	case "SASL_PLAINTEXT", "SASL_SSL": // SASL_SSL's TLS: clienttls
 	default:
-		return nil, usageErrorf("--command-config: security.protocol=%s is not supported (PLAINTEXT, SSL or SASL_PLAINTEXT)", proto)
+		return nil, usageErrorf("--command-config: security.protocol=%s is not supported (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", proto)
 	}
 	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
 	if mech == "" {

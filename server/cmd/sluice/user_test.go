@@ -56,7 +56,7 @@ func TestUserCommandConfigSasl(t *testing.T) {
 		t.Fatalf("SSL (TLS alone: clienttls's) gave SASL options %v, %v", opts, err)
 	}
 	for _, bad := range []map[string]string{
-		{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas},
+		{"security.protocol": "SASL_SSL", "sasl.jaas.config": jaas},       // GSSAPI
 		{"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": jaas}, // GSSAPI
 		{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": "x required;"},
 	} {
