@@ -554,8 +554,10 @@ func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error)
 		// A new partition's preferred replica (the first of its
 		// replicas) stands at once: it leads first, as the first
 		// replica does in Kafka, and the partition has a leader within
-		// a round trip rather than an election timeout.
-		Campaign:       !saved && !everMoved && len(t.InitialReplicas(p)) > 0 && t.InitialReplicas(p)[0] == c.self,
+		// a round trip rather than an election timeout. A sole voter
+		// elects itself already (a second campaign would only bump its
+		// leader epoch).
+		Campaign:       !saved && !everMoved && len(t.InitialReplicas(p)) > 1 && t.InitialReplicas(p)[0] == c.self,
 		MinTerm:        minTerm,
 		ReplicaLagTime: time.Duration(c.b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		Snapshots:      c.transport.SnapshotFetcher(),
