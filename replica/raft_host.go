@@ -282,9 +282,6 @@ type GroupConfig struct {
 	// from an old configuration (RaftConfig.Joining): it neither ticks nor
 	// campaigns until it caught up (raft_join.go).
 	Joining bool
-	// Campaign: the group campaigns at its first step, and retries while
-	// it has no leader (retryCampaign), unless Joining.
-	Campaign bool
 }
 
 // ErrGroupExists and ErrNoGroup report AddGroup and the other calls on a
@@ -519,9 +516,6 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 	}
 	if _, ok := h.groups[gc.ID]; ok {
 		return ErrGroupExists
-	}
-	if gc.Campaign && !g.joining {
-		g.campaignTry, g.campaignLeft = campaignTries, 0
 	}
 	h.groups[gc.ID] = g
 	h.setTicking(g, true)

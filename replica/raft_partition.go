@@ -89,12 +89,6 @@ type RaftConfig struct {
 	// never elects it. A leadership transfer to it still works (its leader
 	// asks only a caught-up voter). Default false.
 	Joining bool
-	// Campaign makes the replica stand for election as soon as it starts
-	// (and again a few times while the group has no leader): the
-	// preferred replica of a new partition, so that it leads first, as a
-	// Kafka controller makes the first replica the leader of a new
-	// partition. Ignored when Joining.
-	Campaign bool
 	// MinTerm, for a Joining replica without a saved State, is the
 	// newest leader epoch its broker knows for the partition (the
 	// metadata's): the replica starts at that raft term instead of 0.

@@ -192,12 +192,11 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 	p.highWatermark = hw
 	p.mu.Unlock()
 	err = rc.Host.AddGroup(GroupConfig{
-		ID:       rc.Group,
-		Storage:  &partitionStorage{logStorage: rs.storage, p: p},
-		Machine:  raftMachine{p},
-		State:    st,
-		Joining:  rc.Joining,
-		Campaign: rc.Campaign,
+		ID:      rc.Group,
+		Storage: &partitionStorage{logStorage: rs.storage, p: p},
+		Machine: raftMachine{p},
+		State:   st,
+		Joining: rc.Joining,
 	})
 	if err != nil {
 		p.rs = nil

@@ -550,14 +550,7 @@ func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error)
 		// itself (its saved GroupState.Joining); one that caught up
 		// ticks at once, so a group whose voters all restarted before
 		// its reassignment completed still elects a leader.
-		Joining: (!saved && everMoved) || (saved && !slices.Contains(st.ConfState.Voters, uint64(c.self)) && !slices.Contains(st.ConfState.Learners, uint64(c.self))),
-		// A new partition's preferred replica (the first of its
-		// replicas) stands at once: it leads first, as the first
-		// replica does in Kafka, and the partition has a leader within
-		// a round trip rather than an election timeout. A sole voter
-		// elects itself already (a second campaign would only bump its
-		// leader epoch).
-		Campaign:       !saved && !everMoved && len(t.InitialReplicas(p)) > 1 && t.InitialReplicas(p)[0] == c.self,
+		Joining:        (!saved && everMoved) || (saved && !slices.Contains(st.ConfState.Voters, uint64(c.self)) && !slices.Contains(st.ConfState.Learners, uint64(c.self))),
 		MinTerm:        minTerm,
 		ReplicaLagTime: time.Duration(c.b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		Snapshots:      c.transport.SnapshotFetcher(),
