@@ -379,9 +379,11 @@ func (p *Partition) append(b []byte, checked *batch.Header, ar appendReq) (*Pend
 		return p.propose(b, &h, ar)
 	}
 	p.appendMu.Lock()
-	if e := p.LeaderEpoch(); ar.inEpoch && e != ar.epoch {
-		p.appendMu.Unlock()
-		return &Pending{res: noResult}, &NotLeaderError{Epoch: e, Reason: fmt.Sprintf("the append belongs to leader epoch %d", ar.epoch)}
+	if ar.inEpoch {
+		if e := p.LeaderEpoch(); e != ar.epoch {
+			p.appendMu.Unlock()
+			return &Pending{res: noResult}, &NotLeaderError{Epoch: e, Reason: fmt.Sprintf("the append belongs to leader epoch %d", ar.epoch)}
+		}
 	}
 	dup, err := p.checkLocked(&h, b)
 	if err == nil && dup == nil {

@@ -423,9 +423,11 @@ func (p *Partition) propose(b []byte, h *batch.Header, ar appendReq) (*Pending, 
 				return err
 			}
 		}
-		if term := rn.BasicStatus().Term; ar.inEpoch && term != uint64(ar.epoch) {
-			p.failProposal(pr, p.notLeader(fmt.Sprintf("the append belongs to leader epoch %d, the term is %d", ar.epoch, term)))
-			return nil // the proposal's own error: not the group's
+		if ar.inEpoch {
+			if term := rn.BasicStatus().Term; term != uint64(ar.epoch) {
+				p.failProposal(pr, p.notLeader(fmt.Sprintf("the append belongs to leader epoch %d, the term is %d", ar.epoch, term)))
+				return nil // the proposal's own error: not the group's
+			}
 		}
 		// The verification guard is checked here, in raft's proposal
 		// order (txn_guard.go): a marker proposed before the batch wins.
