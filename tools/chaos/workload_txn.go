@@ -218,19 +218,26 @@ func (w *txnWorkload) read(name string, cl *kgo.Client) {
 	}
 }
 
-// newProducer makes the transactional producer of process name.
-func (w *txnWorkload) newProducer(name string) (*kgo.Client, error) {
-	return kgo.NewClient(append(clientOpts(w.cfg.Seeds, name),
-		kgo.TransactionalID("chaos-"+name),
-		kgo.TransactionTimeout(w.o.Timeout),
+// producerOpts are the produce options of process name's transactional
+// clients, the producers' and the transformers' alike.
+func (w *txnWorkload) producerOpts(name string) []kgo.Opt {
+	return []kgo.Opt{
 		kgo.DefaultProduceTopic(w.cfg.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProduceRequestTimeout(5*time.Second),
-		kgo.RecordDeliveryTimeout(8*time.Second),
+		kgo.ProduceRequestTimeout(5 * time.Second),
+		kgo.RecordDeliveryTimeout(8 * time.Second),
 		kgo.ProducerLinger(0),
 		kgo.WithLogger(kgoLogger{w.cfg.logger().With("process", name), kgo.LogLevelError}),
-	)...)
+	}
+}
+
+// newProducer makes the transactional producer of process name.
+func (w *txnWorkload) newProducer(name string) (*kgo.Client, error) {
+	return kgo.NewClient(append(append(clientOpts(w.cfg.Seeds, name),
+		kgo.TransactionalID("chaos-"+name),
+		kgo.TransactionTimeout(w.o.Timeout),
+	), w.producerOpts(name)...)...)
 }
 
 // produce runs process name's transactions until Stop; a stop ends the
@@ -338,7 +345,7 @@ func (w *txnWorkload) txn(name string, cl *kgo.Client, n int, parts []int32, abo
 // newSession makes the consume-transform-produce session of process
 // name.
 func (w *txnWorkload) newSession(name string) (*kgo.GroupTransactSession, error) {
-	return kgo.NewGroupTransactSession(append(clientOpts(w.cfg.Seeds, name),
+	return kgo.NewGroupTransactSession(append(append(clientOpts(w.cfg.Seeds, name),
 		kgo.TransactionalID("chaos-"+name),
 		kgo.TransactionTimeout(w.o.Timeout),
 		kgo.ConsumerGroup(TxnGroup), kgo.ConsumeTopics(w.cfg.Topic),
@@ -347,14 +354,7 @@ func (w *txnWorkload) newSession(name string) (*kgo.GroupTransactSession, error)
 		kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond),
 		kgo.RebalanceTimeout(10*time.Second),
-		kgo.DefaultProduceTopic(w.cfg.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProduceRequestTimeout(5*time.Second),
-		kgo.RecordDeliveryTimeout(8*time.Second),
-		kgo.ProducerLinger(0),
-		kgo.WithLogger(kgoLogger{w.cfg.logger().With("process", name), kgo.LogLevelError}),
-	)...)
+	), w.producerOpts(name)...)...)
 }
 
 // transform runs process name's consume-transform-produce transactions
