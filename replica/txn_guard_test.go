@@ -25,17 +25,7 @@ func guardSteps(t *testing.T, run txnRunner, write *Partition) {
 	t.Helper()
 	ctx := context.Background()
 	produce := func(data []byte, verify bool, g TxnGuard) (int64, error) {
-		var off int64 = -1
-		var err error
-		run.do(func() {
-			var pd *Pending
-			if pd, err = write.ProduceWith(data, ProduceOptions{Acks: AcksAll, VerifyTxn: verify, Guard: g}); err == nil {
-				var res segment.AppendResult
-				res, err = pd.Wait(ctx)
-				off = res.BaseOffset
-			}
-		})
-		return off, err
+		return produceGuarded(run, write, data, verify, g)
 	}
 	marker := func(m TxnMarker) {
 		var err error
@@ -102,6 +92,34 @@ func guardSteps(t *testing.T, run txnRunner, write *Partition) {
 	}
 }
 
+// produceGuarded produces data to p with the verification options verify
+// and g, through run, and returns its offset once committed.
+func produceGuarded(run txnRunner, p *Partition, data []byte, verify bool, g TxnGuard) (int64, error) {
+	var off int64 = -1
+	var err error
+	run.do(func() {
+		var pd *Pending
+		if pd, err = p.ProduceWith(data, ProduceOptions{Acks: AcksAll, VerifyTxn: verify, Guard: g}); err == nil {
+			var res segment.AppendResult
+			res, err = pd.Wait(context.Background())
+			off = res.BaseOffset
+		}
+	})
+	return off, err
+}
+
+// guardCluster is a three-node raft cluster of one group led by node 1.
+func guardCluster(t *testing.T, seed uint64) (*pcluster, *Partition) {
+	c := newPCluster(t, 3, 1, seed)
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	return c, c.nodes[1].parts[g]
+}
+
 func TestTxnGuardSingleReplica(t *testing.T) {
 	cfg := testConfig()
 	cfg.Log.FlushMessages = 1
@@ -111,14 +129,8 @@ func TestTxnGuardSingleReplica(t *testing.T) {
 }
 
 func TestTxnGuardRaft(t *testing.T) {
-	c := newPCluster(t, 3, 1, 21)
-	c.startAll()
-	g := c.groups[0]
-	if err := c.nodes[1].host.Campaign(g); err != nil {
-		t.Fatal(err)
-	}
-	c.waitFor(1)
-	guardSteps(t, raftRunner(c), c.nodes[1].parts[g])
+	c, lead := guardCluster(t, 21)
+	guardSteps(t, raftRunner(c), lead)
 }
 
 // On a raft leader the guard is checked in raft's proposal order: a
@@ -127,25 +139,11 @@ func TestTxnGuardRaft(t *testing.T) {
 // marker is written, is refused; the producer state as written still
 // says the transaction is ongoing at that point.
 func TestTxnGuardProposalOrder(t *testing.T) {
-	c := newPCluster(t, 3, 1, 22)
-	c.startAll()
-	g := c.groups[0]
-	if err := c.nodes[1].host.Campaign(g); err != nil {
-		t.Fatal(err)
-	}
-	c.waitFor(1)
-	lead := c.nodes[1].parts[g]
+	c, lead := guardCluster(t, 22)
 	run := raftRunner(c)
 	ctx := context.Background()
 	guard, _ := lead.StartTxnVerification(8, 0)
-	var err error
-	run.do(func() {
-		var pd *Pending
-		if pd, err = lead.ProduceWith(txnBatch(8, 0, 0, 1, true, 1000), ProduceOptions{Acks: AcksAll, VerifyTxn: true, Guard: guard}); err == nil {
-			_, err = pd.Wait(ctx)
-		}
-	})
-	if err != nil {
+	if _, err := produceGuarded(run, lead, txnBatch(8, 0, 0, 1, true, 1000), true, guard); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := lead.StartTxnVerification(8, 0); ok {
@@ -272,13 +270,7 @@ func TestTxnGuardAcrossLeadership(t *testing.T) {
 		}
 	}
 	produce := func(pid int64, guard TxnGuard) error {
-		var err error
-		run.do(func() {
-			var pd *Pending
-			if pd, err = p.ProduceWith(txnBatch(pid, 0, 0, 1, true, 1000), ProduceOptions{Acks: AcksAll, VerifyTxn: true, Guard: guard}); err == nil {
-				_, err = pd.Wait(ctx)
-			}
-		})
+		_, err := produceGuarded(run, p, txnBatch(pid, 0, 0, 1, true, 1000), true, guard)
 		return err
 	}
 
