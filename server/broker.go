@@ -49,6 +49,7 @@ type Broker struct {
 	clean    *segment.Cleaner            // nil when log.cleaner.enable is false (cleaner.go)
 	files    *segment.FileCache          // closed segments' descriptors, all partitions (sluice.log.segment.open.files.max)
 	expiry   *producerExpiry             // producer.id.expiration.ms (producer_expiry.go)
+	authz    Authorizer                  // nil: no authorizer.class.name, every action allowed (authorize.go)
 
 	mu    sync.RWMutex
 	parts map[topicPartition]*replica.Partition // the open partitions; changed only by the reconciler
