@@ -175,6 +175,9 @@
 //	                            user string | mechanism byte (1 SCRAM-SHA-256, 2 SCRAM-SHA-512)
 //	                            | delete bool | iterations int32 | salt string | storedKey string
 //	                            | serverKey string (bytes as strings; all empty for a delete)
+//	type 16 ACLChanged          id (16) | delete bool | resourceType byte | patternType byte
+//	                            | operation byte | permission byte | resourceName string
+//	                            | principal string | host string (Kafka's codes; all zero/empty for a delete)
 //
 //	intN         N/8 bytes, big-endian, two's complement
 //	bool         1 byte, 0 or 1
@@ -257,6 +260,14 @@
 // [4096, 16384], non-empty salt and keys: else ErrInvalidScram) or
 // deletes it (ErrUnknownScram if there is none). The state key
 // config/scram/<mechanism byte><user> holds the encoded upsert.
+//
+// An ACLChanged (acl.go; Kafka's AccessControlEntryRecord and
+// RemoveAccessControlEntryRecord) creates one ACL under a new random id
+// (ValidateACL, else ErrInvalidACL; an id in use or zero: ErrInvalidACL)
+// or removes the ACL with that id (ErrUnknownACL if there is none). The
+// state key config/acl/<id> holds the encoded create. The state keeps
+// the ACLs as an immutable set indexed by resource (aclSet), which the
+// Authorizer (authorizer.go) reads without locks.
 //
 // # Concurrency
 //

@@ -41,6 +41,9 @@ func sampleRecords() []Record {
 		TopicAdopted{TopicID: [16]byte{1}, NodeID: 2},
 		ScramCredentialChanged{User: "alice", Mechanism: ScramSHA512, Iterations: 8192, Salt: []byte("salt"), StoredKey: []byte{1, 2}, ServerKey: []byte{3}},
 		ScramCredentialChanged{User: "bob", Mechanism: ScramSHA256, Delete: true},
+		ACLChanged{ID: [16]byte{1, 2}, Binding: ACLBinding{ResourceType: ACLResourceTopic, ResourceName: "t", PatternType: ACLPatternPrefixed,
+			Principal: "User:a", Host: "*", Operation: ACLOpRead, Permission: ACLPermAllow}},
+		ACLChanged{ID: [16]byte{3}, Delete: true},
 	}
 }
 
@@ -224,6 +227,10 @@ func TestRecordString(t *testing.T) {
 		{ScramCredentialChanged{User: "a", Mechanism: ScramSHA256, Iterations: 4096, Salt: []byte("s"), StoredKey: []byte("k"), ServerKey: []byte("k")},
 			`ScramCredentialChanged user="a" mechanism=SCRAM-SHA-256 iterations=4096`},
 		{ScramCredentialChanged{User: "a", Mechanism: ScramSHA512, Delete: true}, `ScramCredentialChanged user="a" mechanism=SCRAM-SHA-512 delete`},
+		{ACLChanged{ID: [16]byte{3}, Delete: true}, "ACLChanged id=" + FormatTopicID([16]byte{3}) + " delete"},
+		{ACLChanged{ID: [16]byte{3}, Binding: ACLBinding{ResourceType: ACLResourceTopic, ResourceName: "t", PatternType: ACLPatternLiteral,
+			Principal: "User:a", Host: "*", Operation: ACLOpRead, Permission: ACLPermAllow}},
+			"ACLChanged id=" + FormatTopicID([16]byte{3}) + ` resource=2:3:"t" principal="User:a" host="*" operation=3 permission=3`},
 	} {
 		if got := tc.r.String(); got != tc.want {
 			t.Errorf("got  %s\nwant %s", got, tc.want)
@@ -232,7 +239,7 @@ func TestRecordString(t *testing.T) {
 			t.Errorf("%v: type %s", tc.r, got)
 		}
 	}
-	if got := RecordType(16).String(); got != "RecordType(16)" {
+	if got := RecordType(17).String(); got != "RecordType(17)" {
 		t.Errorf("unknown type: %s", got)
 	}
 }

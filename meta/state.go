@@ -155,6 +155,8 @@ type state struct {
 	// scram are the SCRAM credentials (scram.go); values are never
 	// modified in place.
 	scram map[scramKey]*ScramCredential
+	// acls are the ACLs (acl.go), an immutable set replaced on change.
+	acls *aclSet
 }
 
 func newState() *state {
@@ -166,6 +168,7 @@ func newState() *state {
 		brokers:     map[int32]*Broker{},
 		nodeConfigs: map[int32]map[string]string{},
 		scram:       map[scramKey]*ScramCredential{},
+		acls:        emptyACLs,
 	}
 }
 
@@ -175,7 +178,7 @@ func (st *state) clone() *state {
 	return &state{topics: maps.Clone(st.topics), names: maps.Clone(st.names),
 		collide: maps.Clone(st.collide), producerNext: st.producerNext, broker: st.broker,
 		brokers: maps.Clone(st.brokers), nodeConfigs: maps.Clone(st.nodeConfigs),
-		scram: maps.Clone(st.scram)}
+		scram: maps.Clone(st.scram), acls: st.acls}
 }
 
 // delta is the effect of one record on the state: at most one topic
@@ -201,6 +204,9 @@ type delta struct {
 	setScram     bool // scramKey's credential becomes scram (nil: removed)
 	scramKey     scramKey
 	scram        *ScramCredential
+	setACL       bool // the ACL aclID becomes acl (nil: removed)
+	aclID        [16]byte
+	acl          *ACL
 }
 
 func (st *state) brokerKnown(id int32) bool { _, ok := st.brokers[id]; return ok }
@@ -411,6 +417,9 @@ func (st *state) plan(rec Record) (delta, error) {
 
 	case ScramCredentialChanged:
 		return st.planScram(r)
+
+	case ACLChanged:
+		return st.planACL(r)
 	}
 	return delta{}, fmt.Errorf("%w: unknown record %T", ErrInvalidRecord, rec)
 }
@@ -536,6 +545,13 @@ func (st *state) apply(d delta) {
 			st.scram[d.scramKey] = d.scram
 		}
 	}
+	if d.setACL {
+		if d.acl == nil {
+			st.acls = st.acls.with(nil, d.aclID)
+		} else {
+			st.acls = st.acls.with(d.acl, [16]byte{})
+		}
+	}
 	if d.setProducer {
 		st.producerNext = d.producerNext
 	}
@@ -596,6 +612,13 @@ func (d delta) write(b *pebble.Batch) error {
 			set(scramStateKey(d.scramKey), EncodeRecord(d.scram.record()))
 		}
 	}
+	if d.setACL && err == nil {
+		if d.acl == nil {
+			err = b.Delete(aclStateKey(d.aclID), nil)
+		} else {
+			set(aclStateKey(d.aclID), EncodeRecord(ACLChanged{ID: d.aclID, Binding: d.acl.ACLBinding}))
+		}
+	}
 	if d.setProducer {
 		set([]byte(keyProducerNext), encodeProducerNext(d.producerNext))
 	}
@@ -646,6 +669,11 @@ func (st *state) writeAll(b *pebble.Batch) error {
 	}
 	for k, c := range st.scram {
 		if err := (delta{setScram: true, scramKey: k, scram: c}).write(b); err != nil {
+			return err
+		}
+	}
+	for id, a := range st.acls.byID {
+		if err := (delta{setACL: true, aclID: id, acl: a}).write(b); err != nil {
 			return err
 		}
 	}
@@ -746,6 +774,9 @@ func loadState(r pebble.Reader) (*state, error) {
 		return nil, err
 	}
 	if err := scan(r, keyScram, func(k, v []byte) error { return loadScram(st, k, v) }); err != nil {
+		return nil, err
+	}
+	if err := scan(r, keyACL, func(k, v []byte) error { return loadACL(st, k, v) }); err != nil {
 		return nil, err
 	}
 	if len(st.names) != len(st.topics) || len(st.collide) != len(st.topics) {

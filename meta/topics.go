@@ -42,14 +42,23 @@ func validTopicID(id [16]byte) bool {
 // and (as Kafka's Uuid.randomUuid insists) does not print starting with
 // '-'. Called with writeMu (proposeMu in replicated mode) held.
 func (s *Store) newTopicID(st *state) ([16]byte, error) {
+	return s.newUUID("topic id", func(id [16]byte) bool {
+		_, used := st.topics[id]
+		return !used && validTopicID(id) && !strings.HasPrefix(FormatTopicID(id), "-")
+	})
+}
+
+// newUUID draws random version-4 UUIDs from opts.Rand until ok accepts
+// one. Called with writeMu (proposeMu in replicated mode) held.
+func (s *Store) newUUID(what string, ok func([16]byte) bool) ([16]byte, error) {
 	for {
 		var id [16]byte
 		if _, err := io.ReadFull(s.opts.Rand, id[:]); err != nil {
-			return id, fmt.Errorf("meta: topic id: %w", err)
+			return id, fmt.Errorf("meta: %s: %w", what, err)
 		}
 		id[6] = id[6]&0x0f | 0x40 // version 4
 		id[8] = id[8]&0x3f | 0x80 // variant RFC 4122
-		if _, used := st.topics[id]; !used && validTopicID(id) && !strings.HasPrefix(FormatTopicID(id), "-") {
+		if ok(id) {
 			return id, nil
 		}
 	}
