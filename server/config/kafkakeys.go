@@ -16,7 +16,9 @@ import (
 // MetricConfigs, QuotaConfig, BrokerSecurityConfigs,
 // DelegationTokenManagerConfigs and PasswordEncoderConfigs), as of Kafka's
 // trunk of 2024-10-25 (4.0 in development), less ZooKeeper's keys, which
-// Kafka 4 removed, and less the internal keys Kafka does not document.
+// Kafka 4 removed, and less the internal keys Kafka does not document;
+// plus StandardAuthorizer's two keys, which Kafka passes to its
+// authorizer with the broker's configs.
 //
 // A key keyTable also holds is honoured: it sets a Config field, and its
 // row gives Kafka's default ("" for none), which
@@ -26,6 +28,7 @@ import (
 // start-up. A key in neither table is an error.
 var kafkaKeys = []kafkaKey{
 	{"advertised.listeners", kString, ""},
+	{"allow.everyone.if.no.acl.found", kBool, ""}, // StandardAuthorizer's (authz.go)
 	{"alter.config.policy.class.name", kClass, ""},
 	{"alter.log.dirs.replication.quota.window.num", kInt, ""},
 	{"alter.log.dirs.replication.quota.window.size.seconds", kInt, ""},
@@ -316,6 +319,7 @@ var kafkaKeys = []kafkaKey{
 	{"ssl.truststore.location", kString, ""},
 	{"ssl.truststore.password", kPassword, ""},
 	{"ssl.truststore.type", kString, "JKS"},
+	{"super.users", kString, ""}, // StandardAuthorizer's (authz.go)
 	{"telemetry.max.bytes", kInt, ""},
 	{"transaction.abort.timed.out.transaction.cleanup.interval.ms", kInt, "10000"},
 	{"transaction.max.timeout.ms", kInt, "900000"},

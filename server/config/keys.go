@@ -470,7 +470,7 @@ func (c *Config) setUnacted(key, value string) error {
 func (c *Config) Unacted() []string {
 	var out []string
 	for k := range c.unacted {
-		if !saslActed(k) {
+		if !saslActed(k) && !authzActed(k) {
 			out = append(out, k)
 		}
 	}

@@ -218,6 +218,7 @@ func (c *Config) validate() []error {
 	c.validateCluster(bad)
 	c.validateRaft(bad)
 	c.validateSasl(bad)
+	c.validateAuthz(bad)
 	if c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
 		bad("broker.session.timeout.ms", fmt.Errorf("must exceed broker.heartbeat.interval.ms (%d): a broker's session must outlast the time between two of its heartbeats", c.BrokerHeartbeatIntervalMs))
 	}
