@@ -36,6 +36,12 @@ var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")
 // has one partition (closing fifty fsyncs each).
 func startSluice(t *testing.T, sets ...string) string {
 	t.Helper()
+	return startSluiceBroker(t, sets...).Addr().String()
+}
+
+// startSluiceBroker is startSluice's broker (for its other listeners).
+func startSluiceBroker(t *testing.T, sets ...string) *server.Broker {
+	t.Helper()
 	sets = append([]string{"metrics.listen=", "listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + t.TempDir(), "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1"}, sets...)
 	cfg, err := config.Load("", sets)
 	if err != nil {
@@ -49,7 +55,7 @@ func startSluice(t *testing.T, sets ...string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	return b.Addr().String()
+	return b
 }
 
 // startSluiceCluster starts an n-node Sluice cluster (every node a
