@@ -48,10 +48,14 @@ var errSecurityDisabled = kafkaErrorf(kerr.SecurityDisabled, "no authorizer is c
 // aclAPIAllowed is the ACL APIs' check: op (ALTER to create or delete,
 // DESCRIBE to describe) on the cluster (Kafka's authorizeClusterOperation,
 // else CLUSTER_AUTHORIZATION_FAILED). A request a broker forwarded was
-// authorized there, as its client's principal, and is trusted (Kafka
-// carries the principal in an Envelope instead).
+// checked there, as its client's principal; the controller takes it from
+// a connection whose principal holds CLUSTER_ACTION on the cluster (a
+// broker's: Kafka's brokers are super users or hold it, and Kafka carries
+// the client's principal in an Envelope instead). A client id alone
+// proves nothing.
 func (b *Broker) aclAPIAllowed(cc *clientConn, op kmsg.ACLOperation) error {
-	if cc != nil && strings.HasPrefix(cc.clientID, brokerClientIDPrefix) {
+	if cc != nil && strings.HasPrefix(cc.clientID, brokerClientIDPrefix) &&
+		b.authorized(cc, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource) {
 		return nil
 	}
 	if !b.authorized(cc, op, kmsg.ACLResourceTypeCluster, clusterResource) {

@@ -171,7 +171,8 @@ func TestACLAPIs(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, newClient(t, addr, kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())))
+	raw := newClient(t, addr, kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	resp, err := req.RequestWith(ctx, raw)
 	if err != nil || len(resp.Results) != 6 {
 		t.Fatalf("raw CreateAcls: %v %+v", err, resp)
 	}
@@ -187,10 +188,61 @@ func TestACLAPIs(t *testing.T) {
 	all = append(all, "TOPIC:LITERAL:t User:x * READ ALLOW")
 	slices.Sort(all)
 
+	// A client calling itself a broker is still alice.
+	spoof := kadm.NewClient(newClient(t, addr, kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()),
+		kgo.ClientID(brokerClientIDPrefix+"1"), kgo.RequestRetries(0)))
+	if err := createACLs(t, spoof, kadm.NewACLs().Allow("User:alice").Clusters().Operations(kadm.OpAlter)); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice with a broker's client id: %v", err)
+	}
+
+	// Codes Kafka does not know, UNKNOWN filter fields: INVALID_REQUEST
+	// per creation and filter; the broker serves on.
+	creq := kmsg.NewPtrCreateACLsRequest()
+	for _, f := range []func(*kmsg.CreateACLsRequestCreation){
+		func(c *kmsg.CreateACLsRequestCreation) { c.Operation = 99 },
+		func(c *kmsg.CreateACLsRequestCreation) { c.ResourceType = 99 },
+		func(c *kmsg.CreateACLsRequestCreation) { c.PermissionType = kmsg.ACLPermissionTypeAny },
+		func(c *kmsg.CreateACLsRequestCreation) { c.ResourcePatternType = 99 },
+	} {
+		cr := kmsg.NewCreateACLsRequestCreation()
+		cr.ResourceType, cr.ResourceName, cr.Principal, cr.Host = kmsg.ACLResourceTypeTopic, "t", "User:x", "*"
+		cr.Operation, cr.PermissionType = kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+		f(&cr)
+		creq.Creations = append(creq.Creations, cr)
+	}
+	if cresp, err := creq.RequestWith(ctx, raw); err != nil || len(cresp.Results) != 4 {
+		t.Fatalf("odd creations: %v %+v", err, cresp)
+	} else {
+		for i, r := range cresp.Results {
+			if r.ErrorCode != kerr.InvalidRequest.Code {
+				t.Errorf("odd creation %d: code %d", i, r.ErrorCode)
+			}
+		}
+	}
+	delreq := kmsg.NewPtrDeleteACLsRequest()
+	for _, op := range []kmsg.ACLOperation{kmsg.ACLOperationUnknown, 99} {
+		f := kmsg.NewDeleteACLsRequestFilter()
+		f.ResourceType, f.ResourcePatternType, f.Operation, f.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, op, kmsg.ACLPermissionTypeAny
+		delreq.Filters = append(delreq.Filters, f)
+	}
+	if dresp, err := delreq.RequestWith(ctx, raw); err != nil || len(dresp.Results) != 2 ||
+		dresp.Results[0].ErrorCode != kerr.InvalidRequest.Code || dresp.Results[1].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("odd delete filters: %v %+v", err, dresp)
+	}
+	// Version 0 (no pattern type: LITERAL) still works.
+	v0 := kmsg.NewPtrDescribeACLsRequest()
+	v0.ResourceType, v0.ResourceName, v0.ResourcePatternType = kmsg.ACLResourceTypeTopic, kmsg.StringPtr("orders"), kmsg.ACLResourcePatternTypeLiteral
+	v0.Operation, v0.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	if r, err := raw.Request(ctx, pinnedRequest{v0, 0}); err != nil {
+		t.Fatalf("DescribeAcls v0: %v", err)
+	} else if resp := r.(*kmsg.DescribeACLsResponse); resp.ErrorCode != 0 || len(resp.Resources) != 1 || len(resp.Resources[0].ACLs) != 1 {
+		t.Fatalf("DescribeAcls v0: %+v", resp)
+	}
+
 	// A filter with an UNKNOWN field: INVALID_REQUEST.
 	dreq := kmsg.NewPtrDescribeACLsRequest()
 	dreq.ResourceType, dreq.ResourcePatternType, dreq.Operation, dreq.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationUnknown, kmsg.ACLPermissionTypeAny
-	if dresp, err := dreq.RequestWith(ctx, newClient(t, addr, kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))); err != nil || dresp.ErrorCode != kerr.InvalidRequest.Code {
+	if dresp, err := dreq.RequestWith(ctx, raw); err != nil || dresp.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("UNKNOWN operation filter: %v %+v", err, dresp)
 	}
 
