@@ -12,6 +12,7 @@ package server
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 
 	"github.com/sluicemq/sluice/meta"
@@ -34,11 +35,14 @@ func (x aclAuthorizer) AuthorizeAny(principal, host string, op kmsg.ACLOperation
 
 // newAuthorizer is the authorizer cfg configures over st, nil when
 // authorizer.class.name is empty (config.Validate refuses other classes).
-func newAuthorizer(cfg *config.Config, st *meta.Store) Authorizer {
+func newAuthorizer(cfg *config.Config, st *meta.Store, logger *slog.Logger) Authorizer {
 	if !cfg.AuthorizerEnabled() {
 		return nil
 	}
-	return aclAuthorizer{meta.NewAuthorizer(st, meta.ParseSuperUsers(cfg.SuperUsers()), cfg.AllowEveryoneIfNoACLFound())}
+	supers := meta.ParseSuperUsers(cfg.SuperUsers())
+	logger.Info("sluice: authorizer on", "class", config.StandardAuthorizerClass, "super_users", supers,
+		"allow_everyone_if_no_acl_found", cfg.AllowEveryoneIfNoACLFound())
+	return aclAuthorizer{meta.NewAuthorizer(st, supers, cfg.AllowEveryoneIfNoACLFound())}
 }
 
 // errSecurityDisabled is the ACL APIs' answer without an authorizer

@@ -202,7 +202,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("server: metadata: %w", err)
 	}
 	b.meta = st
-	b.authz = newAuthorizer(&cfg, st)
+	b.authz = newAuthorizer(&cfg, st, logger)
 	if err := b.adoptSingleNodeTopics(); err != nil {
 		cl.close()
 		st.Close()
