@@ -135,8 +135,8 @@ func (r ACLChanged) String() string {
 	return fmt.Sprintf("ACLChanged id=%s %s", FormatTopicID(r.ID), r.Binding)
 }
 
-// String is the binding as Kafka's kafka-acls.sh prints it, roughly:
-// (resource) (entry).
+// String is the binding for logs and tools: resource=type:pattern:"name"
+// with Kafka's codes, then the entry's fields.
 func (b ACLBinding) String() string {
 	return fmt.Sprintf("resource=%d:%d:%q principal=%q host=%q operation=%d permission=%d",
 		b.ResourceType, b.PatternType, b.ResourceName, b.Principal, b.Host, b.Operation, b.Permission)
