@@ -1,15 +1,20 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/server/tlstest"
+
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 )
@@ -106,6 +111,19 @@ func TestSaslOAuthBearerWire(t *testing.T) {
 		t.Fatalf("valid token: %+v, want a session lifetime of about 30s", ar)
 	}
 
+	// Past the token's exp the session is over: a request closes the
+	// connection (no connections.max.reauth.ms needed).
+	r = start()
+	ar = r.roundTrip(authenticate(1, initial(aliceToken(2*time.Second)))).(*kmsg.SASLAuthenticateResponse)
+	if ar.ErrorCode != 0 || ar.SessionLifetimeMillis <= 0 || ar.SessionLifetimeMillis > 2000 {
+		t.Fatalf("a token expiring in 2s: %+v", ar)
+	}
+	time.Sleep(time.Duration(ar.SessionLifetimeMillis+200) * time.Millisecond)
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Version = 9
+	r.send(meta)
+	r.closed("a request after the token expired")
+
 	// Missing scope: the challenge, then %x01, then the failure with it.
 	r = start()
 	bad := unsecuredJWS(`{"alg":"none"}`, fmt.Sprintf(`{"sub":"alice","exp":%d}`, time.Now().Unix()+60))
@@ -170,6 +188,46 @@ func writeRawToken(t *testing.T, r *rawSasl, token []byte) {
 	}
 }
 
+// OAUTHBEARER over SASL_SSL, and franz-go re-authenticating with fresh
+// tokens before each one's exp ends the session (KIP-368 driven by the
+// token alone: no connections.max.reauth.ms).
+func TestSaslOAuthBearerSSLReauth(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t)
+	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
+	var ps principals
+	b := newTestBroker(t, nil, slog.LevelInfo, ps.hook,
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+		"ssl.keystore.type=PEM", "ssl.keystore.location="+srv.File,
+		"ssl.truststore.type=PEM", "ssl.truststore.location="+ca.PEMFile,
+		"listener.name.sasl_ssl.sasl.enabled.mechanisms=OAUTHBEARER",
+		"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config="+oauthJaas)
+	var minted atomic.Int32
+	mech := oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+		minted.Add(1)
+		return oauth.Auth{Token: aliceToken(3 * time.Second)}, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, b.ListenerAddr("SASL_SSL").String(), kgo.DialTLSConfig(ca.ClientConfig(nil)), kgo.SASL(mech),
+		kgo.DefaultProduceTopic("oauth-ssl"), kgo.AllowAutoTopicCreation())
+	for i := 0; i < 6; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatalf("produce %d over SASL_SSL with OAUTHBEARER: %v", i, err)
+		}
+		time.Sleep(time.Second) // spans the tokens' exp
+	}
+	if !ps.has("User:alice") {
+		t.Fatalf("principals %v, want User:alice", ps.got)
+	}
+	ps.mu.Lock()
+	logins := len(ps.got)
+	ps.mu.Unlock()
+	if logins < 3 || minted.Load() < 3 {
+		t.Fatalf("%d logins with %d tokens over 6s of 3s tokens: no re-authentication", logins, minted.Load())
+	}
+}
+
 // kcat (librdkafka) with its own unsecured JWT (sasl.oauthbearer.config).
 func TestSaslOAuthBearerKcat(t *testing.T) {
 	kcat := needTool(t, "kcat")
@@ -188,4 +246,28 @@ func TestSaslOAuthBearerKcat(t *testing.T) {
 	if out, err := runToolErr(kcat, append(args("principal=alice"), "-L", "-m", "5")...); err == nil {
 		t.Fatalf("kcat without the scope succeeded:\n%s", out)
 	}
+}
+
+const confluentOAuthScript = `
+import sys
+from confluent_kafka import Producer, Consumer, TopicPartition
+addr, config, topic = sys.argv[1:4]
+conf = {'bootstrap.servers': addr, 'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanisms': 'OAUTHBEARER',
+        'enable.sasl.oauthbearer.unsecure.jwt': True, 'sasl.oauthbearer.config': config}
+p = Producer(dict(conf, acks='all'))
+p.produce(topic, key=b'k', value=b'v')
+assert p.flush(30) == 0
+c = Consumer(dict(conf, **{'group.id': 'unused', 'enable.auto.commit': False}))
+c.assign([TopicPartition(topic, 0, 0)])
+m = c.poll(10)
+assert m is not None and m.error() is None, m
+assert (m.key(), m.value()) == (b'k', b'v')
+c.close()
+`
+
+// confluent-kafka-python (librdkafka) with its unsecured JWT.
+func TestSaslOAuthBearerConfluentPython(t *testing.T) {
+	py := pythonWith(t, "confluent_kafka")
+	b := newTestBroker(t, nil, slog.LevelInfo, nil, oauthSets...)
+	runTool(t, "", py, "-c", confluentOAuthScript, b.ListenerAddr("SASL_PLAINTEXT").String(), "principal=alice scope=kafka", "ck-oauth")
 }
