@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/server/tlstest"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -193,13 +191,8 @@ func writeRawToken(t *testing.T, r *rawSasl, token []byte) {
 // token alone: no connections.max.reauth.ms).
 func TestSaslOAuthBearerSSLReauth(t *testing.T) {
 	t.Parallel()
-	ca := tlstest.NewCA(t)
-	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
 	var ps principals
-	b := newTestBroker(t, nil, slog.LevelInfo, ps.hook,
-		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-		"ssl.keystore.type=PEM", "ssl.keystore.location="+srv.File,
-		"ssl.truststore.type=PEM", "ssl.truststore.location="+ca.PEMFile,
+	b, ca := startSaslSSLBroker(t, ps.hook,
 		"listener.name.sasl_ssl.sasl.enabled.mechanisms=OAUTHBEARER",
 		"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config="+oauthJaas)
 	var minted atomic.Int32
@@ -248,26 +241,9 @@ func TestSaslOAuthBearerKcat(t *testing.T) {
 	}
 }
 
-const confluentOAuthScript = `
-import sys
-from confluent_kafka import Producer, Consumer, TopicPartition
-addr, config, topic = sys.argv[1:4]
-conf = {'bootstrap.servers': addr, 'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanisms': 'OAUTHBEARER',
-        'enable.sasl.oauthbearer.unsecure.jwt': True, 'sasl.oauthbearer.config': config}
-p = Producer(dict(conf, acks='all'))
-p.produce(topic, key=b'k', value=b'v')
-assert p.flush(30) == 0
-c = Consumer(dict(conf, **{'group.id': 'unused', 'enable.auto.commit': False}))
-c.assign([TopicPartition(topic, 0, 0)])
-m = c.poll(10)
-assert m is not None and m.error() is None, m
-assert (m.key(), m.value()) == (b'k', b'v')
-c.close()
-`
-
 // confluent-kafka-python (librdkafka) with its unsecured JWT.
 func TestSaslOAuthBearerConfluentPython(t *testing.T) {
 	py := pythonWith(t, "confluent_kafka")
 	b := newTestBroker(t, nil, slog.LevelInfo, nil, oauthSets...)
-	runTool(t, "", py, "-c", confluentOAuthScript, b.ListenerAddr("SASL_PLAINTEXT").String(), "principal=alice scope=kafka", "ck-oauth")
+	runTool(t, "", py, "-c", confluentSaslScript, b.ListenerAddr("SASL_PLAINTEXT").String(), "OAUTHBEARER", "principal=alice scope=kafka", "", "ck-oauth")
 }
