@@ -89,3 +89,20 @@ func TestConsoleSaslAuth(t *testing.T) {
 		t.Fatalf("bob's new password: %d", code)
 	}
 }
+
+// Over a SASL_SSL listener (the only client listener besides PLAINTEXT):
+// the console dials it with TLS and the HTTP user's SASL login.
+func TestConsoleSaslSSL(t *testing.T) {
+	t.Parallel()
+	var ps principals
+	b, _ := startSaslSSLBroker(t, ps.hook, "listener.name.sasl_ssl.plain.sasl.jaas.config="+saslJaas, "metrics.listen=127.0.0.1:0")
+	if code, _, _ := httpGetAs(t, b, "/ui/api/overview", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("overview without credentials: %d, want 401", code)
+	}
+	if code, body, _ := httpGetAs(t, b, "/ui/api/overview", "alice", "alice-secret"); code != http.StatusOK || !strings.Contains(body, `"brokers"`) {
+		t.Fatalf("overview as alice over SASL_SSL: %d %s", code, body)
+	}
+	if !ps.has("User:alice") {
+		t.Fatalf("principals %v: the console did not log in as alice", ps.got)
+	}
+}
