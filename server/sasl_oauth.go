@@ -160,12 +160,20 @@ func (m *oauthMech) validate(token string) (principal string, exp time.Time, sco
 			return "", exp, true, fmt.Errorf("scope %s missing", want)
 		}
 	}
-	return principal, time.UnixMilli(int64(math.Round(1000 * *expS))), false, nil
+	// Far-future exps are clamped (2^53 ms: some 285,000 years) to stay
+	// within time.Time.
+	return principal, time.UnixMilli(int64(math.Min(math.Round(1000**expS), 1<<53))), false, nil
 }
 
-// jwsPart decodes one base64url part of a JWS into a JSON object.
+// jwsPart decodes one base64url part of a JWS (padded or not; the
+// standard alphabet is accepted too, as Kafka's decoder does) into a JSON
+// object.
 func jwsPart(s string) (map[string]any, error) {
-	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+	s = strings.TrimRight(s, "=")
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		b, err = base64.RawStdEncoding.DecodeString(s)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("malformed base64url")
 	}

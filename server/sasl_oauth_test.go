@@ -109,6 +109,15 @@ func TestSaslOAuthBearerWire(t *testing.T) {
 		t.Fatalf("valid token: %+v, want a session lifetime of about 30s", ar)
 	}
 
+	// An exp far in the future (and claims in the standard base64
+	// alphabet): the listener's lifetime.
+	r = start()
+	std := base64.RawStdEncoding.EncodeToString
+	far := std([]byte(`{"alg":"none"}`)) + "." + std([]byte(`{"sub":"alice","exp":1e300,"scope":"kafka","note":"??>>"}`)) + "."
+	if ar = r.roundTrip(authenticate(1, initial(far))).(*kmsg.SASLAuthenticateResponse); ar.ErrorCode != 0 || ar.SessionLifetimeMillis != 600000 {
+		t.Fatalf("exp 1e300: %+v", ar)
+	}
+
 	// Past the token's exp the session is over: a request closes the
 	// connection (no connections.max.reauth.ms needed).
 	r = start()
