@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/server/config"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -255,4 +256,25 @@ func TestSaslOAuthBearerConfluentPython(t *testing.T) {
 	py := pythonWith(t, "confluent_kafka")
 	b := newTestBroker(t, nil, slog.LevelInfo, nil, oauthSets...)
 	runTool(t, "", py, "-c", confluentSaslScript, b.ListenerAddr("SASL_PLAINTEXT").String(), "OAUTHBEARER", "principal=alice scope=kafka", "", "ck-oauth")
+}
+
+// Any client message: no panic, and success only with a principal and an
+// expiry.
+func FuzzOAuthBearerStep(f *testing.F) {
+	f.Add([]byte("n,,\x01auth=Bearer " + aliceToken(time.Hour) + "\x01\x01"))
+	f.Add([]byte("n,a=alice,\x01auth=Bearer " + aliceToken(time.Hour) + "\x01k=v\x01\x01"))
+	f.Add([]byte("n,,\x01auth=Bearer a..b\x01\x01"))
+	f.Add([]byte{0x01})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m := &oauthMech{v: config.UnsecuredValidator{PrincipalClaim: "sub", ScopeClaim: "scope", RequiredScope: []string{"kafka"}}, now: time.Now}
+		for _, msg := range [][]byte{in, {0x01}} {
+			_, done, err := m.step(msg)
+			if done && (err != nil || m.user() == "" || m.credentialExpiry().IsZero()) {
+				t.Fatalf("done with user %q, expiry %v, err %v", m.user(), m.credentialExpiry(), err)
+			}
+			if done || err != nil {
+				return
+			}
+		}
+	})
 }
