@@ -21,7 +21,9 @@ package server
 // 16384), and the page sends the header with each of its API requests, so
 // a successful check is remembered for consoleAuthTTL (keyed by a hash of
 // the user, password and StoredKey: a changed credential is checked
-// anew).
+// anew), and at most consoleAuthConcurrency checks run at once (the
+// others wait), so guessing passwords costs the broker at most that many
+// cores.
 
 import (
 	"crypto/pbkdf2"
@@ -41,10 +43,12 @@ import (
 )
 
 // consoleAuthTTL is how long a successful SCRAM check is remembered;
-// consoleAuthCacheSize bounds the remembered checks.
+// consoleAuthCacheSize bounds the remembered checks;
+// consoleAuthConcurrency bounds the PBKDF2 derivations running at once.
 const (
-	consoleAuthTTL       = time.Minute
-	consoleAuthCacheSize = 64
+	consoleAuthTTL         = time.Minute
+	consoleAuthCacheSize   = 64
+	consoleAuthConcurrency = 2
 )
 
 // consoleAuth checks the console's HTTP users against a SASL listener's
@@ -53,8 +57,14 @@ type consoleAuth struct {
 	b        *Broker
 	listener string // the SASL listener the console dials
 
+	slots chan struct{} // consoleAuthConcurrency PBKDF2 derivations
+
 	mu   sync.Mutex
 	seen map[[32]byte]time.Time // successful SCRAM checks, until then
+}
+
+func newConsoleAuth(b *Broker, listener string) *consoleAuth {
+	return &consoleAuth{b: b, listener: listener, slots: make(chan struct{}, consoleAuthConcurrency)}
 }
 
 // wrap returns h behind HTTP Basic authentication.
@@ -129,7 +139,9 @@ func (a *consoleAuth) scramMatches(mech meta.ScramMechanism, cred meta.ScramCred
 		return true
 	}
 	newHash := scramHash(mech)
+	a.slots <- struct{}{}
 	salted, err := pbkdf2.Key(newHash, pass, cred.Salt, int(cred.Iterations), newHash().Size())
+	<-a.slots
 	if err != nil {
 		return false
 	}

@@ -63,7 +63,7 @@ func (b *Broker) serveMetrics(ln net.Listener) {
 	ms.console = console.New(console.Config{Bootstrap: bootstrap, TLS: consoleTLS, Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
 	var ui http.Handler = ms.console
 	if saslListener != "" {
-		ui = (&consoleAuth{b: b, listener: saslListener}).wrap(ui)
+		ui = newConsoleAuth(b, saslListener).wrap(ui)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{
