@@ -21,7 +21,9 @@ import (
 //	/metrics  Prometheus's text format, from the broker's own registry
 //	/healthz  200 "ok" while the process serves HTTP at all
 //	/readyz   200 "ready", or 503 with the reason (readiness)
-//	/ui/      the web console (package console), / redirects there
+//	/ui/      the web console (package console), / redirects there;
+//	          behind HTTP Basic authentication when a client listener
+//	          is SASL (console_auth.go)
 //
 // Its goroutine is net/http's Serve; it holds no broker lock itself.
 
@@ -57,8 +59,12 @@ func (b *Broker) listenMetrics() (net.Listener, error) {
 // listeners are bound: the console's bootstrap is their addresses).
 func (b *Broker) serveMetrics(ln net.Listener) {
 	ms := &metricsServer{ln: ln, done: make(chan struct{})}
-	bootstrap, consoleTLS := b.consoleBootstrap()
+	bootstrap, consoleTLS, saslListener := b.consoleBootstrap()
 	ms.console = console.New(console.Config{Bootstrap: bootstrap, TLS: consoleTLS, Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
+	var ui http.Handler = ms.console
+	if saslListener != "" {
+		ui = newConsoleAuth(b, saslListener).wrap(ui)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{b},
@@ -78,7 +84,7 @@ func (b *Broker) serveMetrics(ln net.Listener) {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle("/ui/", ms.console)
+	mux.Handle("/ui/", ui)
 	mux.Handle("/{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	ms.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	b.httpSrv = ms
@@ -118,30 +124,50 @@ func (b *Broker) MetricsAddr() net.Addr {
 // advertised broker listeners (their ports once bound), else its first
 // listener (a controller-only node).
 //
-// It prefers plaintext listeners; with only TLS ones, it dials the first
-// with that listener's ssl.* settings as a client (tls, else nil).
-func (b *Broker) consoleBootstrap() (out []string, tc *tls.Config) {
-	var secure []config.Listener
+// When a client listener is SASL, the console dials the first SASL one
+// (SASL_PLAINTEXT before SASL_SSL), named by saslListener, as each HTTP
+// user (console_auth.go). Otherwise it prefers plaintext listeners; with
+// only TLS ones, it dials the first. For a TLS listener tc is that
+// listener's ssl.* settings as a client (else nil).
+func (b *Broker) consoleBootstrap() (out []string, tc *tls.Config, saslListener string) {
+	var secure, sasl []config.Listener
 	for _, l := range b.cfg.AdvertisedListeners {
 		switch {
 		case b.isControllerListener(l.Name):
+		case b.cfg.IsSaslListener(l.Name):
+			if b.cfg.SecurityProtocol(l.Name) == "SASL_PLAINTEXT" {
+				sasl = append([]config.Listener{l}, sasl...)
+			} else {
+				sasl = append(sasl, l)
+			}
 		case config.UsesTLS(b.cfg.SecurityProtocol(l.Name)):
 			secure = append(secure, l)
 		default:
 			out = append(out, l.Addr())
 		}
 	}
-	if len(out) == 0 && len(secure) > 0 {
-		var err error
-		if tc, err = b.cfg.ListenerSSL(secure[0].Name).ClientTLS(""); err != nil {
-			b.logger.Warn("sluice: console: no TLS client for listener "+secure[0].Name, "err", err)
-		}
-		return []string{secure[0].Addr()}, tc
-	}
-	if len(out) == 0 && len(b.lns) > 0 {
+	switch {
+	case len(sasl) > 0:
+		return []string{sasl[0].Addr()}, b.consoleTLS(sasl[0].Name), sasl[0].Name
+	case len(out) == 0 && len(secure) > 0:
+		return []string{secure[0].Addr()}, b.consoleTLS(secure[0].Name), ""
+	case len(out) == 0 && len(b.lns) > 0:
 		out = append(out, b.lns[0].Addr().String())
 	}
-	return out, nil
+	return out, nil, ""
+}
+
+// consoleTLS is the client TLS config for a listener, nil when it does
+// not use TLS (or its settings cannot be read, which is logged).
+func (b *Broker) consoleTLS(listener string) *tls.Config {
+	if !config.UsesTLS(b.cfg.SecurityProtocol(listener)) {
+		return nil
+	}
+	tc, err := b.cfg.ListenerSSL(listener).ClientTLS("")
+	if err != nil {
+		b.logger.Warn("sluice: console: no TLS client for listener "+listener, "err", err)
+	}
+	return tc
 }
 
 // notReady is why the broker does not serve yet, or "" when it does:

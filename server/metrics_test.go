@@ -96,8 +96,22 @@ func mustValue(t *testing.T, fams map[string]*dto.MetricFamily, name string, lab
 // listener, without following redirects.
 func httpGet(t *testing.T, b *Broker, path string) (int, string, http.Header) {
 	t.Helper()
-	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 10 * time.Second}
-	resp, err := cl.Get("http://" + b.MetricsAddr().String() + path)
+	return httpGetAs(t, b, path, "", "")
+}
+
+// httpGetAs GETs path on b's metrics listener with HTTP Basic credentials
+// (none when user is ""), not following redirects.
+func httpGetAs(t *testing.T, b *Broker, path, user, pass string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+b.MetricsAddr().String()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 20 * time.Second}
+	resp, err := cl.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

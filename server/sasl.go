@@ -29,11 +29,11 @@ package server
 //     SaslHandshake and SaslAuthenticate then answer ILLEGAL_SASL_STATE
 //     (as on a PLAINTEXT listener), unless re-authentication applies.
 //
-// Re-authentication (KIP-368): with connections.max.reauth.ms > 0 a
-// SaslAuthenticate v1+ answer that completes authentication carries
-// SessionLifetimeMs = connections.max.reauth.ms (else 0), and the session
-// expires then: a request other than SaslHandshake after that closes the
-// connection. A SaslHandshake on an authenticated connection whose
+// Re-authentication (KIP-368): with connections.max.reauth.ms > 0, or a
+// mechanism whose credential expires (OAUTHBEARER), a SaslAuthenticate
+// v1+ answer that completes authentication carries SessionLifetimeMs,
+// the smaller of the two (else 0), and the session expires then: a
+// request other than SaslHandshake after that closes the connection. A SaslHandshake on an authenticated connection whose
 // session has an expiry (and whose last re-authentication began at least
 // a second before) starts a re-authentication: the same mechanism, ending
 // in the same principal, or the connection closes.
@@ -229,8 +229,13 @@ func (b *Broker) newSaslMech(listener, name string) saslMech {
 			return b.meta.ScramCredential(user, mech)
 		}}
 	}
+	j, err := config.ParseJaas(b.cfg.SaslJaasConfig(listener, name))
+	if name == config.MechOAuthBearer {
+		v, _ := j.UnsecuredValidator() // checked by Validate
+		return &oauthMech{v: v, now: time.Now}
+	}
 	users := map[string]string{}
-	if j, err := config.ParseJaas(b.cfg.SaslJaasConfig(listener, name)); err == nil {
+	if err == nil {
 		users = j.PlainUsers()
 	}
 	return &plainMech{users: users}
@@ -252,16 +257,33 @@ func (cc *clientConn) saslStep(token []byte) (out []byte, done bool, lifetimeMs 
 		return nil, false, 0, authFailed("re-authentication must keep the session's principal")
 	}
 	s.principal, s.phase, s.reauth = p, saslComplete, false
-	s.expiry = time.Time{}
-	if ms := cc.b.cfg.ConnectionsMaxReauthMs(s.listener); ms > 0 {
-		lifetimeMs = ms
-		s.expiry = time.Now().Add(time.Duration(ms) * time.Millisecond)
-	}
+	lifetimeMs, s.expiry = sessionLifetime(time.Now(), cc.b.cfg.ConnectionsMaxReauthMs(s.listener), s.mech)
 	cc.logger.Debug("sluice: SASL authenticated", "principal", cc.principal(), "mechanism", s.mechName, "listener", s.listener)
 	if cc.b.onPrincipal != nil {
 		cc.b.onPrincipal(s.listener, cc.principal())
 	}
 	return out, true, lifetimeMs, nil
+}
+
+// sessionLifetime is a new session's lifetime and expiry (zero: none), as
+// Kafka's SaslServerAuthenticator: the smaller of maxReauthMs
+// (connections.max.reauth.ms, 0 for none) and the time left until the
+// credential expires, for a mechanism whose credential does (OAUTHBEARER's
+// token exp); never negative.
+func sessionLifetime(now time.Time, maxReauthMs int64, mech saslMech) (ms int64, expiry time.Time) {
+	c, expires := mech.(interface{ credentialExpiry() time.Time })
+	switch {
+	case expires:
+		ms = max(c.credentialExpiry().Sub(now).Milliseconds(), 0)
+		if maxReauthMs > 0 {
+			ms = min(ms, maxReauthMs)
+		}
+	case maxReauthMs > 0:
+		ms = maxReauthMs
+	default:
+		return 0, time.Time{}
+	}
+	return ms, now.Add(time.Duration(ms) * time.Millisecond)
 }
 
 // saslAuthenticate serves a SaslAuthenticate before authentication.

@@ -17,20 +17,28 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
+// startSaslSSLBroker starts a broker with a PLAINTEXT listener and a
+// SASL_SSL one, its certificate issued by the returned CA.
+func startSaslSSLBroker(t *testing.T, before func(*Broker), sets ...string) (*Broker, *tlstest.CA) {
+	t.Helper()
+	ca := tlstest.NewCA(t)
+	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
+	b := newTestBroker(t, nil, slog.LevelInfo, before, append([]string{
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+		"ssl.keystore.type=PEM", "ssl.keystore.location=" + srv.File,
+		"ssl.truststore.type=PEM", "ssl.truststore.location=" + ca.PEMFile,
+	}, sets...)...)
+	return b, ca
+}
+
 // A SASL_SSL listener: TLS first, then SASL over it (Kafka's
 // SASL_SSL). franz-go logs in with PLAIN and SCRAM over TLS, produces and
 // consumes; the principal is the SASL user, not the certificate's; a
 // wrong password is refused; a client without TLS gets nothing.
 func TestSaslSSL(t *testing.T) {
 	t.Parallel()
-	ca := tlstest.NewCA(t)
-	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
 	var ps principals
-	b := newTestBroker(t, nil, slog.LevelInfo, ps.hook,
-		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-		"ssl.keystore.type=PEM", "ssl.keystore.location="+srv.File,
-		"ssl.truststore.type=PEM", "ssl.truststore.location="+ca.PEMFile,
-		"listener.name.sasl_ssl.plain.sasl.jaas.config="+saslJaas)
+	b, ca := startSaslSSLBroker(t, ps.hook, "listener.name.sasl_ssl.plain.sasl.jaas.config="+saslJaas)
 	addr := b.ListenerAddr("SASL_SSL").String()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -79,13 +87,7 @@ func TestSaslSSL(t *testing.T) {
 // the test CA (ssl.ca.location).
 func TestSaslSSLKcat(t *testing.T) {
 	kcat := needTool(t, "kcat")
-	ca := tlstest.NewCA(t)
-	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
-	b := newTestBroker(t, nil, slog.LevelInfo, nil,
-		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-		"ssl.keystore.type=PEM", "ssl.keystore.location="+srv.File,
-		"ssl.truststore.type=PEM", "ssl.truststore.location="+ca.PEMFile,
-		"listener.name.sasl_ssl.plain.sasl.jaas.config="+saslJaas)
+	b, ca := startSaslSSLBroker(t, nil, "listener.name.sasl_ssl.plain.sasl.jaas.config="+saslJaas)
 	addr := b.ListenerAddr("SASL_SSL").String()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -487,7 +487,11 @@ const confluentSaslScript = `
 import sys
 from confluent_kafka import Producer, Consumer, TopicPartition
 addr, mech, user, pw, topic = sys.argv[1:6]
-conf = {'bootstrap.servers': addr, 'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanisms': mech, 'sasl.username': user, 'sasl.password': pw}
+conf = {'bootstrap.servers': addr, 'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanisms': mech}
+if mech == 'OAUTHBEARER':  # librdkafka's unsecured JWT; user is sasl.oauthbearer.config
+    conf.update({'enable.sasl.oauthbearer.unsecure.jwt': True, 'sasl.oauthbearer.config': user})
+else:
+    conf.update({'sasl.username': user, 'sasl.password': pw})
 p = Producer(dict(conf, acks='all'))
 p.produce(topic, key=b'k', value=b'v')
 assert p.flush(30) == 0

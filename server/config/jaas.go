@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -31,6 +32,47 @@ func (j Jaas) PlainUsers() map[string]string {
 		}
 	}
 	return users
+}
+
+// UnsecuredValidator holds the JAAS options of Kafka's unsecured
+// OAUTHBEARER validator (OAuthBearerUnsecuredValidatorCallbackHandler),
+// with Kafka's defaults for blank ones.
+type UnsecuredValidator struct {
+	PrincipalClaim string   // unsecuredValidatorPrincipalClaimName; default "sub"
+	ScopeClaim     string   // unsecuredValidatorScopeClaimName; default "scope"
+	RequiredScope  []string // unsecuredValidatorRequiredScope, space-separated; default none
+	ClockSkewMs    int64    // unsecuredValidatorAllowableClockSkewMs, >= 0; default 0
+}
+
+// UnsecuredValidator reads the unsecuredValidator* options; an error for a
+// clock skew that is not a non-negative 32-bit integer or a scope item
+// with characters RFC 6749 does not allow (Kafka's
+// OAuthBearerConfigException).
+func (j Jaas) UnsecuredValidator() (UnsecuredValidator, error) {
+	opt := func(k, def string) string {
+		if v := strings.TrimSpace(j.Options[k]); v != "" {
+			return v
+		}
+		return def
+	}
+	v := UnsecuredValidator{
+		PrincipalClaim: opt("unsecuredValidatorPrincipalClaimName", "sub"),
+		ScopeClaim:     opt("unsecuredValidatorScopeClaimName", "scope"),
+		RequiredScope:  strings.Fields(j.Options["unsecuredValidatorRequiredScope"]),
+	}
+	skew, err := strconv.ParseInt(opt("unsecuredValidatorAllowableClockSkewMs", "0"), 10, 32)
+	if err != nil || skew < 0 {
+		return v, fmt.Errorf("unsecuredValidatorAllowableClockSkewMs=%q: want a non-negative number of milliseconds", j.Options["unsecuredValidatorAllowableClockSkewMs"])
+	}
+	v.ClockSkewMs = skew
+	for _, sc := range v.RequiredScope {
+		for i := 0; i < len(sc); i++ {
+			if c := sc[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return v, fmt.Errorf("unsecuredValidatorRequiredScope: invalid scope item %q (RFC 6749 scope-token)", sc)
+			}
+		}
+	}
+	return v, nil
 }
 
 // ParseJaas parses one sasl.jaas.config value.

@@ -13,6 +13,7 @@ import (
 //
 //	sasl.enabled.mechanisms                      (and listener.name.<l>.)
 //	listener.name.<l>.<mechanism>.sasl.jaas.config
+//	listener.name.<l>.oauthbearer.sasl.server.callback.handler.class
 //	connections.max.reauth.ms                    (and listener.name.<l>.)
 //	sasl.server.max.receive.size
 //	sasl.mechanism.inter.broker.protocol
@@ -26,6 +27,15 @@ const (
 	MechPlain       = "PLAIN"
 	MechScramSHA256 = "SCRAM-SHA-256"
 	MechScramSHA512 = "SCRAM-SHA-512"
+	MechOAuthBearer = "OAUTHBEARER"
+)
+
+// OAUTHBEARER's classes (Kafka's): the login module its JAAS config names,
+// and the only server callback handler Sluice implements, the unsecured
+// JWS validator (the default when none is configured).
+const (
+	OAuthBearerLoginModule        = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+	OAuthBearerUnsecuredValidator = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
 )
 
 // defaultSaslMechanisms is sasl.enabled.mechanisms when not set. Kafka's
@@ -51,13 +61,16 @@ func saslActed(key string) bool {
 			if mech, ok := strings.CutSuffix(k, ".sasl.jaas.config"); ok && supportedMech(strings.ToUpper(mech)) {
 				return true
 			}
+			if k == "oauthbearer.sasl.server.callback.handler.class" {
+				return true
+			}
 		}
 	}
 	return false
 }
 
 func supportedMech(m string) bool {
-	return m == MechPlain || m == MechScramSHA256 || m == MechScramSHA512
+	return m == MechPlain || m == MechScramSHA256 || m == MechScramSHA512 || m == MechOAuthBearer
 }
 
 // listenerValue is listener.name.<listener>.<key> if set (the name in
@@ -98,6 +111,19 @@ func (c *Config) SaslJaasConfig(listener, mechanism string) string {
 	for _, n := range []string{strings.ToLower(listener), listener} {
 		if v, ok := c.unacted[listenerPrefix+n+"."+m+".sasl.jaas.config"]; ok {
 			return v
+		}
+	}
+	return ""
+}
+
+// SaslServerCallbackHandler is
+// listener.name.<l>.<mechanism>.sasl.server.callback.handler.class (the
+// mechanism in lower case), or "" for the mechanism's default.
+func (c *Config) SaslServerCallbackHandler(listener, mechanism string) string {
+	m := strings.ToLower(mechanism)
+	for _, n := range []string{strings.ToLower(listener), listener} {
+		if v, ok := c.unacted[listenerPrefix+n+"."+m+".sasl.server.callback.handler.class"]; ok {
+			return strings.TrimSpace(v)
 		}
 	}
 	return ""
@@ -159,7 +185,10 @@ func (c *Config) validateSasl(bad func(key string, reason error)) {
 		}
 		for _, m := range mechs {
 			if !supportedMech(m) {
-				bad("sasl.enabled.mechanisms", fmt.Errorf("listener %s: mechanism %s is not supported (Sluice serves %s, %s and %s)", l.Name, m, MechPlain, MechScramSHA256, MechScramSHA512))
+				bad("sasl.enabled.mechanisms", fmt.Errorf("listener %s: mechanism %s is not supported (Sluice serves %s, %s, %s and %s)", l.Name, m, MechPlain, MechScramSHA256, MechScramSHA512, MechOAuthBearer))
+			}
+			if m == MechOAuthBearer {
+				c.validateOAuthBearer(l.Name, bad)
 			}
 			if m != MechPlain {
 				continue
@@ -174,5 +203,32 @@ func (c *Config) validateSasl(bad func(key string, reason error)) {
 				}
 			}
 		}
+	}
+}
+
+// validateOAuthBearer checks an OAUTHBEARER listener: its JAAS config
+// names Kafka's OAuthBearerLoginModule with valid unsecured validator
+// options, and its server callback handler, if set, is the unsecured
+// validator (Kafka's JWKS validator, which checks signed tokens against an
+// identity provider, is not implemented).
+func (c *Config) validateOAuthBearer(listener string, bad func(key string, reason error)) {
+	prefix := listenerPrefix + strings.ToLower(listener) + ".oauthbearer."
+	if h := c.SaslServerCallbackHandler(listener, MechOAuthBearer); h != "" && h != OAuthBearerUnsecuredValidator {
+		bad(prefix+"sasl.server.callback.handler.class", fmt.Errorf("%s is not supported: Sluice validates OAUTHBEARER tokens only as Kafka's unsecured validator (%s: unsigned JWS, alg none), for development and tests; remove the key to use it", h, OAuthBearerUnsecuredValidator))
+	}
+	jaas := c.SaslJaasConfig(listener, MechOAuthBearer)
+	if jaas == "" {
+		bad("sasl.enabled.mechanisms", fmt.Errorf("listener %s enables OAUTHBEARER but %ssasl.jaas.config is not set (%s required;)", listener, prefix, OAuthBearerLoginModule))
+		return
+	}
+	j, err := ParseJaas(jaas)
+	if err == nil && j.LoginModule != OAuthBearerLoginModule {
+		err = fmt.Errorf("login module %s: OAUTHBEARER needs %s", j.LoginModule, OAuthBearerLoginModule)
+	}
+	if err == nil {
+		_, err = j.UnsecuredValidator()
+	}
+	if err != nil {
+		bad(prefix+"sasl.jaas.config", err)
 	}
 }

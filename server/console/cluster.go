@@ -43,7 +43,7 @@ type overviewJSON struct {
 // metadata is a fresh-enough (MetadataMinAge, 500 ms) Metadata of every
 // topic, internal ones included.
 func (c *Console) metadata(ctx context.Context, topics ...string) (kadm.Metadata, error) {
-	adm, err := c.admin()
+	adm, err := c.admin(ctx)
 	if err != nil {
 		return kadm.Metadata{}, err
 	}
@@ -55,7 +55,7 @@ func (c *Console) overview(ctx context.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	adm, err := c.admin()
+	adm, err := c.admin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ type offsetsAndSizes struct {
 
 func (c *Console) readOffsetsAndSizes(ctx context.Context, m kadm.Metadata, topics []string) offsetsAndSizes {
 	var o offsetsAndSizes
-	adm, err := c.admin()
+	adm, err := c.admin(ctx)
 	if err != nil || len(topics) == 0 {
 		return o
 	}
@@ -461,7 +461,7 @@ func (c *Console) topic(ctx context.Context, name string) (any, error) {
 		}
 		out.Partitions = append(out.Partitions, pj)
 	}
-	adm, err := c.admin()
+	adm, err := c.admin(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Alert is one condition the console shows in its banner.
@@ -108,49 +107,15 @@ type Console struct {
 	browse chan struct{}      // semaphore of message-browser requests
 	samp   *sampler
 
-	mu     sync.Mutex // guards cl, adm, closed, seen
-	cl     *kgo.Client
-	adm    *kadm.Client
-	closed bool
+	mu      sync.Mutex             // guards clients, closed, seen
+	clients map[string]*userClient // by User.Key (user.go)
+	closed  bool
 	// seen is each broker's address when Metadata last listed it, so a
 	// down broker's overview row keeps it.
 	seen map[int32]kadm.BrokerDetail
 }
 
 var errClosed = errors.New("console: closed")
-
-// admin returns the console's shared client, creating it on first use.
-func (c *Console) admin() (*kadm.Client, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, errClosed
-	}
-	if c.adm != nil {
-		return c.adm, nil
-	}
-	cl, err := kgo.NewClient(
-		append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Bootstrap...),
-			kgo.MetadataMinAge(500 * time.Millisecond),
-			kgo.ClientID("sluice-console"),
-			kgo.RetryTimeout(c.cfg.RequestTimeout),
-		}, c.dialOpts()...)...,
-	)
-	if err != nil {
-		return nil, err
-	}
-	c.cl, c.adm = cl, kadm.NewClient(cl)
-	return c.adm, nil
-}
-
-// dialOpts are the options that reach Bootstrap: TLS if it is an SSL
-// listener.
-func (c *Console) dialOpts() []kgo.Opt {
-	if c.cfg.TLS == nil {
-		return nil
-	}
-	return []kgo.Opt{kgo.DialTLSConfig(c.cfg.TLS.Clone())}
-}
 
 // ServeHTTP serves the console: the page and its files under /ui/, the
 // JSON API under /ui/api/. Only GET and HEAD are allowed (405 otherwise):
@@ -182,7 +147,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rest := path[i+len("/ui/"):]
 	if api, ok := strings.CutPrefix(rest, "api/"); ok {
-		c.samp.touch()
+		c.samp.touch(userFrom(r.Context()))
 		c.serveAPI(w, r, api)
 		return
 	}
@@ -287,9 +252,6 @@ func (c *Console) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	if c.cl != nil {
-		c.cl.Close()
-		c.cl, c.adm = nil, nil
-	}
+	c.closeClients()
 	return nil
 }

@@ -25,6 +25,8 @@
 //     log end offsets, consumed from Config.Fetched (the records the
 //     broker's Fetch responses sent) or, without it, from the groups'
 //     committed offsets.
+//   - user.go: User (whom the Kafka requests authenticate as) and the
+//     per-user clients.
 //   - page.go: the page's first paint: static/index.html is an
 //     html/template filled with the overview and the topic list, so that
 //     `curl /ui/` (or a browser without JavaScript) shows the brokers,
@@ -68,8 +70,12 @@
 //
 // # Goroutines and locks
 //
-// Requests run on the caller's goroutines and share one kgo client
-// (created on the first request, under Console.mu, and closed by Close).
+// Requests run on the caller's goroutines and share one kgo client per
+// User (user.go: the HTTP user the broker authenticated, carried in the
+// request's context, WithUser; the zero User when the console is open),
+// created on that user's first request under Console.mu, at most
+// maxUserClients (the least recently used is closed), all closed by
+// Close. The sampler reads as the User of the latest request.
 // The message browser makes a direct consumer client per request (no
 // group), closed before the request returns. One sampler goroutine,
 // started by the first API request, samples every Config.SampleInterval

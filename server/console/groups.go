@@ -52,7 +52,7 @@ type groupJSON struct {
 const maxGroupsListed = 500
 
 func (c *Console) groups(ctx context.Context) (any, error) {
-	adm, err := c.admin()
+	adm, err := c.admin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (c *Console) group(ctx context.Context, id string) (any, error) {
 	if id == "" || len(id) > 1024 {
 		return nil, badRequest("invalid group id")
 	}
-	adm, err := c.admin()
+	adm, err := c.admin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (c *Console) group(ctx context.Context, id string) (any, error) {
 // describeGroups describes the listed groups with their members,
 // committed offsets and lag, in the order given.
 func (c *Console) describeGroups(ctx context.Context, listed []kadm.ListedGroup) ([]groupJSON, error) {
-	adm, err := c.admin()
+	adm, err := c.admin(ctx)
 	if err != nil {
 		return nil, err
 	}

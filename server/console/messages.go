@@ -166,7 +166,7 @@ func (c *Console) messages(ctx context.Context, topic string, q url.Values) (any
 	if !found {
 		return nil, notFound("topic %q has no partition %d", topic, part)
 	}
-	adm, err := c.admin()
+	adm, err := c.admin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +233,7 @@ func (c *Console) messages(ctx context.Context, topic string, q url.Values) (any
 		kgo.FetchMaxBytes(maxBrowseFetch),
 		kgo.FetchMaxPartitionBytes(maxBrowseFetch),
 		kgo.FetchMaxWait(500 * time.Millisecond),
-	}, c.dialOpts()...)...)
+	}, c.dialOpts(userFrom(ctx))...)...)
 	if err != nil {
 		return nil, err
 	}

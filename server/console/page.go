@@ -40,7 +40,7 @@ func (c *Console) serveIndex(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	d := indexData{At: time.Now().UTC().Format(time.RFC3339)}
 	if r.Method == http.MethodGet { // HEAD: no need to ask the cluster
-		c.samp.touch() // the charts will want samples
+		c.samp.touch(userFrom(r.Context())) // the charts will want samples
 		d.fill(c, ctx)
 	}
 	var buf bytes.Buffer

@@ -36,6 +36,7 @@ type sampler struct {
 	running bool
 	stopped bool
 	lastReq time.Time
+	user    User     // the last request's: whom the samples are read as
 	samples []sample // oldest first
 }
 
@@ -44,12 +45,12 @@ func newSampler(c *Console) *sampler {
 	return &sampler{c: c, ctx: ctx, cancel: cancel}
 }
 
-// touch records a request, starting the sampling goroutine if it is not
-// running.
-func (s *sampler) touch() {
+// touch records a request by u, starting the sampling goroutine if it is
+// not running; the samples are then read as u.
+func (s *sampler) touch(u User) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastReq = time.Now()
+	s.lastReq, s.user = time.Now(), u
 	if s.running || s.stopped {
 		return
 	}
@@ -89,9 +90,12 @@ func (s *sampler) run() {
 }
 
 func (s *sampler) sampleOnce(interval time.Duration) {
-	ctx, cancel := context.WithTimeout(s.ctx, max(interval, time.Second))
+	s.mu.Lock()
+	u := s.user
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(WithUser(s.ctx, u), max(interval, time.Second))
 	defer cancel()
-	adm, err := s.c.admin()
+	adm, err := s.c.admin(ctx)
 	if err != nil {
 		return
 	}

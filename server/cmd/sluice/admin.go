@@ -79,7 +79,8 @@ type admin struct {
 	versions map[int16]bool // the API keys the cluster offers, once asked
 }
 
-// dialOpts are the client security flags' kgo options (TLS), if any.
+// dialOpts are the client security flags' kgo options (TLS, SASL), if
+// any.
 func (c *clusterFlags) dialOpts() ([]kgo.Opt, error) {
 	if c.sec == nil {
 		return nil, nil
@@ -88,11 +89,7 @@ func (c *clusterFlags) dialOpts() ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
-	sasl, err := commandConfigOpts(c.sec.CommandConfig())
-	if err != nil {
-		return nil, err
-	}
-	return append(opts, sasl...), nil
+	return opts, nil
 }
 
 // connect makes the client (it dials on first use).

@@ -41,31 +41,6 @@ func TestUserScramAddConfig(t *testing.T) {
 	}
 }
 
-func TestUserCommandConfigSasl(t *testing.T) {
-	jaas := `org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="s";`
-	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
-		opts, err := saslOpts(map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech, "sasl.jaas.config": jaas})
-		if err != nil || len(opts) != 1 {
-			t.Fatalf("%s: %v", mech, err)
-		}
-	}
-	if opts, err := saslOpts(map[string]string{}); err != nil || opts != nil {
-		t.Fatal("PLAINTEXT by default")
-	}
-	if opts, err := saslOpts(map[string]string{"security.protocol": "SSL"}); err != nil || opts != nil {
-		t.Fatalf("SSL (TLS alone: clienttls's) gave SASL options %v, %v", opts, err)
-	}
-	for _, bad := range []map[string]string{
-		{"security.protocol": "SASL_SSL", "sasl.jaas.config": jaas},       // GSSAPI
-		{"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": jaas}, // GSSAPI
-		{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": "x required;"},
-	} {
-		if _, err := saslOpts(bad); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
-	}
-}
-
 // sluice user scram add/describe/delete against a broker, through its
 // SASL listener with --command-config (PLAIN), and the new user logging
 // in with SCRAM.

@@ -1,7 +1,9 @@
-// Package clienttls is the CLI's client security flags: a Kafka client
-// properties file (--command-config, as Kafka's tools take it:
-// security.protocol and ssl.* keys) and simple --tls flags, which
-// override it.
+// Package clienttls is the CLI's client security flags, TLS and SASL: a
+// Kafka client properties file (--command-config, as Kafka's tools take
+// it: security.protocol, ssl.*, sasl.mechanism and sasl.jaas.config keys;
+// sasl.go) and simple --tls and --sasl flags, which override it. Every
+// command that talks to a cluster registers them (Add) and dials with
+// Opts.
 package clienttls
 
 import (
@@ -22,38 +24,41 @@ type Flags struct {
 	cert          string
 	key           string
 	serverName    string
+	sasl          saslFlags
 }
 
 // Add registers the flags on fs.
 func Add(fs *pflag.FlagSet) *Flags {
 	f := &Flags{}
-	fs.StringVar(&f.commandConfig, "command-config", "", "a Kafka client properties `file` (security.protocol=SSL or SASL_PLAINTEXT, ssl.truststore.location, ssl.keystore.location, ... (PEM stores only), sasl.mechanism, sasl.jaas.config), as Kafka's tools take")
+	fs.StringVar(&f.commandConfig, "command-config", "", "a Kafka client properties `file` (security.protocol=SSL, SASL_PLAINTEXT or SASL_SSL, ssl.truststore.location, ssl.keystore.location, ... (PEM stores only), sasl.mechanism, sasl.jaas.config), as Kafka's tools take")
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS (security.protocol=SSL); implied by --tls-ca, --tls-cert")
 	fs.StringVar(&f.ca, "tls-ca", "", "PEM `file` of the CA certificates to trust (default: the system's)")
 	fs.StringVar(&f.cert, "tls-cert", "", "PEM `file` of the client certificate chain, for mutual TLS (with --tls-key)")
 	fs.StringVar(&f.key, "tls-key", "", "PEM `file` of the client private key (with --tls-cert)")
 	fs.StringVar(&f.serverName, "tls-server-name", "", "the `name` the brokers' certificates must carry (default: the host dialled)")
+	f.sasl.add(fs)
 	return f
 }
 
-// CommandConfig is the --command-config file's path ("" when not given):
-// its SASL keys are read by the caller.
-func (f *Flags) CommandConfig() string { return f.commandConfig }
-
-// Config is the TLS configuration to dial with, nil for plaintext.
-func (f *Flags) Config() (*tls.Config, error) {
-	props := map[string]string{}
-	if f.commandConfig != "" {
-		r, err := os.Open(f.commandConfig)
-		if err != nil {
-			return nil, fmt.Errorf("--command-config: %w", err)
-		}
-		props, err = config.ParseProperties(r)
-		r.Close()
-		if err != nil {
-			return nil, fmt.Errorf("--command-config %s: %w", f.commandConfig, err)
-		}
+// props reads the --command-config file (none: empty).
+func (f *Flags) props() (map[string]string, error) {
+	if f.commandConfig == "" {
+		return map[string]string{}, nil
 	}
+	r, err := os.Open(f.commandConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--command-config: %w", err)
+	}
+	defer r.Close()
+	props, err := config.ParseProperties(r)
+	if err != nil {
+		return nil, fmt.Errorf("--command-config %s: %w", f.commandConfig, err)
+	}
+	return props, nil
+}
+
+// tlsConfig is the TLS configuration to dial with, nil for plaintext.
+func (f *Flags) tlsConfig(props map[string]string) (*tls.Config, error) {
 	protocol, s, err := config.ClientSecurity(props)
 	if err != nil {
 		return nil, fmt.Errorf("--command-config %s: %w", f.commandConfig, err)
@@ -89,11 +94,24 @@ func (f *Flags) Config() (*tls.Config, error) {
 	return tc, nil
 }
 
-// Opts are the kgo options the flags ask for: DialTLSConfig, or none.
+// Opts are the kgo options the flags ask for: DialTLSConfig and SASL,
+// each when asked. Errors name the flag or key at fault.
 func (f *Flags) Opts() ([]kgo.Opt, error) {
-	tc, err := f.Config()
-	if err != nil || tc == nil {
+	props, err := f.props()
+	if err != nil {
 		return nil, err
 	}
-	return []kgo.Opt{kgo.DialTLSConfig(tc)}, nil
+	tc, err := f.tlsConfig(props)
+	if err != nil {
+		return nil, err
+	}
+	var opts []kgo.Opt
+	if tc != nil {
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	sasl, err := f.sasl.opts(props)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, sasl...), nil
 }

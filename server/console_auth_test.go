@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// With a SASL listener the console asks for the broker's SASL users
+// (PLAIN and SCRAM), reads the cluster through that listener as the HTTP
+// user, and /metrics and the health checks stay open.
+func TestConsoleSaslAuth(t *testing.T) {
+	t.Parallel()
+	var ps principals
+	b := newTestBroker(t, nil, slog.LevelInfo, ps.hook,
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config="+saslJaas,
+		"metrics.listen=127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, b.ListenerAddr("PLAINTEXT").String(), kgo.DefaultProduceTopic("ui-sasl"))
+	adm := kadm.NewClient(cl)
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "bob-secret"}}); err != nil || res["bob"].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "ui-sasl"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("hello-console")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, path := range []string{"/ui/", "/ui/api/overview", "/ui/api/topics", "/ui/console.js"} {
+		for _, cred := range [][2]string{{"", ""}, {"alice", "wrong"}, {"nobody", "x"}, {"bob", "wrong"}, {"bob", ""}} {
+			code, _, h := httpGetAs(t, b, path, cred[0], cred[1])
+			if code != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Basic ") {
+				t.Fatalf("%s as %q/%q: %d, WWW-Authenticate %q; want 401 with a Basic challenge", path, cred[0], cred[1], code, h.Get("WWW-Authenticate"))
+			}
+		}
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		if code, _, _ := httpGetAs(t, b, path, "", ""); code != http.StatusOK {
+			t.Errorf("%s without credentials: %d, want 200 (open)", path, code)
+		}
+	}
+	if ps.has("User:alice") || ps.has("User:bob") {
+		t.Fatalf("principals %v before any login", ps.got)
+	}
+
+	// alice (PLAIN, the listener's JAAS user) and bob (SCRAM-SHA-256).
+	for _, u := range [][2]string{{"alice", "alice-secret"}, {"bob", "bob-secret"}} {
+		code, body, _ := httpGetAs(t, b, "/ui/api/topics", u[0], u[1])
+		if code != http.StatusOK || !strings.Contains(body, `"ui-sasl"`) {
+			t.Fatalf("topics as %s: %d %s", u[0], code, body)
+		}
+		if !ps.has("User:" + u[0]) {
+			t.Fatalf("principals %v: the console did not log in as %s", ps.got, u[0])
+		}
+	}
+	if code, body, _ := httpGetAs(t, b, "/ui/", "bob", "bob-secret"); code != http.StatusOK || !strings.Contains(body, "ui-sasl") {
+		t.Fatalf("page as bob: %d\n%s", code, body)
+	}
+	// The message browser's own consumer logs in too.
+	if code, body, _ := httpGetAs(t, b, "/ui/api/topics/ui-sasl/messages?partition=0&offset=0", "bob", "bob-secret"); code != http.StatusOK || !strings.Contains(body, "hello-console") {
+		t.Fatalf("messages as bob: %d %s", code, body)
+	}
+	// A changed password: the old one is refused at once.
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "new-secret"}}); err != nil || res["bob"].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _, _ := httpGetAs(t, b, "/ui/api/overview", "bob", "bob-secret")
+		if code == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob's old password still admitted: %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, _, _ := httpGetAs(t, b, "/ui/api/overview", "bob", "new-secret"); code != http.StatusOK {
+		t.Fatalf("bob's new password: %d", code)
+	}
+}
+
+// Over a SASL_SSL listener (the only client listener besides PLAINTEXT):
+// the console dials it with TLS and the HTTP user's SASL login.
+func TestConsoleSaslSSL(t *testing.T) {
+	t.Parallel()
+	var ps principals
+	b, _ := startSaslSSLBroker(t, ps.hook, "listener.name.sasl_ssl.plain.sasl.jaas.config="+saslJaas, "metrics.listen=127.0.0.1:0")
+	if code, _, _ := httpGetAs(t, b, "/ui/api/overview", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("overview without credentials: %d, want 401", code)
+	}
+	if code, body, _ := httpGetAs(t, b, "/ui/api/overview", "alice", "alice-secret"); code != http.StatusOK || !strings.Contains(body, `"brokers"`) {
+		t.Fatalf("overview as alice over SASL_SSL: %d %s", code, body)
+	}
+	if !ps.has("User:alice") {
+		t.Fatalf("principals %v: the console did not log in as alice", ps.got)
+	}
+}
