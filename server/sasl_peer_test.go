@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// On a SASL listener a connection speaks raft only once authenticated:
+// a raft magic before that (first, mid-exchange, after a failed login) is
+// an oversized SASL frame and closes the connection; after a login (the
+// raft dialler's, saslLoginConn) the same bytes hand it to the transport,
+// which then waits for the rest of its hello. Other clients are served
+// throughout.
+func TestSaslRaftHandOffNeedsAuthentication(t *testing.T) {
+	t.Parallel()
+	_, plainAddr, addr := startSaslBroker(t, "", "connection.failed.authentication.delay.ms=0")
+	raft := []byte("SLRT")
+
+	r := dialSasl(t, addr)
+	r.c.Write(append(raft, 0, 0, 0, 0))
+	r.closed("raft magic first")
+
+	r = dialSasl(t, addr)
+	r.roundTrip(kmsg.NewPtrApiVersionsRequest())
+	if resp := r.roundTrip(handshake("PLAIN", 1)).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != 0 {
+		t.Fatalf("handshake: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	r.c.Write(raft)
+	r.closed("raft magic after the handshake")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r = dialSasl(t, addr)
+	err := saslLoginConn(ctx, r.c, addr, "test", plain.Auth{User: "alice", Pass: "wrong"}.AsMechanism())
+	if !errors.Is(err, errPeerSasl) || !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("wrong password: %v", err)
+	}
+	r.c.Write(raft)
+	r.closed("raft magic after a failed login")
+
+	// Kafka clients are not disturbed.
+	if err := saslProduceConsume(t, addr, "raft-refused", plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The dialler's SCRAM login (an inter-broker SCRAM mechanism), once
+	// the credential is in the metadata.
+	adm := kadm.NewClient(newClient(t, plainAddr))
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "broker", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "pw"}})
+	if err != nil || res["broker"].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	for _, tc := range []struct {
+		pass string
+		ok   bool
+	}{{"pw", true}, {"wrong", false}} {
+		c := dialSasl(t, addr)
+		err := saslLoginConn(ctx, c.c, addr, "test", scram.Auth{User: "broker", Pass: tc.pass}.AsSha512Mechanism())
+		if (err == nil) != tc.ok {
+			t.Errorf("SCRAM login with %q: %v", tc.pass, err)
+		}
+	}
+
+	// Logged in: handed to raft, which waits for the rest of the hello
+	// instead of closing.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := saslLoginConn(ctx, c, addr, "test", plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	c.Write(raft)
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := c.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("authenticated raft connection: %v, want it held open by the transport", err)
+	}
+}
