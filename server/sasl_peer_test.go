@@ -86,3 +86,53 @@ func TestSaslRaftHandOffNeedsAuthentication(t *testing.T) {
 		t.Fatalf("authenticated raft connection: %v, want it held open by the transport", err)
 	}
 }
+
+// connection.failed.authentication.delay.ms: a failed login is answered
+// SASL_AUTHENTICATION_FAILED and closed no sooner than the delay after
+// its token, while another client logs in meanwhile (only the failed
+// connection's goroutine waits; one login takes far less than the 5 s).
+func TestSaslFailedAuthenticationDelay(t *testing.T) {
+	t.Parallel()
+	const delay = 5 * time.Second
+	_, _, addr := startSaslBroker(t, "", "connection.failed.authentication.delay.ms=5000")
+	r := dialSasl(t, addr)
+	r.c.SetDeadline(time.Now().Add(30 * time.Second))
+	if resp := r.roundTrip(handshake("PLAIN", 1)).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != 0 {
+		t.Fatalf("handshake: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	type answer struct {
+		after time.Duration
+		code  int16
+		err   error
+	}
+	failed := make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		r.send(authenticate(1, []byte("\x00alice\x00wrong")))
+		body, err := r.frame()
+		a := answer{after: time.Since(start), err: err}
+		if err == nil {
+			resp := kmsg.NewPtrSASLAuthenticateResponse()
+			resp.Version = 1
+			a.err = resp.ReadFrom(body[4:])
+			a.code = resp.ErrorCode
+		}
+		failed <- a
+	}()
+	if err := saslLogin(t, addr, plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-failed:
+		t.Fatalf("the failed login was answered (%+v) before another client logged in", a)
+	default:
+	}
+	a := <-failed
+	if a.err != nil || a.code != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("failed login: %v, code %d, want SASL_AUTHENTICATION_FAILED", a.err, a.code)
+	}
+	if a.after < delay {
+		t.Fatalf("failed login answered after %v, want at least %v", a.after, delay)
+	}
+	r.closed("after the failed login")
+}
