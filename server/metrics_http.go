@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/sluicemq/sluice/server/console"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // The metrics listener (metrics.listen): one HTTP server per broker,
@@ -57,8 +58,8 @@ func (b *Broker) listenMetrics() (net.Listener, error) {
 // listeners are bound: the console's bootstrap is their addresses).
 func (b *Broker) serveMetrics(ln net.Listener) {
 	ms := &metricsServer{ln: ln, done: make(chan struct{})}
-	bootstrap, consoleTLS := b.consoleBootstrap()
-	ms.console = console.New(console.Config{Bootstrap: bootstrap, TLS: consoleTLS, Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
+	bootstrap, consoleTLS, consoleSasl := b.consoleBootstrap()
+	ms.console = console.New(console.Config{Bootstrap: bootstrap, TLS: consoleTLS, SASL: consoleSasl, Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{b},
@@ -118,30 +119,58 @@ func (b *Broker) MetricsAddr() net.Addr {
 // advertised broker listeners (their ports once bound), else its first
 // listener (a controller-only node).
 //
-// It prefers plaintext listeners; with only TLS ones, it dials the first
-// with that listener's ssl.* settings as a client (tls, else nil).
-func (b *Broker) consoleBootstrap() (out []string, tc *tls.Config) {
-	var secure []config.Listener
+// It prefers plaintext listeners; with only secured ones, it dials the
+// first, an SSL one before a SASL one, with that listener's ssl.*
+// settings as a client (tls, else nil) and on a SASL listener this
+// node's own login there (consoleLogin; mech, else nil).
+func (b *Broker) consoleBootstrap() (out []string, tc *tls.Config, mech sasl.Mechanism) {
+	var tlsOnly, saslLns []config.Listener
 	for _, l := range b.cfg.AdvertisedListeners {
 		switch {
 		case b.isControllerListener(l.Name):
+		case b.cfg.IsSaslListener(l.Name):
+			saslLns = append(saslLns, l)
 		case config.UsesTLS(b.cfg.SecurityProtocol(l.Name)):
-			secure = append(secure, l)
+			tlsOnly = append(tlsOnly, l)
 		default:
 			out = append(out, l.Addr())
 		}
 	}
-	if len(out) == 0 && len(secure) > 0 {
-		var err error
-		if tc, err = b.cfg.ListenerSSL(secure[0].Name).ClientTLS(""); err != nil {
-			b.logger.Warn("sluice: console: no TLS client for listener "+secure[0].Name, "err", err)
+	if secure := append(tlsOnly, saslLns...); len(out) == 0 && len(secure) > 0 {
+		l := secure[0]
+		if config.UsesTLS(b.cfg.SecurityProtocol(l.Name)) {
+			var err error
+			if tc, err = b.cfg.ListenerSSL(l.Name).ClientTLS(""); err != nil {
+				b.logger.Warn("sluice: console: no TLS client for listener "+l.Name, "err", err)
+			}
 		}
-		return []string{secure[0].Addr()}, tc
+		if b.cfg.IsSaslListener(l.Name) {
+			mech = b.consoleLogin(l.Name)
+		}
+		return []string{l.Addr()}, tc, mech
 	}
 	if len(out) == 0 && len(b.lns) > 0 {
 		out = append(out, b.lns[0].Addr().String())
 	}
-	return out, nil
+	return out, nil, nil
+}
+
+// consoleLogin is the console's SASL login on listener: this node's own
+// (the listener JAAS config's username and password, as between
+// brokers), with sasl.mechanism.inter.broker.protocol on the inter-broker
+// listener, else PLAIN. nil, with a warning, when the listener has none.
+func (b *Broker) consoleLogin(listener string) sasl.Mechanism {
+	m := config.MechPlain
+	if listener == b.cfg.InterBrokerListenerName {
+		m = b.cfg.SaslMechanismInterBrokerProtocol()
+	}
+	if user, pass, ok := b.cfg.SaslLogin(listener, m); ok {
+		if mech, err := saslMechanism(m, user, pass); err == nil {
+			return mech
+		}
+	}
+	b.logger.Warn("sluice: console: listener " + listener + " is SASL and its " + m + " JAAS config has no username and password: the console cannot log in")
+	return nil
 }
 
 // notReady is why the broker does not serve yet, or "" when it does:

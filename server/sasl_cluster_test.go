@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // survives the crash of a partition's leader while a SCRAM client
 // produces with acks=all; the crashed node rejoins over SASL_SSL and every
 // acknowledged record is read back once (leaderCrashScenario). A
-// broker-only node then joins and takes a replica.
+// broker-only node then joins and takes a replica. The web console logs
+// in with the node's own login.
 func TestSaslSSLClusterLeaderCrash(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewCA(t)
@@ -34,10 +36,19 @@ func TestSaslSSLClusterLeaderCrash(t *testing.T) {
 		"listener.name.controller.plain.sasl.jaas.config="+jaas,
 		"listener.name.controller.sasl.enabled.mechanisms=PLAIN",
 		"sasl.mechanism.inter.broker.protocol=PLAIN",
-		"sasl.mechanism.controller.protocol=PLAIN")
+		"sasl.mechanism.controller.protocol=PLAIN",
+		"metrics.listen=127.0.0.1:0")
 	tls := kgo.DialTLSConfig(ca.ClientConfig(nil))
 	tc.dialOpts = []kgo.Opt{tls, kgo.SASL(plain.Auth{User: "app", Pass: "app-secret"}.AsMechanism())}
 	tc.waitBrokers(3)
+	// The web console reaches its broker over SASL_SSL with the
+	// broker's login.
+	eventually(t, 20*time.Second, "the console's overview", func() error {
+		if code, body, _ := httpGet(t, tc.broker(0), "/ui/api/overview"); code != 200 || !strings.Contains(body, fmt.Sprintf(`"port":%d`, tc.cports[2])) {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
 
 	// The clients of the scenario log in with SCRAM, once the
 	// credential has replicated.

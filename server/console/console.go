@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Alert is one condition the console shows in its banner.
@@ -33,6 +34,8 @@ type Config struct {
 	Bootstrap []string
 	// TLS, if set, is how to dial Bootstrap (an SSL listener).
 	TLS *tls.Config
+	// SASL, if set, is the login on Bootstrap (a SASL listener).
+	SASL sasl.Mechanism
 	// Alerts, if set, returns the broker's current alerts.
 	Alerts func() []Alert
 	// Logger logs the console's errors; nil is slog.Default().
@@ -144,12 +147,16 @@ func (c *Console) admin() (*kadm.Client, error) {
 }
 
 // dialOpts are the options that reach Bootstrap: TLS if it is an SSL
-// listener.
+// listener, a login if it is a SASL one.
 func (c *Console) dialOpts() []kgo.Opt {
-	if c.cfg.TLS == nil {
-		return nil
+	var opts []kgo.Opt
+	if c.cfg.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(c.cfg.TLS.Clone()))
 	}
-	return []kgo.Opt{kgo.DialTLSConfig(c.cfg.TLS.Clone())}
+	if c.cfg.SASL != nil {
+		opts = append(opts, kgo.SASL(c.cfg.SASL))
+	}
+	return opts
 }
 
 // ServeHTTP serves the console: the page and its files under /ui/, the
