@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,4 +137,35 @@ func TestSaslFailedAuthenticationDelay(t *testing.T) {
 		t.Fatalf("failed login answered after %v, want at least %v", a.after, delay)
 	}
 	r.closed("after the failed login")
+}
+
+// The raft dialler (dialPeer) logs in to a SASL listener: with the right
+// password it returns the authenticated connection; a refused login is an
+// error and a WARN line naming the address, so a misconfigured node is
+// visible without debug logs.
+func TestPeerSaslLoginRefusedIsLogged(t *testing.T) {
+	t.Parallel()
+	logs := &logBuffer{}
+	b := newTestBroker(t, logs, slog.LevelInfo, nil,
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config="+saslJaas)
+	addr := b.ListenerAddr("SASL_PLAINTEXT").String()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b.cl.peerSasl.interBroker = plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()
+	c, err := b.cl.dialPeer(ctx, addr)
+	if err != nil {
+		t.Fatalf("login as admin: %v", err)
+	}
+	c.Close()
+	if strings.Contains(logs.String(), "SASL login to another node refused") {
+		t.Fatalf("a refusal logged for a good login:\n%s", logs)
+	}
+	b.cl.peerSasl.interBroker = plain.Auth{User: "admin", Pass: "wrong"}.AsMechanism()
+	if _, err := b.cl.dialPeer(ctx, addr); !errors.Is(err, errPeerSasl) {
+		t.Fatalf("wrong password: %v", err)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "SASL login to another node refused") || !strings.Contains(l, addr) {
+		t.Fatalf("no WARN for the refused login:\n%s", l)
+	}
 }

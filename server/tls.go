@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -147,6 +148,9 @@ func (c *cluster) dialPeer(ctx context.Context, addr string) (net.Conn, error) {
 	if mech := c.saslFor(addr); mech != nil {
 		if err := saslLoginConn(ctx, conn, addr, c.clientID(), mech); err != nil {
 			conn.Close()
+			if errors.Is(err, errPeerSasl) {
+				c.b.peerLogins.note("addr", addr, "err", err.Error())
+			}
 			return nil, err
 		}
 	}
