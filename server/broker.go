@@ -83,6 +83,10 @@ type Broker struct {
 	produceErrs                   *logSummary // storage errors of produce requests (a client retries them)
 	summariesDone                 chan struct{}
 
+	// peerLogins summarizes this node's SASL logins refused by other
+	// nodes (sasl_peer.go): a misconfigured login stalls raft.
+	peerLogins *logSummary
+
 	producerIDs producerIDs // InitProducerId's blocks (22_init_producer_id.go)
 
 	ctx     context.Context

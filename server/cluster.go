@@ -54,6 +54,8 @@ type cluster struct {
 	// peerTLS is how this node's own connections reach SSL listeners
 	// (tls.go).
 	peerTLS peerTLS
+	// peerSasl is how they log in to SASL listeners (sasl_peer.go).
+	peerSasl peerSasl
 
 	// holdReports is set while a reconciler pass opens partitions whose
 	// lone voter campaigned (campaignIfSole): their leaderships come one
@@ -116,6 +118,10 @@ func newCluster(b *Broker) (*cluster, error) {
 	}
 	c.states = states
 	if c.peerTLS, err = buildPeerTLS(cfg); err != nil {
+		states.Close()
+		return nil, err
+	}
+	if c.peerSasl, err = buildPeerSasl(cfg); err != nil {
 		states.Close()
 		return nil, err
 	}

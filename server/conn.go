@@ -80,6 +80,9 @@ type clientConn struct {
 	// sasl is the SASL state on SASL listeners, nil elsewhere (sasl.go);
 	// the reader's.
 	sasl *saslSession
+	// gated is set once the connection passed the start gate (its
+	// requests may be served); the reader's.
+	gated bool
 
 	answers chan *answer // reader to writer, in request order; never full
 
@@ -118,21 +121,28 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener, principal
 	// Bodies larger than the buffer are read into their own memory
 	// directly; the buffer batches small pipelined requests.
 	r := bufio.NewReaderSize(c, 16<<10)
-	// Raft's transport is not authenticated: never on a SASL listener.
-	if !b.cfg.IsSaslListener(listener) && b.handOffRaft(c, r) {
-		return
-	}
-	if !b.passStartGate(listener) {
-		c.Close() // closing before this broker served
-		return
-	}
-	ctx, cancel := context.WithCancel(bctx)
 	cc := &clientConn{
 		b: b, conn: c, listener: listener, tlsPrincipal: principal, logger: b.logger.With("remote", c.RemoteAddr().String()),
 		answers: make(chan *answer, maxInFlight),
 		sasl:    b.newSaslSession(listener),
 	}
 	cc.answered.L = &cc.mu
+	// On a SASL listener the SASL exchange comes first (before the
+	// start gate: raft to this broker may ride the listener, and the
+	// broker cannot register without it), and the raft hand-off is
+	// decided once it has authenticated (serveConn's loop, raftHandOff).
+	if cc.sasl == nil {
+		if magic := cc.raftMagic(r); magic != nil {
+			b.cl.transport.ServeConn(bufferedConn{Conn: c, r: r}, magic)
+			return
+		}
+		if !b.passStartGate(listener) {
+			c.Close() // closing before this broker served
+			return
+		}
+		cc.gated = true
+	}
+	ctx, cancel := context.WithCancel(bctx)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -154,6 +164,13 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener, principal
 		releaseSplices(cc.splices) // a Fetch that panicked or failed mid-serve
 		cc.splices = nil
 		cancel()
+		if h := (*raftHandOff)(nil); errors.As(err, &h) {
+			// Every answer is written and the writer gone: the
+			// connection is the transport's now.
+			c.SetReadDeadline(time.Time{})
+			b.cl.transport.ServeConn(bufferedConn{Conn: c, r: r}, h.magic)
+			return
+		}
 		c.Close()
 		cc.mu.Lock()
 		werr := cc.werr
@@ -180,27 +197,63 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener, principal
 		}
 	}()
 	for err == nil {
+		if !cc.gated && !cc.sasl.pending() {
+			err = cc.afterAuthentication(r)
+			continue
+		}
 		err = cc.serveOne(ctx, r)
 	}
 }
 
-// handOffRaft gives a connection that starts with a raft magic ("SLRT",
-// "SLRF": a size over 1.3 GB, which socket.request.max.bytes never allows)
-// to the raft transport, and reports whether it did. The first four bytes
-// are awaited within connections.max.idle.ms.
-func (b *Broker) handOffRaft(c net.Conn, r *bufio.Reader) bool {
-	if idle := b.cfg.ConnectionsMaxIdleMs; idle > 0 {
-		c.SetReadDeadline(time.Now().Add(time.Duration(idle) * time.Millisecond))
+// raftHandOff ends a connection's Kafka serving: its next bytes are raft's
+// (the transport magic). Not an error of the connection's.
+type raftHandOff struct{ magic []byte }
+
+func (h *raftHandOff) Error() string { return "server: raft connection handed to the transport" }
+
+// afterAuthentication runs once on a SASL listener's connection when it
+// has authenticated: a raft connection is handed over (raftHandOff, once
+// every SASL answer is written); any other waits at the start gate and is
+// then served.
+func (cc *clientConn) afterAuthentication(r *bufio.Reader) error {
+	if err := cc.waitAnswered(0); err != nil {
+		return err
+	}
+	if magic := cc.raftMagic(r); magic != nil {
+		return &raftHandOff{magic: magic}
+	}
+	if !cc.b.passStartGate(cc.listener) {
+		return fmt.Errorf("%w: broker closing before it served", errClose)
+	}
+	cc.gated = true
+	return nil
+}
+
+// raftMagic reads and returns the raft magic ("SLRT", "SLRF": a size over
+// 1.3 GB, which socket.request.max.bytes never allows) a connection's
+// next bytes start with, when raftAllowed lets the connection hand itself
+// to the raft transport; nil (nothing read) otherwise. The four bytes are
+// awaited within connections.max.idle.ms.
+func (cc *clientConn) raftMagic(r *bufio.Reader) []byte {
+	if idle := cc.b.cfg.ConnectionsMaxIdleMs; idle > 0 && r.Buffered() < 4 {
+		cc.conn.SetReadDeadline(time.Now().Add(time.Duration(idle) * time.Millisecond))
 	}
 	first, err := r.Peek(4)
-	c.SetReadDeadline(time.Time{})
-	if err != nil || !replica.IsRaftMagic(first) {
-		return false
+	cc.conn.SetReadDeadline(time.Time{})
+	if err != nil || !replica.IsRaftMagic(first) || !cc.b.raftAllowed(cc) {
+		return nil
 	}
 	magic := append([]byte(nil), first...)
 	r.Discard(4)
-	b.cl.transport.ServeConn(bufferedConn{Conn: c, r: r}, magic)
-	return true
+	return magic
+}
+
+// raftAllowed decides whether a connection may speak raft (the one place
+// that decides it): on a SASL listener only once authenticated, as
+// Kafka's inter-broker and controller traffic is. A connection refused
+// goes on as a Kafka one, whose request size (the magic) closes it.
+func (b *Broker) raftAllowed(cc *clientConn) bool {
+	return !cc.sasl.pending()
 }
 
 // bufferedConn reads what a bufio.Reader over the connection holds first.

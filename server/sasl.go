@@ -23,7 +23,13 @@ package server
 //     no generic error response, so Sluice closes only).
 //   - A failed authentication is answered SASL_AUTHENTICATION_FAILED with
 //     a message (v1 handshakes; a v0 exchange just closes), then the
-//     connection closes. Malformed tokens are failures too.
+//     connection closes. Malformed tokens are failures too. The answer
+//     and the close wait connection.failed.authentication.delay.ms
+//     (default 100; 0: none), as Kafka's; so does an unsupported
+//     mechanism's.
+//   - Raft's connections come in on the inter-broker and controller
+//     listeners: on a SASL listener a connection may hand itself to the
+//     raft transport only once authenticated (conn.go, raftAllowed).
 //   - Once authenticated the connection's principal is User:<name>
 //     (clientConn.principal), and requests are served as on PLAINTEXT.
 //     SaslHandshake and SaslAuthenticate then answer ILLEGAL_SASL_STATE
@@ -135,7 +141,11 @@ func (cc *clientConn) serveSasl(ctx context.Context, r io.Reader, size int32) er
 	}
 	s := cc.sasl
 	if s.phase == saslAuthenticate && !s.headers {
-		return cc.saslRawToken(body)
+		err := cc.saslRawToken(body)
+		if err != nil {
+			cc.failedAuthDelay(ctx)
+		}
+		return err
 	}
 	rd := kbin.Reader{Src: body}
 	key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
@@ -186,16 +196,40 @@ func (cc *clientConn) serveSasl(ctx context.Context, r io.Reader, size int32) er
 		return cc.queue(a)
 	case *kmsg.SASLHandshakeRequest:
 		resp, err := cc.saslHandshake(req)
+		if err != nil {
+			cc.failedAuthDelay(ctx)
+		}
 		a.finish = ready(resp)
 		cc.queue(a)
 		return err
 	case *kmsg.SASLAuthenticateRequest:
 		resp, err := cc.saslAuthenticate(req)
+		if err != nil {
+			cc.failedAuthDelay(ctx)
+		}
 		a.finish = ready(resp)
 		cc.queue(a)
 		return err
 	}
 	return fmt.Errorf("%w: unexpected request", errSaslClose)
+}
+
+// failedAuthDelay waits connection.failed.authentication.delay.ms (or
+// until the broker closes) before a failed authentication is answered
+// and its connection closed: Kafka's Selector delays both (its
+// DelayedAuthenticationFailureClose), slowing a client that guesses
+// passwords. Only the connection's reader waits.
+func (cc *clientConn) failedAuthDelay(ctx context.Context) {
+	d := cc.b.cfg.FailedAuthenticationDelay()
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // saslHandshake answers a handshake and starts the mechanism; an error

@@ -536,16 +536,6 @@ func TestSaslPythonClients(t *testing.T) {
 	})
 }
 
-// A raft transport magic on a SASL listener is not handed to raft: it is
-// an oversized SASL frame, and the connection closes.
-func TestSaslListenerRefusesRaftMagic(t *testing.T) {
-	t.Parallel()
-	_, _, addr := startSaslBroker(t, "")
-	r := dialSasl(t, addr)
-	r.c.Write([]byte("SLRT\x00\x00\x00\x00"))
-	r.closed("raft magic on a SASL listener")
-}
-
 // In a cluster, a SCRAM credential altered through a broker that is not
 // the controller is forwarded, replicated to every node, and described by
 // each.

@@ -20,8 +20,10 @@ import (
 // (those not in controller.listener.names): their connections are
 // accepted and the raft connections among them handed to the transport
 // at once (raft to a broker-only node rides its inter-broker listener,
-// and this broker cannot catch up without it), but no Kafka request of
-// theirs is read until this broker is registered and its current
+// and this broker cannot catch up without it; on a SASL listener raft's
+// connections log in first, so the SASL exchange is served before the
+// gate too), but no other Kafka request of theirs is read until this
+// broker is registered and its current
 // registration is unfenced in its own copy of the metadata
 // (Broker.unfencedReason). The controller listeners serve meanwhile: the
 // brokers of the quorum register through them. The wait is bounded

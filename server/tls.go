@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -119,17 +120,45 @@ func buildPeerTLS(cfg *config.Config) (peerTLS, error) {
 // tlsFor is the client TLS configuration for dialling addr: a voter's
 // address is its controller listener.
 func (c *cluster) tlsFor(addr string) *tls.Config {
-	for _, v := range c.voters {
-		if v == addr {
-			return c.peerTLS.controller
-		}
+	if c.isVoterAddr(addr) {
+		return c.peerTLS.controller
 	}
 	return c.peerTLS.interBroker
 }
 
+// isVoterAddr reports whether addr is a voter's (controller listener)
+// address in controller.quorum.voters.
+func (c *cluster) isVoterAddr(addr string) bool {
+	for _, v := range c.voters {
+		if v == addr {
+			return true
+		}
+	}
+	return false
+}
+
 // dialPeer connects to another node's listener at addr, with TLS when it
-// is an SSL listener (the raft transport's dialler).
+// is an SSL listener and logged in when it is a SASL one (sasl_peer.go):
+// the raft transport's dialler.
 func (c *cluster) dialPeer(ctx context.Context, addr string) (net.Conn, error) {
+	conn, err := c.dialPeerTLS(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if mech := c.saslFor(addr); mech != nil {
+		if err := saslLoginConn(ctx, conn, addr, c.clientID(), mech); err != nil {
+			conn.Close()
+			if errors.Is(err, errPeerSasl) {
+				c.b.peerLogins.note("addr", addr, "err", err.Error())
+			}
+			return nil, err
+		}
+	}
+	return conn, nil
+}
+
+// dialPeerTLS connects to addr, with TLS when its listener is SSL.
+func (c *cluster) dialPeerTLS(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -157,12 +186,18 @@ func (c *cluster) dialPeer(ctx context.Context, addr string) (net.Conn, error) {
 // addr (peer and controller clients).
 func (c *cluster) clientOpts(addr string) []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(addr),
-		kgo.ClientID(fmt.Sprintf("%s%d", brokerClientIDPrefix, c.self)),
+		kgo.ClientID(c.clientID()),
 		kgo.DialTimeout(2 * time.Second),
 		kgo.RetryTimeout(0),
 	}
 	if tc := c.tlsFor(addr); tc != nil {
 		opts = append(opts, kgo.DialTLSConfig(tc.Clone()))
 	}
+	if mech := c.saslFor(addr); mech != nil {
+		opts = append(opts, kgo.SASL(mech))
+	}
 	return opts
 }
+
+// clientID is the client id of this node's own clients.
+func (c *cluster) clientID() string { return fmt.Sprintf("%s%d", brokerClientIDPrefix, c.self) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // SASL (SASL_PLAINTEXT listeners; SASL_SSL once TLS exists). Kafka's SASL
@@ -17,6 +18,14 @@ import (
 //	connections.max.reauth.ms                    (and listener.name.<l>.)
 //	sasl.server.max.receive.size
 //	sasl.mechanism.inter.broker.protocol
+//	sasl.mechanism.controller.protocol
+//	connection.failed.authentication.delay.ms
+//
+// A broker's own SASL login (inter-broker and controller connections,
+// Kafka's broker login) is the username and password options of the
+// listener's sasl.jaas.config for the mechanism, as in Kafka:
+//
+//	listener.name.<l>.plain.sasl.jaas.config=... required username="broker" password="..." user_broker="..." ;
 //
 // A listener-prefixed key uses the listener name in lower case, as Kafka
 // writes it (listener.name.sasl_plaintext.plain.sasl.jaas.config);
@@ -50,7 +59,8 @@ const DefaultSaslServerMaxReceiveSize = 524288
 func saslActed(key string) bool {
 	switch key {
 	case "sasl.enabled.mechanisms", "connections.max.reauth.ms", "sasl.server.max.receive.size",
-		"sasl.mechanism.inter.broker.protocol":
+		"sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
+		"connection.failed.authentication.delay.ms":
 		return true
 	}
 	if rest, ok := strings.CutPrefix(key, listenerPrefix); ok {
@@ -152,13 +162,57 @@ func (c *Config) SaslServerMaxReceiveSize() int32 {
 	return int32(n)
 }
 
-// SaslMechanismInterBrokerProtocol is sasl.mechanism.inter.broker.protocol
-// (Kafka's default GSSAPI reads as PLAIN here: GSSAPI is not served).
+// SaslMechanismInterBrokerProtocol is sasl.mechanism.inter.broker.protocol:
+// the mechanism brokers log in with on a SASL inter-broker listener.
+// Default PLAIN (Kafka's default, GSSAPI, is not served).
 func (c *Config) SaslMechanismInterBrokerProtocol() string {
-	if v, ok := c.unacted["sasl.mechanism.inter.broker.protocol"]; ok && strings.TrimSpace(v) != "" {
+	return c.saslMechanism("sasl.mechanism.inter.broker.protocol")
+}
+
+// SaslMechanismControllerProtocol is sasl.mechanism.controller.protocol:
+// the mechanism brokers and controllers log in with on a SASL controller
+// listener. Default PLAIN (Kafka: GSSAPI); SCRAM is refused there, as
+// the controllers cannot read a credential before the metadata log is
+// replicated, which needs the login.
+func (c *Config) SaslMechanismControllerProtocol() string {
+	return c.saslMechanism("sasl.mechanism.controller.protocol")
+}
+
+func (c *Config) saslMechanism(key string) string {
+	if v, ok := c.unacted[key]; ok && strings.TrimSpace(v) != "" {
 		return strings.TrimSpace(v)
 	}
 	return MechPlain
+}
+
+// SaslLogin is this node's SASL login for reaching listener (its
+// inter-broker or controller listener) with mechanism: the username and
+// password options of the listener's sasl.jaas.config for the mechanism,
+// as Kafka's broker login reads them. ok is false when either is missing.
+func (c *Config) SaslLogin(listener, mechanism string) (user, password string, ok bool) {
+	j, err := ParseJaas(c.SaslJaasConfig(listener, mechanism))
+	if err != nil {
+		return "", "", false
+	}
+	user, password = j.Options["username"], j.Options["password"]
+	return user, password, user != "" && password != ""
+}
+
+// DefaultFailedAuthenticationDelayMs is connection.failed.authentication.delay.ms's
+// default (Kafka's).
+const DefaultFailedAuthenticationDelayMs = 100
+
+// FailedAuthenticationDelay is connection.failed.authentication.delay.ms:
+// how long a connection whose authentication failed waits before it is
+// answered and closed (Kafka's Selector delays both). Default 100 ms; 0
+// closes at once.
+func (c *Config) FailedAuthenticationDelay() time.Duration {
+	v, ok := c.unacted["connection.failed.authentication.delay.ms"]
+	if !ok {
+		return DefaultFailedAuthenticationDelayMs * time.Millisecond
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	return time.Duration(max(n, 0)) * time.Millisecond
 }
 
 // validateSasl checks the SASL keys of each SASL listener.
@@ -166,14 +220,19 @@ func (c *Config) validateSasl(bad func(key string, reason error)) {
 	if n := c.SaslServerMaxReceiveSize(); n < 1 {
 		bad("sasl.server.max.receive.size", fmt.Errorf("must be at least 1, is %d", n))
 	}
-	if !c.soloQuorum && c.IsSaslListener(c.InterBrokerListenerName) {
-		// Brokers do not authenticate to each other yet.
-		bad("inter.broker.listener.name", fmt.Errorf("%s is a SASL listener; inter-broker SASL is not implemented: use a PLAINTEXT listener between brokers", c.InterBrokerListenerName))
-	}
-	for _, n := range c.ControllerListenerNames {
-		if c.IsSaslListener(n) {
-			bad("listener.security.protocol.map", fmt.Errorf("controller listener %s is mapped to %s; SASL between controllers and brokers is not implemented", n, c.ListenerSecurityProtocolMap[n]))
+	if v, ok := c.unacted["connection.failed.authentication.delay.ms"]; ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		switch {
+		case err != nil || n < 0:
+			bad("connection.failed.authentication.delay.ms", fmt.Errorf("must be a whole number of milliseconds, at least 0: %q", v))
+		case c.ConnectionsMaxIdleMs > 0 && n >= c.ConnectionsMaxIdleMs:
+			// Kafka's KafkaConfig requires it too.
+			bad("connection.failed.authentication.delay.ms", fmt.Errorf("%d must be less than connections.max.idle.ms=%d", n, c.ConnectionsMaxIdleMs))
 		}
+	}
+	c.validateSaslLogin(bad, c.InterBrokerListenerName, "sasl.mechanism.inter.broker.protocol", c.SaslMechanismInterBrokerProtocol(), false)
+	if len(c.ControllerListenerNames) > 0 {
+		c.validateSaslLogin(bad, c.ControllerListenerNames[0], "sasl.mechanism.controller.protocol", c.SaslMechanismControllerProtocol(), true)
 	}
 	for _, l := range c.Listeners {
 		if !c.IsSaslListener(l.Name) {
@@ -230,5 +289,39 @@ func (c *Config) validateOAuthBearer(listener string, bad func(key string, reaso
 	}
 	if err != nil {
 		bad(prefix+"sasl.jaas.config", err)
+	}
+}
+
+// validateSaslLogin checks this node's login to a SASL inter-broker or
+// controller listener: the mechanism (key's) is served and enabled on the
+// listener (Kafka's KafkaConfig requires the latter for the inter-broker
+// one), not SCRAM on a controller listener, and the listener's JAAS
+// config for it names a username and password. A one-voter node dials
+// nobody and needs no login.
+func (c *Config) validateSaslLogin(bad func(key string, reason error), listener, key, mech string, controller bool) {
+	if listener == "" || !c.IsSaslListener(listener) {
+		return
+	}
+	if !supportedMech(mech) || mech == MechOAuthBearer {
+		bad(key, fmt.Errorf("mechanism %s is not supported between nodes (use %s, %s or %s)", mech, MechPlain, MechScramSHA256, MechScramSHA512))
+		return
+	}
+	if controller && mech != MechPlain {
+		bad(key, fmt.Errorf("controller listener %s: use PLAIN; %s cannot work between controllers, which read SCRAM credentials from the metadata log that this login must first replicate", listener, mech))
+		return
+	}
+	enabled := false
+	for _, m := range c.SaslEnabledMechanisms(listener) {
+		enabled = enabled || m == mech
+	}
+	if !enabled {
+		bad(key, fmt.Errorf("%s must be included in the sasl.enabled.mechanisms of listener %s when SASL is used for its connections", mech, listener))
+	}
+	if c.soloQuorum {
+		return
+	}
+	if _, _, ok := c.SaslLogin(listener, mech); !ok {
+		bad(listenerPrefix+strings.ToLower(listener)+"."+strings.ToLower(mech)+".sasl.jaas.config",
+			fmt.Errorf("listener %s is used between nodes with SASL %s: its JAAS config must set this node's username and password options", listener, mech))
 	}
 }

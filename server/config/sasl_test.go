@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSaslJaasParse(t *testing.T) {
@@ -51,13 +52,61 @@ func TestSaslConfig(t *testing.T) {
 	}
 }
 
-func TestSaslControllerListenerRefused(t *testing.T) {
-	c := Default()
-	if err := c.Set("listener.security.protocol.map", "CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT"); err != nil {
-		t.Fatal(err)
+// The login of a node to a SASL inter-broker or controller listener:
+// the mechanism must be served, enabled on the listener and (controller)
+// PLAIN, and the listener's JAAS config must name the node's username and
+// password; a one-voter node needs none.
+func TestSaslInterNodeLogin(t *testing.T) {
+	const login = `x required username="broker" password="pw" user_broker="pw";`
+	base := map[string]string{
+		"controller.quorum.voters":                            "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097",
+		"listeners":                                           "SASL_PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+		"inter.broker.listener.name":                          "SASL_PLAINTEXT",
+		"listener.security.protocol.map":                      "CONTROLLER:SASL_PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": login,
+		"listener.name.controller.plain.sasl.jaas.config":     login,
 	}
-	if err := c.Validate(); err == nil {
-		t.Fatal("a SASL controller listener accepted")
+	for _, tc := range []struct {
+		name    string
+		sets    map[string]string
+		wantBad string // the key reported; "" for valid
+	}{
+		{"plain both", nil, ""},
+		{"no username", map[string]string{"listener.name.controller.plain.sasl.jaas.config": `x required user_broker="pw";`}, "listener.name.controller.plain.sasl.jaas.config"},
+		{"scram controller", map[string]string{"sasl.mechanism.controller.protocol": "SCRAM-SHA-256"}, "sasl.mechanism.controller.protocol"},
+		{"scram inter-broker", map[string]string{"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+			"listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": `x required username="broker" password="pw";`}, ""},
+		{"scram without login", map[string]string{"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"}, "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"},
+		{"not enabled", map[string]string{"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256"}, "sasl.mechanism.inter.broker.protocol"},
+		{"GSSAPI", map[string]string{"sasl.mechanism.inter.broker.protocol": "GSSAPI"}, "sasl.mechanism.inter.broker.protocol"},
+		{"delay", map[string]string{"connection.failed.authentication.delay.ms": "-1"}, "connection.failed.authentication.delay.ms"},
+		{"delay past idle", map[string]string{"connection.failed.authentication.delay.ms": "600000"}, "connection.failed.authentication.delay.ms"},
+	} {
+		c := Default()
+		for _, sets := range []map[string]string{base, tc.sets} {
+			for k, v := range sets {
+				if err := c.Set(k, v); err != nil {
+					t.Fatalf("%s: %s: %v", tc.name, k, err)
+				}
+			}
+		}
+		err := c.Validate()
+		switch {
+		case tc.wantBad == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.wantBad != "" && (err == nil || !strings.Contains(err.Error(), tc.wantBad)):
+			t.Errorf("%s: %v, want a problem with %s", tc.name, err, tc.wantBad)
+		}
+	}
+	c := Default()
+	for k, v := range base {
+		c.Set(k, v)
+	}
+	if u, p, ok := c.SaslLogin("CONTROLLER", MechPlain); !ok || u != "broker" || p != "pw" {
+		t.Errorf("login %q %q %v", u, p, ok)
+	}
+	if c.FailedAuthenticationDelay() != 100*time.Millisecond || c.SaslMechanismControllerProtocol() != MechPlain {
+		t.Error("defaults")
 	}
 }
 
