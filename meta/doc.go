@@ -175,6 +175,8 @@
 //	                            user string | mechanism byte (1 SCRAM-SHA-256, 2 SCRAM-SHA-512)
 //	                            | delete bool | iterations int32 | salt string | storedKey string
 //	                            | serverKey string (bytes as strings; all empty for a delete)
+//	type 17 ClientQuotaChanged  entity map (type -> name, "" the default) | key string
+//	                            | value int64 (float64 bits) | remove bool
 //
 //	intN         N/8 bytes, big-endian, two's complement
 //	bool         1 byte, 0 or 1
@@ -257,6 +259,13 @@
 // [4096, 16384], non-empty salt and keys: else ErrInvalidScram) or
 // deletes it (ErrUnknownScram if there is none). The state key
 // config/scram/<mechanism byte><user> holds the encoded upsert.
+//
+// A ClientQuotaChanged (quota.go; Kafka's ClientQuotaRecord) sets one
+// quota value of one client quota entity (user, client-id, their
+// combination, or ip; an empty name is the default entity) or removes it.
+// Entities and keys are checked as Kafka's ClientQuotaControlManager
+// (ErrInvalidQuota). The state key config/quota/<entity><key> holds the
+// encoded setting.
 //
 // # Concurrency
 //

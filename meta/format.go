@@ -115,6 +115,7 @@ const (
 	keyBroker        = "broker/"       // + 4-byte big-endian node id
 	keyNodeConfigs   = "config/node/"  // + 4-byte big-endian node id
 	keyScram         = "config/scram/" // + mechanism byte + user name
+	keyQuota         = "config/quota/" // + uvarint-prefixed entity + quota key
 	keyReplicated    = "replicated/next"
 
 	// reserveName is the space reserve's file in the store's folder (not
@@ -145,6 +146,7 @@ const (
 	TypeNodeConfigChanged      RecordType = 13
 	TypeTopicAdopted           RecordType = 14
 	TypeScramCredentialChanged RecordType = 15
+	TypeClientQuotaChanged     RecordType = 17
 )
 
 // The broker/ value's flags byte (a bit field; a value written before
@@ -191,6 +193,8 @@ func (t RecordType) String() string {
 		return "TopicAdopted"
 	case TypeScramCredentialChanged:
 		return "ScramCredentialChanged"
+	case TypeClientQuotaChanged:
+		return "ClientQuotaChanged"
 	}
 	return fmt.Sprintf("RecordType(%d)", byte(t))
 }

@@ -12,8 +12,8 @@ import (
 // PartitionsAdded, TopicConfigsChanged, TopicRemoved, ProducerIDBlock,
 // BrokerConfigChanged, BrokerRegistered, BrokerFenced, PartitionChanged,
 // PartitionReassigned, BrokerDecommissioning, BrokerUnregistered or
-// NodeConfigChanged, TopicAdopted or ScramCredentialChanged (values, not
-// pointers). The set is closed.
+// NodeConfigChanged, TopicAdopted, ScramCredentialChanged or
+// ClientQuotaChanged (values, not pointers). The set is closed.
 type Record interface {
 	// Type is the record's type byte in the encoding.
 	Type() RecordType
@@ -367,6 +367,8 @@ func EncodeRecord(r Record) []byte {
 		e.i32(r.NodeID)
 	case ScramCredentialChanged:
 		r.encode(&e)
+	case ClientQuotaChanged:
+		r.encode(&e)
 	default:
 		panic(fmt.Sprintf("meta: EncodeRecord of unknown record %T", r))
 	}
@@ -461,6 +463,8 @@ func DecodeRecord(b []byte) (Record, error) {
 		r = TopicAdopted{TopicID: d.id(), NodeID: d.i32()}
 	case TypeScramCredentialChanged:
 		r = decodeScram(&d)
+	case TypeClientQuotaChanged:
+		r = decodeClientQuota(&d)
 	default:
 		return nil, fmt.Errorf("%w: record type %d", ErrCorrupt, b[1])
 	}

@@ -41,6 +41,8 @@ func sampleRecords() []Record {
 		TopicAdopted{TopicID: [16]byte{1}, NodeID: 2},
 		ScramCredentialChanged{User: "alice", Mechanism: ScramSHA512, Iterations: 8192, Salt: []byte("salt"), StoredKey: []byte{1, 2}, ServerKey: []byte{3}},
 		ScramCredentialChanged{User: "bob", Mechanism: ScramSHA256, Delete: true},
+		ClientQuotaChanged{Entity: QuotaEntity{QuotaUser: "alice", QuotaClientID: ""}, Key: QuotaProducerByteRate, Value: 1024},
+		ClientQuotaChanged{Entity: QuotaEntity{QuotaIP: "10.0.0.1"}, Key: QuotaConnectionCreationRate, Remove: true},
 	}
 }
 
@@ -232,7 +234,7 @@ func TestRecordString(t *testing.T) {
 			t.Errorf("%v: type %s", tc.r, got)
 		}
 	}
-	if got := RecordType(16).String(); got != "RecordType(16)" {
+	if got := RecordType(18).String(); got != "RecordType(18)" {
 		t.Errorf("unknown type: %s", got)
 	}
 }

@@ -155,6 +155,10 @@ type state struct {
 	// scram are the SCRAM credentials (scram.go); values are never
 	// modified in place.
 	scram map[scramKey]*ScramCredential
+	// quotas are the client quota values by state key (quota.go);
+	// quotaGen names this set of them (Store.QuotaGeneration).
+	quotas   map[string]ClientQuotaChanged
+	quotaGen uint64
 }
 
 func newState() *state {
@@ -166,6 +170,8 @@ func newState() *state {
 		brokers:     map[int32]*Broker{},
 		nodeConfigs: map[int32]map[string]string{},
 		scram:       map[scramKey]*ScramCredential{},
+		quotas:      map[string]ClientQuotaChanged{},
+		quotaGen:    quotaGens.Add(1),
 	}
 }
 
@@ -175,7 +181,7 @@ func (st *state) clone() *state {
 	return &state{topics: maps.Clone(st.topics), names: maps.Clone(st.names),
 		collide: maps.Clone(st.collide), producerNext: st.producerNext, broker: st.broker,
 		brokers: maps.Clone(st.brokers), nodeConfigs: maps.Clone(st.nodeConfigs),
-		scram: maps.Clone(st.scram)}
+		scram: maps.Clone(st.scram), quotas: maps.Clone(st.quotas), quotaGen: st.quotaGen}
 }
 
 // delta is the effect of one record on the state: at most one topic
@@ -201,6 +207,9 @@ type delta struct {
 	setScram     bool // scramKey's credential becomes scram (nil: removed)
 	scramKey     scramKey
 	scram        *ScramCredential
+	setQuota     bool // quotaKey's value becomes quota (nil: removed)
+	quotaKey     string
+	quota        *ClientQuotaChanged
 }
 
 func (st *state) brokerKnown(id int32) bool { _, ok := st.brokers[id]; return ok }
@@ -411,6 +420,9 @@ func (st *state) plan(rec Record) (delta, error) {
 
 	case ScramCredentialChanged:
 		return st.planScram(r)
+
+	case ClientQuotaChanged:
+		return st.planClientQuota(r)
 	}
 	return delta{}, fmt.Errorf("%w: unknown record %T", ErrInvalidRecord, rec)
 }
@@ -536,6 +548,9 @@ func (st *state) apply(d delta) {
 			st.scram[d.scramKey] = d.scram
 		}
 	}
+	if d.setQuota {
+		st.applyQuota(d)
+	}
 	if d.setProducer {
 		st.producerNext = d.producerNext
 	}
@@ -596,6 +611,13 @@ func (d delta) write(b *pebble.Batch) error {
 			set(scramStateKey(d.scramKey), EncodeRecord(d.scram.record()))
 		}
 	}
+	if d.setQuota && err == nil {
+		if d.quota == nil {
+			err = b.Delete([]byte(d.quotaKey), nil)
+		} else {
+			set([]byte(d.quotaKey), EncodeRecord(*d.quota))
+		}
+	}
 	if d.setProducer {
 		set([]byte(keyProducerNext), encodeProducerNext(d.producerNext))
 	}
@@ -646,6 +668,11 @@ func (st *state) writeAll(b *pebble.Batch) error {
 	}
 	for k, c := range st.scram {
 		if err := (delta{setScram: true, scramKey: k, scram: c}).write(b); err != nil {
+			return err
+		}
+	}
+	for k, q := range st.quotas {
+		if err := (delta{setQuota: true, quotaKey: k, quota: &q}).write(b); err != nil {
 			return err
 		}
 	}
@@ -746,6 +773,9 @@ func loadState(r pebble.Reader) (*state, error) {
 		return nil, err
 	}
 	if err := scan(r, keyScram, func(k, v []byte) error { return loadScram(st, k, v) }); err != nil {
+		return nil, err
+	}
+	if err := scan(r, keyQuota, func(k, v []byte) error { return loadClientQuota(st, k, v) }); err != nil {
 		return nil, err
 	}
 	if len(st.names) != len(st.topics) || len(st.collide) != len(st.topics) {
