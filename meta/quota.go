@@ -270,29 +270,5 @@ func (s *Store) ClientQuotas() ([]ClientQuota, uint64) {
 // proposed entry); errs[i] is why changes[i] was refused
 // (ErrInvalidQuota). err is a failure of the whole change.
 func (s *Store) AlterClientQuotas(changes []ClientQuotaChanged) (errs []error, err error) {
-	errs = make([]error, len(changes))
-	var idx []int
-	outs, err := s.change(func(st *state) ([]Record, error) {
-		idx = idx[:0]
-		var recs []Record
-		for i, c := range changes {
-			_, perr := st.planClientQuota(c)
-			errs[i] = perr
-			if perr != nil {
-				continue
-			}
-			idx = append(idx, i)
-			recs = append(recs, c)
-		}
-		return recs, nil
-	})
-	if err != nil {
-		return errs, err
-	}
-	for j, o := range outs {
-		if j < len(idx) {
-			errs[idx[j]] = o.err
-		}
-	}
-	return errs, nil
+	return changeEach(s, changes, (*state).planClientQuota)
 }
