@@ -104,7 +104,10 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 			b.fetchEndpoints(resp, connListener(cc))
 			return resp, nil
 		}
-		if !waitAny(ctx, pass.waitOn, time.Until(deadline)) {
+		waitStart := time.Now()
+		woke := waitAny(ctx, pass.waitOn, time.Until(deadline))
+		cc.fetchWaited += time.Since(waitStart) // not request time (quota_conn.go)
+		if !woke {
 			resp.Topics = nil
 			b.awaitFetchLeases(ctx, parts)
 			releaseSplices(cc.splices)

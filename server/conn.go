@@ -80,6 +80,11 @@ type clientConn struct {
 	// sasl is the SASL state on SASL listeners, nil elsewhere (sasl.go);
 	// the reader's.
 	sasl *saslSession
+	// mutedUntil is when a throttled connection's next request may be
+	// read (quota_conn.go); fetchWaited is the current Fetch's long-poll
+	// wait, not counted as request time. Both the reader's.
+	mutedUntil  time.Time
+	fetchWaited time.Duration
 
 	answers chan *answer // reader to writer, in request order; never full
 
@@ -301,6 +306,9 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	if err := cc.waitAnswered(maxInFlight - 1); err != nil {
 		return err
 	}
+	if err := cc.waitMuted(ctx); err != nil {
+		return err
+	}
 	if err := cc.awaitRequest(r); err != nil {
 		return err
 	}
@@ -369,20 +377,24 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	}
 	a := &answer{corr: corr, key: key, version: version, start: start}
 	if h.stage != nil {
+		began := time.Now()
 		finish, err := h.stage(ctx, cc.b, cc, req)
 		if err != nil {
 			return err
 		}
+		finish = throttled(finish, cc.applyQuotas(key, size, nil, time.Since(began)))
 		a.finish, a.mem, held = finish, held, 0
 		return cc.queue(a)
 	}
 	if err := cc.waitAnswered(0); err != nil {
 		return err
 	}
+	began := time.Now()
 	resp, err := h.serve(ctx, cc.b, cc, req)
 	if err != nil {
 		return err
 	}
+	setThrottle(resp, cc.applyQuotas(key, size, resp, time.Since(began)))
 	a.finish, a.splices, cc.splices = ready(resp), cc.splices, nil
 	a.mem, held = held, 0
 	return cc.queue(a)

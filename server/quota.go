@@ -1,0 +1,270 @@
+package server
+
+// Client quotas, as Kafka's ClientQuotaManager, ClientRequestQuotaManager
+// and ConnectionQuotas. The values live in the replicated metadata
+// (meta.ClientQuotaChanged, set by AlterClientQuotas); quotaManager keeps
+// the rate sensors and decides throttle times:
+//
+//   - producer_byte_rate: a Produce request's size, recorded when it is
+//     read (Kafka's request.sizeInBytes);
+//   - consumer_byte_rate: a Fetch response's size, recorded once served;
+//   - request_percentage: the time spent serving a request, in percent
+//     of one thread per second (Kafka's nanosToPercentagePerSecond), the
+//     throttle at most one window (Kafka's maxThrottleTimeMs);
+//   - connection_creation_rate: connections accepted per second from one
+//     address (ip entities; over it the connection is closed after the
+//     throttle time), and max.connection.creation.rate over the broker
+//     (over it the acceptor waits the throttle time).
+//
+// The user, client-id quotas are looked up in Kafka's precedence, from
+// /config/users/<user>/clients/<client-id> down to /config/clients/<default>
+// (quotaFor); clients sharing the entity the quota comes from share its
+// sensor, as Kafka's metric tags make them. The user is the connection's
+// principal name (User:alice: alice; ANONYMOUS without authentication).
+// Sensors not recorded for an hour are dropped (Kafka's inactive sensor
+// expiration). A request's throttle is the largest of its byte and
+// request throttles; the dispatch (conn.go, applyQuotas) sets it as the
+// response's throttle_time_ms and mutes the connection: its next request
+// is not read until the throttle time has passed (KIP-219), so a client
+// that ignores throttle_time_ms is held to the quota as well.
+
+import (
+	"math"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/meta"
+)
+
+// quotaSensorExpiry is Kafka's InactiveSensorExpirationTimeSeconds.
+const quotaSensorExpiry = time.Hour
+
+// quotaKind is a client quota's key.
+type quotaKind int
+
+const (
+	quotaProduce quotaKind = iota
+	quotaFetch
+	quotaRequest
+	quotaConnIP
+)
+
+var quotaKindKeys = [...]string{
+	quotaProduce: meta.QuotaProducerByteRate,
+	quotaFetch:   meta.QuotaConsumerByteRate,
+	quotaRequest: meta.QuotaRequestPercentage,
+	quotaConnIP:  meta.QuotaConnectionCreationRate,
+}
+
+// quotaEnt is a user, client-id entity; a has* false type is absent, an
+// empty name with has* set the default entity. An ip entity is in user,
+// with ip set.
+type quotaEnt struct {
+	user, client       string
+	hasUser, hasClient bool
+	ip                 bool
+}
+
+// sensorKey names one sensor: its kind and Kafka's metric tags (the
+// user and client id the quota applies to, "" where it applies to all).
+type sensorKey struct {
+	kind         quotaKind
+	user, client string
+}
+
+type quotaManager struct {
+	meta     *meta.Store
+	samples  int
+	windowMs int64
+	brokerMs float64 // max.connection.creation.rate
+
+	mu      sync.Mutex
+	gen     uint64
+	loaded  bool
+	limits  map[quotaKind]map[quotaEnt]float64
+	sensors map[sensorKey]*rateSensor
+	swept   int64 // unix ms of the latest expiry sweep
+	broker  *rateSensor
+	now     func() time.Time
+}
+
+func newQuotaManager(m *meta.Store, samples, windowSeconds, maxConnRate int32) *quotaManager {
+	return &quotaManager{meta: m, samples: int(samples), windowMs: int64(windowSeconds) * 1000,
+		brokerMs: float64(maxConnRate), sensors: map[sensorKey]*rateSensor{}, now: time.Now}
+}
+
+// refreshLocked reloads the quota values when the metadata's changed.
+func (q *quotaManager) refreshLocked() {
+	if q.meta == nil {
+		return
+	}
+	if q.loaded && q.meta.QuotaGeneration() == q.gen {
+		return
+	}
+	all, gen := q.meta.ClientQuotas()
+	q.gen, q.loaded = gen, true
+	q.limits = map[quotaKind]map[quotaEnt]float64{}
+	for _, c := range all {
+		var e quotaEnt
+		if ip, ok := c.Entity[meta.QuotaIP]; ok {
+			e = quotaEnt{user: ip, ip: true}
+		} else {
+			e.user, e.hasUser = c.Entity[meta.QuotaUser]
+			e.client, e.hasClient = c.Entity[meta.QuotaClientID]
+		}
+		for kind, key := range quotaKindKeys {
+			if v, ok := c.Values[key]; ok {
+				m := q.limits[quotaKind(kind)]
+				if m == nil {
+					m = map[quotaEnt]float64{}
+					q.limits[quotaKind(kind)] = m
+				}
+				m[e] = v
+			}
+		}
+	}
+}
+
+// quotaFor returns the quota of kind for user and client id and the
+// sensor it is measured by, in Kafka's precedence (DefaultQuotaCallback):
+// user and client id, the user's default client, the user, the default
+// user's client id, the default user's default client, the default user,
+// the client id, the default client. ok is false without a quota.
+func (q *quotaManager) quotaFor(kind quotaKind, user, client string) (limit float64, key sensorKey, ok bool) {
+	m := q.limits[kind]
+	if len(m) == 0 {
+		return 0, sensorKey{}, false
+	}
+	type step struct {
+		e                quotaEnt
+		tagUser, tagClnt bool
+	}
+	var steps []step
+	if client != "" {
+		steps = []step{
+			{quotaEnt{user: user, client: client, hasUser: true, hasClient: true}, true, true},
+			{quotaEnt{user: user, hasUser: true, hasClient: true}, true, true},
+			{quotaEnt{user: user, hasUser: true}, true, false},
+			{quotaEnt{client: client, hasUser: true, hasClient: true}, true, true},
+			{quotaEnt{hasUser: true, hasClient: true}, true, true},
+			{quotaEnt{hasUser: true}, true, false},
+			{quotaEnt{client: client, hasClient: true}, false, true},
+			{quotaEnt{hasClient: true}, false, true},
+		}
+	} else {
+		// An empty client id matches no client-id entity (names are
+		// never empty): the user's quotas only.
+		steps = []step{{quotaEnt{user: user, hasUser: true}, true, false}, {quotaEnt{hasUser: true}, true, false}}
+	}
+	for _, s := range steps {
+		if v, found := m[s.e]; found {
+			key = sensorKey{kind: kind}
+			if s.tagUser {
+				key.user = user
+			}
+			if s.tagClnt {
+				key.client = client
+			}
+			return v, key, true
+		}
+	}
+	return 0, sensorKey{}, false
+}
+
+// record adds v to the sensor of kind for user and client id and
+// returns the throttle time in milliseconds (0 without a quota or within
+// it). Request time throttles are capped at one window.
+func (q *quotaManager) record(kind quotaKind, user, client string, v float64) int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.refreshLocked()
+	limit, key, ok := q.quotaFor(kind, user, client)
+	if !ok {
+		return 0
+	}
+	t := q.recordLocked(key, v, limit)
+	if kind == quotaRequest {
+		t = min(t, q.windowMs)
+	}
+	return t
+}
+
+// recordLocked records v on key's sensor and returns the throttle time.
+func (q *quotaManager) recordLocked(key sensorKey, v, limit float64) int64 {
+	now := q.now().UnixMilli()
+	q.sweepLocked(now)
+	s := q.sensors[key]
+	if s == nil {
+		s = newRateSensor(q.samples, now)
+		q.sensors[key] = s
+	}
+	s.record(v, now, q.windowMs)
+	rate, span := s.rate(now, q.windowMs)
+	return throttleMs(rate, limit, span)
+}
+
+// sweepLocked drops sensors not recorded within quotaSensorExpiry, at
+// most once a minute.
+func (q *quotaManager) sweepLocked(now int64) {
+	if now-q.swept < time.Minute.Milliseconds() {
+		return
+	}
+	q.swept = now
+	for k, s := range q.sensors {
+		if now-s.last >= quotaSensorExpiry.Milliseconds() {
+			delete(q.sensors, k)
+		}
+	}
+}
+
+// sensorCount is the number of live sensors (tests).
+func (q *quotaManager) sensorCount() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.sensors)
+}
+
+// connectionThrottle records a new connection from ip: the throttle time
+// of the address's connection_creation_rate (the address's own quota,
+// else the default ip's; Kafka's ConnectionQuotas.connectionRateForIp),
+// the connection not counted when it is over; and the broker-wide
+// max.connection.creation.rate's throttle time.
+func (q *quotaManager) connectionThrottle(ip netip.Addr) (ipMs, brokerMs int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.refreshLocked()
+	m := q.limits[quotaConnIP]
+	name := ip.Unmap().String()
+	limit, found := m[quotaEnt{user: name, ip: true}]
+	if !found {
+		limit, found = m[quotaEnt{ip: true}]
+	}
+	if found {
+		key := sensorKey{kind: quotaConnIP, user: name}
+		if ipMs = q.recordLocked(key, 1, limit); ipMs > 0 {
+			q.sensors[key].record(-1, q.now().UnixMilli(), q.windowMs)
+			return ipMs, 0
+		}
+	}
+	if q.brokerMs < math.MaxInt32 {
+		now := q.now().UnixMilli()
+		if q.broker == nil {
+			q.broker = newRateSensor(q.samples, now)
+		}
+		q.broker.record(1, now, q.windowMs)
+		rate, span := q.broker.rate(now, q.windowMs)
+		brokerMs = throttleMs(rate, q.brokerMs, span)
+	}
+	return 0, brokerMs
+}
+
+// quotaUser is the user name client quotas know a principal by:
+// User:alice is alice.
+func quotaUser(principal string) string {
+	if name, ok := strings.CutPrefix(principal, "User:"); ok {
+		return name
+	}
+	return principal
+}
