@@ -64,22 +64,13 @@ func TestClientQuotasAdmin(t *testing.T) {
 	if got := describeQuotas(t, adm, false); len(got) != 0 {
 		t.Fatalf("validate_only applied: %v", got)
 	}
-	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+	alterQuotas(ctx, t, adm,
 		setQuota(qent("user", "alice"), "producer_byte_rate", 1024),
 		setQuota(qent("user", "alice", "client-id", "app"), "consumer_byte_rate", 2048),
 		setQuota(qent("user", "<default>"), "request_percentage", 12.5),
 		setQuota(qent("client-id", "<default>"), "producer_byte_rate", 4096),
 		setQuota(qent("ip", "127.0.0.1"), "connection_creation_rate", 100),
-		setQuota(qent("ip", "<default>"), "connection_creation_rate", 200),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatalf("alter %s: %v %s", r.Entity, r.Err, r.ErrMessage)
-		}
-	}
+		setQuota(qent("ip", "<default>"), "connection_creation_rate", 200))
 	// Kafka's errors, each the entry's; a failing entry applies none of
 	// its ops.
 	bad := []kadm.AlterClientQuotaEntry{

@@ -1,0 +1,338 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	crand "crypto/rand"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The sensor's rate and throttle are Kafka's: X = (O - T) / T × W.
+func TestQuotaSensorThrottle(t *testing.T) {
+	s := newRateSensor(2, 0)
+	s.record(2000, 0, 1000)
+	rate, span := s.rate(0, 1000)
+	if span != 1000 || rate != 2000 {
+		t.Fatalf("rate %v over %d ms, want 2000 over 1000", rate, span)
+	}
+	if got := throttleMs(rate, 1000, span); got != 1000 {
+		t.Fatalf("throttle %d ms, want 1000", got)
+	}
+	if got := throttleMs(rate, 4000, span); got != 0 {
+		t.Fatalf("throttle within the quota: %d", got)
+	}
+	// A second window: the rate is over both; past samples×window the
+	// first is obsolete.
+	s.record(1000, 1500, 1000)
+	if rate, span = s.rate(1500, 1000); span != 1500 || rate != 2000 {
+		t.Fatalf("rate %v over %d ms, want 2000 over 1500", rate, span)
+	}
+	// At 2.1 s: 1000 over 0.6 s, plus the one window the rate is
+	// measured over at least (Kafka's Rate.windowSize): 1.6 s.
+	if rate, span = s.rate(2100, 1000); span != 1600 || rate != 625 {
+		t.Fatalf("rate %v over %d ms at 2.1 s, want 625 over 1600", rate, span)
+	}
+}
+
+// Sensors not recorded for an hour are dropped (bounded memory).
+func TestQuotaSensorExpiry(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "", "quota.window.num=2")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, addr))
+	alterQuotas(ctx, t, adm, setQuota(qent("client-id", "<default>"), "request_percentage", 1000))
+	q := b.quotas
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	q.mu.Lock()
+	q.now = func() time.Time { return time.UnixMilli(now.Load()) }
+	q.mu.Unlock()
+	for _, c := range []string{"a", "b", "c"} {
+		q.record(quotaRequest, "ANONYMOUS", c, 1)
+	}
+	if n := q.sensorCount(); n < 3 {
+		t.Fatalf("%d sensors, want at least 3", n)
+	}
+	now.Add(quotaSensorExpiry.Milliseconds() + time.Minute.Milliseconds())
+	q.record(quotaRequest, "ANONYMOUS", "d", 1)
+	if n := q.sensorCount(); n != 1 {
+		t.Fatalf("%d sensors after an hour idle, want 1", n)
+	}
+}
+
+// Kafka's precedence: user and client id, the user's default client, the
+// user, the default user's client id, the default user's default client,
+// the default user, the client id, the default client.
+func TestQuotaPrecedence(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, addr))
+	alter := func(es ...kadm.AlterClientQuotaEntry) { t.Helper(); alterQuotas(ctx, t, adm, es...) }
+	const k = "producer_byte_rate"
+	alter(setQuota(qent("user", "alice", "client-id", "app"), k, 1),
+		setQuota(qent("user", "alice", "client-id", "<default>"), k, 2),
+		setQuota(qent("user", "alice"), k, 3),
+		setQuota(qent("user", "<default>", "client-id", "app"), k, 4),
+		setQuota(qent("user", "<default>", "client-id", "<default>"), k, 5),
+		setQuota(qent("user", "<default>"), k, 6),
+		setQuota(qent("client-id", "app"), k, 7),
+		setQuota(qent("client-id", "<default>"), k, 8))
+	check := func(user, client string, want float64, wantKey sensorKey) {
+		t.Helper()
+		b.quotas.mu.Lock()
+		defer b.quotas.mu.Unlock()
+		b.quotas.refreshLocked()
+		got, key, ok := b.quotas.quotaFor(quotaProduce, user, client)
+		wantKey.kind = quotaProduce
+		if !ok && want != 0 || got != want || ok && key != wantKey {
+			t.Fatalf("quota of %s/%s = %v %+v %v, want %v %+v", user, client, got, key, ok, want, wantKey)
+		}
+	}
+	remove := func(e kadm.ClientQuotaEntity) {
+		t.Helper()
+		alter(kadm.AlterClientQuotaEntry{Entity: e, Ops: []kadm.AlterClientQuotaOp{{Key: k, Remove: true}}})
+	}
+	check("alice", "app", 1, sensorKey{user: "alice", client: "app"})
+	remove(qent("user", "alice", "client-id", "app"))
+	check("alice", "app", 2, sensorKey{user: "alice", client: "app"})
+	remove(qent("user", "alice", "client-id", "<default>"))
+	check("alice", "app", 3, sensorKey{user: "alice"}) // shared by alice's clients
+	check("alice", "", 3, sensorKey{user: "alice"})
+	remove(qent("user", "alice"))
+	check("alice", "app", 4, sensorKey{user: "alice", client: "app"})
+	check("bob", "other", 5, sensorKey{user: "bob", client: "other"})
+	remove(qent("user", "<default>", "client-id", "app"))
+	remove(qent("user", "<default>", "client-id", "<default>"))
+	check("alice", "app", 6, sensorKey{user: "alice"})
+	check("ANONYMOUS", "", 6, sensorKey{user: "ANONYMOUS"})
+	remove(qent("user", "<default>"))
+	check("alice", "app", 7, sensorKey{client: "app"})
+	check("bob", "other", 8, sensorKey{client: "other"})
+	check("bob", "", 0, sensorKey{}) // an empty client id matches no client-id quota
+}
+
+// quotaBroker starts a broker whose quotas are measured over 2 windows of
+// 1 s (a rate over at least 1 s), creates topic and sets quotas.
+func quotaBroker(t *testing.T, topic string, es ...kadm.AlterClientQuotaEntry) (*Broker, string) {
+	t.Helper()
+	b, addr := startBroker(t, "", "quota.window.num=2", "quota.window.size.seconds=1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, addr))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	alterQuotas(ctx, t, adm, es...)
+	return b, addr
+}
+
+// alterQuotas applies es and fails the test on any error.
+func alterQuotas(ctx context.Context, t *testing.T, adm *kadm.Client, es ...kadm.AlterClientQuotaEntry) {
+	t.Helper()
+	res, err := adm.AlterClientQuotas(ctx, es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("alter %s: %v %s", r.Entity, r.Err, r.ErrMessage)
+		}
+	}
+}
+
+// incompressible returns n random bytes: compression leaves them as
+// large on the wire.
+func incompressible(n int) []byte {
+	b := make([]byte, n)
+	crand.Read(b)
+	return b
+}
+
+// throttleSeen records the largest throttle a kgo client was told of.
+type throttleSeen struct{ max atomic.Int64 }
+
+func (h *throttleSeen) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	if ms := d.Milliseconds(); ms > h.max.Load() {
+		h.max.Store(ms)
+	}
+}
+
+// quotaBound is what a byte quota lets through in d: the rate over the
+// measured window (at least samples-1 windows, here 1 s, added), plus
+// what requests already in flight carry.
+func quotaBound(rate float64, d time.Duration, inFlight int) float64 {
+	return rate*(d.Seconds()+2) + float64(inFlight)
+}
+
+func TestQuotaProducerThrottled(t *testing.T) {
+	t.Parallel()
+	const rate = 100 << 10
+	_, addr := quotaBroker(t, "qp", setQuota(qent("client-id", "qp"), "producer_byte_rate", rate))
+	seen := &throttleSeen{}
+	cl := newClient(t, addr, kgo.ClientID("qp"), kgo.DefaultProduceTopic("qp"), kgo.WithHooks(seen),
+		kgo.ProducerBatchMaxBytes(32<<10), kgo.MaxBufferedRecords(64), kgo.ProducerLinger(0))
+	const run = 4 * time.Second
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var acked atomic.Int64
+	for ctx.Err() == nil {
+		// Each its own random bytes: a quota counts bytes on the wire.
+		cl.Produce(ctx, &kgo.Record{Value: incompressible(8 << 10)}, func(r *kgo.Record, err error) {
+			if err == nil && time.Since(start) <= run {
+				acked.Add(int64(len(r.Value)))
+			}
+		})
+	}
+	if seen.max.Load() <= 0 {
+		t.Fatal("no throttle_time_ms seen by a producer over its quota")
+	}
+	if bound := quotaBound(rate, run, 5*(32<<10)); float64(acked.Load()) > bound {
+		t.Fatalf("%d bytes acknowledged in %v under a %d B/s quota, bound %.0f", acked.Load(), run, rate, bound)
+	}
+}
+
+func TestQuotaConsumerThrottled(t *testing.T) {
+	t.Parallel()
+	const rate = 100 << 10
+	_, addr := quotaBroker(t, "qc", setQuota(qent("client-id", "qc"), "consumer_byte_rate", rate))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	loader := newClient(t, addr, kgo.DefaultProduceTopic("qc"), kgo.ClientID("loader"), kgo.ProducerBatchMaxBytes(16<<10))
+	for i := 0; i < 256; i++ { // 2 MiB
+		loader.Produce(ctx, &kgo.Record{Value: incompressible(8 << 10)}, nil)
+	}
+	if err := loader.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := &throttleSeen{}
+	cl := newClient(t, addr, kgo.ClientID("qc"), kgo.ConsumeTopics("qc"), kgo.WithHooks(seen),
+		kgo.FetchMaxBytes(32<<10), kgo.FetchMaxPartitionBytes(32<<10))
+	const run = 4 * time.Second
+	start := time.Now()
+	var got int64
+	for time.Since(start) < run {
+		pctx, pcancel := context.WithDeadline(ctx, start.Add(run))
+		fs := cl.PollFetches(pctx)
+		pcancel()
+		if time.Since(start) > run {
+			break
+		}
+		fs.EachRecord(func(r *kgo.Record) { got += int64(len(r.Value)) })
+	}
+	if seen.max.Load() <= 0 {
+		t.Fatal("no throttle_time_ms seen by a consumer over its quota")
+	}
+	// kgo buffers one fetch ahead of what it returns.
+	if bound := quotaBound(rate, run, 2*(40<<10)); float64(got) > bound {
+		t.Fatalf("%d bytes consumed in %v under a %d B/s quota, bound %.0f", got, run, rate, bound)
+	}
+}
+
+// A client that ignores throttle_time_ms and sends back to back is held
+// by the muted connection: the broker reads its next request only once
+// the throttle has passed. The raw connection is unauthenticated with a
+// null client id: the quota of user ANONYMOUS applies.
+func TestQuotaRawClientMuted(t *testing.T) {
+	t.Parallel()
+	const rate = 40 << 10
+	b, addr := quotaBroker(t, "qr", setQuota(qent("user", "ANONYMOUS"), "producer_byte_rate", rate))
+	rc := dialRaw(t, addr)
+	tp, _ := b.meta.Topic("qr")
+	recs := []batch.Record{{Timestamp: time.Now().UnixMilli(), Value: make([]byte, 8<<10)}}
+	body := batch.Build(batch.NewBuildOptions(), recs)
+	produce := func() int32 {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = 1, 30000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic, rt.TopicID = "qr", tp.ID
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = body
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rc.send(req)
+	}
+	const run = 4 * time.Second
+	start := time.Now()
+	var pending []int32
+	for range maxInFlight {
+		pending = append(pending, produce())
+	}
+	var acked int64
+	var maxThrottle int32
+	for time.Since(start) < run {
+		rc.c.SetReadDeadline(start.Add(run))
+		var size [4]byte
+		if _, err := rc.r.Peek(len(size)); err != nil {
+			break // the run is over while the connection is muted
+		}
+		rc.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		resp := rc.recv(pending[0]).(*kmsg.ProduceResponse)
+		pending = append(pending[1:], produce()) // at once, whatever the throttle
+		if time.Since(start) > run {
+			break
+		}
+		if resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("produce: error %d", resp.Topics[0].Partitions[0].ErrorCode)
+		}
+		acked += int64(len(body))
+		maxThrottle = max(maxThrottle, resp.ThrottleMillis)
+	}
+	if maxThrottle <= 0 {
+		t.Fatal("no throttle_time_ms in the responses")
+	}
+	if bound := quotaBound(rate, run, maxInFlight*len(body)); float64(acked) > bound {
+		t.Fatalf("%d bytes acknowledged in %v under a %d B/s quota, bound %.0f", acked, run, rate, bound)
+	}
+}
+
+// A connection over its address's connection_creation_rate is closed
+// without being served.
+func TestQuotaConnectionCreationRate(t *testing.T) {
+	t.Parallel()
+	_, addr := quotaBroker(t, "qn", setQuota(qent("ip", "127.0.0.1"), "connection_creation_rate", 2))
+	served := 0
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			req := kmsg.NewPtrApiVersionsRequest()
+			req.SetVersion(3)
+			if _, err := c.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("qn")).AppendRequest(nil, req, 1)); err != nil {
+				return
+			}
+			if _, err := bufio.NewReader(c).Peek(4); err != nil {
+				return // closed: throttled
+			}
+			mu.Lock()
+			served++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// Ten connections at once, 2 a second measured over at least 1 s:
+	// at most a few are served (the test's own admin client counts too).
+	if served > 4 {
+		t.Fatalf("%d of 10 connections served under a connection_creation_rate of 2", served)
+	}
+}
