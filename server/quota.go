@@ -33,6 +33,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/meta"
@@ -80,10 +81,11 @@ type quotaManager struct {
 	windowMs int64
 	brokerMs float64 // max.connection.creation.rate
 
+	// limits is the current quota values (a quotaLimits, replaced
+	// whole), read without mu: a connection without quotas takes no lock.
+	limits atomic.Pointer[quotaLimits]
+
 	mu      sync.Mutex
-	gen     uint64
-	loaded  bool
-	limits  map[quotaKind]map[quotaEnt]float64
 	sensors map[sensorKey]*rateSensor
 	swept   int64 // unix ms of the latest expiry sweep
 	broker  *rateSensor
@@ -95,17 +97,28 @@ func newQuotaManager(m *meta.Store, samples, windowSeconds, maxConnRate int32) *
 		brokerMs: float64(maxConnRate), sensors: map[sensorKey]*rateSensor{}, now: time.Now}
 }
 
-// refreshLocked reloads the quota values when the metadata's changed.
-func (q *quotaManager) refreshLocked() {
+// quotaLimits are the quota values of one metadata generation, by kind
+// and entity.
+type quotaLimits struct {
+	gen uint64
+	by  map[quotaKind]map[quotaEnt]float64
+}
+
+// current returns the quota values, reloaded when the metadata's have
+// changed (a concurrent reload is harmless: both store the same values).
+func (q *quotaManager) current() *quotaLimits {
+	l := q.limits.Load()
 	if q.meta == nil {
-		return
+		if l == nil {
+			l = &quotaLimits{}
+		}
+		return l
 	}
-	if q.loaded && q.meta.QuotaGeneration() == q.gen {
-		return
+	if l != nil && q.meta.QuotaGeneration() == l.gen {
+		return l
 	}
 	all, gen := q.meta.ClientQuotas()
-	q.gen, q.loaded = gen, true
-	q.limits = map[quotaKind]map[quotaEnt]float64{}
+	l = &quotaLimits{gen: gen, by: map[quotaKind]map[quotaEnt]float64{}}
 	for _, c := range all {
 		var e quotaEnt
 		if ip, ok := c.Entity[meta.QuotaIP]; ok {
@@ -116,15 +129,17 @@ func (q *quotaManager) refreshLocked() {
 		}
 		for kind, key := range quotaKindKeys {
 			if v, ok := c.Values[key]; ok {
-				m := q.limits[quotaKind(kind)]
+				m := l.by[quotaKind(kind)]
 				if m == nil {
 					m = map[quotaEnt]float64{}
-					q.limits[quotaKind(kind)] = m
+					l.by[quotaKind(kind)] = m
 				}
 				m[e] = v
 			}
 		}
 	}
+	q.limits.Store(l)
+	return l
 }
 
 // quotaFor returns the quota of kind for user and client id and the
@@ -132,8 +147,8 @@ func (q *quotaManager) refreshLocked() {
 // user and client id, the user's default client, the user, the default
 // user's client id, the default user's default client, the default user,
 // the client id, the default client. ok is false without a quota.
-func (q *quotaManager) quotaFor(kind quotaKind, user, client string) (limit float64, key sensorKey, ok bool) {
-	m := q.limits[kind]
+func (l *quotaLimits) quotaFor(kind quotaKind, user, client string) (limit float64, key sensorKey, ok bool) {
+	m := l.by[kind]
 	if len(m) == 0 {
 		return 0, sensorKey{}, false
 	}
@@ -177,13 +192,12 @@ func (q *quotaManager) quotaFor(kind quotaKind, user, client string) (limit floa
 // returns the throttle time in milliseconds (0 without a quota or within
 // it). Request time throttles are capped at one window.
 func (q *quotaManager) record(kind quotaKind, user, client string, v float64) int64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.refreshLocked()
-	limit, key, ok := q.quotaFor(kind, user, client)
+	limit, key, ok := q.current().quotaFor(kind, user, client)
 	if !ok {
 		return 0
 	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	t := q.recordLocked(key, v, limit)
 	if kind == quotaRequest {
 		t = min(t, q.windowMs)
@@ -232,10 +246,9 @@ func (q *quotaManager) sensorCount() int {
 // the connection not counted when it is over; and the broker-wide
 // max.connection.creation.rate's throttle time.
 func (q *quotaManager) connectionThrottle(ip netip.Addr) (ipMs, brokerMs int64) {
+	m := q.current().by[quotaConnIP]
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.refreshLocked()
-	m := q.limits[quotaConnIP]
 	name := ip.Unmap().String()
 	limit, found := m[quotaEnt{user: name, ip: true}]
 	if !found {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -84,6 +85,9 @@ func TestClientQuotasAdmin(t *testing.T) {
 		setQuota(nil, "producer_byte_rate", 1),
 		setQuota(qent("user", "bob"), "producer_byte_rate", 1.5),
 		setQuota(qent("user", "bob"), "producer_byte_rate", -1),
+		setQuota(qent("user", "bob"), "request_percentage", math.NaN()),
+		setQuota(qent("user", "bob"), "request_percentage", math.Inf(1)),
+		setQuota(qent("user", "bob"), "producer_byte_rate", 1e300), // too large for a long
 		setQuota(qent("ip", "not an address!"), "connection_creation_rate", 1),
 		{Entity: qent("user", "bob"), Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 5}, {Key: "nope", Value: 1}}},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // The sensor's rate and throttle are Kafka's: X = (O - T) / T × W.
@@ -91,10 +92,7 @@ func TestQuotaPrecedence(t *testing.T) {
 		setQuota(qent("client-id", "<default>"), k, 8))
 	check := func(user, client string, want float64, wantKey sensorKey) {
 		t.Helper()
-		b.quotas.mu.Lock()
-		defer b.quotas.mu.Unlock()
-		b.quotas.refreshLocked()
-		got, key, ok := b.quotas.quotaFor(quotaProduce, user, client)
+		got, key, ok := b.quotas.current().quotaFor(quotaProduce, user, client)
 		wantKey.kind = quotaProduce
 		if !ok && want != 0 || got != want || ok && key != wantKey {
 			t.Fatalf("quota of %s/%s = %v %+v %v, want %v %+v", user, client, got, key, ok, want, wantKey)
@@ -334,5 +332,59 @@ func TestQuotaConnectionCreationRate(t *testing.T) {
 	// at most a few are served (the test's own admin client counts too).
 	if served > 4 {
 		t.Fatalf("%d of 10 connections served under a connection_creation_rate of 2", served)
+	}
+}
+
+// request_percentage counts the time requests take; its throttle is at
+// most one window (Kafka's ClientRequestQuotaManager).
+func TestQuotaRequestPercentage(t *testing.T) {
+	t.Parallel()
+	_, addr := quotaBroker(t, "qrp", setQuota(qent("client-id", "rp"), "request_percentage", 0.001))
+	cl := newClient(t, addr, kgo.ClientID("rp"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var most int32
+	for range 3 {
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ThrottleMillis > 1000 {
+			t.Fatalf("throttle %d ms, above one 1 s window", resp.ThrottleMillis)
+		}
+		most = max(most, resp.ThrottleMillis)
+	}
+	if most <= 0 {
+		t.Fatal("no throttle under a request_percentage of 0.001")
+	}
+}
+
+// A SASL user's quota applies to its connections by the principal's
+// name; an unauthenticated client on the same broker is not held by it.
+func TestQuotaSaslUser(t *testing.T) {
+	t.Parallel()
+	_, plainAddr, saslAddr := startSaslBroker(t, "", "quota.window.num=2")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, plainAddr))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "qs"); err != nil {
+		t.Fatal(err)
+	}
+	alterQuotas(ctx, t, adm, setQuota(qent("user", "alice"), "producer_byte_rate", 4096))
+	// One 8 KiB record: twice alice's quota over the 1 s it is measured
+	// over at least, a throttle of about 1 s.
+	produce := func(addr string, opts ...kgo.Opt) int64 {
+		seen := &throttleSeen{}
+		cl := newClient(t, addr, append(opts, kgo.DefaultProduceTopic("qs"), kgo.WithHooks(seen))...)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: incompressible(8 << 10)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		return seen.max.Load()
+	}
+	if got := produce(plainAddr); got != 0 {
+		t.Fatalf("ANONYMOUS throttled %d ms by alice's quota", got)
+	}
+	if got := produce(saslAddr, kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism())); got <= 0 {
+		t.Fatal("alice not throttled by her producer_byte_rate")
 	}
 }
