@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -166,5 +167,54 @@ func TestClientQuotasAdmin(t *testing.T) {
 	after := describeQuotas(t, kadm.NewClient(newClient(t, addr)), false)
 	if len(after) != len(before) || after["{user=alice, client-id=app}"]["consumer_byte_rate"] != 2048 || after["{ip=127.0.0.1}"]["connection_creation_rate"] != 100 {
 		t.Fatalf("after restart %v, want %v", after, before)
+	}
+}
+
+// AlterClientQuotas sent to a broker that is not the controller is
+// forwarded, and that broker answers once its own metadata shows the
+// change: a DescribeClientQuotas to it right after sees the value.
+func TestClientQuotasForwarded(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 3)
+	var ctrl int32
+	eventually(t, 30*time.Second, "a controller", func() error {
+		if ctrl = tc.broker(0).cl.controllerID(); ctrl < 1 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	other := int(ctrl) % 3 // 0-based index of a node that is not the controller
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node := tc.direct(other).Broker(other + 1) // pinned: never routed to the controller
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	e := kmsg.NewAlterClientQuotasRequestEntry()
+	e.Entity = []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "client-id", Name: kmsg.StringPtr("fwd")}}
+	e.Ops = []kmsg.AlterClientQuotasRequestEntryOp{{Key: "producer_byte_rate", Value: 4096}}
+	req.Entries = append(req.Entries, e)
+	eventually(t, 30*time.Second, "AlterClientQuotas through a non-controller", func() error {
+		resp, err := node.Request(ctx, req)
+		if err != nil {
+			return err
+		}
+		if es := resp.(*kmsg.AlterClientQuotasResponse).Entries; len(es) != 1 || es[0].ErrorCode != 0 {
+			return fmt.Errorf("entries %+v", es)
+		}
+		return nil
+	})
+	dresp, err := node.Request(ctx, kmsg.NewPtrDescribeClientQuotasRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es := dresp.(*kmsg.DescribeClientQuotasResponse).Entries; len(es) != 1 || es[0].Values[0].Value != 4096 {
+		t.Fatalf("node %d right after its alter describes %+v", other+1, es)
+	}
+	for i := range 3 {
+		eventually(t, 30*time.Second, fmt.Sprintf("node %d has the quota", i+1), func() error {
+			if l := tc.broker(i).quotas.current(); l.by[quotaProduce][quotaEnt{client: "fwd", hasClient: true}] != 4096 {
+				return fmt.Errorf("%+v", l.by)
+			}
+			return nil
+		})
 	}
 }
