@@ -121,11 +121,12 @@ func TestQuotaPrecedence(t *testing.T) {
 	check("bob", "", 0, sensorKey{}) // an empty client id matches no client-id quota
 }
 
-// quotaBroker starts a broker whose quotas are measured over 2 windows of
-// 1 s (a rate over at least 1 s), creates topic and sets quotas.
+// quotaBroker starts a broker (with metrics) whose quotas are measured
+// over 2 windows of 1 s (a rate over at least 1 s), creates topic and
+// sets quotas.
 func quotaBroker(t *testing.T, topic string, es ...kadm.AlterClientQuotaEntry) (*Broker, string) {
 	t.Helper()
-	b, addr := startBroker(t, "", "quota.window.num=2", "quota.window.size.seconds=1")
+	b, addr := startBroker(t, "", "quota.window.num=2", "quota.window.size.seconds=1", "metrics.listen=127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(newClient(t, addr))
@@ -290,6 +291,13 @@ func TestQuotaRawClientMuted(t *testing.T) {
 	}
 	if maxThrottle <= 0 {
 		t.Fatal("no throttle_time_ms in the responses")
+	}
+	fams := scrape(t, b)
+	if n := mustValue(t, fams, "sluice_quota_throttles_total"); n < 1 {
+		t.Errorf("sluice_quota_throttles_total = %v", n)
+	}
+	if s := mustValue(t, fams, "sluice_quota_throttle_seconds_total"); s < float64(maxThrottle)/1000 {
+		t.Errorf("sluice_quota_throttle_seconds_total = %v, below one throttle of %d ms", s, maxThrottle)
 	}
 	if bound := quotaBound(rate, run, maxInFlight*len(body)); float64(acked) > bound {
 		t.Fatalf("%d bytes acknowledged in %v under a %d B/s quota, bound %.0f", acked, run, rate, bound)
