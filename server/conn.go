@@ -389,6 +389,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	if err := cc.waitAnswered(0); err != nil {
 		return err
 	}
+	cc.boundFetch(req)
 	began := time.Now()
 	resp, err := h.serve(ctx, cc.b, cc, req)
 	if err != nil {

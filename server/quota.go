@@ -8,6 +8,8 @@ package server
 //   - producer_byte_rate: a Produce request's size, recorded when it is
 //     read (Kafka's request.sizeInBytes);
 //   - consumer_byte_rate: a Fetch response's size, recorded once served;
+//     a Fetch's MaxBytes is first capped at the quota over samples-1
+//     windows (Kafka's getMaxValueInQuotaWindow);
 //   - request_percentage: the time spent serving a request, in percent
 //     of one thread per second (Kafka's nanosToPercentagePerSecond), the
 //     throttle at most one window (Kafka's maxThrottleTimeMs);
@@ -203,6 +205,18 @@ func (q *quotaManager) record(kind quotaKind, user, client string, v float64) in
 		t = min(t, q.windowMs)
 	}
 	return t
+}
+
+// maxWindowBytes is the most bytes a consumer_byte_rate quota lets the
+// user and client id fetch in one response: the quota over samples-1
+// windows (Kafka's getMaxValueInQuotaWindow); ok is false without one.
+func (q *quotaManager) maxWindowBytes(user, client string) (n int32, ok bool) {
+	limit, _, ok := q.current().quotaFor(quotaFetch, user, client)
+	if !ok {
+		return 0, false
+	}
+	w := limit * float64(q.samples-1) * float64(q.windowMs) / 1000
+	return int32(max(1, min(w, math.MaxInt32))), true
 }
 
 // recordLocked records v on key's sensor and returns the throttle time.

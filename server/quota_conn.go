@@ -88,6 +88,20 @@ func (cc *clientConn) applyQuotas(key int16, reqSize int32, resp kmsg.Response, 
 	return int32(t)
 }
 
+// boundFetch caps a Fetch's MaxBytes (and MinBytes) at what the
+// client's consumer_byte_rate allows over the quota window, as Kafka's
+// KafkaApis does, so that one response cannot carry many windows' worth.
+func (cc *clientConn) boundFetch(req kmsg.Request) {
+	fr, ok := req.(*kmsg.FetchRequest)
+	if !ok || cc.b.quotas == nil || cc.quotaExempt(fr.Key()) {
+		return
+	}
+	if n, ok := cc.b.quotas.maxWindowBytes(quotaUser(cc.principal()), cc.clientID); ok && n < fr.MaxBytes {
+		fr.MaxBytes = n
+		fr.MinBytes = min(fr.MinBytes, n)
+	}
+}
+
 // setThrottle sets a response's throttle_time_ms to at least ms.
 func setThrottle(resp kmsg.Response, ms int32) {
 	if ms <= 0 || resp == nil {

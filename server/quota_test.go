@@ -396,3 +396,31 @@ func TestQuotaSaslUser(t *testing.T) {
 		t.Fatal("alice not throttled by her producer_byte_rate")
 	}
 }
+
+// A Fetch under a consumer_byte_rate carries at most the quota over the
+// quota window (samples-1 windows, here 1 s), whatever its MaxBytes, as
+// Kafka bounds it; KIP-74 lets one batch pass the bound.
+func TestQuotaFetchBoundedByWindow(t *testing.T) {
+	t.Parallel()
+	const rate = 16 << 10
+	_, addr := quotaBroker(t, "qb", setQuota(qent("client-id", "qb"), "consumer_byte_rate", rate))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	loader := newClient(t, addr, kgo.DefaultProduceTopic("qb"), kgo.ClientID("loader"), kgo.ProducerBatchMaxBytes(10<<10))
+	for range 10 {
+		if err := loader.ProduceSync(ctx, &kgo.Record{Value: incompressible(8 << 10)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := newClient(t, addr, kgo.ClientID("qb"), kgo.ConsumeTopics("qb"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(10<<20), kgo.FetchMaxPartitionBytes(10<<20))
+	fs := cl.PollFetches(ctx)
+	if err := fs.Err0(); err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	fs.EachRecord(func(r *kgo.Record) { got += len(r.Value) })
+	if got == 0 || got > rate+(8<<10) {
+		t.Fatalf("first fetch carried %d bytes of records under a %d B/s quota measured over 1 s", got, rate)
+	}
+}
