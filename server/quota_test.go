@@ -5,6 +5,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -318,18 +319,7 @@ func TestQuotaConnectionCreationRate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(20 * time.Second))
-			req := kmsg.NewPtrApiVersionsRequest()
-			req.SetVersion(3)
-			if _, err := c.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("qn")).AppendRequest(nil, req, 1)); err != nil {
-				return
-			}
-			if _, err := bufio.NewReader(c).Peek(4); err != nil {
+			if !answered(addr) {
 				return // closed: throttled
 			}
 			mu.Lock()
@@ -344,6 +334,60 @@ func TestQuotaConnectionCreationRate(t *testing.T) {
 	// 1 s) connections, and the one that went over, can have been let in.
 	if bound := rate*(lastServed.Seconds()+1) + 1; float64(served) > bound {
 		t.Fatalf("%d of 10 connections served within %v under a connection_creation_rate of %d (bound %.1f)", served, lastServed, rate, bound)
+	}
+}
+
+// answered dials addr and reports whether an ApiVersions is answered
+// (false: the connection was closed).
+func answered(addr string) bool {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	if _, err := c.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("qn")).AppendRequest(nil, req, 1)); err != nil {
+		return false
+	}
+	_, err = bufio.NewReader(c).Peek(4)
+	return err == nil
+}
+
+// max.connection.creation.rate: the acceptor waits, so connections are
+// served no faster than the rate allows (all of them, later).
+func TestQuotaBrokerConnectionRate(t *testing.T) {
+	t.Parallel()
+	const rate = 2
+	_, addr := startBroker(t, "", "quota.window.num=2", "max.connection.creation.rate=2")
+	var mu sync.Mutex
+	var at []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if answered(addr) {
+				mu.Lock()
+				at = append(at, time.Since(start))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(at) != 6 {
+		t.Fatalf("%d of 6 connections served: the broker-wide rate delays, never refuses", len(at))
+	}
+	slices.Sort(at)
+	// By the time the k-th was answered, at most rate × (time + 1 s, the
+	// window the rate is measured over at least) + 1 connections, the
+	// ones from start-up included, can have been accepted.
+	for k, d := range at {
+		if bound := rate*(d.Seconds()+1) + 1; float64(k+1) > bound {
+			t.Fatalf("connection %d answered at %v: above max.connection.creation.rate=%d (bound %.1f)", k+1, d, rate, bound)
+		}
 	}
 }
 
