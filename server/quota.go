@@ -31,7 +31,9 @@ package server
 // that ignores throttle_time_ms is held to the quota as well.
 
 import (
+	"context"
 	"math"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -104,6 +106,22 @@ func newQuotaManager(m *meta.Store, samples, windowSeconds, maxConnRate int32) *
 type quotaLimits struct {
 	gen uint64
 	by  map[quotaKind]map[quotaEnt]float64
+
+	ipOnce sync.Once
+	ips    map[string]float64 // connection_creation_rate by address ("" the default)
+}
+
+// ipQuotas returns the connection_creation_rate quotas by the address
+// their entity names, resolved once per generation, on the accept path
+// only (ipEntityAddr may ask DNS).
+func (l *quotaLimits) ipQuotas() map[string]float64 {
+	l.ipOnce.Do(func() {
+		l.ips = map[string]float64{}
+		for e, v := range l.by[quotaConnIP] {
+			l.ips[ipEntityAddr(e.user)] = v
+		}
+	})
+	return l.ips
 }
 
 // current returns the quota values, reloaded when the metadata's have
@@ -260,13 +278,13 @@ func (q *quotaManager) sensorCount() int {
 // the connection not counted when it is over; and the broker-wide
 // max.connection.creation.rate's throttle time.
 func (q *quotaManager) connectionThrottle(ip netip.Addr) (ipMs, brokerMs int64) {
-	m := q.current().by[quotaConnIP]
+	m := q.current().ipQuotas()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	name := ip.Unmap().String()
-	limit, found := m[quotaEnt{user: name, ip: true}]
+	limit, found := m[name]
 	if !found {
-		limit, found = m[quotaEnt{ip: true}]
+		limit, found = m[""]
 	}
 	if found {
 		key := sensorKey{kind: quotaConnIP, user: name}
@@ -285,6 +303,26 @@ func (q *quotaManager) connectionThrottle(ip netip.Addr) (ipMs, brokerMs int64) 
 		brokerMs = throttleMs(rate, q.brokerMs, span)
 	}
 	return 0, brokerMs
+}
+
+// ipEntityAddr is the address an ip entity names, as connections are
+// looked up by it: an IP as it is (IPv4-mapped unmapped), a host name
+// resolved to its first address, as Kafka's InetAddress.getByName (a name
+// that does not resolve matches no connection). "" is the default ip.
+func ipEntityAddr(name string) string {
+	if name == "" {
+		return ""
+	}
+	if a, err := netip.ParseAddr(name); err == nil {
+		return a.Unmap().String()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name)
+	if err != nil || len(addrs) == 0 {
+		return "unresolved:" + name
+	}
+	return addrs[0].Unmap().String()
 }
 
 // quotaUser is the user name client quotas know a principal by:

@@ -45,6 +45,15 @@ func TestQuotaSensorThrottle(t *testing.T) {
 	}
 }
 
+func TestIPEntityAddr(t *testing.T) {
+	for name, want := range map[string]string{"": "", "10.0.0.1": "10.0.0.1", "::ffff:10.0.0.1": "10.0.0.1", "::1": "::1", "localhost": "127.0.0.1"} {
+		got := ipEntityAddr(name)
+		if got != want && !(name == "localhost" && got == "::1") {
+			t.Errorf("ipEntityAddr(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
 // Sensors not recorded for an hour are dropped (bounded memory).
 func TestQuotaSensorExpiry(t *testing.T) {
 	t.Parallel()
