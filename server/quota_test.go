@@ -425,7 +425,8 @@ func TestQuotaRequestPercentage(t *testing.T) {
 }
 
 // A SASL user's quota applies to its connections by the principal's
-// name; an unauthenticated client on the same broker is not held by it.
+// name; an unauthenticated client on the same broker is not held by it,
+// and a user and client-id quota takes precedence over the user's.
 func TestQuotaSaslUser(t *testing.T) {
 	t.Parallel()
 	_, plainAddr, saslAddr := startSaslBroker(t, "", "quota.window.num=2")
@@ -449,8 +450,14 @@ func TestQuotaSaslUser(t *testing.T) {
 	if got := produce(plainAddr); got != 0 {
 		t.Fatalf("ANONYMOUS throttled %d ms by alice's quota", got)
 	}
-	if got := produce(saslAddr, kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism())); got <= 0 {
+	alice := kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism())
+	if got := produce(saslAddr, alice); got <= 0 {
 		t.Fatal("alice not throttled by her producer_byte_rate")
+	}
+	// Alice's client app has a quota of its own, which takes precedence.
+	alterQuotas(ctx, t, adm, setQuota(qent("user", "alice", "client-id", "app"), "producer_byte_rate", 1<<30))
+	if got := produce(saslAddr, alice, kgo.ClientID("app")); got != 0 {
+		t.Fatalf("alice's client app throttled %d ms: the user quota won over user and client id", got)
 	}
 }
 
