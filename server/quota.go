@@ -208,11 +208,12 @@ func (l *quotaLimits) quotaFor(kind quotaKind, user, client string) (limit float
 	return 0, sensorKey{}, false
 }
 
-// record adds v to the sensor of kind for user and client id and
-// returns the throttle time in milliseconds (0 without a quota or within
-// it). Request time throttles are capped at one window.
-func (q *quotaManager) record(kind quotaKind, user, client string, v float64) int64 {
-	limit, key, ok := q.current().quotaFor(kind, user, client)
+// record adds v to the sensor of kind for user and client id under the
+// quota values l and returns the throttle time in milliseconds (0
+// without a quota or within it). Request time throttles are capped at
+// one window.
+func (q *quotaManager) record(l *quotaLimits, kind quotaKind, user, client string, v float64) int64 {
+	limit, key, ok := l.quotaFor(kind, user, client)
 	if !ok {
 		return 0
 	}

@@ -63,22 +63,26 @@ func (cc *clientConn) applyQuotas(key int16, reqSize int32, resp kmsg.Response, 
 	if q == nil || cc.quotaExempt(key) {
 		return 0
 	}
+	l := q.current()
+	if len(l.by[quotaProduce])+len(l.by[quotaFetch])+len(l.by[quotaRequest]) == 0 {
+		return 0 // no client quotas: nothing recorded
+	}
 	user, client := quotaUser(cc.principal()), cc.clientID
 	var t int64
 	switch kmsg.Key(key) {
 	case kmsg.Produce:
-		t = q.record(quotaProduce, user, client, float64(reqSize))
+		t = q.record(l, quotaProduce, user, client, float64(reqSize))
 	case kmsg.Fetch:
 		if resp != nil {
 			n := int64(responseSizeHint(resp))
 			for _, s := range cc.splices {
 				n += s.size
 			}
-			t = q.record(quotaFetch, user, client, float64(n))
+			t = q.record(l, quotaFetch, user, client, float64(n))
 		}
 	}
 	busy := max(served-waited, 0)
-	t = max(t, q.record(quotaRequest, user, client, float64(busy.Nanoseconds())*100/float64(time.Second)))
+	t = max(t, q.record(l, quotaRequest, user, client, float64(busy.Nanoseconds())*100/float64(time.Second)))
 	if t <= 0 {
 		return 0
 	}

@@ -69,13 +69,13 @@ func TestQuotaSensorExpiry(t *testing.T) {
 	q.now = func() time.Time { return time.UnixMilli(now.Load()) }
 	q.mu.Unlock()
 	for _, c := range []string{"a", "b", "c"} {
-		q.record(quotaRequest, "ANONYMOUS", c, 1)
+		q.record(q.current(), quotaRequest, "ANONYMOUS", c, 1)
 	}
 	if n := q.sensorCount(); n < 3 {
 		t.Fatalf("%d sensors, want at least 3", n)
 	}
 	now.Add(quotaSensorExpiry.Milliseconds() + time.Minute.Milliseconds())
-	q.record(quotaRequest, "ANONYMOUS", "d", 1)
+	q.record(q.current(), quotaRequest, "ANONYMOUS", "d", 1)
 	if n := q.sensorCount(); n != 1 {
 		t.Fatalf("%d sensors after an hour idle, want 1", n)
 	}
