@@ -82,9 +82,13 @@ type clientConn struct {
 	sasl *saslSession
 	// mutedUntil is when a throttled connection's next request may be
 	// read (quota_conn.go); fetchWaited is the current Fetch's long-poll
-	// wait, not counted as request time. Both the reader's.
+	// wait, not counted as request time; serveStart is when the current
+	// request's serving began; fetchQuota holds a Fetch's throttle once
+	// fetchThrottled decided it. All the reader's.
 	mutedUntil  time.Time
 	fetchWaited time.Duration
+	serveStart  time.Time
+	fetchQuota  *int32
 
 	answers chan *answer // reader to writer, in request order; never full
 
@@ -390,12 +394,15 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 		return err
 	}
 	cc.boundFetch(req)
-	began := time.Now()
+	cc.serveStart = time.Now()
+	cc.fetchQuota = nil
 	resp, err := h.serve(ctx, cc.b, cc, req)
 	if err != nil {
 		return err
 	}
-	setThrottle(resp, cc.applyQuotas(key, size, resp, time.Since(began)))
+	if cc.fetchQuota == nil {
+		setThrottle(resp, cc.applyQuotas(key, size, resp, time.Since(cc.serveStart)))
+	}
 	a.finish, a.splices, cc.splices = ready(resp), cc.splices, nil
 	a.mem, held = held, 0
 	return cc.queue(a)

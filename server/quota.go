@@ -7,9 +7,11 @@ package server
 //
 //   - producer_byte_rate: a Produce request's size, recorded when it is
 //     read (Kafka's request.sizeInBytes);
-//   - consumer_byte_rate: a Fetch response's size, recorded once served;
-//     a Fetch's MaxBytes is first capped at the quota over samples-1
-//     windows (Kafka's getMaxValueInQuotaWindow);
+//   - consumer_byte_rate: a Fetch response's size, recorded before the
+//     Fetch commits it to its session; a throttled Fetch is answered
+//     empty and its bytes taken back (Kafka's KafkaApis); its MaxBytes is
+//     first capped at the quota over samples-1 windows (Kafka's
+//     getMaxValueInQuotaWindow);
 //   - request_percentage: the time spent serving a request, in percent
 //     of one thread per second (Kafka's nanosToPercentagePerSecond), the
 //     throttle at most one window (Kafka's maxThrottleTimeMs);
@@ -236,6 +238,18 @@ func (q *quotaManager) maxWindowBytes(user, client string) (n int32, ok bool) {
 	}
 	w := limit * float64(q.samples-1) * float64(q.windowMs) / 1000
 	return int32(max(1, min(w, math.MaxInt32))), true
+}
+
+// unrecord takes v back from the sensor of kind (a throttled Fetch's
+// bytes, which its empty answer did not send).
+func (q *quotaManager) unrecord(l *quotaLimits, kind quotaKind, user, client string, v float64) {
+	if _, key, ok := l.quotaFor(kind, user, client); ok {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if s := q.sensors[key]; s != nil {
+			s.record(-v, q.now().UnixMilli(), q.windowMs)
+		}
+	}
 }
 
 // recordLocked records v on key's sensor and returns the throttle time.

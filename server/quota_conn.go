@@ -74,11 +74,7 @@ func (cc *clientConn) applyQuotas(key int16, reqSize int32, resp kmsg.Response, 
 		t = q.record(l, quotaProduce, user, client, float64(reqSize))
 	case kmsg.Fetch:
 		if resp != nil {
-			n := int64(responseSizeHint(resp))
-			for _, s := range cc.splices {
-				n += s.size
-			}
-			t = q.record(l, quotaFetch, user, client, float64(n))
+			t = q.record(l, quotaFetch, user, client, float64(fetchResponseBytes(resp, cc.splices)))
 		}
 	}
 	busy := max(served-waited, 0)
@@ -104,6 +100,38 @@ func (cc *clientConn) boundFetch(req kmsg.Request) {
 		fr.MaxBytes = n
 		fr.MinBytes = min(fr.MinBytes, n)
 	}
+}
+
+// fetchThrottled applies the quotas to a Fetch response before the Fetch
+// commits it to its session. Throttled, the response loses its records
+// and partitions (their bytes taken back from consumer_byte_rate) and
+// carries the throttle, and true is returned: the Fetch answers so and
+// leaves its session as it was (Kafka's KafkaApis and
+// FetchContext.getThrottledResponse).
+func (cc *clientConn) fetchThrottled(resp *kmsg.FetchResponse) bool {
+	t := cc.applyQuotas(kmsg.Fetch.Int16(), 0, resp, time.Since(cc.serveStart))
+	cc.fetchQuota = &t
+	if t <= 0 {
+		return false
+	}
+	if q := cc.b.quotas; q != nil {
+		q.unrecord(q.current(), quotaFetch, quotaUser(cc.principal()), cc.clientID, float64(fetchResponseBytes(resp, cc.splices)))
+	}
+	releaseSplices(cc.splices)
+	cc.splices = cc.splices[:0]
+	resp.Topics = nil
+	setThrottle(resp, t)
+	return true
+}
+
+// fetchResponseBytes is a Fetch response's size for consumer_byte_rate:
+// its estimate plus the records sent from files.
+func fetchResponseBytes(resp kmsg.Response, splices []splice) int64 {
+	n := int64(responseSizeHint(resp))
+	for _, s := range splices {
+		n += s.size
+	}
+	return n
 }
 
 // setThrottle sets a response's throttle_time_ms to at least ms.

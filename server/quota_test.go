@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	crand "crypto/rand"
+	"encoding/binary"
 	"net"
 	"slices"
 	"sync"
@@ -486,5 +487,67 @@ func TestQuotaFetchBoundedByWindow(t *testing.T) {
 	fs.EachRecord(func(r *kgo.Record) { got += len(r.Value) })
 	if got == 0 || got > rate+(8<<10) {
 		t.Fatalf("first fetch carried %d bytes of records under a %d B/s quota measured over 1 s", got, rate)
+	}
+}
+
+// A throttled Fetch is answered at once with no records and the
+// throttle (Kafka's getThrottledResponse), its bytes not counted; once
+// the throttle has passed the client reads on.
+func TestQuotaThrottledFetchEmpty(t *testing.T) {
+	t.Parallel()
+	_, addr := quotaBroker(t, "qf", setQuota(qent("user", "ANONYMOUS"), "consumer_byte_rate", 4096))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	loader := newClient(t, addr, kgo.DefaultProduceTopic("qf"), kgo.ClientID("loader"), kgo.ProducerBatchMaxBytes(4<<10))
+	for range 20 {
+		if err := loader.ProduceSync(ctx, &kgo.Record{Value: incompressible(3 << 10)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := dialRaw(t, addr) // null client id, unauthenticated: user ANONYMOUS
+	var offset int64
+	fetch := func() (throttle int32, records int) {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 0, 1, 1<<20, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "qf"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = offset, 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := rc.recv(rc.sendAt(req, 12)).(*kmsg.FetchResponse)
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				for b := p.RecordBatches; len(b) >= 61; {
+					n := int(binary.BigEndian.Uint32(b[8:12]))
+					offset = int64(binary.BigEndian.Uint64(b[0:8])) + int64(binary.BigEndian.Uint32(b[23:27])) + 1
+					records++
+					b = b[min(len(b), 12+n):]
+				}
+			}
+		}
+		return resp.ThrottleMillis, records
+	}
+	throttled := false
+	for i := 0; i < 50 && !throttled; i++ {
+		th, n := fetch()
+		if th > 0 {
+			throttled = true
+			if n != 0 {
+				t.Fatalf("a throttled Fetch (%d ms) carried %d batches", th, n)
+			}
+		}
+	}
+	if !throttled {
+		t.Fatal("50 back-to-back fetches of 3 KiB batches never throttled under a 4096 B/s quota")
+	}
+	before := offset
+	for offset == before {
+		if th, n := fetch(); th > 0 && n != 0 {
+			t.Fatalf("a throttled Fetch (%d ms) carried %d batches", th, n)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the consumer never read on after its throttle")
+		}
 	}
 }
