@@ -178,6 +178,8 @@
 //	type 16 ACLChanged          id (16) | delete bool | resourceType byte | patternType byte
 //	                            | operation byte | permission byte | resourceName string
 //	                            | principal string | host string (Kafka's codes; all zero/empty for a delete)
+//	type 17 ClientQuotaChanged  entity map (type -> name, "" the default) | key string
+//	                            | value int64 (float64 bits) | remove bool
 //
 //	intN         N/8 bytes, big-endian, two's complement
 //	bool         1 byte, 0 or 1
@@ -268,6 +270,12 @@
 // state key config/acl/<id> holds the encoded create. The state keeps
 // the ACLs as an immutable set indexed by resource (aclSet), which the
 // Authorizer (authorizer.go) reads without locks.
+// A ClientQuotaChanged (quota.go; Kafka's ClientQuotaRecord) sets one
+// quota value of one client quota entity (user, client-id, their
+// combination, or ip; an empty name is the default entity) or removes it.
+// Entities and keys are checked as Kafka's ClientQuotaControlManager
+// (ErrInvalidQuota). The state key config/quota/<entity><key> holds the
+// encoded setting.
 //
 // # Concurrency
 //

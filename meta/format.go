@@ -116,6 +116,7 @@ const (
 	keyNodeConfigs   = "config/node/"  // + 4-byte big-endian node id
 	keyScram         = "config/scram/" // + mechanism byte + user name
 	keyACL           = "config/acl/"   // + 16 raw ACL id bytes
+	keyQuota         = "config/quota/" // + uvarint-prefixed entity + quota key
 	keyReplicated    = "replicated/next"
 
 	// reserveName is the space reserve's file in the store's folder (not
@@ -147,6 +148,7 @@ const (
 	TypeTopicAdopted           RecordType = 14
 	TypeScramCredentialChanged RecordType = 15
 	TypeACLChanged             RecordType = 16
+	TypeClientQuotaChanged     RecordType = 17
 )
 
 // The broker/ value's flags byte (a bit field; a value written before
@@ -195,6 +197,8 @@ func (t RecordType) String() string {
 		return "ScramCredentialChanged"
 	case TypeACLChanged:
 		return "ACLChanged"
+	case TypeClientQuotaChanged:
+		return "ClientQuotaChanged"
 	}
 	return fmt.Sprintf("RecordType(%d)", byte(t))
 }

@@ -12,8 +12,8 @@ import (
 // PartitionsAdded, TopicConfigsChanged, TopicRemoved, ProducerIDBlock,
 // BrokerConfigChanged, BrokerRegistered, BrokerFenced, PartitionChanged,
 // PartitionReassigned, BrokerDecommissioning, BrokerUnregistered or
-// NodeConfigChanged, TopicAdopted, ScramCredentialChanged or ACLChanged
-// (values, not pointers). The set is closed.
+// NodeConfigChanged, TopicAdopted, ScramCredentialChanged, ACLChanged or
+// ClientQuotaChanged (values, not pointers). The set is closed.
 type Record interface {
 	// Type is the record's type byte in the encoding.
 	Type() RecordType
@@ -369,6 +369,8 @@ func EncodeRecord(r Record) []byte {
 		r.encode(&e)
 	case ACLChanged:
 		r.encode(&e)
+	case ClientQuotaChanged:
+		r.encode(&e)
 	default:
 		panic(fmt.Sprintf("meta: EncodeRecord of unknown record %T", r))
 	}
@@ -465,6 +467,8 @@ func DecodeRecord(b []byte) (Record, error) {
 		r = decodeScram(&d)
 	case TypeACLChanged:
 		r = decodeACL(&d)
+	case TypeClientQuotaChanged:
+		r = decodeClientQuota(&d)
 	default:
 		return nil, fmt.Errorf("%w: record type %d", ErrCorrupt, b[1])
 	}

@@ -44,6 +44,8 @@ func sampleRecords() []Record {
 		ACLChanged{ID: [16]byte{1, 2}, Binding: ACLBinding{ResourceType: ACLResourceTopic, ResourceName: "t", PatternType: ACLPatternPrefixed,
 			Principal: "User:a", Host: "*", Operation: ACLOpRead, Permission: ACLPermAllow}},
 		ACLChanged{ID: [16]byte{3}, Delete: true},
+		ClientQuotaChanged{Entity: QuotaEntity{QuotaUser: "alice", QuotaClientID: ""}, Key: QuotaProducerByteRate, Value: 1024},
+		ClientQuotaChanged{Entity: QuotaEntity{QuotaIP: "10.0.0.1"}, Key: QuotaConnectionCreationRate, Remove: true},
 	}
 }
 
@@ -239,7 +241,7 @@ func TestRecordString(t *testing.T) {
 			t.Errorf("%v: type %s", tc.r, got)
 		}
 	}
-	if got := RecordType(17).String(); got != "RecordType(17)" {
+	if got := RecordType(18).String(); got != "RecordType(18)" {
 		t.Errorf("unknown type: %s", got)
 	}
 }

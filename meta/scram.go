@@ -212,6 +212,13 @@ func (s *Store) ScramUsers() map[string][]ScramCredential {
 // (ErrInvalidScram, ErrUnknownScram), checked in order against the state
 // the earlier changes leave. err is a failure of the whole change.
 func (s *Store) AlterScramCredentials(changes []ScramCredentialChanged) (errs []error, err error) {
+	return changeEach(s, changes, (*state).planScram)
+}
+
+// changeEach applies the changes plan accepts as one change: each is
+// planned against the state the earlier accepted ones leave; errs[i] is
+// why changes[i] was refused, err a failure of the whole change.
+func changeEach[R Record](s *Store, changes []R, plan func(*state, R) (delta, error)) (errs []error, err error) {
 	errs = make([]error, len(changes))
 	var idx []int
 	outs, err := s.change(func(st *state) ([]Record, error) {
@@ -219,7 +226,7 @@ func (s *Store) AlterScramCredentials(changes []ScramCredentialChanged) (errs []
 		var recs []Record
 		tmp := st.clone()
 		for i, c := range changes {
-			d, perr := tmp.planScram(c)
+			d, perr := plan(tmp, c)
 			errs[i] = perr
 			if perr != nil {
 				continue

@@ -157,6 +157,10 @@ type state struct {
 	scram map[scramKey]*ScramCredential
 	// acls are the ACLs (acl.go), an immutable set replaced on change.
 	acls *aclSet
+	// quotas are the client quota values by state key (quota.go);
+	// quotaGen names this set of them (Store.QuotaGeneration).
+	quotas   map[string]ClientQuotaChanged
+	quotaGen uint64
 }
 
 func newState() *state {
@@ -169,6 +173,8 @@ func newState() *state {
 		nodeConfigs: map[int32]map[string]string{},
 		scram:       map[scramKey]*ScramCredential{},
 		acls:        emptyACLs,
+		quotas:      map[string]ClientQuotaChanged{},
+		quotaGen:    quotaGens.Add(1),
 	}
 }
 
@@ -178,7 +184,7 @@ func (st *state) clone() *state {
 	return &state{topics: maps.Clone(st.topics), names: maps.Clone(st.names),
 		collide: maps.Clone(st.collide), producerNext: st.producerNext, broker: st.broker,
 		brokers: maps.Clone(st.brokers), nodeConfigs: maps.Clone(st.nodeConfigs),
-		scram: maps.Clone(st.scram), acls: st.acls}
+		scram: maps.Clone(st.scram), acls: st.acls, quotas: maps.Clone(st.quotas), quotaGen: st.quotaGen}
 }
 
 // delta is the effect of one record on the state: at most one topic
@@ -207,6 +213,9 @@ type delta struct {
 	setACL       bool // the ACL aclID becomes acl (nil: removed)
 	aclID        [16]byte
 	acl          *ACL
+	setQuota     bool // quotaKey's value becomes quota (nil: removed)
+	quotaKey     string
+	quota        *ClientQuotaChanged
 }
 
 func (st *state) brokerKnown(id int32) bool { _, ok := st.brokers[id]; return ok }
@@ -420,6 +429,8 @@ func (st *state) plan(rec Record) (delta, error) {
 
 	case ACLChanged:
 		return st.planACL(r)
+	case ClientQuotaChanged:
+		return st.planClientQuota(r)
 	}
 	return delta{}, fmt.Errorf("%w: unknown record %T", ErrInvalidRecord, rec)
 }
@@ -552,6 +563,9 @@ func (st *state) apply(d delta) {
 			st.acls = st.acls.with(d.acl, [16]byte{})
 		}
 	}
+	if d.setQuota {
+		st.applyQuota(d)
+	}
 	if d.setProducer {
 		st.producerNext = d.producerNext
 	}
@@ -619,6 +633,13 @@ func (d delta) write(b *pebble.Batch) error {
 			set(aclStateKey(d.aclID), EncodeRecord(ACLChanged{ID: d.aclID, Binding: d.acl.ACLBinding}))
 		}
 	}
+	if d.setQuota && err == nil {
+		if d.quota == nil {
+			err = b.Delete([]byte(d.quotaKey), nil)
+		} else {
+			set([]byte(d.quotaKey), EncodeRecord(*d.quota))
+		}
+	}
 	if d.setProducer {
 		set([]byte(keyProducerNext), encodeProducerNext(d.producerNext))
 	}
@@ -674,6 +695,11 @@ func (st *state) writeAll(b *pebble.Batch) error {
 	}
 	for id, a := range st.acls.byID {
 		if err := (delta{setACL: true, aclID: id, acl: a}).write(b); err != nil {
+			return err
+		}
+	}
+	for k, q := range st.quotas {
+		if err := (delta{setQuota: true, quotaKey: k, quota: &q}).write(b); err != nil {
 			return err
 		}
 	}
@@ -777,6 +803,9 @@ func loadState(r pebble.Reader) (*state, error) {
 		return nil, err
 	}
 	if err := scan(r, keyACL, func(k, v []byte) error { return loadACL(st, k, v) }); err != nil {
+		return nil, err
+	}
+	if err := scan(r, keyQuota, func(k, v []byte) error { return loadClientQuota(st, k, v) }); err != nil {
 		return nil, err
 	}
 	if len(st.names) != len(st.topics) || len(st.collide) != len(st.topics) {

@@ -99,17 +99,26 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		// reach MinBytes or a partition failed to read; else DelayedFetch
 		// waits for new data or MaxWaitMs.
 		if pass.bytes >= int64(req.MinBytes) || pass.failed || req.MaxWaitMillis <= 0 || len(pass.waitOn) == 0 || time.Until(deadline) <= 0 {
+			if cc.fetchThrottled(resp) {
+				return resp, nil // answered empty, the session as it was
+			}
 			remember(parts)
 			b.metrics.fetched(parts)
 			b.fetchEndpoints(resp, connListener(cc))
 			return resp, nil
 		}
-		if !waitAny(ctx, pass.waitOn, time.Until(deadline)) {
+		waitStart := time.Now()
+		woke := waitAny(ctx, pass.waitOn, time.Until(deadline))
+		cc.fetchWaited += time.Since(waitStart) // not request time (quota_conn.go)
+		if !woke {
 			resp.Topics = nil
 			b.awaitFetchLeases(ctx, parts)
 			releaseSplices(cc.splices)
 			cc.splices = cc.splices[:0]
 			b.fetchOnce(req.Version, req.IsolationLevel == 1, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
+			if cc.fetchThrottled(resp) {
+				return resp, nil // answered empty, the session as it was
+			}
 			remember(parts)
 			b.metrics.fetched(parts)
 			b.fetchEndpoints(resp, connListener(cc))

@@ -77,6 +77,7 @@ type Broker struct {
 	gateMax time.Duration
 	limits  *connLimits    // max.connections, max.connections.per.ip
 	reqMem  *requestMemory // queued.max.request.bytes (reqmem.go)
+	quotas  *quotaManager  // client quotas (quota.go)
 	// Log lines clients can cause in bulk, summarized every logEvery.
 	logEvery                      time.Duration
 	badConns, refused, acceptErrs *logSummary

@@ -83,6 +83,15 @@ type clientConn struct {
 	// gated is set once the connection passed the start gate (its
 	// requests may be served); the reader's.
 	gated bool
+	// mutedUntil is when a throttled connection's next request may be
+	// read (quota_conn.go); fetchWaited is the current Fetch's long-poll
+	// wait, not counted as request time; serveStart is when the current
+	// request's serving began; fetchQuota holds a Fetch's throttle once
+	// fetchThrottled decided it. All the reader's.
+	mutedUntil  time.Time
+	fetchWaited time.Duration
+	serveStart  time.Time
+	fetchQuota  *int32
 
 	answers chan *answer // reader to writer, in request order; never full
 
@@ -354,6 +363,9 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	if err := cc.waitAnswered(maxInFlight - 1); err != nil {
 		return err
 	}
+	if err := cc.waitMuted(ctx); err != nil {
+		return err
+	}
 	if err := cc.awaitRequest(r); err != nil {
 		return err
 	}
@@ -422,19 +434,27 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	}
 	a := &answer{corr: corr, key: key, version: version, start: start}
 	if h.stage != nil {
+		began := time.Now()
 		finish, err := h.stage(ctx, cc.b, cc, req)
 		if err != nil {
 			return err
 		}
+		finish = throttled(finish, cc.applyQuotas(key, size, nil, time.Since(began)))
 		a.finish, a.mem, held = finish, held, 0
 		return cc.queue(a)
 	}
 	if err := cc.waitAnswered(0); err != nil {
 		return err
 	}
+	cc.boundFetch(req)
+	cc.serveStart = time.Now()
+	cc.fetchQuota = nil
 	resp, err := h.serve(ctx, cc.b, cc, req)
 	if err != nil {
 		return err
+	}
+	if cc.fetchQuota == nil {
+		setThrottle(resp, cc.applyQuotas(key, size, resp, time.Since(cc.serveStart)))
 	}
 	a.finish, a.splices, cc.splices = ready(resp), cc.splices, nil
 	a.mem, held = held, 0

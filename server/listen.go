@@ -42,6 +42,7 @@ func (b *Broker) Start() error {
 	}
 	b.limits = newConnLimits(int(b.cfg.MaxConnections), int(b.cfg.MaxConnectionsPerIP), overrides)
 	b.reqMem = newRequestMemory(b.cfg.QueuedMaxRequestBytes, int64(b.cfg.SocketRequestMaxBytes))
+	b.quotas = newQuotaManager(b.meta, b.cfg.QuotaWindowNum, b.cfg.QuotaWindowSizeSeconds, b.cfg.MaxConnectionCreationRate)
 	if b.logEvery <= 0 {
 		b.logEvery = defaultLogEvery
 	}
@@ -129,6 +130,9 @@ func (b *Broker) acceptLoop(ln net.Listener, listener string, lt *listenerTLS) {
 			return
 		}
 		ip := remoteIP(c)
+		if !b.admitConnection(c, ip, listener) {
+			continue
+		}
 		if limit, ok := b.limits.add(ip); !ok {
 			c.Close()
 			b.refused.note("remote", c.RemoteAddr().String(), "limit", limit)

@@ -51,6 +51,8 @@ type brokerMetrics struct {
 	topics sync.Map // topic name -> *topicBytes
 
 	accepted       prometheus.Counter
+	throttles      prometheus.Counter // client quota throttles (quota_conn.go)
+	throttleTime   prometheus.Counter
 	leaderChanges  prometheus.Counter
 	snapsSent      prometheus.Counter
 	snapsReceived  prometheus.Counter
@@ -105,6 +107,14 @@ func newBrokerMetrics(b *Broker) *brokerMetrics {
 		Name: "sluice_connections_accepted_total",
 		Help: "Client connections accepted on the Kafka listeners (raft connections included: they share them).",
 	})
+	m.throttles = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_quota_throttles_total",
+		Help: "Requests throttled by a client quota (their connection muted for throttle_time_ms). Not by entity: client ids are unbounded.",
+	})
+	m.throttleTime = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_quota_throttle_seconds_total",
+		Help: "Throttle time client quotas imposed, summed over requests.",
+	})
 	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_raft_leader_changes_total",
 		Help: "Leader changes seen by the raft groups this broker holds (partitions and the metadata log): each time a group learns of a new leader or of none.",
@@ -140,7 +150,7 @@ func newBrokerMetrics(b *Broker) *brokerMetrics {
 		Help: "Always 1; its labels name the broker's build: version (as sluice --version prints it), VCS revision, Go version. Kafka: kafka.server:type=app-info (version, commit-id).",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion).Set(1)
-	reg.MustRegister(build, requests, duration, m.reqErrors, m.accepted, m.leaderChanges, m.snapsSent,
+	reg.MustRegister(build, requests, duration, m.reqErrors, m.accepted, m.throttles, m.throttleTime, m.leaderChanges, m.snapsSent,
 		m.snapsReceived, m.commitDuration, m.fsyncDuration,
 		newStateCollector(b, m),
 		collectors.NewGoCollector(),
@@ -169,6 +179,14 @@ func (m *brokerMetrics) syncObserver() func(time.Duration) {
 func (m *brokerMetrics) connAccepted() {
 	if m != nil {
 		m.accepted.Inc()
+	}
+}
+
+// throttled counts a request throttled for ms milliseconds.
+func (m *brokerMetrics) throttled(ms int64) {
+	if m != nil {
+		m.throttles.Inc()
+		m.throttleTime.Add(float64(ms) / 1000)
 	}
 }
 

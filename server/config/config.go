@@ -503,6 +503,24 @@ type Config struct {
 	// >= 0. Default empty (Kafka's).
 	MaxConnectionsPerIPOverrides map[string]int32
 
+	// MaxConnectionCreationRate is the most connections per second the
+	// broker accepts over every listener, measured as a client quota
+	// (QuotaWindowNum windows of QuotaWindowSizeSeconds): past it the
+	// acceptor waits the throttle time before accepting again, as Kafka's
+	// ConnectionQuotas. Key max.connection.creation.rate; int >= 0.
+	// Default 2147483647 (Kafka's).
+	MaxConnectionCreationRate int32
+
+	// QuotaWindowNum is the number of samples client quotas keep (their
+	// rate is measured over this many windows). Key quota.window.num;
+	// int >= 1. Default 11 (Kafka's).
+	QuotaWindowNum int32
+
+	// QuotaWindowSizeSeconds is the length of one client quota sample.
+	// Key quota.window.size.seconds; seconds, int >= 1. Default 1
+	// (Kafka's).
+	QuotaWindowSizeSeconds int32
+
 	// ConnectionsMaxIdleMs closes a connection that has neither a request
 	// being read or served nor a response being written for this long.
 	// Key connections.max.idle.ms; milliseconds, long; negative never
@@ -833,6 +851,9 @@ func Default() Config {
 		QueuedMaxRequestBytes:                  512 << 20,
 		MaxConnections:                         math.MaxInt32,
 		MaxConnectionsPerIP:                    math.MaxInt32,
+		MaxConnectionCreationRate:              math.MaxInt32,
+		QuotaWindowNum:                         11,
+		QuotaWindowSizeSeconds:                 1,
 		ConnectionsMaxIdleMs:                   600000,
 		RequestReceiveTimeoutMs:                30000,
 		MetricsListen:                          DefaultMetricsListen,

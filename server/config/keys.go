@@ -197,6 +197,9 @@ var keyTable = []spec{
 		},
 		get: func(c *Config) string { return formatConnOverrides(c.MaxConnectionsPerIPOverrides) },
 	},
+	intKey("max.connection.creation.rate", func(c *Config) *int32 { return &c.MaxConnectionCreationRate }, 0, math.MaxInt32),
+	intKey("quota.window.num", func(c *Config) *int32 { return &c.QuotaWindowNum }, 1, math.MaxInt32),
+	intKey("quota.window.size.seconds", func(c *Config) *int32 { return &c.QuotaWindowSizeSeconds }, 1, math.MaxInt32),
 	intKey("connections.max.idle.ms", func(c *Config) *int64 { return &c.ConnectionsMaxIdleMs }, math.MinInt64, math.MaxInt64),
 	intKey("sluice.request.receive.timeout.ms", func(c *Config) *int32 { return &c.RequestReceiveTimeoutMs }, 1, math.MaxInt32),
 	{
