@@ -63,3 +63,49 @@ func (b *Broker) authorizedAny(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACL
 	}
 	return b.authz.AuthorizeAny(cc.principal(), cc.host(), op, rt)
 }
+
+// supportedOperations are the operations ACLs can grant on each resource
+// type (Kafka's AclEntry.supportedOperations): the bits an
+// authorized-operations field may hold.
+var supportedOperations = map[kmsg.ACLResourceType][]kmsg.ACLOperation{
+	kmsg.ACLResourceTypeTopic: {kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationCreate, kmsg.ACLOperationDescribe,
+		kmsg.ACLOperationDelete, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs},
+	kmsg.ACLResourceTypeGroup: {kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete,
+		kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs},
+	kmsg.ACLResourceTypeCluster: {kmsg.ACLOperationCreate, kmsg.ACLOperationClusterAction, kmsg.ACLOperationDescribeConfigs,
+		kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationIdempotentWrite, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe},
+	kmsg.ACLResourceTypeTransactionalId: {kmsg.ACLOperationDescribe, kmsg.ACLOperationWrite},
+}
+
+// authorizedOperations is the authorized-operations bit field (KIP-430)
+// of the resource for the connection's principal: bit n set when the
+// operation of code n is allowed, over the type's supported operations
+// (Kafka's AuthHelper.authorizedOperations; every supported one without
+// an authorizer).
+func (b *Broker) authorizedOperations(cc *clientConn, rt kmsg.ACLResourceType, name string) int32 {
+	var bits int32
+	for _, op := range supportedOperations[rt] {
+		if b.authorized(cc, op, rt, name) {
+			bits |= 1 << uint(op)
+		}
+	}
+	return bits
+}
+
+// authorizer returns a check of op on resources of type rt by name for
+// the connection's principal, remembering each name's answer for the
+// request it serves (one request names a topic once per partition).
+func (b *Broker) authorizer(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACLResourceType) func(name string) bool {
+	if b.authz == nil || cc == nil {
+		return func(string) bool { return true }
+	}
+	seen := map[string]bool{}
+	return func(name string) bool {
+		ok, done := seen[name]
+		if !done {
+			ok = b.authz.Authorize(cc.principal(), cc.host(), op, rt, name)
+			seen[name] = ok
+		}
+		return ok
+	}
+}

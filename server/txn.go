@@ -346,10 +346,12 @@ func txnOffsetVerifyCode(code int16) int16 {
 // ReplicaManager.activeProducerState: a follower answers too, which
 // kafka-transactions.sh find-hanging --broker-id relies on;
 // NOT_LEADER_OR_FOLLOWER for a partition not hosted here,
-// UNKNOWN_TOPIC_OR_PARTITION for an unknown one).
-func serveDescribeProducers(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+// UNKNOWN_TOPIC_OR_PARTITION for an unknown one). READ on the topic,
+// else TOPIC_AUTHORIZATION_FAILED (Kafka's KafkaApis).
+func serveDescribeProducers(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	readable := b.authorizer(cc, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDescribeProducersResponseTopic()
 		ot.Topic = rt.Topic
@@ -358,6 +360,8 @@ func serveDescribeProducers(_ context.Context, b *Broker, _ *clientConn, kreq km
 			op.Partition = p
 			part, ok := b.partition(rt.Topic, p)
 			switch {
+			case !readable(rt.Topic):
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !ok:
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				if _, known := b.meta.Topic(rt.Topic); known {

@@ -1,0 +1,328 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+)
+
+// aclRule is one grant of the test authorizer: op on the resource of type
+// rt named name ("*": every name).
+type aclRule struct {
+	op   kmsg.ACLOperation
+	rt   kmsg.ACLResourceType
+	name string
+}
+
+// ruleAuthz is a test-only Authorizer: a table of grants by principal.
+// DESCRIBE is implied by READ, WRITE, DELETE and ALTER, DESCRIBE_CONFIGS
+// by ALTER_CONFIGS, as in Kafka's StandardAuthorizer; super users may do
+// anything.
+type ruleAuthz struct {
+	mu    sync.Mutex
+	super map[string]bool
+	rules map[string][]aclRule
+}
+
+func newRuleAuthz(super ...string) *ruleAuthz {
+	a := &ruleAuthz{super: map[string]bool{}, rules: map[string][]aclRule{}}
+	for _, s := range super {
+		a.super[s] = true
+	}
+	return a
+}
+
+func (a *ruleAuthz) allow(principal string, op kmsg.ACLOperation, rt kmsg.ACLResourceType, names ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, n := range names {
+		a.rules[principal] = append(a.rules[principal], aclRule{op, rt, n})
+	}
+}
+
+// grants reports whether a granted operation g covers op.
+func grants(g, op kmsg.ACLOperation) bool {
+	switch {
+	case g == op, g == kmsg.ACLOperationAll:
+		return true
+	case op == kmsg.ACLOperationDescribe:
+		return g == kmsg.ACLOperationRead || g == kmsg.ACLOperationWrite || g == kmsg.ACLOperationDelete || g == kmsg.ACLOperationAlter
+	case op == kmsg.ACLOperationDescribeConfigs:
+		return g == kmsg.ACLOperationAlterConfigs
+	}
+	return false
+}
+
+func (a *ruleAuthz) Authorize(principal, _ string, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.super[principal] {
+		return true
+	}
+	for _, r := range a.rules[principal] {
+		if r.rt == rt && (r.name == "*" || r.name == name) && grants(r.op, op) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *ruleAuthz) AuthorizeAny(principal, _ string, op kmsg.ACLOperation, rt kmsg.ACLResourceType) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.super[principal] {
+		return true
+	}
+	for _, r := range a.rules[principal] {
+		if r.rt == rt && grants(r.op, op) {
+			return true
+		}
+	}
+	return false
+}
+
+const authzJaas = `org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";`
+
+// authzBroker is a broker with the test authorizer az: a PLAINTEXT
+// listener whose User:ANONYMOUS is a super user (the test's own set-up
+// and the broker's clients), and a SASL_PLAINTEXT one for alice and bob.
+type authzBroker struct {
+	b        *Broker
+	az       *ruleAuthz
+	plain    string // PLAINTEXT address
+	saslAddr string
+}
+
+func startAuthzBroker(t *testing.T, sets ...string) *authzBroker {
+	t.Helper()
+	az := newRuleAuthz("User:ANONYMOUS", "User:admin")
+	b := newTestBroker(t, nil, slog.LevelInfo, func(b *Broker) { b.authz = az }, append([]string{
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config=" + authzJaas,
+	}, sets...)...)
+	return &authzBroker{b: b, az: az, plain: b.Addr().String(), saslAddr: b.ListenerAddr("SASL_PLAINTEXT").String()}
+}
+
+// client is a client logged in as user (password user-secret). Its
+// Produce and Fetch stop at v12, which name topics (v13 names them by
+// ID, which a principal that may not describe a topic does not know).
+func (ab *authzBroker) client(t *testing.T, user string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(kmsg.Produce.Int16(), 12)
+	vs.SetMaxKeyVersion(kmsg.Fetch.Int16(), 12)
+	return newClient(t, ab.saslAddr, append([]kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: user + "-secret"}.AsMechanism()),
+		kgo.RequestRetries(0), kgo.RetryTimeout(time.Second), kgo.MaxVersions(vs)}, opts...)...)
+}
+
+// request sends req to the one broker directly (no routing by the
+// client, which would need metadata the principal may not see).
+func request[R kmsg.Response](t *testing.T, ctx context.Context, cl *kgo.Client, req kmsg.Request) R {
+	t.Helper()
+	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp.(R)
+}
+
+func codeName(code int16) string {
+	if code == 0 {
+		return "NONE"
+	}
+	return kerr.ErrorForCode(code).(*kerr.Error).Message
+}
+
+// produceTo builds a Produce of one batch to partition 0 of each topic.
+func produceTo(txnID *string, data []byte, topics ...string) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis, req.TransactionID = -1, 5000, txnID
+	for _, topic := range topics {
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = data
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
+}
+
+// The data path (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch,
+// Metadata, DescribeProducers) as Kafka's KafkaApis authorizes it: the
+// allowed principal is served; the denied one gets Kafka's code, and an
+// existing topic looks exactly like a missing one to a principal without
+// DESCRIBE on it.
+func TestAuthzDataPath(t *testing.T) {
+	t.Parallel()
+	ab := startAuthzBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, topic := range []string{"known", "hidden"} {
+		if _, err := ab.b.createTopic(topic, 1, 1, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topicRes, cluster := kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeCluster
+	ab.az.allow("User:alice", kmsg.ACLOperationRead, topicRes, "known")
+	ab.az.allow("User:alice", kmsg.ACLOperationWrite, topicRes, "known")
+	ab.az.allow("User:alice", kmsg.ACLOperationDescribe, topicRes, "auto-ok", "auto-no")
+	ab.az.allow("User:alice", kmsg.ACLOperationCreate, topicRes, "auto-ok")
+	ab.az.allow("User:bob", kmsg.ACLOperationAlter, cluster, clusterResource) // nothing on topics
+
+	alice := ab.client(t, "alice", kgo.DefaultProduceTopic("known"), kgo.ConsumeTopics("known"))
+	bob := ab.client(t, "bob")
+	// Metadata v10, the last with the cluster's authorized operations.
+	alice27 := ab.client(t, "alice", kgo.MaxVersions(kversion.V2_7_0()))
+	bob27 := ab.client(t, "bob", kgo.MaxVersions(kversion.V2_7_0()))
+
+	// Allowed: alice produces and consumes with a real client.
+	if err := alice.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("alice produce: %v", err)
+	}
+	if fs := alice.PollFetches(ctx); fs.Err0() != nil || fs.NumRecords() != 1 {
+		t.Fatalf("alice fetch: %v, %d records", fs.Err0(), fs.NumRecords())
+	}
+
+	// Transactional batches need WRITE on the transactional id, for the
+	// whole request.
+	txb := batch.NewBuildOptions()
+	txb.ProducerID, txb.ProducerEpoch, txb.BaseSequence, txb.Transactional = 1, 0, 0, true
+	txn := batch.Build(txb, []batch.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte("t")}})
+	presp := request[*kmsg.ProduceResponse](t, ctx, alice, produceTo(kmsg.StringPtr("tx"), txn, "known"))
+	if c := presp.Topics[0].Partitions[0].ErrorCode; c != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Errorf("transactional produce without WRITE on the id: %s, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", codeName(c))
+	}
+
+	// Per topic: alice writes "known", not "hidden".
+	presp = request[*kmsg.ProduceResponse](t, ctx, alice, produceTo(nil, oneBatch(), "known", "hidden"))
+	if c0, c1 := presp.Topics[0].Partitions[0].ErrorCode, presp.Topics[1].Partitions[0].ErrorCode; c0 != 0 || c1 != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("alice produce known, hidden: %s, %s; want NONE, TOPIC_AUTHORIZATION_FAILED", codeName(c0), codeName(c1))
+	}
+
+	// Each API, as bob, for the existing "known" and the missing
+	// "missing": the same answer, TOPIC_AUTHORIZATION_FAILED.
+	type probe struct {
+		name string
+		code func(topic string) int16
+	}
+	probes := []probe{
+		{"Produce", func(topic string) int16 {
+			return request[*kmsg.ProduceResponse](t, ctx, bob, produceTo(nil, oneBatch(), topic)).Topics[0].Partitions[0].ErrorCode
+		}},
+		{"Fetch", func(topic string) int16 {
+			req := kmsg.NewPtrFetchRequest()
+			req.Version, req.MaxBytes, req.SessionEpoch, req.ReplicaID = 12, 1<<20, -1, -1
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic = topic
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.PartitionMaxBytes = 1 << 20
+			ft.Partitions = append(ft.Partitions, fp)
+			req.Topics = append(req.Topics, ft)
+			return request[*kmsg.FetchResponse](t, ctx, bob, req).Topics[0].Partitions[0].ErrorCode
+		}},
+		{"ListOffsets", func(topic string) int16 {
+			req := kmsg.NewPtrListOffsetsRequest()
+			lt := kmsg.NewListOffsetsRequestTopic()
+			lt.Topic = topic
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Timestamp = -1
+			lt.Partitions = append(lt.Partitions, lp)
+			req.Topics = append(req.Topics, lt)
+			return request[*kmsg.ListOffsetsResponse](t, ctx, bob, req).Topics[0].Partitions[0].ErrorCode
+		}},
+		{"OffsetForLeaderEpoch", func(topic string) int16 {
+			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			ot := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			ot.Topic = topic
+			op := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			ot.Partitions = append(ot.Partitions, op)
+			req.Topics = append(req.Topics, ot)
+			return request[*kmsg.OffsetForLeaderEpochResponse](t, ctx, bob, req).Topics[0].Partitions[0].ErrorCode
+		}},
+		{"Metadata", func(topic string) int16 {
+			req := kmsg.NewPtrMetadataRequest()
+			req.AllowAutoTopicCreation = true
+			mt := kmsg.NewMetadataRequestTopic()
+			mt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, mt)
+			resp := request[*kmsg.MetadataResponse](t, ctx, bob, req)
+			if len(resp.Topics[0].Partitions) != 0 || resp.Topics[0].TopicID != [16]byte{} {
+				t.Errorf("Metadata of %q to bob shows partitions or an ID: %+v", topic, resp.Topics[0])
+			}
+			return resp.Topics[0].ErrorCode
+		}},
+		{"DescribeProducers", func(topic string) int16 {
+			req := kmsg.NewPtrDescribeProducersRequest()
+			dt := kmsg.NewDescribeProducersRequestTopic()
+			dt.Topic, dt.Partitions = topic, []int32{0}
+			req.Topics = append(req.Topics, dt)
+			return request[*kmsg.DescribeProducersResponse](t, ctx, bob, req).Topics[0].Partitions[0].ErrorCode
+		}},
+	}
+	for _, p := range probes {
+		known, missing := p.code("known"), p.code("missing")
+		if known != kerr.TopicAuthorizationFailed.Code || missing != known {
+			t.Errorf("%s as bob: known %s, missing %s; want TOPIC_AUTHORIZATION_FAILED for both", p.name, codeName(known), codeName(missing))
+		}
+	}
+	if _, ok := ab.b.meta.Topic("missing"); ok {
+		t.Errorf("bob's Metadata auto-created a topic he may not describe")
+	}
+
+	// Metadata as alice: the all-topics list has only what she may
+	// describe; auto-creation needs CREATE; authorized operations.
+	req := kmsg.NewPtrMetadataRequest()
+	req.IncludeTopicAuthorizedOperations = true
+	resp := request[*kmsg.MetadataResponse](t, ctx, alice, req)
+	var names []string
+	for _, mt := range resp.Topics {
+		names = append(names, *mt.Topic)
+	}
+	if len(resp.Topics) != 1 || *resp.Topics[0].Topic != "known" {
+		t.Fatalf("alice's all-topics Metadata: %v, want [known]", names)
+	}
+	want := int32(1<<kmsg.ACLOperationRead | 1<<kmsg.ACLOperationWrite | 1<<kmsg.ACLOperationDescribe)
+	if got := resp.Topics[0].AuthorizedOperations; got != want {
+		t.Errorf("alice's authorized operations on known: %b, want %b", got, want)
+	}
+	req = kmsg.NewPtrMetadataRequest()
+	req.Version, req.AllowAutoTopicCreation, req.IncludeClusterAuthorizedOperations = 10, true, true
+	for _, topic := range []string{"auto-ok", "auto-no", "hidden"} {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, mt)
+	}
+	resp = request[*kmsg.MetadataResponse](t, ctx, alice27, req)
+	got := map[string]int16{}
+	for _, mt := range resp.Topics {
+		got[*mt.Topic] = mt.ErrorCode
+	}
+	if got["auto-no"] != kerr.TopicAuthorizationFailed.Code || got["hidden"] != kerr.TopicAuthorizationFailed.Code || got["auto-ok"] == kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("alice's Metadata with auto-creation: %v; want auto-ok created, auto-no and hidden TOPIC_AUTHORIZATION_FAILED", got)
+	}
+	if resp.AuthorizedOperations != 0 {
+		t.Errorf("cluster authorized operations without DESCRIBE on the cluster: %b, want 0", resp.AuthorizedOperations)
+	}
+	if _, ok := ab.b.meta.Topic("auto-ok"); !ok {
+		t.Errorf("auto-ok not created for alice, who may create it")
+	}
+	if _, ok := ab.b.meta.Topic("auto-no"); ok {
+		t.Errorf("auto-no created for alice, who may not create it")
+	}
+	// bob, with ALTER on the cluster (which implies DESCRIBE), gets the
+	// cluster's operations.
+	resp = request[*kmsg.MetadataResponse](t, ctx, bob27, req)
+	if wantOps := int32(1<<kmsg.ACLOperationAlter | 1<<kmsg.ACLOperationDescribe); resp.AuthorizedOperations != wantOps {
+		t.Errorf("bob's cluster authorized operations: %b, want %b", resp.AuthorizedOperations, wantOps)
+	}
+}
