@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/segment/batch"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -112,14 +113,27 @@ func startAuthzBroker(t *testing.T, sets ...string) *authzBroker {
 	return &authzBroker{b: b, az: az, plain: b.Addr().String(), saslAddr: b.ListenerAddr("SASL_PLAINTEXT").String()}
 }
 
+// createTopics creates topics of one partition.
+func (ab *authzBroker) createTopics(t *testing.T, topics ...string) {
+	t.Helper()
+	for _, topic := range topics {
+		if _, err := ab.b.createTopic(topic, 1, 1, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // client is a client logged in as user (password user-secret). Its
 // Produce and Fetch stop at v12, which name topics (v13 names them by
-// ID, which a principal that may not describe a topic does not know).
+// ID, which a principal that may not describe a topic does not know),
+// OffsetCommit and OffsetFetch at v9 for the same reason.
 func (ab *authzBroker) client(t *testing.T, user string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	vs := kversion.Stable()
 	vs.SetMaxKeyVersion(kmsg.Produce.Int16(), 12)
 	vs.SetMaxKeyVersion(kmsg.Fetch.Int16(), 12)
+	vs.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
+	vs.SetMaxKeyVersion(kmsg.OffsetFetch.Int16(), 9)
 	return newClient(t, ab.saslAddr, append([]kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: user + "-secret"}.AsMechanism()),
 		kgo.RequestRetries(0), kgo.RetryTimeout(time.Second), kgo.MaxVersions(vs)}, opts...)...)
 }
@@ -167,11 +181,7 @@ func TestAuthzDataPath(t *testing.T) {
 	ab := startAuthzBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, topic := range []string{"known", "hidden"} {
-		if _, err := ab.b.createTopic(topic, 1, 1, nil, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ab.createTopics(t, "known", "hidden")
 	topicRes, cluster := kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeCluster
 	ab.az.allow("User:alice", kmsg.ACLOperationRead, topicRes, "known")
 	ab.az.allow("User:alice", kmsg.ACLOperationWrite, topicRes, "known")
@@ -324,5 +334,221 @@ func TestAuthzDataPath(t *testing.T) {
 	resp = request[*kmsg.MetadataResponse](t, ctx, bob27, req)
 	if wantOps := int32(1<<kmsg.ACLOperationAlter | 1<<kmsg.ACLOperationDescribe); resp.AuthorizedOperations != wantOps {
 		t.Errorf("bob's cluster authorized operations: %b, want %b", resp.AuthorizedOperations, wantOps)
+	}
+}
+
+// authzCase is one request as one client and the code its answer must
+// carry (code reads it).
+type authzCase struct {
+	name string
+	cl   *kgo.Client
+	req  kmsg.Request
+	code func(kmsg.Response) int16
+	want int16
+}
+
+func runAuthzCases(t *testing.T, ctx context.Context, cases []authzCase) {
+	t.Helper()
+	for _, c := range cases {
+		resp := request[kmsg.Response](t, ctx, c.cl, c.req)
+		if got := c.code(resp); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, codeName(got), codeName(c.want))
+		}
+	}
+}
+
+// The group APIs as Kafka's KafkaApis authorizes them.
+func TestAuthzGroups(t *testing.T) {
+	t.Parallel()
+	ab := startAuthzBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ab.createTopics(t, "known", "hidden")
+	group, topicRes, cluster := kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeCluster
+	ab.az.allow("User:alice", kmsg.ACLOperationRead, topicRes, "known")
+	ab.az.allow("User:alice", kmsg.ACLOperationRead, group, "g1")
+	ab.az.allow("User:bob", kmsg.ACLOperationDescribe, cluster, clusterResource)
+
+	// Offsets the super user commits: g1 on both topics, g-hidden.
+	adm := kadm.NewClient(newClient(t, ab.plain))
+	for _, g := range []string{"g1", "g-hidden"} {
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: "known", Partition: 0, At: 0})
+		os.Add(kadm.Offset{Topic: "hidden", Partition: 0, At: 0})
+		if err := adm.CommitAllOffsets(ctx, g, os); err != nil {
+			t.Fatalf("commit %s: %v", g, err)
+		}
+	}
+
+	// Allowed: alice consumes in group g1 with a real client.
+	if err := newClient(t, ab.plain, kgo.DefaultProduceTopic("known")).ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	consumer := ab.client(t, "alice", kgo.ConsumerGroup("g1"), kgo.ConsumeTopics("known"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if fs := consumer.PollFetches(ctx); fs.Err0() != nil || fs.NumRecords() != 1 {
+		t.Fatalf("alice in g1: %v, %d records", fs.Err0(), fs.NumRecords())
+	}
+	if err := consumer.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("alice commits in g1: %v", err)
+	}
+	consumer.Close()
+
+	alice, bob := ab.client(t, "alice"), ab.client(t, "bob")
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(kmsg.OffsetFetch.Int16(), 7)
+	alice7 := ab.client(t, "alice", kgo.MaxVersions(vs))
+
+	findCoordinator := func(keyType int8, key string) *kmsg.FindCoordinatorRequest {
+		r := kmsg.NewPtrFindCoordinatorRequest()
+		r.CoordinatorType, r.CoordinatorKeys, r.CoordinatorKey = keyType, []string{key}, key
+		return r
+	}
+	fcCode := func(r kmsg.Response) int16 { return r.(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode }
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "g1", "consumer", 10000, 10000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.MemberID = "g1", "m"
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID = "g1", "m"
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group, leave.Members = "g1", []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+	cgh := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	cgh.Group, cgh.MemberEpoch, cgh.SubscribedTopicNames, cgh.RebalanceTimeoutMillis = "g1", 0, []string{"known"}, 10000
+	commit := func(g string, topics ...string) *kmsg.OffsetCommitRequest {
+		r := kmsg.NewPtrOffsetCommitRequest()
+		r.Group, r.Generation = g, -1
+		for _, topic := range topics {
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Offset = 1
+			rt.Partitions = append(rt.Partitions, rp)
+			r.Topics = append(r.Topics, rt)
+		}
+		return r
+	}
+	commitCode := func(topic int) func(kmsg.Response) int16 {
+		return func(r kmsg.Response) int16 {
+			return r.(*kmsg.OffsetCommitResponse).Topics[topic].Partitions[0].ErrorCode
+		}
+	}
+	describe := kmsg.NewPtrDescribeGroupsRequest()
+	describe.Groups = []string{"g1"}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"g1"}
+	odel := kmsg.NewPtrOffsetDeleteRequest()
+	odel.Group = "g1"
+	cgd := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cgd.Groups = []string{"g1"}
+	top := func(r kmsg.Response) int16 {
+		switch r := r.(type) {
+		case *kmsg.JoinGroupResponse:
+			return r.ErrorCode
+		case *kmsg.SyncGroupResponse:
+			return r.ErrorCode
+		case *kmsg.HeartbeatResponse:
+			return r.ErrorCode
+		case *kmsg.LeaveGroupResponse:
+			return r.ErrorCode
+		case *kmsg.ConsumerGroupHeartbeatResponse:
+			return r.ErrorCode
+		case *kmsg.OffsetDeleteResponse:
+			return r.ErrorCode
+		case *kmsg.DescribeGroupsResponse:
+			return r.Groups[0].ErrorCode
+		case *kmsg.DeleteGroupsResponse:
+			return r.Groups[0].ErrorCode
+		case *kmsg.ConsumerGroupDescribeResponse:
+			return r.Groups[0].ErrorCode
+		}
+		panic("unexpected response")
+	}
+	gaf, taf := kerr.GroupAuthorizationFailed.Code, kerr.TopicAuthorizationFailed.Code
+	runAuthzCases(t, ctx, []authzCase{
+		{"FindCoordinator group as alice", alice, findCoordinator(0, "g1"), fcCode, 0},
+		{"FindCoordinator group as bob", bob, findCoordinator(0, "g1"), fcCode, gaf},
+		{"FindCoordinator txn as bob", bob, findCoordinator(1, "tx"), fcCode, kerr.TransactionalIDAuthorizationFailed.Code},
+		{"JoinGroup as bob", bob, join, top, gaf},
+		{"SyncGroup as bob", bob, sync, top, gaf},
+		{"Heartbeat as bob", bob, hb, top, gaf},
+		{"LeaveGroup as bob", bob, leave, top, gaf},
+		{"ConsumerGroupHeartbeat as bob", bob, cgh, top, gaf},
+		{"DescribeGroups as bob", bob, describe, top, gaf},
+		{"ConsumerGroupDescribe as bob", bob, cgd, top, gaf},
+		{"DeleteGroups as alice (READ only)", alice, del, top, gaf},
+		{"OffsetDelete as alice (READ only)", alice, odel, top, gaf},
+		{"OffsetCommit as bob", bob, commit("g1", "known"), commitCode(0), gaf},
+		{"OffsetCommit known as alice", alice, commit("g1", "known", "hidden", "missing"), commitCode(0), 0},
+		{"OffsetCommit hidden as alice", alice, commit("g1", "known", "hidden", "missing"), commitCode(1), taf},
+		{"OffsetCommit missing as alice", alice, commit("g1", "known", "hidden", "missing"), commitCode(2), taf},
+	})
+
+	// OffsetFetch, both forms: the group needs DESCRIBE; named topics
+	// without DESCRIBE fail alike whether they exist or not; the
+	// all-topics form leaves them out.
+	// fetch asks for g's offsets of topics (nil: every topic), in both
+	// request forms (the client's version picks one), and returns the
+	// group's error and each topic's.
+	fetch := func(cl *kgo.Client, g string, topics ...string) (int16, map[string]int16) {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		req.Group, rg.Group = g, g
+		for _, topic := range topics {
+			rt := kmsg.NewOffsetFetchRequestTopic()
+			rt.Topic, rt.Partitions = topic, []int32{0}
+			req.Topics = append(req.Topics, rt)
+			gt := kmsg.NewOffsetFetchRequestGroupTopic()
+			gt.Topic, gt.Partitions = topic, []int32{0}
+			rg.Topics = append(rg.Topics, gt)
+		}
+		req.Groups = append(req.Groups, rg)
+		resp := request[*kmsg.OffsetFetchResponse](t, ctx, cl, req)
+		codes := map[string]int16{}
+		if resp.Version >= 8 {
+			for _, rt := range resp.Groups[0].Topics {
+				codes[rt.Topic] = rt.Partitions[0].ErrorCode
+			}
+			return resp.Groups[0].ErrorCode, codes
+		}
+		for _, rt := range resp.Topics {
+			codes[rt.Topic] = rt.Partitions[0].ErrorCode
+		}
+		return resp.ErrorCode, codes
+	}
+	for _, cl := range []*kgo.Client{alice, alice7} {
+		code, codes := fetch(cl, "g1", "known", "hidden", "missing")
+		if code != 0 || len(codes) != 3 || codes["known"] != 0 || codes["hidden"] != taf || codes["missing"] != taf {
+			t.Errorf("alice's OffsetFetch of named topics: %s %v", codeName(code), codes)
+		}
+		if code, codes = fetch(cl, "g1"); code != 0 || len(codes) != 1 || codes["known"] != 0 {
+			t.Errorf("alice's OffsetFetch of every topic: %s %v, want known only", codeName(code), codes)
+		}
+		if code, _ = fetch(cl, "g-hidden"); code != gaf {
+			t.Errorf("alice's OffsetFetch of g-hidden: %s, want GROUP_AUTHORIZATION_FAILED", codeName(code))
+		}
+	}
+
+	// DescribeGroups as alice, with her operations on g1.
+	describe.IncludeAuthorizedOperations = true
+	dresp := request[*kmsg.DescribeGroupsResponse](t, ctx, alice, describe)
+	if want := int32(1<<kmsg.ACLOperationRead | 1<<kmsg.ACLOperationDescribe); dresp.Groups[0].ErrorCode != 0 || dresp.Groups[0].AuthorizedOperations != want {
+		t.Errorf("alice's DescribeGroups of g1: %s, operations %b, want %b", codeName(dresp.Groups[0].ErrorCode), dresp.Groups[0].AuthorizedOperations, want)
+	}
+
+	// ListGroups: alice sees g1 only; bob, with DESCRIBE on the cluster,
+	// every group.
+	list := func(cl *kgo.Client) []string {
+		l, err := kadm.NewClient(cl).ListGroups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Groups()
+	}
+	if gs := list(alice); len(gs) != 1 || gs[0] != "g1" {
+		t.Errorf("alice's ListGroups: %v, want [g1]", gs)
+	}
+	if gs := list(bob); len(gs) != 2 {
+		t.Errorf("bob's ListGroups: %v, want g1 and g-hidden", gs)
 	}
 }
