@@ -552,3 +552,140 @@ func TestAuthzGroups(t *testing.T) {
 		t.Errorf("bob's ListGroups: %v, want g1 and g-hidden", gs)
 	}
 }
+
+// The transaction APIs as Kafka's KafkaApis authorizes them.
+func TestAuthzTransactions(t *testing.T) {
+	t.Parallel()
+	ab := startAuthzBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ab.createTopics(t, "known", "hidden")
+	txnRes, topicRes := kmsg.ACLResourceTypeTransactionalId, kmsg.ACLResourceTypeTopic
+	ab.az.allow("User:alice", kmsg.ACLOperationWrite, txnRes, "tx-a")
+	ab.az.allow("User:alice", kmsg.ACLOperationWrite, topicRes, "known")
+	ab.az.allow("User:alice", kmsg.ACLOperationRead, topicRes, "known")
+
+	// Allowed: alice's transactional producer commits.
+	producer := ab.client(t, "alice", kgo.TransactionalID("tx-a"), kgo.DefaultProduceTopic("known"))
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("t")}).FirstErr(); err != nil {
+		t.Fatalf("alice's transactional produce: %v", err)
+	}
+	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("alice's commit: %v", err)
+	}
+	// A transaction alice may not see.
+	admin := newClient(t, ab.plain, kgo.TransactionalID("tx-hidden"), kgo.DefaultProduceTopic("hidden"))
+	if err := admin.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ProduceSync(ctx, &kgo.Record{Value: []byte("t")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	alice, bob := ab.client(t, "alice"), ab.client(t, "bob")
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(kmsg.AddPartitionsToTxn.Int16(), 3)
+	alice3, bob3 := ab.client(t, "alice", kgo.MaxVersions(vs)), ab.client(t, "bob", kgo.MaxVersions(vs))
+
+	initPID := func(txnID *string) *kmsg.InitProducerIDRequest {
+		r := kmsg.NewPtrInitProducerIDRequest()
+		r.TransactionalID, r.TransactionTimeoutMillis = txnID, 10000
+		return r
+	}
+	pidCode := func(r kmsg.Response) int16 { return r.(*kmsg.InitProducerIDResponse).ErrorCode }
+	addParts := func(topics ...string) *kmsg.AddPartitionsToTxnRequest {
+		r := kmsg.NewPtrAddPartitionsToTxnRequest()
+		r.TransactionalID, r.ProducerID, r.ProducerEpoch = "tx-a", 1, 0
+		tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tx.TransactionalID, tx.ProducerID, tx.VerifyOnly = "tx-a", 1, true
+		for _, topic := range topics {
+			rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+			rt.Topic, rt.Partitions = topic, []int32{0}
+			r.Topics = append(r.Topics, rt)
+			tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+			tt.Topic, tt.Partitions = topic, []int32{0}
+			tx.Topics = append(tx.Topics, tt)
+		}
+		r.Transactions = append(r.Transactions, tx)
+		return r
+	}
+	addCode := func(topic int) func(kmsg.Response) int16 {
+		return func(r kmsg.Response) int16 {
+			resp := r.(*kmsg.AddPartitionsToTxnResponse)
+			if resp.Version >= 4 {
+				return resp.ErrorCode
+			}
+			return resp.Topics[topic].Partitions[0].ErrorCode
+		}
+	}
+	addOffsets := kmsg.NewPtrAddOffsetsToTxnRequest()
+	addOffsets.TransactionalID, addOffsets.Group = "tx-a", "g-none"
+	endTxn := kmsg.NewPtrEndTxnRequest()
+	endTxn.TransactionalID = "tx-a"
+	txnCommit := kmsg.NewPtrTxnOffsetCommitRequest()
+	txnCommit.TransactionalID, txnCommit.Group = "tx-a", "g-none"
+	tct := kmsg.NewTxnOffsetCommitRequestTopic()
+	tct.Topic = "known"
+	tct.Partitions = append(tct.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+	txnCommit.Topics = append(txnCommit.Topics, tct)
+	markers := kmsg.NewPtrWriteTxnMarkersRequest()
+	wm := kmsg.NewWriteTxnMarkersRequestMarker()
+	wm.ProducerID = 1
+	wm.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "known", Partitions: []int32{0}}}
+	markers.Markers = append(markers.Markers, wm)
+	describe := kmsg.NewPtrDescribeTransactionsRequest()
+	describe.TransactionalIDs = []string{"tx-a"}
+	code := func(r kmsg.Response) int16 {
+		switch r := r.(type) {
+		case *kmsg.AddOffsetsToTxnResponse:
+			return r.ErrorCode
+		case *kmsg.EndTxnResponse:
+			return r.ErrorCode
+		case *kmsg.TxnOffsetCommitResponse:
+			return r.Topics[0].Partitions[0].ErrorCode
+		case *kmsg.WriteTxnMarkersResponse:
+			return r.Markers[0].Topics[0].Partitions[0].ErrorCode
+		case *kmsg.DescribeTransactionsResponse:
+			return r.TransactionStates[0].ErrorCode
+		}
+		panic("unexpected response")
+	}
+	tiaf := kerr.TransactionalIDAuthorizationFailed.Code
+	runAuthzCases(t, ctx, []authzCase{
+		{"InitProducerId tx-a as bob", bob, initPID(kmsg.StringPtr("tx-a")), pidCode, tiaf},
+		{"idempotent InitProducerId as bob (no write anywhere)", bob, initPID(nil), pidCode, kerr.ClusterAuthorizationFailed.Code},
+		{"idempotent InitProducerId as alice (WRITE on a topic)", alice, initPID(nil), pidCode, 0},
+		{"AddPartitionsToTxn v3 as bob", bob3, addParts("known"), addCode(0), tiaf},
+		{"AddPartitionsToTxn v3 as alice: known not attempted", alice3, addParts("known", "hidden"), addCode(0), kerr.OperationNotAttempted.Code},
+		{"AddPartitionsToTxn v3 as alice: hidden", alice3, addParts("known", "hidden"), addCode(1), kerr.TopicAuthorizationFailed.Code},
+		{"AddPartitionsToTxn v4 (brokers') as alice", alice, addParts("known"), addCode(0), kerr.ClusterAuthorizationFailed.Code},
+		{"AddOffsetsToTxn as bob", bob, addOffsets, code, tiaf},
+		{"AddOffsetsToTxn as alice without READ on the group", alice, addOffsets, code, kerr.GroupAuthorizationFailed.Code},
+		{"EndTxn as bob", bob, endTxn, code, tiaf},
+		{"TxnOffsetCommit as bob", bob, txnCommit, code, tiaf},
+		{"TxnOffsetCommit as alice without READ on the group", alice, txnCommit, code, kerr.GroupAuthorizationFailed.Code},
+		{"WriteTxnMarkers as alice", alice, markers, code, kerr.ClusterAuthorizationFailed.Code},
+		{"DescribeTransactions as bob", bob, describe, code, tiaf},
+		{"DescribeTransactions as alice", alice, describe, code, 0},
+	})
+
+	// ListTransactions: alice sees tx-a (WRITE implies DESCRIBE) and not
+	// tx-hidden; the super user sees both.
+	listed := func(cl *kgo.Client) map[string]bool {
+		resp := request[*kmsg.ListTransactionsResponse](t, ctx, cl, kmsg.NewPtrListTransactionsRequest())
+		out := map[string]bool{}
+		for _, st := range resp.TransactionStates {
+			out[st.TransactionalID] = true
+		}
+		return out
+	}
+	if got := listed(alice); len(got) != 1 || !got["tx-a"] {
+		t.Errorf("alice's ListTransactions: %v, want tx-a", got)
+	}
+	if got := listed(newClient(t, ab.plain)); !got["tx-a"] || !got["tx-hidden"] {
+		t.Errorf("the super user's ListTransactions: %v, want tx-a and tx-hidden", got)
+	}
+}

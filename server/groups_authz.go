@@ -14,12 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// groupCheck authorizes a coordinated request: it returns the answer,
-// calling serve for what the coordinator should answer.
-type groupCheck func(b *Broker, cc *clientConn, req kmsg.Request, serve func(kmsg.Request) kmsg.Response) kmsg.Response
+// apiCheck authorizes a request served by a coordinator: it returns the
+// answer, calling serve for what the coordinator should answer.
+type apiCheck func(b *Broker, cc *clientConn, req kmsg.Request, serve func(kmsg.Request) kmsg.Response) kmsg.Response
 
 // groupChecks are the checks by API key.
-var groupChecks = map[int16]groupCheck{
+var groupChecks = map[int16]apiCheck{
 	8:  checkOffsetCommit,
 	9:  checkOffsetFetch,
 	11: groupReadCheck(func(r *kmsg.JoinGroupRequest) string { return r.Group }, func(r *kmsg.JoinGroupResponse, c int16) { r.ErrorCode = c }),
@@ -38,7 +38,7 @@ var groupAuthFailed = kerr.GroupAuthorizationFailed.Code
 
 // groupReadCheck is the check of an API of one group's members: READ on
 // the group, else GROUP_AUTHORIZATION_FAILED.
-func groupReadCheck[Req kmsg.Request, Resp kmsg.Response](group func(Req) string, fail func(Resp, int16)) groupCheck {
+func groupReadCheck[Req kmsg.Request, Resp kmsg.Response](group func(Req) string, fail func(Resp, int16)) apiCheck {
 	return func(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(kmsg.Request) kmsg.Response) kmsg.Response {
 		req := kreq.(Req)
 		if b.authorized(cc, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, group(req)) {
@@ -48,6 +48,18 @@ func groupReadCheck[Req kmsg.Request, Resp kmsg.Response](group func(Req) string
 		fail(resp, groupAuthFailed)
 		return resp
 	}
+}
+
+// split splits items into those ok allows and the others, in order.
+func split[T any](items []T, ok func(T) bool) (allowed, denied []T) {
+	for _, it := range items {
+		if ok(it) {
+			allowed = append(allowed, it)
+		} else {
+			denied = append(denied, it)
+		}
+	}
+	return allowed, denied
 }
 
 // requestTopicName is the name of a topic a request names by name or, at
@@ -84,14 +96,10 @@ func checkOffsetCommit(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(
 		return resp
 	}
 	readable := b.authorizer(cc, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
-	var kept, denied []kmsg.OffsetCommitRequestTopic
-	for _, rt := range req.Topics {
-		if name, ok := b.requestTopicName(req.Version >= 10, rt.Topic, rt.TopicID); ok && !readable(name) {
-			denied = append(denied, rt)
-		} else {
-			kept = append(kept, rt)
-		}
-	}
+	kept, denied := split(req.Topics, func(rt kmsg.OffsetCommitRequestTopic) bool {
+		name, ok := b.requestTopicName(req.Version >= 10, rt.Topic, rt.TopicID)
+		return !ok || readable(name)
+	})
 	var resp *kmsg.OffsetCommitResponse
 	if len(kept) == 0 && len(denied) > 0 {
 		resp = req.ResponseKind().(*kmsg.OffsetCommitResponse) // Kafka does not ask the coordinator
@@ -264,17 +272,10 @@ func (b *Broker) mergeOffsetFetchV7(resp *kmsg.OffsetFetchResponse, out kmsg.Off
 // set, fills the served groups' authorized operations (KIP-430) with the
 // function it is given.
 func groupsCheck[Req kmsg.Request, Resp kmsg.Response](op kmsg.ACLOperation, groups func(Req) *[]string, deny func(Resp, string),
-	ops func(Req, Resp, func(group string) int32)) groupCheck {
+	ops func(Req, Resp, func(group string) int32)) apiCheck {
 	return func(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(kmsg.Request) kmsg.Response) kmsg.Response {
 		req := kreq.(Req)
-		var allowed, denied []string
-		for _, g := range *groups(req) {
-			if b.authorized(cc, op, kmsg.ACLResourceTypeGroup, g) {
-				allowed = append(allowed, g)
-			} else {
-				denied = append(denied, g)
-			}
-		}
+		allowed, denied := split(*groups(req), func(g string) bool { return b.authorized(cc, op, kmsg.ACLResourceTypeGroup, g) })
 		resp := req.ResponseKind().(Resp)
 		if len(allowed) > 0 {
 			*groups(req) = allowed
@@ -360,14 +361,7 @@ func checkOffsetDelete(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(
 		return resp
 	}
 	readable := b.authorizer(cc, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
-	var kept, denied []kmsg.OffsetDeleteRequestTopic
-	for _, rt := range req.Topics {
-		if readable(rt.Topic) {
-			kept = append(kept, rt)
-		} else {
-			denied = append(denied, rt)
-		}
-	}
+	kept, denied := split(req.Topics, func(rt kmsg.OffsetDeleteRequestTopic) bool { return readable(rt.Topic) })
 	req.Topics = kept
 	resp := serve(req).(*kmsg.OffsetDeleteResponse)
 	for _, rt := range denied {
