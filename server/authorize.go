@@ -64,6 +64,18 @@ func (b *Broker) authorizedAny(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACL
 	return b.authz.AuthorizeAny(cc.principal(), cc.host(), op, rt)
 }
 
+// mayHandOffRaft reports whether a connection of principal may be handed
+// to the raft transport (conn.go handOffRaft): always without an
+// authorizer, else only with CLUSTER_ACTION on the cluster, which a
+// broker's principal holds (Kafka's rule for inter-broker requests).
+func (b *Broker) mayHandOffRaft(c net.Conn, principal string) bool {
+	if b.authz == nil {
+		return true
+	}
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	return b.authz.Authorize(principal, host, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource)
+}
+
 // supportedOperations are the operations ACLs can grant on each resource
 // type (Kafka's AclEntry.supportedOperations): the bits an
 // authorized-operations field may hold.

@@ -2,7 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
+	"net"
+	"os"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -687,5 +692,197 @@ func TestAuthzTransactions(t *testing.T) {
 	}
 	if got := listed(newClient(t, ab.plain)); !got["tx-a"] || !got["tx-hidden"] {
 		t.Errorf("the super user's ListTransactions: %v, want tx-a and tx-hidden", got)
+	}
+}
+
+// The admin APIs as Kafka's KafkaApis and ControllerApis authorize them.
+func TestAuthzAdmin(t *testing.T) {
+	t.Parallel()
+	ab := startAuthzBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ab.createTopics(t, "known", "del-me")
+	topicRes, cluster := kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeCluster
+	ab.az.allow("User:alice", kmsg.ACLOperationCreate, topicRes, "a-new")
+	ab.az.allow("User:alice", kmsg.ACLOperationRead, topicRes, "known")
+	ab.az.allow("User:alice", kmsg.ACLOperationAlterConfigs, topicRes, "known")
+	ab.az.allow("User:alice", kmsg.ACLOperationDelete, topicRes, "del-me")
+	ab.az.allow("User:alice", kmsg.ACLOperationDescribe, cluster, clusterResource)
+	alice, bob := ab.client(t, "alice"), ab.client(t, "bob")
+
+	createTopics := func(topics ...string) *kmsg.CreateTopicsRequest {
+		r := kmsg.NewPtrCreateTopicsRequest()
+		r.TimeoutMillis = 10000
+		for _, topic := range topics {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+			r.Topics = append(r.Topics, rt)
+		}
+		return r
+	}
+	cresp := request[*kmsg.CreateTopicsResponse](t, ctx, alice, createTopics("a-new", "b-new"))
+	got := map[string]kmsg.CreateTopicsResponseTopic{}
+	for _, st := range cresp.Topics {
+		got[st.Topic] = st
+	}
+	if st := got["a-new"]; st.ErrorCode != 0 || st.ConfigErrorCode != kerr.TopicAuthorizationFailed.Code || len(st.Configs) != 0 {
+		t.Errorf("alice creates a-new: %s, config error %s, %d configs; want created, configs withheld (no DESCRIBE_CONFIGS)", codeName(st.ErrorCode), codeName(st.ConfigErrorCode), len(st.Configs))
+	}
+	if st := got["b-new"]; st.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("alice creates b-new: %s, want TOPIC_AUTHORIZATION_FAILED", codeName(st.ErrorCode))
+	}
+	if _, ok := ab.b.meta.Topic("b-new"); ok {
+		t.Errorf("b-new created without CREATE")
+	}
+
+	deleteTopics := func(topics ...string) *kmsg.DeleteTopicsRequest {
+		r := kmsg.NewPtrDeleteTopicsRequest()
+		r.TimeoutMillis, r.TopicNames = 10000, topics
+		for _, topic := range topics {
+			rt := kmsg.NewDeleteTopicsRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			r.Topics = append(r.Topics, rt)
+		}
+		return r
+	}
+	delCode := func(topic string) func(kmsg.Response) int16 {
+		return func(r kmsg.Response) int16 {
+			for _, st := range r.(*kmsg.DeleteTopicsResponse).Topics {
+				if st.Topic != nil && *st.Topic == topic {
+					return st.ErrorCode
+				}
+			}
+			return -100
+		}
+	}
+	configs := func(rt kmsg.ConfigResourceType, name string) *kmsg.DescribeConfigsRequest {
+		r := kmsg.NewPtrDescribeConfigsRequest()
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = rt, name
+		r.Resources = append(r.Resources, rr)
+		return r
+	}
+	alterConfigs := func(rt kmsg.ConfigResourceType, name string) *kmsg.IncrementalAlterConfigsRequest {
+		r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = rt, name
+		rr.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "retention.ms", Value: kmsg.StringPtr("100000")}}
+		r.Resources = append(r.Resources, rr)
+		return r
+	}
+	deleteRecords := kmsg.NewPtrDeleteRecordsRequest()
+	deleteRecords.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: "known", Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 0}}}}
+	deleteRecords.TimeoutMillis = 5000
+	createParts := kmsg.NewPtrCreatePartitionsRequest()
+	createParts.TimeoutMillis = 5000
+	createParts.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: "known", Count: 3}}
+	elect := kmsg.NewPtrElectLeadersRequest()
+	elect.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "known", Partitions: []int32{0}}}
+	reassign := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	reassign.TimeoutMillis = 5000
+	alterScram := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	alterScram.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "carol", Mechanism: 1}}
+	quorum := kmsg.NewPtrDescribeQuorumRequest()
+	qt := kmsg.NewDescribeQuorumRequestTopic()
+	qt.Topic, qt.Partitions = metaTopic, []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}
+	quorum.Topics = append(quorum.Topics, qt)
+	unregister := kmsg.NewPtrUnregisterBrokerRequest()
+	unregister.BrokerID = 99
+	code := func(r kmsg.Response) int16 {
+		switch r := r.(type) {
+		case *kmsg.DeleteRecordsResponse:
+			return r.Topics[0].Partitions[0].ErrorCode
+		case *kmsg.CreatePartitionsResponse:
+			return r.Topics[0].ErrorCode
+		case *kmsg.DescribeConfigsResponse:
+			return r.Resources[0].ErrorCode
+		case *kmsg.IncrementalAlterConfigsResponse:
+			return r.Resources[0].ErrorCode
+		case *kmsg.ElectLeadersResponse:
+			return r.Topics[0].Partitions[0].ErrorCode
+		case *kmsg.AlterUserSCRAMCredentialsResponse:
+			return r.Results[0].ErrorCode
+		}
+		return reflect.ValueOf(r).Elem().FieldByName("ErrorCode").Interface().(int16)
+	}
+	taf, caf := kerr.TopicAuthorizationFailed.Code, kerr.ClusterAuthorizationFailed.Code
+	runAuthzCases(t, ctx, []authzCase{
+		{"DeleteTopics known as bob", bob, deleteTopics("known"), delCode("known"), taf},
+		{"DeleteTopics missing as bob", bob, deleteTopics("missing"), delCode("missing"), taf},
+		{"DeleteTopics known as alice (DESCRIBE, no DELETE)", alice, deleteTopics("known"), delCode("known"), taf},
+		{"DeleteTopics del-me as alice", alice, deleteTopics("del-me", "missing"), delCode("del-me"), 0},
+		{"DeleteRecords as bob", bob, deleteRecords, code, taf},
+		{"CreatePartitions as bob", bob, createParts, code, taf},
+		{"DescribeConfigs topic as bob", bob, configs(kmsg.ConfigResourceTypeTopic, "known"), code, taf},
+		{"DescribeConfigs topic as alice (ALTER_CONFIGS)", alice, configs(kmsg.ConfigResourceTypeTopic, "known"), code, 0},
+		{"DescribeConfigs broker as alice", alice, configs(kmsg.ConfigResourceTypeBroker, "1"), code, caf},
+		{"IncrementalAlterConfigs topic as bob", bob, alterConfigs(kmsg.ConfigResourceTypeTopic, "known"), code, taf},
+		{"IncrementalAlterConfigs topic as alice", alice, alterConfigs(kmsg.ConfigResourceTypeTopic, "known"), code, 0},
+		{"IncrementalAlterConfigs broker as alice", alice, alterConfigs(kmsg.ConfigResourceTypeBroker, ""), code, caf},
+		{"DescribeLogDirs as bob", bob, kmsg.NewPtrDescribeLogDirsRequest(), code, caf},
+		{"DescribeLogDirs as alice", alice, kmsg.NewPtrDescribeLogDirsRequest(), code, 0},
+		{"ElectLeaders as alice", alice, elect, code, caf},
+		{"AlterPartitionReassignments as alice", alice, reassign, code, caf},
+		{"ListPartitionReassignments as bob", bob, kmsg.NewPtrListPartitionReassignmentsRequest(), code, caf},
+		{"DescribeUserScramCredentials as bob", bob, kmsg.NewPtrDescribeUserSCRAMCredentialsRequest(), code, caf},
+		{"AlterUserScramCredentials as alice", alice, alterScram, code, caf},
+		{"DescribeQuorum as bob", bob, quorum, code, caf},
+		{"UnregisterBroker as alice", alice, unregister, code, caf},
+	})
+	// A client cannot pass for a broker forwarding a request by its
+	// client id: without CLUSTER_ACTION it is checked as any client.
+	posing := ab.client(t, "bob", kgo.ClientID(brokerClientIDPrefix+"9"))
+	if c := delCode("known")(request[*kmsg.DeleteTopicsResponse](t, ctx, posing, deleteTopics("known"))); c != taf {
+		t.Errorf("DeleteTopics as bob with a broker's client id: %s, want TOPIC_AUTHORIZATION_FAILED", codeName(c))
+	}
+	if _, ok := ab.b.meta.Topic("known"); !ok {
+		t.Errorf("known deleted by a principal without DELETE")
+	}
+	if _, ok := ab.b.meta.Topic("del-me"); ok {
+		t.Errorf("del-me not deleted by alice, who may")
+	}
+
+	// DescribeCluster's authorized operations: alice's DESCRIBE, none
+	// for bob.
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.IncludeClusterAuthorizedOperations = true
+	if ops := request[*kmsg.DescribeClusterResponse](t, ctx, alice, dc).ClusterAuthorizedOperations; ops != 1<<kmsg.ACLOperationDescribe {
+		t.Errorf("alice's cluster operations: %b, want DESCRIBE", ops)
+	}
+	if ops := request[*kmsg.DescribeClusterResponse](t, ctx, bob, dc).ClusterAuthorizedOperations; ops != 0 {
+		t.Errorf("bob's cluster operations: %b, want 0", ops)
+	}
+}
+
+// A raft connection (conn.go handOffRaft) needs CLUSTER_ACTION on the
+// cluster: without it the broker closes it at once.
+func TestAuthzRaftHandOff(t *testing.T) {
+	t.Parallel()
+	ab := startAuthzBroker(t)
+	open := func() net.Conn {
+		c, err := net.Dial("tcp", ab.plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write([]byte("SLRT")); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// Allowed (User:ANONYMOUS is a super user here): the raft transport
+	// holds the connection, waiting for its messages.
+	c := open()
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("raft connection of a super user: %v, want it held open", err)
+	}
+	ab.az.mu.Lock()
+	delete(ab.az.super, "User:ANONYMOUS")
+	ab.az.mu.Unlock()
+	c = open()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("raft connection without CLUSTER_ACTION: %v, want it closed", err)
 	}
 }

@@ -119,7 +119,7 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener, principal
 	// directly; the buffer batches small pipelined requests.
 	r := bufio.NewReaderSize(c, 16<<10)
 	// Raft's transport is not authenticated: never on a SASL listener.
-	if !b.cfg.IsSaslListener(listener) && b.handOffRaft(c, r) {
+	if !b.cfg.IsSaslListener(listener) && b.handOffRaft(c, r, principal) {
 		return
 	}
 	if !b.passStartGate(listener) {
@@ -187,8 +187,11 @@ func (b *Broker) serveConn(bctx context.Context, c net.Conn, listener, principal
 // handOffRaft gives a connection that starts with a raft magic ("SLRT",
 // "SLRF": a size over 1.3 GB, which socket.request.max.bytes never allows)
 // to the raft transport, and reports whether it did. The first four bytes
-// are awaited within connections.max.idle.ms.
-func (b *Broker) handOffRaft(c net.Conn, r *bufio.Reader) bool {
+// are awaited within connections.max.idle.ms. With an authorizer, the
+// connection's principal must have CLUSTER_ACTION on the cluster (a
+// broker's, authorize.go), else the connection is closed (and reported
+// handed off).
+func (b *Broker) handOffRaft(c net.Conn, r *bufio.Reader, principal string) bool {
 	if idle := b.cfg.ConnectionsMaxIdleMs; idle > 0 {
 		c.SetReadDeadline(time.Now().Add(time.Duration(idle) * time.Millisecond))
 	}
@@ -196,6 +199,11 @@ func (b *Broker) handOffRaft(c net.Conn, r *bufio.Reader) bool {
 	c.SetReadDeadline(time.Time{})
 	if err != nil || !replica.IsRaftMagic(first) {
 		return false
+	}
+	if !b.mayHandOffRaft(c, principal) {
+		b.badConns.note("remote", c.RemoteAddr().String(), "reason", "raft connection of "+principal+", which lacks CLUSTER_ACTION on the cluster")
+		c.Close()
+		return true
 	}
 	magic := append([]byte(nil), first...)
 	r.Discard(4)
@@ -379,7 +387,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	if err := cc.waitAnswered(0); err != nil {
 		return err
 	}
-	resp, err := h.serve(ctx, cc.b, cc, req)
+	resp, err := cc.b.serveAuthorized(ctx, h, cc, req) // admin_authz.go
 	if err != nil {
 		return err
 	}
