@@ -886,3 +886,60 @@ func TestAuthzRaftHandOff(t *testing.T) {
 		t.Fatalf("raft connection without CLUSTER_ACTION: %v, want it closed", err)
 	}
 }
+
+// In a cluster, an admin request is authorized on the broker that
+// received it, before it is forwarded; the controller trusts what a
+// broker (a principal with CLUSTER_ACTION) forwards.
+func TestAuthzClusterForwarding(t *testing.T) {
+	t.Parallel()
+	az := newRuleAuthz()
+	anon, topicRes := "User:ANONYMOUS", kmsg.ACLResourceTypeTopic
+	// The brokers' own clients and the test's are User:ANONYMOUS: a
+	// broker's rights, and CREATE on fwd-ok only.
+	az.allow(anon, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource)
+	az.allow(anon, kmsg.ACLOperationAll, kmsg.ACLResourceTypeGroup, "*")
+	az.allow(anon, kmsg.ACLOperationAll, kmsg.ACLResourceTypeTransactionalId, "*")
+	for _, op := range []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribeConfigs} {
+		az.allow(anon, op, topicRes, "*")
+	}
+	az.allow(anon, kmsg.ACLOperationCreate, topicRes, "fwd-ok")
+	tc := startClusterBefore(t, 3, func(b *Broker) { b.authz = az })
+	tc.waitBrokers(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	follower := -1
+	waitFor(t, 20*time.Second, "an active controller", func() bool {
+		tc.mu.Lock()
+		defer tc.mu.Unlock()
+		for i, b := range tc.brokers {
+			if b.cl.isController() {
+				follower = (i + 1) % 3
+				return true
+			}
+		}
+		return false
+	})
+	cl := tc.direct(follower)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 10000
+	for _, topic := range []string{"fwd-ok", "fwd-no"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 3
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := request[*kmsg.CreateTopicsResponse](t, ctx, cl, req)
+	got := map[string]int16{}
+	for _, st := range resp.Topics {
+		got[st.Topic] = st.ErrorCode
+	}
+	if got["fwd-ok"] != 0 || got["fwd-no"] != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("CreateTopics at broker %d (not the controller): %v; want fwd-ok created, fwd-no TOPIC_AUTHORIZATION_FAILED", follower+1, got)
+	}
+	b := tc.brokers[follower]
+	if _, ok := b.meta.Topic("fwd-ok"); !ok {
+		t.Errorf("fwd-ok not in broker %d's metadata after a forwarded create", follower+1)
+	}
+	if _, ok := b.meta.Topic("fwd-no"); ok {
+		t.Errorf("fwd-no created without CREATE")
+	}
+}
