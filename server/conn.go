@@ -69,7 +69,7 @@ type clientConn struct {
 	// tlsPrincipal is who the TLS handshake says the client is:
 	// User:<mapped certificate subject> on a TLS listener with a client
 	// certificate, else User:ANONYMOUS (tls.go). principal() (sasl.go)
-	// is the connection's. Nothing authorizes by it yet.
+	// is the connection's, the one the authorizer decides by (authorize.go).
 	tlsPrincipal string
 	clientID     string // the reader's: the latest request header's
 	logger       *slog.Logger
