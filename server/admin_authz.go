@@ -60,7 +60,6 @@ var adminChecks = map[int16]apiCheck{
 	50: clusterCheck(kmsg.ACLOperationDescribe),
 	51: checkAlterUserScramCredentials,
 	55: clusterCheck(kmsg.ACLOperationDescribe),
-	60: checkDescribeCluster,
 	64: clusterCheck(kmsg.ACLOperationAlter),
 	// The controller-only APIs: brokers' requests.
 	56: clusterCheck(kmsg.ACLOperationClusterAction),
@@ -329,21 +328,6 @@ func checkAlterUserScramCredentials(b *Broker, cc *clientConn, kreq kmsg.Request
 	}
 	for _, u := range req.Upsertions {
 		add(u.Name)
-	}
-	return resp
-}
-
-// checkDescribeCluster fills the cluster's authorized operations when
-// asked: those of the principal with DESCRIBE on the cluster, else none
-// (Kafka's AuthHelper.computeDescribeClusterResponse).
-func checkDescribeCluster(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(kmsg.Request) kmsg.Response) kmsg.Response {
-	req := kreq.(*kmsg.DescribeClusterRequest)
-	resp := serve(req).(*kmsg.DescribeClusterResponse)
-	if req.IncludeClusterAuthorizedOperations && resp.ErrorCode == 0 {
-		resp.ClusterAuthorizedOperations = 0
-		if b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, clusterResource) {
-			resp.ClusterAuthorizedOperations = b.authorizedOperations(cc, kmsg.ACLResourceTypeCluster, clusterResource)
-		}
 	}
 	return resp
 }

@@ -982,3 +982,47 @@ func TestAuthzEveryAPIDefaults(t *testing.T) {
 	defer cancel()
 	request[*kmsg.MetadataResponse](t, ctx, ab.client(t, "alice"), kmsg.NewPtrMetadataRequest()) // still serving
 }
+
+// Without an authorizer every supported operation is reported, as Kafka
+// does: the cluster's (DescribeCluster, Metadata v8-10), a topic's, a
+// group's.
+func TestAuthorizedOperationsWithoutAuthorizer(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "")
+	if _, err := b.createTopic("known", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bits := func(rt kmsg.ACLResourceType) int32 {
+		var n int32
+		for _, op := range supportedOperations[rt] {
+			n |= 1 << op
+		}
+		return n
+	}
+	cl := newClient(t, addr, kgo.MaxVersions(kversion.V2_7_0()))
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.IncludeClusterAuthorizedOperations = true
+	if got := request[*kmsg.DescribeClusterResponse](t, ctx, newClient(t, addr), dc).ClusterAuthorizedOperations; got != bits(kmsg.ACLResourceTypeCluster) {
+		t.Errorf("DescribeCluster's operations: %b, want %b", got, bits(kmsg.ACLResourceTypeCluster))
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.IncludeClusterAuthorizedOperations, md.IncludeTopicAuthorizedOperations = true, true
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("known")}}
+	mresp := request[*kmsg.MetadataResponse](t, ctx, cl, md)
+	if mresp.AuthorizedOperations != bits(kmsg.ACLResourceTypeCluster) || mresp.Topics[0].AuthorizedOperations != bits(kmsg.ACLResourceTypeTopic) {
+		t.Errorf("Metadata v%d operations: cluster %b, topic %b", mresp.Version, mresp.AuthorizedOperations, mresp.Topics[0].AuthorizedOperations)
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups, dg.IncludeAuthorizedOperations = []string{"g"}, true
+	var g kmsg.DescribeGroupsResponseGroup
+	request[*kmsg.FindCoordinatorResponse](t, ctx, cl, &kmsg.FindCoordinatorRequest{CoordinatorKey: "g"}) // creates __consumer_offsets
+	waitFor(t, 20*time.Second, "the group coordinator", func() bool {
+		g = request[*kmsg.DescribeGroupsResponse](t, ctx, cl, dg).Groups[0]
+		return g.ErrorCode != kerr.NotCoordinator.Code && g.ErrorCode != kerr.CoordinatorLoadInProgress.Code && g.ErrorCode != kerr.CoordinatorNotAvailable.Code
+	})
+	if g.ErrorCode != 0 || g.AuthorizedOperations != bits(kmsg.ACLResourceTypeGroup) {
+		t.Errorf("DescribeGroups of a dead group: %s, operations %b, want %b", codeName(g.ErrorCode), g.AuthorizedOperations, bits(kmsg.ACLResourceTypeGroup))
+	}
+}

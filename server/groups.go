@@ -215,7 +215,7 @@ func coordinated[Req kmsg.Request, Resp kmsg.Response](key, maxVersion int16, fn
 				}
 				return resp
 			}
-			if check := groupChecks[key]; check != nil && b.authz != nil && cc != nil {
+			if check := groupChecks[key]; check != nil && (b.authz != nil || fillsOperations[key]) && cc != nil {
 				return check(b, cc, req, serve), nil // groups_authz.go
 			}
 			return serve(req), nil

@@ -5,7 +5,7 @@ package server
 // DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
 // ConsumerGroupHeartbeat and ConsumerGroupDescribe). Each check runs
 // before the coordinator (coordinated, groups.go) and only with an
-// authorizer: it answers a denied request itself, or serves the
+// authorizer (but see fillsOperations): it answers a denied request itself, or serves the
 // authorized part of a request and adds the denied part's errors to the
 // answer.
 
@@ -17,6 +17,11 @@ import (
 // apiCheck authorizes a request served by a coordinator: it returns the
 // answer, calling serve for what the coordinator should answer.
 type apiCheck func(b *Broker, cc *clientConn, req kmsg.Request, serve func(kmsg.Request) kmsg.Response) kmsg.Response
+
+// fillsOperations are the APIs whose check also runs without an
+// authorizer: it fills the groups' authorized operations, then every
+// supported one (Kafka's AuthHelper.authorizedOperations).
+var fillsOperations = map[int16]bool{15: true, 69: true}
 
 // groupChecks are the checks by API key.
 var groupChecks = map[int16]apiCheck{
