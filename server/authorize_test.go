@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -37,6 +38,9 @@ type ruleAuthz struct {
 	mu    sync.Mutex
 	super map[string]bool
 	rules map[string][]aclRule
+	// deniedHost is a client address denied everything (a second
+	// loopback address tells a test's client from the brokers').
+	deniedHost string
 }
 
 func newRuleAuthz(super ...string) *ruleAuthz {
@@ -68,9 +72,12 @@ func grants(g, op kmsg.ACLOperation) bool {
 	return false
 }
 
-func (a *ruleAuthz) Authorize(principal, _ string, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+func (a *ruleAuthz) Authorize(principal, host string, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if host == a.deniedHost {
+		return false
+	}
 	if a.super[principal] {
 		return true
 	}
@@ -903,6 +910,7 @@ func TestAuthzClusterForwarding(t *testing.T) {
 		az.allow(anon, op, topicRes, "*")
 	}
 	az.allow(anon, kmsg.ACLOperationCreate, topicRes, "fwd-ok")
+	az.deniedHost = "127.0.0.2"
 	tc := startClusterBefore(t, 3, func(b *Broker) { b.authz = az })
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -941,6 +949,22 @@ func TestAuthzClusterForwarding(t *testing.T) {
 	}
 	if _, ok := b.meta.Topic("fwd-no"); ok {
 		t.Errorf("fwd-no created without CREATE")
+	}
+
+	// The controller-only APIs need CLUSTER_ACTION: a client from
+	// 127.0.0.2 has none, one from 127.0.0.1 has the brokers' rights.
+	ctrlAddr := fmt.Sprintf("127.0.0.1:%d", tc.ctrl[(follower+2)%3])
+	from := func(ip string) *kgo.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return newClient(t, ctrlAddr, kgo.Dialer(d.DialContext), kgo.RequestRetries(0))
+	}
+	hb := kmsg.NewPtrBrokerHeartbeatRequest()
+	hb.BrokerID, hb.BrokerEpoch = 99, 1
+	if c := request[*kmsg.BrokerHeartbeatResponse](t, ctx, from("127.0.0.2"), hb).ErrorCode; c != kerr.ClusterAuthorizationFailed.Code {
+		t.Errorf("BrokerHeartbeat without CLUSTER_ACTION: %s, want CLUSTER_AUTHORIZATION_FAILED", codeName(c))
+	}
+	if c := request[*kmsg.BrokerHeartbeatResponse](t, ctx, from("127.0.0.1"), hb).ErrorCode; c == kerr.ClusterAuthorizationFailed.Code {
+		t.Errorf("BrokerHeartbeat with CLUSTER_ACTION: %s", codeName(c))
 	}
 }
 
