@@ -4,15 +4,13 @@ package server
 // KafkaApis and ControllerApis): checked on the broker that received the
 // request, as the client's principal, before the handler runs, so before
 // a handler forwards the request to the active controller (cluster_rpc.go).
-// The controller trusts a request a broker forwarded (the client id of the
-// broker's controller client, on a connection whose principal has
-// CLUSTER_ACTION on the cluster); Kafka carries the client's principal in
-// an Envelope instead. Checks run only with an authorizer.
+// The controller trusts a request a broker forwarded (fromBroker,
+// authorize.go); Kafka carries the client's principal in an Envelope
+// instead. Checks run only with an authorizer.
 
 import (
 	"context"
 	"reflect"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -71,7 +69,7 @@ var adminChecks = map[int16]apiCheck{
 // serveAuthorized runs h on req after its admin check, if any (conn.go).
 func (b *Broker) serveAuthorized(ctx context.Context, h handler, cc *clientConn, req kmsg.Request) (kmsg.Response, error) {
 	check := adminChecks[h.key]
-	if check == nil || b.authz == nil || cc == nil || b.forwardedByBroker(cc) {
+	if check == nil || b.authz == nil || cc == nil || b.fromBroker(cc) {
 		return h.serve(ctx, b, cc, req)
 	}
 	var err error
@@ -84,14 +82,6 @@ func (b *Broker) serveAuthorized(ctx context.Context, h handler, cc *clientConn,
 		return nil, err
 	}
 	return resp, nil
-}
-
-// forwardedByBroker reports whether a request came from a broker's
-// controller client (a forwarded admin request, authorized where it was
-// received): its client id says so and its principal has CLUSTER_ACTION,
-// so a client cannot pass for a broker by its client id.
-func (b *Broker) forwardedByBroker(cc *clientConn) bool {
-	return strings.HasPrefix(cc.clientID, brokerClientIDPrefix) && b.clusterAction(cc)
 }
 
 // setErrorCode sets a response's top-level ErrorCode field.

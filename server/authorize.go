@@ -2,6 +2,7 @@ package server
 
 import (
 	"net"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -46,13 +47,13 @@ func (cc *clientConn) host() string {
 }
 
 // authorized reports whether the connection's principal may perform op
-// on the resource. True without an authorizer and for calls from inside
-// the broker (cc nil).
+// on the resource. True without an authorizer, for calls from inside the
+// broker (cc nil) and for another broker's requests (fromBroker).
 func (b *Broker) authorized(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
 	if b.authz == nil || cc == nil {
 		return true
 	}
-	return b.authz.Authorize(cc.principal(), cc.host(), op, rt, name)
+	return b.authz.Authorize(cc.principal(), cc.host(), op, rt, name) || b.fromBroker(cc)
 }
 
 // authorizedAny reports whether the connection's principal may perform op
@@ -61,7 +62,19 @@ func (b *Broker) authorizedAny(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACL
 	if b.authz == nil || cc == nil {
 		return true
 	}
-	return b.authz.AuthorizeAny(cc.principal(), cc.host(), op, rt)
+	return b.authz.AuthorizeAny(cc.principal(), cc.host(), op, rt) || b.fromBroker(cc)
+}
+
+// fromBroker reports whether a connection is another broker's: the
+// client id of a broker's clients (brokerClientIDPrefix) and a principal
+// with CLUSTER_ACTION on the cluster, so a client cannot pass for a
+// broker by its client id. A broker may do anything: it forwards admin
+// requests authorized where they were received (admin_authz.go), and
+// sends requests Kafka's brokers do not (FindCoordinator creating an
+// internal topic, CreateTopics for an auto-creation, ElectLeaders).
+func (b *Broker) fromBroker(cc *clientConn) bool {
+	return strings.HasPrefix(cc.clientID, brokerClientIDPrefix) &&
+		b.authz.Authorize(cc.principal(), cc.host(), kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource)
 }
 
 // mayHandOffRaft reports whether a connection of principal may be handed
@@ -115,7 +128,7 @@ func (b *Broker) authorizer(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACLRes
 	return func(name string) bool {
 		ok, done := seen[name]
 		if !done {
-			ok = b.authz.Authorize(cc.principal(), cc.host(), op, rt, name)
+			ok = b.authorized(cc, op, rt, name)
 			seen[name] = ok
 		}
 		return ok

@@ -902,13 +902,8 @@ func TestAuthzClusterForwarding(t *testing.T) {
 	az := newRuleAuthz()
 	anon, topicRes := "User:ANONYMOUS", kmsg.ACLResourceTypeTopic
 	// The brokers' own clients and the test's are User:ANONYMOUS: a
-	// broker's rights, and CREATE on fwd-ok only.
+	// broker's CLUSTER_ACTION (all a broker needs), and CREATE on fwd-ok.
 	az.allow(anon, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource)
-	az.allow(anon, kmsg.ACLOperationAll, kmsg.ACLResourceTypeGroup, "*")
-	az.allow(anon, kmsg.ACLOperationAll, kmsg.ACLResourceTypeTransactionalId, "*")
-	for _, op := range []kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribeConfigs} {
-		az.allow(anon, op, topicRes, "*")
-	}
 	az.allow(anon, kmsg.ACLOperationCreate, topicRes, "fwd-ok")
 	az.deniedHost = "127.0.0.2"
 	tc := startClusterBefore(t, 3, func(b *Broker) { b.authz = az })
@@ -950,6 +945,16 @@ func TestAuthzClusterForwarding(t *testing.T) {
 	if _, ok := b.meta.Topic("fwd-no"); ok {
 		t.Errorf("fwd-no created without CREATE")
 	}
+	// A broker creates __consumer_offsets at the controller for a
+	// client (FindCoordinator), with its CLUSTER_ACTION alone.
+	az.allow(anon, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, "g")
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey, fc.CoordinatorKeys = "g", []string{"g"}
+	waitFor(t, 20*time.Second, "__consumer_offsets created through a broker", func() bool {
+		request[*kmsg.FindCoordinatorResponse](t, ctx, cl, fc)
+		_, ok := b.meta.Topic(offsetsTopic)
+		return ok
+	})
 
 	// The controller-only APIs need CLUSTER_ACTION: a client from
 	// 127.0.0.2 has none, one from 127.0.0.1 has the brokers' rights.
