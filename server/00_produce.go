@@ -29,6 +29,7 @@ import (
 
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
+	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -78,6 +79,14 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 		refuse(kerr.InvalidRequiredAcks.Code, "")
 		return ready(resp), nil
 	}
+	// Kafka's KafkaApis.handleProduceRequest: transactional batches need
+	// WRITE on the transactional id, or the whole request fails.
+	if hasTransactionalRecords(req) && (req.TransactionID == nil ||
+		!b.authorized(cc, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID)) {
+		refuse(kerr.TransactionalIDAuthorizationFailed.Code, "")
+		return ready(resp), nil
+	}
+	writable := b.authorizer(cc, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic)
 	// Partitions are validated and appended concurrently (validation
 	// decompresses, recompression compresses); their commits are waited
 	// for together.
@@ -105,6 +114,14 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 			var part *replica.Partition
 			pok := false
+			if ok || req.Version < 13 {
+				// Checked before existence: a topic the principal may
+				// not write looks the same whether it exists or not.
+				if !writable(name) {
+					sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+					continue
+				}
+			}
 			if ok {
 				part, pok = b.partition(name, rp.Partition)
 			}
@@ -200,6 +217,21 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 		}
 		return resp, nil
 	}, nil
+}
+
+// hasTransactionalRecords reports whether a partition's records of req
+// start with a transactional batch (Kafka's
+// RequestUtils.hasTransactionalRecords; a request's batches are all
+// transactional or none).
+func hasTransactionalRecords(req *kmsg.ProduceRequest) bool {
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if h, err := batch.ParseHeader(rp.Records); err == nil && h.Transactional() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // produceFailed puts err into a partition's answer.

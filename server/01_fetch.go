@@ -86,6 +86,12 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		resp.SessionID = sess.id
 	}
 	incremental := sess != nil && req.SessionEpoch > 0
+	// Kafka's KafkaApis.handleFetchRequest: a consumer needs READ on each
+	// topic, a follower (a replica id) CLUSTER_ACTION on the cluster.
+	readable := b.authorizer(cc, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
+	if fetchReplicaID(req) >= 0 && !b.authorized(cc, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource) {
+		readable = func(string) bool { return false }
+	}
 	// A long poll waits at most maxFetchWait, whatever the client asks: a
 	// client that asked for days and went away must not pin a goroutine.
 	deadline := time.Now().Add(min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait))
@@ -93,7 +99,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 		b.awaitFetchLeases(ctx, parts)
 		releaseSplices(cc.splices) // a pass that waited is not sent
 		cc.splices = cc.splices[:0]
-		pass := b.fetchOnce(req.Version, req.IsolationLevel == 1, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
+		pass := b.fetchOnce(req.Version, req.IsolationLevel == 1, parts, b.fetchBudget(req.MaxBytes), resp, incremental, readable, &cc.splices)
 		// Kafka's ReplicaManager.fetchMessages answers at once when the
 		// client does not wait, no partition can be waited on, the bytes
 		// reach MinBytes or a partition failed to read; else DelayedFetch
@@ -115,7 +121,7 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 			b.awaitFetchLeases(ctx, parts)
 			releaseSplices(cc.splices)
 			cc.splices = cc.splices[:0]
-			b.fetchOnce(req.Version, req.IsolationLevel == 1, parts, b.fetchBudget(req.MaxBytes), resp, incremental, &cc.splices)
+			b.fetchOnce(req.Version, req.IsolationLevel == 1, parts, b.fetchBudget(req.MaxBytes), resp, incremental, readable, &cc.splices)
 			if cc.fetchThrottled(resp) {
 				return resp, nil // answered empty, the session as it was
 			}
@@ -174,7 +180,9 @@ type fetchPass struct {
 // order), at most budget record bytes and each partition's own MaxBytes,
 // except that the first batch of the first partition with records is
 // returned whole (KIP-74). incremental leaves out partitions with nothing
-// new for the client.
+// new for the client. A partition of a topic readable denies answers
+// TOPIC_AUTHORIZATION_FAILED whether the topic exists or not (nil: all
+// readable).
 //
 // With splices non-nil, records that can be sent with sendfile are left in
 // the files: the partition's records field holds a marker and splices
@@ -184,7 +192,7 @@ type fetchPass struct {
 // stable offset and answers the aborted transactions of the range read
 // (replica.Partition.FetchCommitted); read_uncommitted reads up to the
 // high watermark, aborted records included.
-func (b *Broker) fetchOnce(version int16, readCommitted bool, parts []*fetchPartition, budget int64, resp *kmsg.FetchResponse, incremental bool, splices *[]splice) fetchPass {
+func (b *Broker) fetchOnce(version int16, readCommitted bool, parts []*fetchPartition, budget int64, resp *kmsg.FetchResponse, incremental bool, readable func(topic string) bool, splices *[]splice) fetchPass {
 	var total int64
 	var waitOn []<-chan struct{}
 	failed := false
@@ -203,7 +211,9 @@ func (b *Broker) fetchOnce(version int16, readCommitted bool, parts []*fetchPart
 		sp.Partition = fp.partition
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 		sp.RecordBatches = []byte{}
+		denied := readable != nil && fp.topic != "" && !readable(fp.topic)
 		part, ok := b.partition(fp.topic, fp.partition)
+		ok = ok && !denied
 		var epochErr error
 		if ok {
 			epochErr = part.CheckLeaderEpoch(fp.leaderEpoch)
@@ -218,6 +228,8 @@ func (b *Broker) fetchOnce(version int16, readCommitted bool, parts []*fetchPart
 				// response's NodeEndpoints (fetchEndpoints).
 				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = id, epoch
 			}
+		} else if denied {
+			sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		} else if !ok {
 			sp.ErrorCode = b.missingPartitionCode(fp.topic, fp.partition)
 			if version >= 13 && fp.topic == "" {
@@ -291,7 +303,7 @@ func (b *Broker) fetchOnce(version int16, readCommitted bool, parts []*fetchPart
 				waitOn = append(waitOn, changed)
 			}
 		}
-		if sp.ErrorCode != 0 && sp.ErrorCode != kerr.UnknownTopicOrPartition.Code && sp.ErrorCode != kerr.UnknownTopicID.Code {
+		if sp.ErrorCode != 0 && sp.ErrorCode != kerr.UnknownTopicOrPartition.Code && sp.ErrorCode != kerr.UnknownTopicID.Code && !denied {
 			failed = true
 		}
 		if incremental && sp.ErrorCode == 0 && len(sp.RecordBatches) == 0 &&
@@ -311,6 +323,15 @@ func (b *Broker) fetchOnce(version int16, readCommitted bool, parts []*fetchPart
 		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, sp)
 	}
 	return fetchPass{bytes: total, waitOn: waitOn, failed: failed}
+}
+
+// fetchReplicaID is the replica id a Fetch names: -1 for a consumer, a
+// broker id for a follower (v15 moved it into ReplicaState).
+func fetchReplicaID(req *kmsg.FetchRequest) int32 {
+	if req.Version >= 15 {
+		return req.ReplicaState.ID
+	}
+	return req.ReplicaID
 }
 
 // fetchEndpoints fills Fetch v16+'s NodeEndpoints (KIP-951) with the

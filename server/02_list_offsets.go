@@ -22,7 +22,7 @@ func init() {
 // always refused).
 var specialTimestampVersion = map[int64]int16{-3: 7, -4: 8, -5: 9}
 
-func serveListOffsets(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveListOffsets(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	if req.ReplicaID != debuggingReplicaID {
@@ -34,6 +34,9 @@ func serveListOffsets(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 			return t.Topic, ps
 		})
 	}
+	// Kafka's KafkaApis.handleListOffsetRequest: DESCRIBE on each topic,
+	// checked before existence.
+	describable := b.authorizer(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -41,6 +44,11 @@ func serveListOffsets(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.R
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
+			if !describable(rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			part, ok := b.partition(rt.Topic, rp.Partition)
 			if !ok {
 				sp.ErrorCode = b.missingPartitionCode(rt.Topic, rp.Partition)

@@ -30,16 +30,47 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 	resp.ControllerID = b.controllerForClients()
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	// Kafka's KafkaApis.handleTopicMetadataRequest: DESCRIBE on a topic
+	// to see it (the all-topics list leaves the others out; a topic
+	// asked for by name answers TOPIC_AUTHORIZATION_FAILED whether it
+	// exists or not), and CREATE on the cluster or the topic to have an
+	// unknown one auto-created.
+	describable := b.authorizer(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
+	defer b.metadataAuthorizedOperations(cc, req, resp)
 	if all {
 		for _, t := range b.meta.Topics() {
-			resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			if describable(t.Name) {
+				resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			}
 		}
 		return resp, nil
 	}
 	autoCreate := b.cfg.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation)
+	creatable := b.authorizer(cc, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic)
+	if b.authorized(cc, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, clusterResource) {
+		creatable = func(string) bool { return true }
+	}
+	// denied is the answer for a topic the principal may not see or
+	// create: no ID, no partitions (Kafka leaves the ID out by name).
+	denied := func(rt kmsg.MetadataRequestTopic, t meta.Topic) kmsg.MetadataResponseTopic {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+		if rt.Topic == nil {
+			mt.TopicID = t.ID // asked by ID: IDs are not secret
+		} else {
+			mt.IsInternal = isInternalTopic(*rt.Topic)
+		}
+		return mt
+	}
 	var createErrs map[string]error
 	if autoCreate {
-		createErrs = b.autoCreate(req.Topics)
+		var wanted []kmsg.MetadataRequestTopic
+		for _, rt := range req.Topics {
+			if rt.Topic != nil && describable(*rt.Topic) && creatable(*rt.Topic) {
+				wanted = append(wanted, rt)
+			}
+		}
+		createErrs = b.autoCreate(wanted)
 	}
 	for _, rt := range req.Topics {
 		var (
@@ -47,9 +78,20 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 			ok bool
 		)
 		if rt.Topic != nil {
+			if !describable(*rt.Topic) {
+				resp.Topics = append(resp.Topics, denied(rt, t))
+				continue
+			}
 			t, ok = b.meta.Topic(*rt.Topic)
 		} else {
-			t, ok = b.meta.TopicByID(rt.TopicID)
+			if t, ok = b.meta.TopicByID(rt.TopicID); ok && !describable(t.Name) {
+				resp.Topics = append(resp.Topics, denied(rt, t))
+				continue
+			}
+		}
+		if !ok && rt.Topic != nil && autoCreate && !creatable(*rt.Topic) {
+			resp.Topics = append(resp.Topics, denied(rt, t))
+			continue
 		}
 		if !ok && rt.Topic != nil && isInternalTopic(*rt.Topic) && autoCreate {
 			// An internal topic is created with its own layout, never
@@ -86,6 +128,33 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 		resp.Topics = append(resp.Topics, b.topicMetadata(t))
 	}
 	return resp, nil
+}
+
+// metadataAuthorizedOperations fills Metadata v8+'s authorized
+// operations (KIP-430) when asked: the cluster's up to v10 (0 without
+// DESCRIBE on the cluster), each topic's that is answered without an
+// authorization or unknown-ID error (Kafka's KafkaApis; the fields stay
+// at their default, -2147483648, otherwise).
+func (b *Broker) metadataAuthorizedOperations(cc *clientConn, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
+	if req.Version < 8 {
+		return
+	}
+	if req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = 0
+		if b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, clusterResource) {
+			resp.AuthorizedOperations = b.authorizedOperations(cc, kmsg.ACLResourceTypeCluster, clusterResource)
+		}
+	}
+	if !req.IncludeTopicAuthorizedOperations {
+		return
+	}
+	for i := range resp.Topics {
+		mt := &resp.Topics[i]
+		if mt.Topic == nil || mt.ErrorCode == kerr.TopicAuthorizationFailed.Code || mt.ErrorCode == kerr.UnknownTopicID.Code {
+			continue
+		}
+		mt.AuthorizedOperations = b.authorizedOperations(cc, kmsg.ACLResourceTypeTopic, *mt.Topic)
+	}
 }
 
 // autoCreate creates the unknown topics a Metadata request names (the

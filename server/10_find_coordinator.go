@@ -32,6 +32,18 @@ func serveFindCoordinator(_ context.Context, b *Broker, cc *clientConn, kreq kms
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	find := func(key string) (nodeID int32, host string, port int32, err error) {
+		// Kafka's KafkaApis.handleFindCoordinatorRequest: DESCRIBE on
+		// the group or the transactional id, checked first.
+		switch req.CoordinatorType {
+		case coordinatorKeyGroup:
+			if !b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, key) {
+				return -1, "", -1, kafkaErrorf(kerr.GroupAuthorizationFailed, "not authorized to describe group %q", key)
+			}
+		case coordinatorKeyTransaction:
+			if !b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, key) {
+				return -1, "", -1, kafkaErrorf(kerr.TransactionalIDAuthorizationFailed, "not authorized to describe transactional id %q", key)
+			}
+		}
 		switch req.CoordinatorType {
 		case coordinatorKeyGroup:
 			if err := b.ensureOffsetsTopic(); err != nil {

@@ -23,10 +23,24 @@ func init() {
 	register(handler{key: 22, minVersion: 0, maxVersion: 4, serve: serveInitProducerID})
 }
 
-func serveInitProducerID(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveInitProducerID(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	// Kafka's KafkaApis.handleInitProducerIdRequest: WRITE on the
+	// transactional id; without one, IDEMPOTENT_WRITE on the cluster or
+	// WRITE on some topic.
+	switch {
+	case req.TransactionalID != nil:
+		if !b.authorized(cc, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionalID) {
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return resp, nil
+		}
+	case !b.authorized(cc, kmsg.ACLOperationIdempotentWrite, kmsg.ACLResourceTypeCluster, clusterResource) &&
+		!b.authorizedAny(cc, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.TransactionalID != nil {
 		return b.txn.InitProducerID(ctx, req), nil // txn.go
 	}

@@ -10,6 +10,7 @@ package server
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -17,7 +18,7 @@ func init() {
 	register(handler{key: 23, minVersion: 0, maxVersion: 4, serve: serveOffsetForLeaderEpoch})
 }
 
-func serveOffsetForLeaderEpoch(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveOffsetForLeaderEpoch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	awaitTopicLeases(ctx, b, req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) (string, []int32) {
@@ -27,6 +28,12 @@ func serveOffsetForLeaderEpoch(ctx context.Context, b *Broker, _ *clientConn, kr
 		}
 		return t.Topic, ps
 	})
+	// Kafka's KafkaApis.handleOffsetForLeaderEpochRequest: CLUSTER_ACTION
+	// (a broker) may ask for any topic, anyone else needs DESCRIBE on it.
+	describable := b.authorizer(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
+	if b.authorized(cc, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource) {
+		describable = func(string) bool { return true }
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -36,6 +43,8 @@ func serveOffsetForLeaderEpoch(ctx context.Context, b *Broker, _ *clientConn, kr
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			part, ok := b.partition(rt.Topic, rp.Partition)
 			switch {
+			case !describable(rt.Topic):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !ok:
 				sp.ErrorCode = b.missingPartitionCode(rt.Topic, rp.Partition)
 			case req.Version >= 2 && part.CheckLeaderEpoch(rp.CurrentLeaderEpoch) != nil:

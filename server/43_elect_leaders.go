@@ -18,7 +18,6 @@ package server
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +65,7 @@ func serveElectLeaders(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg
 	if req.TimeoutMillis > 0 {
 		wait = min(wait, time.Duration(req.TimeoutMillis)*time.Millisecond)
 	}
-	if cc != nil && strings.HasPrefix(cc.clientID, brokerClientIDPrefix) && typ == electionPreferred {
+	if b.fromBroker(cc) && typ == electionPreferred {
 		// Another broker asks this one, the leader, to hand over.
 		return b.transferToPreferred(ctx, req, wait), nil
 	}

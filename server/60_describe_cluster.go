@@ -23,12 +23,6 @@ func init() {
 // 2 is controllers).
 const endpointTypeBrokers = 1
 
-// clusterOperations is the bitfield of ACL operations on the cluster
-// resource (Kafka's AclOperation codes): CREATE 5, ALTER 7, DESCRIBE 8,
-// CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
-// IDEMPOTENT_WRITE 12.
-const clusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
-
 func serveDescribeCluster(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
@@ -57,7 +51,13 @@ func serveDescribeCluster(_ context.Context, b *Broker, cc *clientConn, kreq kms
 		}
 	}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterOperations
+		// The principal's operations on the cluster (every supported
+		// one without an authorizer), none without DESCRIBE on it
+		// (Kafka's AuthHelper.computeDescribeClusterResponse).
+		resp.ClusterAuthorizedOperations = 0
+		if b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, clusterResource) {
+			resp.ClusterAuthorizedOperations = b.authorizedOperations(cc, kmsg.ACLResourceTypeCluster, clusterResource)
+		}
 	}
 	return resp, nil
 }

@@ -13,7 +13,6 @@ package server
 import (
 	"errors"
 	"log/slog"
-	"strings"
 
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/server/config"
@@ -58,8 +57,7 @@ var errSecurityDisabled = kafkaErrorf(kerr.SecurityDisabled, "no authorizer is c
 // the client's principal in an Envelope instead). A client id alone
 // proves nothing.
 func (b *Broker) aclAPIAllowed(cc *clientConn, op kmsg.ACLOperation) error {
-	if cc != nil && strings.HasPrefix(cc.clientID, brokerClientIDPrefix) &&
-		b.authorized(cc, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource) {
+	if b.fromBroker(cc) {
 		return nil
 	}
 	if !b.authorized(cc, op, kmsg.ACLResourceTypeCluster, clusterResource) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -46,13 +47,13 @@ func (cc *clientConn) host() string {
 }
 
 // authorized reports whether the connection's principal may perform op
-// on the resource. True without an authorizer and for calls from inside
-// the broker (cc nil).
+// on the resource. True without an authorizer, for calls from inside the
+// broker (cc nil) and for another broker's requests (fromBroker).
 func (b *Broker) authorized(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
 	if b.authz == nil || cc == nil {
 		return true
 	}
-	return b.authz.Authorize(cc.principal(), cc.host(), op, rt, name)
+	return b.authz.Authorize(cc.principal(), cc.host(), op, rt, name) || b.fromBroker(cc)
 }
 
 // authorizedAny reports whether the connection's principal may perform op
@@ -61,5 +62,68 @@ func (b *Broker) authorizedAny(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACL
 	if b.authz == nil || cc == nil {
 		return true
 	}
-	return b.authz.AuthorizeAny(cc.principal(), cc.host(), op, rt)
+	return b.authz.AuthorizeAny(cc.principal(), cc.host(), op, rt) || b.fromBroker(cc)
+}
+
+// fromBroker reports whether a connection is another broker's: the
+// client id of a broker's clients (brokerClientIDPrefix) and a principal
+// with CLUSTER_ACTION on the cluster, so a client cannot pass for a
+// broker by its client id. A broker may do anything: it forwards admin
+// requests authorized where they were received (admin_authz.go), and
+// sends requests Kafka's brokers do not (FindCoordinator creating an
+// internal topic, CreateTopics for an auto-creation, ElectLeaders).
+//
+// Without an authorizer any connection with a broker's client id passes,
+// as in Kafka, where anyone may then act as a broker.
+func (b *Broker) fromBroker(cc *clientConn) bool {
+	if cc == nil || !strings.HasPrefix(cc.clientID, brokerClientIDPrefix) {
+		return false
+	}
+	return b.authz == nil || b.authz.Authorize(cc.principal(), cc.host(), kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource)
+}
+
+// supportedOperations are the operations ACLs can grant on each resource
+// type (Kafka's AclEntry.supportedOperations): the bits an
+// authorized-operations field may hold.
+var supportedOperations = map[kmsg.ACLResourceType][]kmsg.ACLOperation{
+	kmsg.ACLResourceTypeTopic: {kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationCreate, kmsg.ACLOperationDescribe,
+		kmsg.ACLOperationDelete, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs},
+	kmsg.ACLResourceTypeGroup: {kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete,
+		kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs},
+	kmsg.ACLResourceTypeCluster: {kmsg.ACLOperationCreate, kmsg.ACLOperationClusterAction, kmsg.ACLOperationDescribeConfigs,
+		kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationIdempotentWrite, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe},
+	kmsg.ACLResourceTypeTransactionalId: {kmsg.ACLOperationDescribe, kmsg.ACLOperationWrite},
+}
+
+// authorizedOperations is the authorized-operations bit field (KIP-430)
+// of the resource for the connection's principal: bit n set when the
+// operation of code n is allowed, over the type's supported operations
+// (Kafka's AuthHelper.authorizedOperations; every supported one without
+// an authorizer).
+func (b *Broker) authorizedOperations(cc *clientConn, rt kmsg.ACLResourceType, name string) int32 {
+	var bits int32
+	for _, op := range supportedOperations[rt] {
+		if b.authorized(cc, op, rt, name) {
+			bits |= 1 << uint(op)
+		}
+	}
+	return bits
+}
+
+// authorizer returns a check of op on resources of type rt by name for
+// the connection's principal, remembering each name's answer for the
+// request it serves (one request names a topic once per partition).
+func (b *Broker) authorizer(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACLResourceType) func(name string) bool {
+	if b.authz == nil || cc == nil {
+		return func(string) bool { return true }
+	}
+	seen := map[string]bool{}
+	return func(name string) bool {
+		ok, done := seen[name]
+		if !done {
+			ok = b.authorized(cc, op, rt, name)
+			seen[name] = ok
+		}
+		return ok
+	}
 }

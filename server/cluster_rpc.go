@@ -19,8 +19,9 @@ import (
 // report of its leadership and ISR) and AllocateProducerIds, as KRaft
 // brokers do, plus the admin requests a client sent to this broker
 // (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-// IncrementalAlterConfigs), forwarded as they came (Kafka wraps them in an
-// Envelope; Sluice has no principals to carry) and answered with the
+// IncrementalAlterConfigs), forwarded as they came once authorized on
+// this broker as the client's principal (admin_authz.go; Kafka wraps them
+// in an Envelope carrying the principal instead) and answered with the
 // controller's response. One franz-go client per voter, each talking to
 // that voter only.
 

@@ -39,6 +39,8 @@ type testCluster struct {
 	// dialOpts are every test client's first options (TLS for a cluster
 	// with SSL listeners).
 	dialOpts []kgo.Opt
+	// before, when set, runs on each node between New and Start.
+	before func(*Broker)
 }
 
 // syncBuffer is a goroutine-safe log sink whose tail a failing test prints.
@@ -89,9 +91,16 @@ func freePorts(t *testing.T, n int) []int {
 // sessions and throttles, not on the CPU.
 func startCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
+	return startClusterBefore(t, n, nil, extra...)
+}
+
+// startClusterBefore is startCluster with before run on each node between
+// New and Start (a test's hooks, such as an authorizer).
+func startClusterBefore(t *testing.T, n int, before func(*Broker), extra ...string) *testCluster {
+	t.Helper()
 	ports := freePorts(t, 2*n)
 	tc := &testCluster{t: t, n: n, cports: ports[:n], ctrl: ports[n:], extra: extra,
-		brokers: make([]*Broker, n), logs: make([]*syncBuffer, n)}
+		brokers: make([]*Broker, n), logs: make([]*syncBuffer, n), before: before}
 	for i := range n {
 		tc.dirs = append(tc.dirs, t.TempDir())
 		tc.logs[i] = &syncBuffer{}
@@ -175,6 +184,9 @@ func (tc *testCluster) start(i int) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b, err = New(cfg, logger)
+		if err == nil && tc.before != nil {
+			tc.before(b)
+		}
 		if err == nil {
 			err = b.Start()
 			if err != nil {

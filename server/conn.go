@@ -69,7 +69,7 @@ type clientConn struct {
 	// tlsPrincipal is who the TLS handshake says the client is:
 	// User:<mapped certificate subject> on a TLS listener with a client
 	// certificate, else User:ANONYMOUS (tls.go). principal() (sasl.go)
-	// is the connection's. Nothing authorizes by it yet.
+	// is the connection's, the one the authorizer decides by (authorize.go).
 	tlsPrincipal string
 	clientID     string // the reader's: the latest request header's
 	logger       *slog.Logger
@@ -259,10 +259,19 @@ func (cc *clientConn) raftMagic(r *bufio.Reader) []byte {
 
 // raftAllowed decides whether a connection may speak raft (the one place
 // that decides it): on a SASL listener only once authenticated, as
-// Kafka's inter-broker and controller traffic is. A connection refused
-// goes on as a Kafka one, whose request size (the magic) closes it.
+// Kafka's inter-broker and controller traffic is, and with an authorizer
+// only for a principal with CLUSTER_ACTION on the cluster (a broker's:
+// Kafka's rule for inter-broker requests). A connection refused goes on
+// as a Kafka one, whose request size (the magic) closes it.
 func (b *Broker) raftAllowed(cc *clientConn) bool {
-	return !cc.sasl.pending()
+	if cc.sasl.pending() {
+		return false
+	}
+	if !b.authorized(cc, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource) {
+		b.badConns.note("remote", cc.conn.RemoteAddr().String(), "reason", "raft connection of "+cc.principal()+", which lacks CLUSTER_ACTION on the cluster")
+		return false
+	}
+	return true
 }
 
 // bufferedConn reads what a bufio.Reader over the connection holds first.
@@ -449,7 +458,7 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	cc.boundFetch(req)
 	cc.serveStart = time.Now()
 	cc.fetchQuota = nil
-	resp, err := h.serve(ctx, cc.b, cc, req)
+	resp, err := cc.b.serveAuthorized(ctx, h, cc, req) // admin_authz.go
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,10 @@
 // Each Kafka API lives in its own file, named by its key
 // (00_produce.go, 01_fetch.go, …), registered in registry.go and
 // encoded and decoded with franz-go's kmsg; conn.go reads requests and
-// writes responses, pipelining produce. DESIGN.md has the paths of a
+// writes responses, pipelining produce. With an authorizer, each API
+// checks the connection's principal as Kafka's KafkaApis does
+// (authorize.go, and the *_authz.go files for the group, transaction and
+// admin APIs). DESIGN.md has the paths of a
 // produce and of a fetch through these files, the goroutines and the
 // lock order.
 package server

@@ -202,16 +202,23 @@ func (bt brokerTopics) ByID(id [16]byte) (coordinator.TopicInfo, bool) {
 }
 
 // coordinated registers a group API whose whole answer comes from the
-// coordinator: the request is decoded by kmsg, served by fn, and answered.
+// coordinator: the request is decoded by kmsg, authorized (groupChecks),
+// served by fn, and answered.
 func coordinated[Req kmsg.Request, Resp kmsg.Response](key, maxVersion int16, fn func(*coordinator.Coordinator, context.Context, Req) Resp) {
 	register(handler{key: key, minVersion: 0, maxVersion: maxVersion,
 		serve: func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error) {
 			b.awaitReadLeases(ctx, b.groupPartitions(req)) // readlease.go
-			resp := fn(b.coord, b.groupContext(ctx, cc), req.(Req))
-			if of, ok := any(req).(*kmsg.OffsetFetchRequest); ok {
-				b.recheckOffsetFetch(of, any(resp).(*kmsg.OffsetFetchResponse))
+			serve := func(req kmsg.Request) kmsg.Response {
+				resp := fn(b.coord, b.groupContext(ctx, cc), req.(Req))
+				if of, ok := any(req).(*kmsg.OffsetFetchRequest); ok {
+					b.recheckOffsetFetch(of, any(resp).(*kmsg.OffsetFetchResponse))
+				}
+				return resp
 			}
-			return resp, nil
+			if check := groupChecks[key]; check != nil && (b.authz != nil || fillsOperations[key]) && cc != nil {
+				return check(b, cc, req, serve), nil // groups_authz.go
+			}
+			return serve(req), nil
 		}})
 }
 

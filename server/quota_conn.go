@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -38,8 +37,10 @@ func (b *Broker) admitConnection(c net.Conn, ip netip.Addr, listener string) boo
 	return true
 }
 
-// quotaExempt: requests other brokers send (forwarding, metadata) and
-// those on controller listeners are not held to client quotas, nor are
+// quotaExempt: requests other brokers send (forwarding, metadata;
+// fromBroker: with an authorizer, only a principal with CLUSTER_ACTION
+// passes for one, as Kafka exempts cluster actions) and those on
+// controller listeners are not held to client quotas, nor are
 // ApiVersions and the SASL handshake and authentication, which a client
 // needs before anything else.
 func (cc *clientConn) quotaExempt(key int16) bool {
@@ -47,7 +48,7 @@ func (cc *clientConn) quotaExempt(key int16) bool {
 	case kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate:
 		return true
 	}
-	return strings.HasPrefix(cc.clientID, brokerClientIDPrefix) || cc.b.isControllerListener(cc.listener)
+	return cc.b.fromBroker(cc) || cc.b.isControllerListener(cc.listener)
 }
 
 // applyQuotas records a request on the connection's client quotas: a

@@ -58,16 +58,20 @@ func init() {
 		return c.ListTransactions(ctx, req)
 	})
 	register(handler{key: 27, minVersion: 0, maxVersion: 1, serve: serveWriteTxnMarkers})
-	register(handler{key: 28, minVersion: 0, maxVersion: 5, serve: serveTxnOffsetCommit})
+	register(handler{key: 28, minVersion: 0, maxVersion: 5, serve: checkTxnOffsetCommit})
 	register(handler{key: 61, minVersion: 0, maxVersion: 0, serve: serveDescribeProducers})
 }
 
 // txnAPI registers an API whose whole answer comes from the transaction
-// coordinator.
+// coordinator, once authorized (txnChecks).
 func txnAPI[Req kmsg.Request](key, maxVersion int16, fn func(*coordinator.TxnCoordinator, context.Context, *Broker, Req) kmsg.Response) {
 	register(handler{key: key, minVersion: 0, maxVersion: maxVersion,
-		serve: func(ctx context.Context, b *Broker, _ *clientConn, req kmsg.Request) (kmsg.Response, error) {
-			return fn(b.txn, ctx, b, req.(Req)), nil
+		serve: func(ctx context.Context, b *Broker, cc *clientConn, req kmsg.Request) (kmsg.Response, error) {
+			serve := func(req kmsg.Request) kmsg.Response { return fn(b.txn, ctx, b, req.(Req)) }
+			if check := txnChecks[key]; check != nil && b.authz != nil && cc != nil {
+				return check(b, cc, req, serve), nil // txn_authz.go
+			}
+			return serve(req), nil
 		}})
 }
 
@@ -245,9 +249,13 @@ func (b *Broker) writeMarkerHere(ctx context.Context, topic string, partition in
 // UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH (an older epoch
 // than the partition's producer state), TRANSACTION_COORDINATOR_FENCED (an
 // older coordinator epoch), as Kafka's ReplicaManager answers.
-func serveWriteTxnMarkers(ctx context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+func serveWriteTxnMarkers(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	// Kafka's KafkaApis: ALTER or CLUSTER_ACTION on the cluster (a
+	// transaction coordinator's request), else every partition answers
+	// CLUSTER_AUTHORIZATION_FAILED.
+	allowed := b.authorized(cc, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, clusterResource) || b.clusterAction(cc)
 	for _, rm := range req.Markers {
 		m := coordinator.Marker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch}
 		om := kmsg.NewWriteTxnMarkersResponseMarker()
@@ -258,7 +266,10 @@ func serveWriteTxnMarkers(ctx context.Context, b *Broker, _ *clientConn, kreq km
 			for _, p := range rt.Partitions {
 				op := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 				op.Partition = p
-				op.ErrorCode = kafkaCode(b.writeMarkerHere(ctx, rt.Topic, p, m))
+				op.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				if allowed {
+					op.ErrorCode = kafkaCode(b.writeMarkerHere(ctx, rt.Topic, p, m))
+				}
 				ot.Partitions = append(ot.Partitions, op)
 			}
 			om.Topics = append(om.Topics, ot)
@@ -346,10 +357,12 @@ func txnOffsetVerifyCode(code int16) int16 {
 // ReplicaManager.activeProducerState: a follower answers too, which
 // kafka-transactions.sh find-hanging --broker-id relies on;
 // NOT_LEADER_OR_FOLLOWER for a partition not hosted here,
-// UNKNOWN_TOPIC_OR_PARTITION for an unknown one).
-func serveDescribeProducers(_ context.Context, b *Broker, _ *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
+// UNKNOWN_TOPIC_OR_PARTITION for an unknown one). READ on the topic,
+// else TOPIC_AUTHORIZATION_FAILED (Kafka's KafkaApis).
+func serveDescribeProducers(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	readable := b.authorizer(cc, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDescribeProducersResponseTopic()
 		ot.Topic = rt.Topic
@@ -358,6 +371,8 @@ func serveDescribeProducers(_ context.Context, b *Broker, _ *clientConn, kreq km
 			op.Partition = p
 			part, ok := b.partition(rt.Topic, p)
 			switch {
+			case !readable(rt.Topic):
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !ok:
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				if _, known := b.meta.Topic(rt.Topic); known {

@@ -27,7 +27,7 @@ func TestFetchUsesFileRanges(t *testing.T) {
 	var splices []splice
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = 16
-	n := b.fetchOnce(16, false, parts, 1<<20, resp, false, &splices).bytes
+	n := b.fetchOnce(16, false, parts, 1<<20, resp, false, nil, &splices).bytes
 	defer releaseSplices(splices)
 	if n == 0 || len(splices) != 1 {
 		t.Fatalf("fetched %d bytes, %d splices", n, len(splices))
