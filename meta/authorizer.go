@@ -27,6 +27,9 @@ func NewAuthorizer(s *Store, superUsers []string, allowIfNoACL bool) *Authorizer
 	return a
 }
 
+// SuperUser reports whether principal is one of the super users.
+func (a *Authorizer) SuperUser(principal string) bool { return a.superUsers[principal] }
+
 // ParseSuperUsers splits Kafka's super.users value: principals separated
 // by ';', blanks around each ignored, empty entries dropped
 // (StandardAuthorizer.getConfiguredSuperUsers).

@@ -32,6 +32,8 @@ func (x aclAuthorizer) AuthorizeAny(principal, host string, op kmsg.ACLOperation
 	return x.a.AuthorizeAny(principal, host, meta.ACLOperation(op), meta.ACLResourceType(rt))
 }
 
+func (x aclAuthorizer) SuperUser(principal string) bool { return x.a.SuperUser(principal) }
+
 // newAuthorizer is the authorizer cfg configures over st, nil when
 // authorizer.class.name is empty (config.Validate refuses other classes).
 func newAuthorizer(cfg *config.Config, st *meta.Store, logger *slog.Logger) Authorizer {

@@ -235,14 +235,12 @@ func checkDeleteRecords(b *Broker, cc *clientConn, kreq kmsg.Request, serve func
 	return resp
 }
 
-// checkCreatePartitions: ALTER on the cluster or on each topic, else
-// TOPIC_AUTHORIZATION_FAILED.
+// checkCreatePartitions: ALTER on each topic, else
+// TOPIC_AUTHORIZATION_FAILED (Kafka's ControllerApis.handleCreatePartitions:
+// ALTER on the cluster does not stand for it).
 func checkCreatePartitions(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(kmsg.Request) kmsg.Response) kmsg.Response {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	alterable := b.authorizer(cc, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeTopic)
-	if b.authorized(cc, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, clusterResource) {
-		alterable = func(string) bool { return true }
-	}
 	allowed, denied := split(req.Topics, func(rt kmsg.CreatePartitionsRequestTopic) bool { return alterable(rt.Topic) })
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	if len(allowed) > 0 {

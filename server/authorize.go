@@ -27,6 +27,10 @@ type Authorizer interface {
 	// InitProducerId without a transactional id needs IDEMPOTENT_WRITE on
 	// the cluster or WRITE on some topic).
 	AuthorizeAny(principal, host string, op kmsg.ACLOperation, rt kmsg.ACLResourceType) bool
+	// SuperUser reports whether principal is one of super.users, which
+	// may do anything (and which the brokers' own principals must be:
+	// fromBroker).
+	SuperUser(principal string) bool
 }
 
 // clusterResource is the name of the one CLUSTER resource (Kafka's
@@ -48,7 +52,8 @@ func (cc *clientConn) host() string {
 
 // authorized reports whether the connection's principal may perform op
 // on the resource. True without an authorizer, for calls from inside the
-// broker (cc nil) and for another broker's requests (fromBroker).
+// broker (cc nil) and for another broker's requests (fromBroker: a super
+// user, whom the authorizer allows everything anyway).
 func (b *Broker) authorized(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
 	if b.authz == nil || cc == nil {
 		return true
@@ -66,12 +71,15 @@ func (b *Broker) authorizedAny(cc *clientConn, op kmsg.ACLOperation, rt kmsg.ACL
 }
 
 // fromBroker reports whether a connection is another broker's: the
-// client id of a broker's clients (brokerClientIDPrefix) and a principal
-// with CLUSTER_ACTION on the cluster, so a client cannot pass for a
-// broker by its client id. A broker may do anything: it forwards admin
-// requests authorized where they were received (admin_authz.go), and
-// sends requests Kafka's brokers do not (FindCoordinator creating an
-// internal topic, CreateTopics for an auto-creation, ElectLeaders).
+// client id of a broker's clients (brokerClientIDPrefix) and, with an
+// authorizer, a principal in super.users, so a client cannot pass for a
+// broker by its client id, nor by a CLUSTER_ACTION that an ACL (or
+// allow.everyone.if.no.acl.found) gives. A broker's request is trusted:
+// the controller serves an admin request a broker forwarded as that
+// broker authorized it (admin_authz.go; Kafka carries the client's
+// principal in an Envelope instead), a leader hands leadership to the
+// preferred replica when a broker asks, and client quotas do not hold
+// it. Kafka's KRaft brokers are super users too.
 //
 // Without an authorizer any connection with a broker's client id passes,
 // as in Kafka, where anyone may then act as a broker.
@@ -79,7 +87,7 @@ func (b *Broker) fromBroker(cc *clientConn) bool {
 	if cc == nil || !strings.HasPrefix(cc.clientID, brokerClientIDPrefix) {
 		return false
 	}
-	return b.authz == nil || b.authz.Authorize(cc.principal(), cc.host(), kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource)
+	return b.authz == nil || b.authz.SuperUser(cc.principal())
 }
 
 // supportedOperations are the operations ACLs can grant on each resource

@@ -38,13 +38,15 @@ type ruleAuthz struct {
 	mu    sync.Mutex
 	super map[string]bool
 	rules map[string][]aclRule
+	// brokers are principals SuperUser reports (see there).
+	brokers map[string]bool
 	// deniedHost is a client address denied everything (a second
 	// loopback address tells a test's client from the brokers').
 	deniedHost string
 }
 
 func newRuleAuthz(super ...string) *ruleAuthz {
-	a := &ruleAuthz{super: map[string]bool{}, rules: map[string][]aclRule{}}
+	a := &ruleAuthz{super: map[string]bool{}, rules: map[string][]aclRule{}, brokers: map[string]bool{}}
 	for _, s := range super {
 		a.super[s] = true
 	}
@@ -87,6 +89,15 @@ func (a *ruleAuthz) Authorize(principal, host string, op kmsg.ACLOperation, rt k
 		}
 	}
 	return false
+}
+
+// SuperUser is a super user, or a principal the test names a broker's
+// (brokers): trusted as a broker, yet checked as any client by Authorize,
+// so that a test's client and the brokers may share User:ANONYMOUS.
+func (a *ruleAuthz) SuperUser(principal string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.super[principal] || a.brokers[principal]
 }
 
 func (a *ruleAuthz) AuthorizeAny(principal, _ string, op kmsg.ACLOperation, rt kmsg.ACLResourceType) bool {
@@ -854,6 +865,12 @@ func TestAuthzAdmin(t *testing.T) {
 	if c := delCode("known")(request[*kmsg.DeleteTopicsResponse](t, ctx, posing, deleteTopics("known"))); c != taf {
 		t.Errorf("DeleteTopics as bob with a broker's client id: %s, want TOPIC_AUTHORIZATION_FAILED", codeName(c))
 	}
+	// Nor by CLUSTER_ACTION, which an ACL gives (or
+	// allow.everyone.if.no.acl.found): only a super user passes for one.
+	ab.az.allow("User:bob", kmsg.ACLOperationClusterAction, cluster, clusterResource)
+	if c := delCode("known")(request[*kmsg.DeleteTopicsResponse](t, ctx, posing, deleteTopics("known"))); c != taf {
+		t.Errorf("DeleteTopics as bob with CLUSTER_ACTION and a broker's client id: %s, want TOPIC_AUTHORIZATION_FAILED", codeName(c))
+	}
 	if _, ok := ab.b.meta.Topic("known"); !ok {
 		t.Errorf("known deleted by a principal without DELETE")
 	}
@@ -908,13 +925,16 @@ func TestAuthzRaftHandOff(t *testing.T) {
 
 // In a cluster, an admin request is authorized on the broker that
 // received it, before it is forwarded; the controller trusts what a
-// broker (a principal with CLUSTER_ACTION) forwards.
+// broker (a super user) forwards.
 func TestAuthzClusterForwarding(t *testing.T) {
 	t.Parallel()
 	az := newRuleAuthz()
 	anon, topicRes := "User:ANONYMOUS", kmsg.ACLResourceTypeTopic
-	// The brokers' own clients and the test's are User:ANONYMOUS: a
-	// broker's CLUSTER_ACTION (all a broker needs), and CREATE on fwd-ok.
+	// The brokers' own clients and the test's are User:ANONYMOUS: the
+	// brokers' principal (trusted as a broker, SuperUser), with
+	// CLUSTER_ACTION for raft and the controller-only APIs, and CREATE on
+	// fwd-ok.
+	az.brokers[anon] = true
 	az.allow(anon, kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterResource)
 	az.allow(anon, kmsg.ACLOperationCreate, topicRes, "fwd-ok")
 	az.deniedHost = "127.0.0.2"

@@ -258,12 +258,17 @@ func (cc *clientConn) raftMagic(r *bufio.Reader) []byte {
 }
 
 // raftAllowed decides whether a connection may speak raft (the one place
-// that decides it): on a SASL listener only once authenticated, as
-// Kafka's inter-broker and controller traffic is, and with an authorizer
-// only for a principal with CLUSTER_ACTION on the cluster (a broker's:
-// Kafka's rule for inter-broker requests). A connection refused goes on
-// as a Kafka one, whose request size (the magic) closes it.
+// that decides it): only on a controller listener or the inter-broker
+// listener, which raft dials (Kafka serves its raft RPCs on controller
+// listeners only); on a SASL listener only once authenticated, as Kafka's
+// inter-broker and controller traffic is; and with an authorizer only for
+// a principal with CLUSTER_ACTION on the cluster (a broker's: Kafka's
+// rule for inter-broker requests). A connection refused goes on as a
+// Kafka one, whose request size (the magic) closes it.
 func (b *Broker) raftAllowed(cc *clientConn) bool {
+	if !b.isControllerListener(cc.listener) && cc.listener != b.cfg.InterBrokerListenerName {
+		return false
+	}
 	if cc.sasl.pending() {
 		return false
 	}

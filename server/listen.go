@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/sluicemq/sluice/server/config"
 )
 
 // Listeners and connection limits. Start binds every listener and runs one
@@ -88,6 +91,9 @@ func (b *Broker) Start() error {
 	for i, ln := range b.lns {
 		name, lt := b.cfg.Listeners[i].Name, b.lnTLS[i]
 		b.logger.Info("sluice: listening", "listener", name, "addr", ln.Addr().String(), "security_protocol", b.cfg.SecurityProtocol(name), "log_dirs", b.cfg.LogDirs, "node_id", b.cfg.NodeID)
+		if b.cfg.IsSaslListener(name) && slices.Contains(b.cfg.SaslEnabledMechanisms(name), config.MechOAuthBearer) {
+			b.logger.Warn("sluice: listener " + name + " serves OAUTHBEARER with Kafka's unsecured validator: tokens are unsigned, so any client can log in as any principal (super users included); for development and tests only")
+		}
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()

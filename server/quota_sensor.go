@@ -1,5 +1,7 @@
 package server
 
+import "math"
+
 // rateSensor measures a rate as Kafka's Rate over a SampledStat: samples
 // windows of window each, a record going to the current sample (a new one
 // once the current is window old), samples older than samples × window
@@ -60,10 +62,15 @@ func (s *rateSensor) rate(nowMs, windowMs int64) (perSec float64, spanMs int64) 
 
 // throttleMs is Kafka's QuotaUtils.throttleTime: the delay that brings an
 // observed rate over bound back to it, (observed - bound) / bound × the
-// measured window, in milliseconds; 0 within the bound.
+// measured window, in milliseconds; 0 within the bound. It is at most
+// math.MaxInt32 (a tiny bound's +Inf included).
 func throttleMs(observed, bound float64, spanMs int64) int64 {
 	if observed <= bound || bound <= 0 {
 		return 0
 	}
-	return int64((observed-bound)/bound*float64(spanMs) + 0.5)
+	t := (observed-bound)/bound*float64(spanMs) + 0.5
+	if !(t < math.MaxInt32) { // +Inf and NaN too
+		return math.MaxInt32
+	}
+	return int64(t)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -32,6 +33,11 @@ func TestQuotaSensorThrottle(t *testing.T) {
 	}
 	if got := throttleMs(rate, 4000, span); got != 0 {
 		t.Fatalf("throttle within the quota: %d", got)
+	}
+	// A tiny quota's throttle is bounded, not an overflow to a negative
+	// (unthrottled) time.
+	if got := throttleMs(rate, 1e-300, span); got != math.MaxInt32 {
+		t.Fatalf("throttle under a tiny quota: %d, want MaxInt32", got)
 	}
 	// A second window: the rate is over both; past samples×window the
 	// first is obsolete.

@@ -72,17 +72,31 @@ func TestSaslRaftHandOffNeedsAuthentication(t *testing.T) {
 		}
 	}
 
-	// Logged in: handed to raft, which waits for the rest of the hello
-	// instead of closing.
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	// Logged in, raft on a client listener (neither a controller nor
+	// the inter-broker listener, which raft dials) is refused too, as
+	// Kafka serves raft on controller listeners only.
+	loggedIn := func(addr string) net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := saslLoginConn(ctx, c, addr, "test", plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()); err != nil {
+			t.Fatalf("login: %v", err)
+		}
+		c.Write(raft)
+		return c
 	}
-	defer c.Close()
-	if err := saslLoginConn(ctx, c, addr, "test", plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()); err != nil {
-		t.Fatalf("login: %v", err)
+	c := loggedIn(addr)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); isTimeout(err) {
+		t.Fatalf("authenticated raft connection on a client listener: held open, want it closed")
 	}
-	c.Write(raft)
+
+	// Logged in on the inter-broker listener: handed to raft, which
+	// waits for the rest of the hello instead of closing.
+	_, _, ibAddr := startSaslBroker(t, "", "inter.broker.listener.name=SASL_PLAINTEXT")
+	c = loggedIn(ibAddr)
 	c.SetReadDeadline(time.Now().Add(time.Second))
 	if _, err := c.Read(make([]byte, 1)); !isTimeout(err) {
 		t.Fatalf("authenticated raft connection: %v, want it held open by the transport", err)

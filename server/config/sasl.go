@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -248,6 +249,12 @@ func (c *Config) validateSasl(bad func(key string, reason error)) {
 			}
 			if m == MechOAuthBearer {
 				c.validateOAuthBearer(l.Name, bad)
+				if slices.Contains(c.ControllerListenerNames, l.Name) {
+					// The unsecured validator takes any unsigned
+					// token: on a controller listener anyone could
+					// log in as a node.
+					bad("sasl.enabled.mechanisms", fmt.Errorf("controller listener %s: OAUTHBEARER (Kafka's unsecured validator: unsigned tokens, anyone may claim any principal) is not allowed on a controller listener; enable it on client listeners only, with listener.name.<l>.sasl.enabled.mechanisms", l.Name))
+				}
 			}
 			if m != MechPlain {
 				continue
@@ -299,7 +306,7 @@ func (c *Config) validateOAuthBearer(listener string, bad func(key string, reaso
 // config for it names a username and password. A one-voter node dials
 // nobody and needs no login.
 func (c *Config) validateSaslLogin(bad func(key string, reason error), listener, key, mech string, controller bool) {
-	if listener == "" || !c.IsSaslListener(listener) {
+	if listener == "" || !c.IsSaslListener(listener) || c.soloQuorum {
 		return
 	}
 	if !supportedMech(mech) || mech == MechOAuthBearer {
@@ -316,9 +323,6 @@ func (c *Config) validateSaslLogin(bad func(key string, reason error), listener,
 	}
 	if !enabled {
 		bad(key, fmt.Errorf("%s must be included in the sasl.enabled.mechanisms of listener %s when SASL is used for its connections", mech, listener))
-	}
-	if c.soloQuorum {
-		return
 	}
 	if _, _, ok := c.SaslLogin(listener, mech); !ok {
 		bad(listenerPrefix+strings.ToLower(listener)+"."+strings.ToLower(mech)+".sasl.jaas.config",

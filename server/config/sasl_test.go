@@ -158,3 +158,29 @@ func TestSaslOAuthBearerConfig(t *testing.T) {
 		}
 	}
 }
+
+// OAUTHBEARER's unsecured validator takes unsigned tokens: a controller
+// listener refuses it (anyone could log in as a node).
+func TestSaslOAuthBearerNotOnControllerListener(t *testing.T) {
+	c := Default()
+	for k, v := range map[string]string{
+		"process.roles":                      "broker,controller",
+		"node.id":                            "1",
+		"listeners":                          "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"controller.listener.names":          "CONTROLLER",
+		"controller.quorum.voters":           "1@127.0.0.1:9093",
+		"listener.security.protocol.map":     "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+		"sasl.mechanism.controller.protocol": "PLAIN",
+		"listener.name.controller.sasl.enabled.mechanisms":      "PLAIN,OAUTHBEARER",
+		"listener.name.controller.plain.sasl.jaas.config":       `org.apache.kafka.common.security.plain.PlainLoginModule required username="n" password="p" user_n="p";`,
+		"listener.name.controller.oauthbearer.sasl.jaas.config": OAuthBearerLoginModule + ` required;`,
+	} {
+		if err := c.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "not allowed on a controller listener") {
+		t.Fatalf("Validate: %v, want OAUTHBEARER refused on the controller listener", err)
+	}
+}
