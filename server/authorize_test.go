@@ -502,10 +502,14 @@ func TestAuthzGroups(t *testing.T) {
 	// fetch asks for g's offsets of topics (nil: every topic), in both
 	// request forms (the client's version picks one), and returns the
 	// group's error and each topic's.
-	fetch := func(cl *kgo.Client, g string, topics ...string) (int16, map[string]int16) {
+	// fetchList is fetch with a list that may be empty and not null.
+	fetchList := func(cl *kgo.Client, g string, topics []string) (int16, map[string]int16) {
 		req := kmsg.NewPtrOffsetFetchRequest()
 		rg := kmsg.NewOffsetFetchRequestGroup()
 		req.Group, rg.Group = g, g
+		if topics != nil {
+			req.Topics, rg.Topics = []kmsg.OffsetFetchRequestTopic{}, []kmsg.OffsetFetchRequestGroupTopic{}
+		}
 		for _, topic := range topics {
 			rt := kmsg.NewOffsetFetchRequestTopic()
 			rt.Topic, rt.Partitions = topic, []int32{0}
@@ -528,6 +532,9 @@ func TestAuthzGroups(t *testing.T) {
 		}
 		return resp.ErrorCode, codes
 	}
+	fetch := func(cl *kgo.Client, g string, topics ...string) (int16, map[string]int16) {
+		return fetchList(cl, g, topics)
+	}
 	for _, cl := range []*kgo.Client{alice, alice7} {
 		code, codes := fetch(cl, "g1", "known", "hidden", "missing")
 		if code != 0 || len(codes) != 3 || codes["known"] != 0 || codes["hidden"] != taf || codes["missing"] != taf {
@@ -535,6 +542,14 @@ func TestAuthzGroups(t *testing.T) {
 		}
 		if code, codes = fetch(cl, "g1"); code != 0 || len(codes) != 1 || codes["known"] != 0 {
 			t.Errorf("alice's OffsetFetch of every topic: %s %v, want known only", codeName(code), codes)
+		}
+		// An empty list asks for nothing; a list of denied topics
+		// answers for those alone (never for every topic).
+		if code, codes = fetchList(cl, "g1", []string{}); code != 0 || len(codes) != 0 {
+			t.Errorf("alice's OffsetFetch of an empty list: %s %v, want nothing", codeName(code), codes)
+		}
+		if code, codes = fetch(cl, "g1", "hidden"); code != 0 || len(codes) != 1 || codes["hidden"] != taf {
+			t.Errorf("alice's OffsetFetch of hidden: %s %v, want hidden denied only", codeName(code), codes)
 		}
 		if code, _ = fetch(cl, "g-hidden"); code != gaf {
 			t.Errorf("alice's OffsetFetch of g-hidden: %s, want GROUP_AUTHORIZATION_FAILED", codeName(code))
