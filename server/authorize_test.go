@@ -715,6 +715,41 @@ func TestAuthzTransactions(t *testing.T) {
 	if got := listed(newClient(t, ab.plain)); !got["tx-a"] || !got["tx-hidden"] {
 		t.Errorf("the super user's ListTransactions: %v, want tx-a and tx-hidden", got)
 	}
+
+	// Produce v12 adds a transactional batch's partition to the
+	// transaction: a topic alice may not write is refused before that
+	// and never joins it (Kafka filters unauthorized topics before
+	// handleProduceAppend).
+	var pid int64
+	var epoch int16
+	eventually(t, 10*time.Second, "InitProducerId tx-a as alice", func() error {
+		r := request[*kmsg.InitProducerIDResponse](t, ctx, alice, initPID(kmsg.StringPtr("tx-a")))
+		if r.ErrorCode != 0 {
+			return kerr.ErrorForCode(r.ErrorCode)
+		}
+		pid, epoch = r.ProducerID, r.ProducerEpoch
+		return nil
+	})
+	txb := batch.NewBuildOptions()
+	txb.ProducerID, txb.ProducerEpoch, txb.BaseSequence, txb.Transactional = pid, epoch, 0, true
+	txn := batch.Build(txb, []batch.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte("t")}})
+	presp := request[*kmsg.ProduceResponse](t, ctx, alice, produceTo(kmsg.StringPtr("tx-a"), txn, "known", "hidden"))
+	if c0, c1 := presp.Topics[0].Partitions[0].ErrorCode, presp.Topics[1].Partitions[0].ErrorCode; presp.Version != 12 || c0 != 0 || c1 != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("alice's transactional Produce v%d to known and hidden: %s, %s, want NONE, TOPIC_AUTHORIZATION_FAILED", presp.Version, codeName(c0), codeName(c1))
+	}
+	describe.TransactionalIDs = []string{"tx-a"}
+	dresp := request[*kmsg.DescribeTransactionsResponse](t, ctx, newClient(t, ab.plain), describe)
+	var inTxn []string
+	for _, st := range dresp.TransactionStates {
+		for _, rt := range st.Topics {
+			for _, p := range rt.Partitions {
+				inTxn = append(inTxn, fmt.Sprintf("%s-%d", rt.Topic, p))
+			}
+		}
+	}
+	if len(inTxn) != 1 || inTxn[0] != "known-0" {
+		t.Errorf("tx-a's partitions after the Produce: %v, want known-0 only", inTxn)
+	}
 }
 
 // The admin APIs as Kafka's KafkaApis and ControllerApis authorize them.
