@@ -183,6 +183,38 @@ func TestSimpleCommitFetchReplay(t *testing.T) {
 	}
 }
 
+// OffsetFetch v0-v7 with a null topic list returns every committed
+// offset, with an empty one none (Kafka's isAllPartitions is topics ==
+// null), and v8's groups form alike.
+func TestOffsetFetchEmptyTopicList(t *testing.T) {
+	c := testCoordinator(t, &memLog{}, newManualClock())
+	if code := commit(c, "g", -1, "", "t", 1, 42); code != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+	}
+	for _, tc := range []struct {
+		version int16
+		topics  []kmsg.OffsetFetchRequestTopic
+		want    int
+	}{{7, nil, 1}, {7, []kmsg.OffsetFetchRequestTopic{}, 0}, {2, []kmsg.OffsetFetchRequestTopic{}, 0}, {8, nil, 1}, {8, []kmsg.OffsetFetchRequestTopic{}, 0}} {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version, req.Group, req.Topics = tc.version, "g", tc.topics
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = "g"
+		if tc.topics != nil {
+			rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{}
+		}
+		req.Groups = append(req.Groups, rg)
+		resp := c.OffsetFetch(context.Background(), req)
+		got := len(resp.Topics)
+		if tc.version >= 8 {
+			got = len(resp.Groups[0].Topics)
+		}
+		if got != tc.want {
+			t.Errorf("v%d, topics nil %v: %d topics, want %d", tc.version, tc.topics == nil, got, tc.want)
+		}
+	}
+}
+
 func TestDeleteGroupAndExpiry(t *testing.T) {
 	log, clk := &memLog{}, newManualClock()
 	c := testCoordinator(t, log, clk)

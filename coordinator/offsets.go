@@ -130,7 +130,8 @@ func (c *Coordinator) commitCheckLocked(g *group, version int16, generation int3
 
 // OffsetFetch returns committed offsets (OffsetFetch v0-v10): -1 for
 // partitions without one; every committed partition when the topic list is
-// null (v2+). Pending transactional offsets (TxnOffsetCommit) are never
+// null (v2+), none when it is empty (Kafka's isAllPartitions is
+// topics == null). Pending transactional offsets (TxnOffsetCommit) are never
 // returned; with require_stable (v7+) a partition that has one answers
 // UNSTABLE_OFFSET_COMMIT with offset -1 instead of its committed offset
 // (Kafka's OffsetMetadataManager.fetchOffsets/fetchAllOffsets: the
@@ -142,13 +143,13 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 		rg := kmsg.NewOffsetFetchRequestGroup()
 		rg.Group = req.Group
 		rg.MemberEpoch = -1
+		if req.Topics != nil { // an empty list asks for nothing, null for all
+			rg.Topics = make([]kmsg.OffsetFetchRequestGroupTopic, 0, len(req.Topics))
+		}
 		for _, t := range req.Topics {
 			rt := kmsg.NewOffsetFetchRequestGroupTopic()
 			rt.Topic, rt.Partitions = t.Topic, t.Partitions
 			rg.Topics = append(rg.Topics, rt)
-		}
-		if req.Topics == nil {
-			rg.Topics = nil
 		}
 		g := c.offsetFetchGroup(req.Version, &rg, req.Version >= 7 && req.RequireStable)
 		resp.ErrorCode = g.ErrorCode

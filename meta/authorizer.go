@@ -1,6 +1,9 @@
 package meta
 
-import "strings"
+import (
+	"net/netip"
+	"strings"
+)
 
 // Authorizer decides actions from the ACLs in a Store with the semantics
 // of Kafka's StandardAuthorizer (StandardAuthorizerData.authorize and
@@ -102,7 +105,7 @@ func result(x *ACL, principal, host string, op ACLOperation) ACLPermission {
 	if x.Principal != principal && x.Principal != wildcardPrincipal {
 		return ACLPermUnknown
 	}
-	if x.Host != ACLWildcard && x.Host != host {
+	if !hostMatches(x.Host, host) {
 		return ACLPermUnknown
 	}
 	if x.Operation != ACLOpAll && x.Operation != op {
@@ -111,6 +114,28 @@ func result(x *ACL, principal, host string, op ACLOperation) ACLPermission {
 		}
 	}
 	return x.Permission
+}
+
+// hostMatches reports whether an ACL's host applies to a connection from
+// host: "*" matches every host; two IP addresses match when they are the
+// same address in any spelling (Kafka compares against
+// InetAddress.getHostAddress, whose IPv6 form is uncompressed,
+// "2001:db8:0:0:0:0:0:1", while Go writes "2001:db8::1"; an IPv4-mapped
+// IPv6 address is its IPv4 address, as in Java); anything else compares
+// as a string.
+func hostMatches(aclHost, host string) bool {
+	if aclHost == ACLWildcard || aclHost == host {
+		return true
+	}
+	a, err := netip.ParseAddr(aclHost)
+	if err != nil {
+		return false
+	}
+	h, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	return a.Unmap() == h.Unmap()
 }
 
 // implies reports whether an ALLOW of have allows want as well.
@@ -149,7 +174,7 @@ func (a *Authorizer) AuthorizeAny(principal, host string, op ACLOperation, rt AC
 			continue
 		}
 		for _, x := range l {
-			if x.Host != host && x.Host != ACLWildcard || x.Principal != principal && x.Principal != wildcardPrincipal ||
+			if !hostMatches(x.Host, host) || x.Principal != principal && x.Principal != wildcardPrincipal ||
 				x.Operation != op && x.Operation != ACLOpAll {
 				continue
 			}

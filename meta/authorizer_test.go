@@ -197,6 +197,36 @@ func TestAuthorizerAny(t *testing.T) {
 	}
 }
 
+// An IPv6 ACL host matches the connection's address however either is
+// written: Kafka's tools write the uncompressed form Java prints, Go's
+// connection host is compressed.
+func TestAuthorizerIPv6Host(t *testing.T) {
+	a := newTestAuthorizer(t, []ACLBinding{
+		lit(ACLResourceTopic, "t", "User:a", ACLOpAll, ACLPermAllow),
+		withHost(lit(ACLResourceTopic, "t", "User:a", ACLOpWrite, ACLPermDeny), "2001:db8:0:0:0:0:0:1"),
+		withHost(lit(ACLResourceTopic, "t", "User:a", ACLOpRead, ACLPermDeny), "10.0.0.7"),
+		withHost(lit(ACLResourceTopic, "t", "User:a", ACLOpDelete, ACLPermDeny), "client.example"),
+	}, nil, false)
+	runAuthz(t, a, []authzCase{
+		{"User:a", "2001:db8::1", ACLOpWrite, ACLResourceTopic, "t", false},
+		{"User:a", "2001:DB8:0::1", ACLOpWrite, ACLResourceTopic, "t", false},
+		{"User:a", "2001:db8::2", ACLOpWrite, ACLResourceTopic, "t", true},
+		{"User:a", "::ffff:10.0.0.7", ACLOpRead, ACLResourceTopic, "t", false},
+		{"User:a", "10.0.0.8", ACLOpRead, ACLResourceTopic, "t", true},
+		{"User:a", "client.example", ACLOpDelete, ACLResourceTopic, "t", false},
+		{"User:a", "other.example", ACLOpDelete, ACLResourceTopic, "t", true},
+	})
+	if a.AuthorizeAny("User:b", "2001:db8::1", ACLOpWrite, ACLResourceTopic) {
+		t.Error("AuthorizeAny for a principal without ACLs = true")
+	}
+	b := newTestAuthorizer(t, []ACLBinding{
+		withHost(lit(ACLResourceTopic, "t", "User:a", ACLOpWrite, ACLPermAllow), "2001:db8:0:0:0:0:0:1"),
+	}, nil, false)
+	if !b.AuthorizeAny("User:a", "2001:db8::1", ACLOpWrite, ACLResourceTopic) {
+		t.Error("AuthorizeAny with an uncompressed IPv6 ALLOW host = false")
+	}
+}
+
 func TestParseSuperUsers(t *testing.T) {
 	got := ParseSuperUsers(" User:a ;User:b;; ")
 	if len(got) != 2 || got[0] != "User:a" || got[1] != "User:b" {

@@ -95,7 +95,7 @@ func stageProduce(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Requ
 		outs     []*produced
 		panicked atomic.Pointer[panicError] // closes the connection only
 	)
-	unverified, guards := b.verifyProduce(ctx, req)
+	unverified, guards := b.verifyProduce(ctx, req, writable)
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID

@@ -513,10 +513,14 @@ func TestAuthzGroups(t *testing.T) {
 	// fetch asks for g's offsets of topics (nil: every topic), in both
 	// request forms (the client's version picks one), and returns the
 	// group's error and each topic's.
-	fetch := func(cl *kgo.Client, g string, topics ...string) (int16, map[string]int16) {
+	// fetchList is fetch with a list that may be empty and not null.
+	fetchList := func(cl *kgo.Client, g string, topics []string) (int16, map[string]int16) {
 		req := kmsg.NewPtrOffsetFetchRequest()
 		rg := kmsg.NewOffsetFetchRequestGroup()
 		req.Group, rg.Group = g, g
+		if topics != nil {
+			req.Topics, rg.Topics = []kmsg.OffsetFetchRequestTopic{}, []kmsg.OffsetFetchRequestGroupTopic{}
+		}
 		for _, topic := range topics {
 			rt := kmsg.NewOffsetFetchRequestTopic()
 			rt.Topic, rt.Partitions = topic, []int32{0}
@@ -539,6 +543,9 @@ func TestAuthzGroups(t *testing.T) {
 		}
 		return resp.ErrorCode, codes
 	}
+	fetch := func(cl *kgo.Client, g string, topics ...string) (int16, map[string]int16) {
+		return fetchList(cl, g, topics)
+	}
 	for _, cl := range []*kgo.Client{alice, alice7} {
 		code, codes := fetch(cl, "g1", "known", "hidden", "missing")
 		if code != 0 || len(codes) != 3 || codes["known"] != 0 || codes["hidden"] != taf || codes["missing"] != taf {
@@ -546,6 +553,14 @@ func TestAuthzGroups(t *testing.T) {
 		}
 		if code, codes = fetch(cl, "g1"); code != 0 || len(codes) != 1 || codes["known"] != 0 {
 			t.Errorf("alice's OffsetFetch of every topic: %s %v, want known only", codeName(code), codes)
+		}
+		// An empty list asks for nothing; a list of denied topics
+		// answers for those alone (never for every topic).
+		if code, codes = fetchList(cl, "g1", []string{}); code != 0 || len(codes) != 0 {
+			t.Errorf("alice's OffsetFetch of an empty list: %s %v, want nothing", codeName(code), codes)
+		}
+		if code, codes = fetch(cl, "g1", "hidden"); code != 0 || len(codes) != 1 || codes["hidden"] != taf {
+			t.Errorf("alice's OffsetFetch of hidden: %s %v, want hidden denied only", codeName(code), codes)
 		}
 		if code, _ = fetch(cl, "g-hidden"); code != gaf {
 			t.Errorf("alice's OffsetFetch of g-hidden: %s, want GROUP_AUTHORIZATION_FAILED", codeName(code))
@@ -710,6 +725,41 @@ func TestAuthzTransactions(t *testing.T) {
 	}
 	if got := listed(newClient(t, ab.plain)); !got["tx-a"] || !got["tx-hidden"] {
 		t.Errorf("the super user's ListTransactions: %v, want tx-a and tx-hidden", got)
+	}
+
+	// Produce v12 adds a transactional batch's partition to the
+	// transaction: a topic alice may not write is refused before that
+	// and never joins it (Kafka filters unauthorized topics before
+	// handleProduceAppend).
+	var pid int64
+	var epoch int16
+	eventually(t, 10*time.Second, "InitProducerId tx-a as alice", func() error {
+		r := request[*kmsg.InitProducerIDResponse](t, ctx, alice, initPID(kmsg.StringPtr("tx-a")))
+		if r.ErrorCode != 0 {
+			return kerr.ErrorForCode(r.ErrorCode)
+		}
+		pid, epoch = r.ProducerID, r.ProducerEpoch
+		return nil
+	})
+	txb := batch.NewBuildOptions()
+	txb.ProducerID, txb.ProducerEpoch, txb.BaseSequence, txb.Transactional = pid, epoch, 0, true
+	txn := batch.Build(txb, []batch.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte("t")}})
+	presp := request[*kmsg.ProduceResponse](t, ctx, alice, produceTo(kmsg.StringPtr("tx-a"), txn, "known", "hidden"))
+	if c0, c1 := presp.Topics[0].Partitions[0].ErrorCode, presp.Topics[1].Partitions[0].ErrorCode; presp.Version != 12 || c0 != 0 || c1 != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("alice's transactional Produce v%d to known and hidden: %s, %s, want NONE, TOPIC_AUTHORIZATION_FAILED", presp.Version, codeName(c0), codeName(c1))
+	}
+	describe.TransactionalIDs = []string{"tx-a"}
+	dresp := request[*kmsg.DescribeTransactionsResponse](t, ctx, newClient(t, ab.plain), describe)
+	var inTxn []string
+	for _, st := range dresp.TransactionStates {
+		for _, rt := range st.Topics {
+			for _, p := range rt.Partitions {
+				inTxn = append(inTxn, fmt.Sprintf("%s-%d", rt.Topic, p))
+			}
+		}
+	}
+	if len(inTxn) != 1 || inTxn[0] != "known-0" {
+		t.Errorf("tx-a's partitions after the Produce: %v, want known-0 only", inTxn)
 	}
 }
 

@@ -17,6 +17,14 @@ package server
 // mechanism the console's Kafka client logs in with. OAUTHBEARER has no
 // password, so a listener that enables only it admits no console user.
 //
+// With an authorizer (authorizer.class.name) and no SASL client listener
+// the console is refused: it could only read the cluster as the broker's
+// own identity (its keystore certificate on SSL, ANONYMOUS on PLAINTEXT,
+// often a super user), so anyone reaching the metrics port would browse
+// every topic whatever the ACLs say. /ui/ answers 403 with the reason,
+// which the broker logs once at start; /metrics and the health checks
+// stay open.
+//
 // A SCRAM check costs the credential's iterations of PBKDF2 (4096 to
 // 16384), and the page sends the header with each of its API requests, so
 // a successful check is remembered for consoleAuthTTL (keyed by a hash of
@@ -81,6 +89,19 @@ func (a *consoleAuth) wrap(h http.Handler) http.Handler {
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(console.WithUser(r.Context(), u)))
+	})
+}
+
+// consoleRefusedReason is why a broker with an authorizer and no SASL
+// client listener serves no console.
+const consoleRefusedReason = "the web console is disabled: this broker has an authorizer (authorizer.class.name) and no SASL_PLAINTEXT or SASL_SSL client listener to log the console's users in with, and the console would otherwise read every topic as the broker's own identity; add a SASL client listener to use it"
+
+// consoleRefused logs why the console is off and returns the /ui/
+// handler that answers 403 Forbidden with that reason.
+func (b *Broker) consoleRefused() http.Handler {
+	b.logger.Warn("sluice: " + consoleRefusedReason)
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, consoleRefusedReason, http.StatusForbidden)
 	})
 }
 

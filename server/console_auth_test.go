@@ -106,3 +106,26 @@ func TestConsoleSaslSSL(t *testing.T) {
 		t.Fatalf("principals %v: the console did not log in as alice", ps.got)
 	}
 }
+
+// With an authorizer and no SASL client listener the console is refused
+// (it would read as the broker's own identity): /ui/ answers 403 with the
+// reason, logged once at start; /metrics and the health checks stay open.
+func TestConsoleRefusedWithAuthorizer(t *testing.T) {
+	t.Parallel()
+	var logs logBuffer
+	b := newTestBroker(t, &logs, slog.LevelInfo, func(b *Broker) { b.authz = newRuleAuthz("User:ANONYMOUS") },
+		"metrics.listen=127.0.0.1:0")
+	for _, path := range []string{"/ui/", "/ui/api/overview", "/ui/api/topics", "/ui/console.js"} {
+		if code, body, _ := httpGet(t, b, path); code != http.StatusForbidden || !strings.Contains(body, "authorizer") {
+			t.Errorf("%s: %d %q, want 403 naming the authorizer", path, code, body)
+		}
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		if code, _, _ := httpGet(t, b, path); code != http.StatusOK {
+			t.Errorf("%s: %d, want 200", path, code)
+		}
+	}
+	if n := len(logs.lines("web console is disabled")); n != 1 {
+		t.Errorf("%d log lines on the refused console, want 1:\n%s", n, logs.String())
+	}
+}

@@ -121,7 +121,10 @@ func checkOffsetCommit(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(
 // checkOffsetFetch: DESCRIBE on each group (else the group answers
 // GROUP_AUTHORIZATION_FAILED) and on each topic: a named topic without it
 // answers TOPIC_AUTHORIZATION_FAILED, and the offsets of every topic
-// (topics null) leave it out.
+// (topics null) leave it out. The coordinator's answer is filtered
+// whatever the request named: whether it reads a list as "all" is the
+// coordinator's business, and an answer naming a topic the principal may
+// not describe must never leave the broker.
 func checkOffsetFetch(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(kmsg.Request) kmsg.Response) kmsg.Response {
 	req := kreq.(*kmsg.OffsetFetchRequest)
 	describable := b.authorizer(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
@@ -160,11 +163,11 @@ func checkOffsetFetch(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(k
 				req.Topics = append(req.Topics, t)
 			}
 			resp := serve(req).(*kmsg.OffsetFetchResponse)
-			b.mergeOffsetFetchV7(resp, out, rg.Topics == nil, describable)
+			b.mergeOffsetFetchV7(resp, out, describable)
 			return resp
 		}
 		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-		b.mergeOffsetFetchV7(resp, out, false, describable)
+		b.mergeOffsetFetchV7(resp, out, describable)
 		return resp
 	}
 	outs := make([]kmsg.OffsetFetchResponseGroup, len(req.Groups))
@@ -178,10 +181,6 @@ func checkOffsetFetch(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(k
 		}
 	}
 	if len(kept) > 0 {
-		all := make([]bool, len(kept))
-		for j := range kept {
-			all[j] = kept[j].Topics == nil
-		}
 		req.Groups = kept
 		sresp := serve(req).(*kmsg.OffsetFetchResponse)
 		for j, sg := range sresp.Groups {
@@ -189,9 +188,7 @@ func checkOffsetFetch(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(k
 				break
 			}
 			denied := outs[keptAt[j]].Topics
-			if all[j] {
-				sg.Topics = filterOffsetTopics(b, req.Version, sg.Topics, describable)
-			}
+			sg.Topics = filterOffsetTopics(b, req.Version, sg.Topics, describable)
 			sg.Topics = append(sg.Topics, denied...)
 			outs[keptAt[j]] = sg
 		}
@@ -244,21 +241,19 @@ func filterOffsetTopics(b *Broker, version int16, topics []kmsg.OffsetFetchRespo
 }
 
 // mergeOffsetFetchV7 puts a group's answer into the top-level form of
-// OffsetFetch v0-v7: the group's error, the denied topics, and at all
-// the served topics filtered to the describable ones.
-func (b *Broker) mergeOffsetFetchV7(resp *kmsg.OffsetFetchResponse, out kmsg.OffsetFetchResponseGroup, all bool, describable func(string) bool) {
+// OffsetFetch v0-v7: the group's error, the served topics filtered to the
+// describable ones, and the denied topics.
+func (b *Broker) mergeOffsetFetchV7(resp *kmsg.OffsetFetchResponse, out kmsg.OffsetFetchResponseGroup, describable func(string) bool) {
 	if out.ErrorCode != 0 {
 		resp.ErrorCode = out.ErrorCode
 	}
-	if all {
-		kept := resp.Topics[:0]
-		for _, t := range resp.Topics {
-			if describable(t.Topic) {
-				kept = append(kept, t)
-			}
+	kept := resp.Topics[:0]
+	for _, t := range resp.Topics {
+		if describable(t.Topic) {
+			kept = append(kept, t)
 		}
-		resp.Topics = kept
 	}
+	resp.Topics = kept
 	for _, gt := range out.Topics {
 		t := kmsg.NewOffsetFetchResponseTopic()
 		t.Topic = gt.Topic

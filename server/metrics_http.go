@@ -23,7 +23,8 @@ import (
 //	/readyz   200 "ready", or 503 with the reason (readiness)
 //	/ui/      the web console (package console), / redirects there;
 //	          behind HTTP Basic authentication when a client listener
-//	          is SASL (console_auth.go)
+//	          is SASL; 403 with an authorizer and no SASL client
+//	          listener (console_auth.go)
 //
 // Its goroutine is net/http's Serve; it holds no broker lock itself.
 
@@ -31,8 +32,8 @@ import (
 type metricsServer struct {
 	ln      net.Listener
 	srv     *http.Server
-	console *console.Console
-	done    chan struct{} // closed when Serve returned
+	console *console.Console // nil when the console is refused
+	done    chan struct{}    // closed when Serve returned
 }
 
 // listenMetrics binds metrics.listen; nil when it is empty. An address
@@ -60,10 +61,15 @@ func (b *Broker) listenMetrics() (net.Listener, error) {
 func (b *Broker) serveMetrics(ln net.Listener) {
 	ms := &metricsServer{ln: ln, done: make(chan struct{})}
 	bootstrap, consoleTLS, saslListener := b.consoleBootstrap()
-	ms.console = console.New(console.Config{Bootstrap: bootstrap, TLS: consoleTLS, Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
-	var ui http.Handler = ms.console
-	if saslListener != "" {
-		ui = newConsoleAuth(b, saslListener).wrap(ui)
+	var ui http.Handler
+	if saslListener == "" && b.authz != nil {
+		ui = b.consoleRefused()
+	} else {
+		ms.console = console.New(console.Config{Bootstrap: bootstrap, TLS: consoleTLS, Alerts: b.Alerts, Fetched: b.metrics.fetchedOffsets, Logger: b.logger})
+		ui = ms.console
+		if saslListener != "" {
+			ui = newConsoleAuth(b, saslListener).wrap(ui)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{
@@ -107,7 +113,9 @@ func (b *Broker) closeMetrics() {
 	b.httpSrv = nil
 	ms.srv.Close()
 	<-ms.done
-	ms.console.Close()
+	if ms.console != nil {
+		ms.console.Close()
+	}
 }
 
 // MetricsAddr is the address the metrics listener listens on, or nil when

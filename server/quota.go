@@ -26,7 +26,13 @@ package server
 // sensor, as Kafka's metric tags make them. The user is the connection's
 // principal name (User:alice: alice; ANONYMOUS without authentication).
 // Sensors not recorded for an hour are dropped (Kafka's inactive sensor
-// expiration). A request's throttle is the largest of its byte and
+// expiration). At most quotaMaxSensors entities have a sensor of their
+// own: a client may change its client id with every request, and with a
+// default client-id quota each would get one for an hour; beyond the cap
+// new entities share one overflow sensor per quota kind (so a client
+// rotating its client id is measured, and throttled, with the others
+// past the cap) until the sweep frees room. The cap also bounds the
+// sweep's walk. A request's throttle is the largest of its byte and
 // request throttles; the dispatch (conn.go, applyQuotas) sets it as the
 // response's throttle_time_ms and mutes the connection: its next request
 // is not read until the throttle time has passed (KIP-219), so a client
@@ -45,8 +51,13 @@ import (
 	"github.com/sluicemq/sluice/meta"
 )
 
-// quotaSensorExpiry is Kafka's InactiveSensorExpirationTimeSeconds.
-const quotaSensorExpiry = time.Hour
+// quotaSensorExpiry is Kafka's InactiveSensorExpirationTimeSeconds;
+// quotaMaxSensors bounds the sensors of their own (Sluice's: Kafka has no
+// bound), beyond which entities share their kind's overflow sensor.
+const (
+	quotaSensorExpiry = time.Hour
+	quotaMaxSensors   = 10000
+)
 
 // quotaKind is a client quota's key.
 type quotaKind int
@@ -91,11 +102,12 @@ type quotaManager struct {
 	// whole), read without mu: a connection without quotas takes no lock.
 	limits atomic.Pointer[quotaLimits]
 
-	mu      sync.Mutex
-	sensors map[sensorKey]*rateSensor
-	swept   int64 // unix ms of the latest expiry sweep
-	broker  *rateSensor
-	now     func() time.Time
+	mu       sync.Mutex
+	sensors  map[sensorKey]*rateSensor       // at most quotaMaxSensors
+	overflow [len(quotaKindKeys)]*rateSensor // by kind: the entities past the cap
+	swept    int64                           // unix ms of the latest expiry sweep
+	broker   *rateSensor
+	now      func() time.Time
 }
 
 func newQuotaManager(m *meta.Store, samples, windowSeconds, maxConnRate int32) *quotaManager {
@@ -221,7 +233,7 @@ func (q *quotaManager) record(l *quotaLimits, kind quotaKind, user, client strin
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	t := q.recordLocked(key, v, limit)
+	_, t := q.recordLocked(key, v, limit)
 	if kind == quotaRequest {
 		t = min(t, q.windowMs)
 	}
@@ -246,28 +258,44 @@ func (q *quotaManager) unrecord(l *quotaLimits, kind quotaKind, user, client str
 	if _, key, ok := l.quotaFor(kind, user, client); ok {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		if s := q.sensors[key]; s != nil {
-			s.record(-v, q.now().UnixMilli(), q.windowMs)
+		now := q.now().UnixMilli()
+		if s := q.sensorLocked(key, now, false); s != nil {
+			s.record(-v, now, q.windowMs)
 		}
 	}
 }
 
-// recordLocked records v on key's sensor and returns the throttle time.
-func (q *quotaManager) recordLocked(key sensorKey, v, limit float64) int64 {
+// recordLocked records v on key's sensor and returns the sensor and the
+// throttle time.
+func (q *quotaManager) recordLocked(key sensorKey, v, limit float64) (*rateSensor, int64) {
 	now := q.now().UnixMilli()
 	q.sweepLocked(now)
-	s := q.sensors[key]
-	if s == nil {
-		s = newRateSensor(q.samples, now)
-		q.sensors[key] = s
-	}
+	s := q.sensorLocked(key, now, true)
 	s.record(v, now, q.windowMs)
 	rate, span := s.rate(now, q.windowMs)
-	return throttleMs(rate, limit, span)
+	return s, throttleMs(rate, limit, span)
+}
+
+// sensorLocked returns key's sensor: its own, else with create a new one
+// while fewer than quotaMaxSensors exist, else its kind's overflow sensor
+// (created with create; nil without a sensor).
+func (q *quotaManager) sensorLocked(key sensorKey, now int64, create bool) *rateSensor {
+	if s := q.sensors[key]; s != nil {
+		return s
+	}
+	if create && len(q.sensors) < quotaMaxSensors {
+		s := newRateSensor(q.samples, now)
+		q.sensors[key] = s
+		return s
+	}
+	if create && q.overflow[key.kind] == nil {
+		q.overflow[key.kind] = newRateSensor(q.samples, now)
+	}
+	return q.overflow[key.kind]
 }
 
 // sweepLocked drops sensors not recorded within quotaSensorExpiry, at
-// most once a minute.
+// most once a minute (a walk of at most quotaMaxSensors).
 func (q *quotaManager) sweepLocked(now int64) {
 	if now-q.swept < time.Minute.Milliseconds() {
 		return
@@ -278,9 +306,15 @@ func (q *quotaManager) sweepLocked(now int64) {
 			delete(q.sensors, k)
 		}
 	}
+	for i, s := range q.overflow {
+		if s != nil && now-s.last >= quotaSensorExpiry.Milliseconds() {
+			q.overflow[i] = nil
+		}
+	}
 }
 
-// sensorCount is the number of live sensors (tests).
+// sensorCount is the number of live sensors of their own, the overflow
+// ones not counted (tests).
 func (q *quotaManager) sensorCount() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -303,8 +337,9 @@ func (q *quotaManager) connectionThrottle(ip netip.Addr) (ipMs, brokerMs int64) 
 	}
 	if found {
 		key := sensorKey{kind: quotaConnIP, user: name}
-		if ipMs = q.recordLocked(key, 1, limit); ipMs > 0 {
-			q.sensors[key].record(-1, q.now().UnixMilli(), q.windowMs)
+		var s *rateSensor
+		if s, ipMs = q.recordLocked(key, 1, limit); ipMs > 0 {
+			s.record(-1, q.now().UnixMilli(), q.windowMs)
 			return ipMs, 0
 		}
 	}

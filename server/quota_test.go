@@ -5,8 +5,10 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -85,6 +87,62 @@ func TestQuotaSensorExpiry(t *testing.T) {
 	q.record(q.current(), quotaRequest, "ANONYMOUS", "d", 1)
 	if n := q.sensorCount(); n != 1 {
 		t.Fatalf("%d sensors after an hour idle, want 1", n)
+	}
+}
+
+// At most quotaMaxSensors entities have a sensor of their own: a client
+// changing its client id with each request under a default client-id
+// quota shares one overflow sensor per kind past the cap (and is
+// throttled there), the entities with a sensor keep theirs, and the
+// sweep frees the idle ones, overflow included.
+func TestQuotaSensorCap(t *testing.T) {
+	q := newQuotaManager(nil, 2, 1, math.MaxInt32)
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	q.now = func() time.Time { return time.UnixMilli(now.Load()) }
+	l := &quotaLimits{by: map[quotaKind]map[quotaEnt]float64{
+		quotaProduce: {{hasClient: true}: 1000},
+		quotaConnIP:  {{ip: true}: 1},
+	}}
+	q.limits.Store(l)
+	for i := range quotaMaxSensors + 500 {
+		if ms := q.record(l, quotaProduce, "u", fmt.Sprint("c", i), 1); ms != 0 {
+			t.Fatalf("client c%d throttled %d ms within its quota", i, ms)
+		}
+	}
+	if n := q.sensorCount(); n != quotaMaxSensors {
+		t.Fatalf("%d sensors after %d client ids, want %d", n, quotaMaxSensors+500, quotaMaxSensors)
+	}
+	if ms := q.record(l, quotaProduce, "u", "rotating-1", 100000); ms <= 0 {
+		t.Fatalf("a client past the cap over its quota: throttle %d ms", ms)
+	}
+	if ms := q.record(l, quotaProduce, "u", "rotating-2", 1); ms <= 0 {
+		t.Fatalf("the next client id past the cap: throttle %d ms, want the shared sensor's", ms)
+	}
+	q.unrecord(l, quotaProduce, "u", "rotating-3", 100000)
+	if ms := q.record(l, quotaProduce, "u", "c1", 1); ms != 0 {
+		t.Fatalf("c1, which has its own sensor: throttle %d ms", ms)
+	}
+	// An address's connection_creation_rate past the cap: the overflow
+	// sensor counts it, and the refused connection is taken back.
+	addr := netip.MustParseAddr("10.0.0.1")
+	if ipMs, _ := q.connectionThrottle(addr); ipMs != 0 {
+		t.Fatalf("first connection past the cap throttled %d ms", ipMs)
+	}
+	if ipMs, _ := q.connectionThrottle(addr); ipMs <= 0 {
+		t.Fatalf("second connection within a second past the cap: throttle %d ms", ipMs)
+	}
+	now.Add(quotaSensorExpiry.Milliseconds() + time.Minute.Milliseconds())
+	if ms := q.record(l, quotaProduce, "u", "fresh", 1); ms != 0 {
+		t.Fatalf("a new client after the sweep: throttle %d ms", ms)
+	}
+	if n := q.sensorCount(); n != 1 {
+		t.Fatalf("%d sensors after an hour idle, want 1", n)
+	}
+	for k, s := range q.overflow {
+		if s != nil {
+			t.Errorf("overflow sensor of kind %d kept after an hour idle", k)
+		}
 	}
 }
 

@@ -159,8 +159,11 @@ func produceVerifyCode(code int16, produceVersion int16) int16 {
 // verifyProduce verifies the transactional batches of req that open a
 // transaction in their partition (txn_verify.go's rules) and returns the
 // error code of each partition that failed and the guard each verified
-// one's append must carry.
-func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (map[topicPartition]int16, map[topicPartition]replica.TxnGuard) {
+// one's append must carry. Topics writable refuses are skipped: their
+// partitions are answered TOPIC_AUTHORIZATION_FAILED and must not be
+// added to the transaction (v12+ adds them; Kafka filters unauthorized
+// topics before handleProduceAppend).
+func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest, writable func(topic string) bool) (map[topicPartition]int16, map[topicPartition]replica.TxnGuard) {
 	if req.TransactionID == nil || *req.TransactionID == "" {
 		// Transactional records need a transactional id (Kafka's
 		// handleProduceRequest: TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
@@ -202,6 +205,9 @@ func (b *Broker) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) (m
 				continue
 			}
 			name = t.Name
+		}
+		if !writable(name) {
+			continue
 		}
 		for _, rp := range rt.Partitions {
 			part, ok := b.partition(name, rp.Partition)
