@@ -23,7 +23,6 @@ func startACLBroker(t *testing.T, dir string) (*Broker, string) {
 	t.Helper()
 	b, _ := startBroker(t, dir,
 		"listeners=SASL_PLAINTEXT://127.0.0.1:0",
-		"inter.broker.listener.name=SASL_PLAINTEXT",
 		"listener.name.sasl_plaintext.plain.sasl.jaas.config="+authzJaas,
 		"authorizer.class.name="+config.StandardAuthorizerClass, "super.users=User:admin")
 	return b, b.ListenerAddr("SASL_PLAINTEXT").String()

@@ -44,7 +44,7 @@ func TestACLProducerConsumerKcat(t *testing.T) {
 	}
 	t.Parallel()
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";`
-	b := startSluiceBroker(t, "listeners=SASL_PLAINTEXT://127.0.0.1:0", "inter.broker.listener.name=SASL_PLAINTEXT",
+	b := startSluiceBroker(t, "listeners=SASL_PLAINTEXT://127.0.0.1:0",
 		"listener.name.sasl_plaintext.plain.sasl.jaas.config="+jaas,
 		"authorizer.class.name="+config.StandardAuthorizerClass, "super.users=User:admin")
 	bs := b.ListenerAddr("SASL_PLAINTEXT").String()
