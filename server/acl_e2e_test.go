@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
@@ -103,8 +104,20 @@ func TestACLEndToEnd(t *testing.T) {
 	if err := produceValues(ctx, asUser(t, addr, "alice", kgo.DisableIdempotentWrite()), "orders", "denied", 1); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("alice produces without ACLs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
-	if err := produceValues(ctx, asUser(t, addr, "alice"), "orders", "denied", 1); err == nil {
-		t.Fatal("alice produces idempotently without ACLs")
+	if err := produceValues(ctx, asUser(t, addr, "alice"), "orders", "denied", 1); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice produces idempotently without ACLs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	// An idempotent producer id needs IDEMPOTENT_WRITE on the cluster or
+	// WRITE on some topic (Kafka's KafkaApis, KIP-679).
+	initPID := func() error {
+		resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, asUser(t, addr, "alice"))
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err := initPID(); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice's InitProducerId without ACLs: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
 	aliceAdm := kadm.NewClient(asUser(t, addr, "alice"))
 	if tds, err := aliceAdm.ListTopics(ctx); err != nil || tds.Has("orders") {
@@ -118,6 +131,9 @@ func TestACLEndToEnd(t *testing.T) {
 	// kafka-acls --producer --topic orders (and --idempotent).
 	grant(kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpWrite, kadm.OpDescribe, kadm.OpCreate))
 	grant(kadm.NewACLs().Allow("User:alice").Clusters().Operations(kadm.OpIdempotentWrite))
+	if err := initPID(); err != nil {
+		t.Fatalf("alice's InitProducerId with the producer ACLs: %v", err)
+	}
 	alice := asUser(t, addr, "alice", kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err := produceValues(ctx, alice, "orders", "o", 20); err != nil {
 		t.Fatalf("alice produces with the producer ACLs: %v", err)
