@@ -257,6 +257,19 @@ func TestACLEndToEnd(t *testing.T) {
 	}
 	committed("after the restart")
 	bobCannot("after the restart")
+	// ListGroups shows a principal the groups it may describe (Kafka's
+	// KafkaApis): admin's offsets make admin-group, bob sees his own only.
+	var toCommit kadm.Offsets
+	toCommit.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 0, LeaderEpoch: -1})
+	if _, err := admin.CommitOffsets(ctx, "admin-group", toCommit); err != nil {
+		t.Fatalf("admin commits admin-group: %v", err)
+	}
+	for who, want := range map[*kadm.Client][]string{admin: {"admin-group", "bob-group"}, bobAdm: {"bob-group"}} {
+		lg, err := who.ListGroups(ctx)
+		if got := sorted(lg.Groups()); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("ListGroups: %v %q, want %q", err, got, want)
+		}
+	}
 	bob = asUser(t, addr, "bob", kgo.ConsumerGroup("bob-group"), kgo.ConsumeTopics("orders"), kgo.DisableAutoCommit(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	// From the committed offsets: the committed transaction, alice's
