@@ -81,7 +81,8 @@ func values(prefix string, n int) []string {
 // bob with --consumer's ACLs consumes in his group and commits, but
 // cannot produce or use another group; a transactional producer needs
 // WRITE on its transactional id; a DENY beats an ALLOW; a PREFIXED ACL
-// covers its names; everything holds after a restart.
+// covers its names, and WRITE on a topic is enough for an idempotent
+// producer (KIP-679); everything holds after a restart.
 func TestACLEndToEnd(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -242,6 +243,14 @@ func TestACLEndToEnd(t *testing.T) {
 	}
 	if err := produceValues(ctx, asUser(t, addr, "alice", kgo.DisableIdempotentWrite()), "bob-events", "p", 1); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("alice produces to bob-events: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+
+	// KIP-679: WRITE on some topic is enough for an idempotent producer
+	// id: bob, with WRITE on the prefix bob- and no IDEMPOTENT_WRITE,
+	// produces idempotently to bob-events.
+	grant(kadm.NewACLs().Allow("User:bob").Topics("bob-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite))
+	if err := produceValues(ctx, asUser(t, addr, "bob"), "bob-events", "b", 2); err != nil {
+		t.Fatalf("bob produces idempotently with WRITE on bob- only: %v", err)
 	}
 
 	// A restart: the ACLs are in the metadata and still decide.
