@@ -260,6 +260,22 @@ start_node() {
 	echo "node $n: started (pid $pid) but not listening on 127.0.0.1:$(client_port "$n") yet; see $(log_file "$n")"
 }
 
+# wait_registered waits (up to 30 s) until the cluster has $1 brokers
+# registered and none fenced, so that a topic created right after start
+# gets its replication factor; it says so and returns 0 either way.
+wait_registered() {
+	local i out
+	for ((i = 0; i < 300; i++)); do
+		out=$("$(bin)" cluster describe --bootstrap-server "127.0.0.1:$(client_port 1),127.0.0.1:$(client_port 2),127.0.0.1:$(client_port 3)" --timeout 2s 2>/dev/null) || true
+		if grep -q "^Brokers: $1\$" <<<"$out" && ! grep -q "^Fenced brokers: [1-9]" <<<"$out"; then
+			echo "cluster: $1 brokers registered and unfenced"
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "cluster: not every broker registered yet after 30 s; see tools/cluster.sh status and the nodes' logs"
+}
+
 # wait_gone waits up to $2 seconds for pid $1 to exit.
 wait_gone() {
 	local pid=$1 i
@@ -358,6 +374,7 @@ start)
 	for n in "${targets[@]}"; do
 		start_node "$n" || failed=1
 	done
+	[ "$failed" = 0 ] && wait_registered "${#nodes[@]}"
 	exit "$failed"
 	;;
 stop)
