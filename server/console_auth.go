@@ -46,8 +46,6 @@ import (
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/sluicemq/sluice/server/console"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // consoleAuthTTL is how long a successful SCRAM check is remembered;
@@ -121,7 +119,8 @@ func (a *consoleAuth) login(user, pass string) (console.User, bool) {
 		}
 		want, ok := users[user]
 		if subtle.ConstantTimeCompare([]byte(want), []byte(pass)) == 1 && ok {
-			return console.User{Key: key(config.MechPlain), SASL: plain.Auth{User: user, Pass: pass}.AsMechanism()}, true
+			m, _ := config.ClientMechanism(config.MechPlain, user, pass)
+			return console.User{Key: key(config.MechPlain), SASL: m}, true
 		}
 	}
 	for _, name := range []string{config.MechScramSHA512, config.MechScramSHA256} {
@@ -133,11 +132,7 @@ func (a *consoleAuth) login(user, pass string) (console.User, bool) {
 		if !ok || !a.scramMatches(mech, cred, pass) {
 			continue
 		}
-		auth := scram.Auth{User: user, Pass: pass}
-		m := auth.AsSha256Mechanism()
-		if mech == meta.ScramSHA512 {
-			m = auth.AsSha512Mechanism()
-		}
+		m, _ := config.ClientMechanism(name, user, pass)
 		return console.User{Key: key(name), SASL: m}, true
 	}
 	return console.User{}, false

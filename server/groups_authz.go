@@ -10,6 +10,8 @@ package server
 // answer.
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -340,13 +342,9 @@ func checkListGroups(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(km
 	if b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, clusterResource) {
 		return resp
 	}
-	kept := resp.Groups[:0]
-	for _, g := range resp.Groups {
-		if b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.Group) {
-			kept = append(kept, g)
-		}
-	}
-	resp.Groups = kept
+	resp.Groups = slices.DeleteFunc(resp.Groups, func(g kmsg.ListGroupsResponseGroup) bool {
+		return !b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.Group)
+	})
 	return resp
 }
 

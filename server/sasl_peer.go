@@ -27,8 +27,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // peerSasl holds this node's logins to the controller listener (voters'
@@ -51,7 +49,7 @@ func buildPeerSasl(cfg *config.Config) (peerSasl, error) {
 			}
 			return nil, fmt.Errorf("server: SASL login to listener %s: its %s JAAS config has no username and password", name, mech)
 		}
-		return saslMechanism(mech, user, pass)
+		return config.ClientMechanism(mech, user, pass)
 	}
 	var err error
 	if len(cfg.ControllerListenerNames) > 0 {
@@ -61,19 +59,6 @@ func buildPeerSasl(cfg *config.Config) (peerSasl, error) {
 	}
 	p.interBroker, err = build(cfg.InterBrokerListenerName, cfg.SaslMechanismInterBrokerProtocol())
 	return p, err
-}
-
-// saslMechanism is franz-go's client side of a mechanism Sluice serves.
-func saslMechanism(mech, user, pass string) (sasl.Mechanism, error) {
-	switch mech {
-	case config.MechPlain:
-		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
-	case config.MechScramSHA256:
-		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
-	case config.MechScramSHA512:
-		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
-	}
-	return nil, fmt.Errorf("server: SASL mechanism %s is not supported", mech)
 }
 
 // saslFor is the login for reaching addr: a voter's address is its

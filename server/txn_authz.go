@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -160,13 +161,9 @@ func checkDescribeTransactions(b *Broker, cc *clientConn, kreq kmsg.Request, ser
 // may describe.
 func checkListTransactions(b *Broker, cc *clientConn, kreq kmsg.Request, serve func(kmsg.Request) kmsg.Response) kmsg.Response {
 	resp := serve(kreq).(*kmsg.ListTransactionsResponse)
-	kept := resp.TransactionStates[:0]
-	for _, st := range resp.TransactionStates {
-		if b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, st.TransactionalID) {
-			kept = append(kept, st)
-		}
-	}
-	resp.TransactionStates = kept
+	resp.TransactionStates = slices.DeleteFunc(resp.TransactionStates, func(st kmsg.ListTransactionsResponseTransactionState) bool {
+		return !b.authorized(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, st.TransactionalID)
+	})
 	return resp
 }
 

@@ -6,6 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // SASL (SASL_PLAINTEXT listeners; SASL_SSL once TLS exists). Kafka's SASL
@@ -328,4 +332,20 @@ func (c *Config) validateSaslLogin(bad func(key string, reason error), listener,
 		bad(listenerPrefix+strings.ToLower(listener)+"."+strings.ToLower(mech)+".sasl.jaas.config",
 			fmt.Errorf("listener %s is used between nodes with SASL %s: its JAAS config must set this node's username and password options", listener, mech))
 	}
+}
+
+// ClientMechanism is franz-go's client side of a user-and-password
+// mechanism Sluice serves (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), as the
+// broker's own logins, the console and the sluice command use it; any
+// other name is an error.
+func ClientMechanism(mech, user, pass string) (sasl.Mechanism, error) {
+	switch mech {
+	case MechPlain:
+		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case MechScramSHA256:
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case MechScramSHA512:
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("SASL mechanism %s is not supported with a user and password (%s, %s, %s)", mech, MechPlain, MechScramSHA256, MechScramSHA512)
 }

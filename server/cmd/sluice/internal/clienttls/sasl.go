@@ -33,10 +33,7 @@ import (
 	"github.com/sluicemq/sluice/server/config"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // EnvPassword is the environment variable holding the SASL password (or
@@ -79,7 +76,7 @@ func (s *saslFlags) opts(props map[string]string) ([]kgo.Opt, error) {
 	if s.username == "" {
 		return nil, fmt.Errorf("--sasl-mechanism %s needs --sasl-username", mech)
 	}
-	m, err := userMechanism(mech, s.username, pass)
+	m, err := config.ClientMechanism(mech, s.username, pass)
 	if err != nil {
 		return nil, fmt.Errorf("--sasl-mechanism: %w", err)
 	}
@@ -104,19 +101,6 @@ func (s *saslFlags) password() (string, error) {
 		return p, nil
 	}
 	return "", errors.New("--sasl-mechanism needs a password (or OAUTHBEARER token): --sasl-password-file FILE or the " + EnvPassword + " environment variable")
-}
-
-// userMechanism is a user and password mechanism.
-func userMechanism(mech, user, pass string) (sasl.Mechanism, error) {
-	switch mech {
-	case config.MechPlain:
-		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
-	case config.MechScramSHA256:
-		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
-	case config.MechScramSHA512:
-		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
-	}
-	return nil, fmt.Errorf("%s is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", mech)
 }
 
 // propsOpts turns Kafka client properties into SASL options.
@@ -153,7 +137,7 @@ func propsOpts(props map[string]string) ([]kgo.Opt, error) {
 	if user == "" {
 		return nil, fmt.Errorf("--command-config: sasl.jaas.config has no username")
 	}
-	m, err := userMechanism(mech, user, pass)
+	m, err := config.ClientMechanism(mech, user, pass)
 	if err != nil {
 		return nil, fmt.Errorf("--command-config: sasl.mechanism=%w", err)
 	}
