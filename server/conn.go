@@ -86,12 +86,13 @@ type clientConn struct {
 	// mutedUntil is when a throttled connection's next request may be
 	// read (quota_conn.go); fetchWaited is the current Fetch's long-poll
 	// wait, not counted as request time; serveStart is when the current
-	// request's serving began; fetchQuota holds a Fetch's throttle once
-	// fetchThrottled decided it. All the reader's.
-	mutedUntil  time.Time
-	fetchWaited time.Duration
-	serveStart  time.Time
-	fetchQuota  *int32
+	// request's serving began; fetchQuotaDone is set once
+	// fetchThrottled applied the quotas to the current Fetch. All the
+	// reader's.
+	mutedUntil     time.Time
+	fetchWaited    time.Duration
+	serveStart     time.Time
+	fetchQuotaDone bool
 
 	answers chan *answer // reader to writer, in request order; never full
 
@@ -462,12 +463,12 @@ func (cc *clientConn) serveOne(ctx context.Context, r *bufio.Reader) error {
 	}
 	cc.boundFetch(req)
 	cc.serveStart = time.Now()
-	cc.fetchQuota = nil
+	cc.fetchQuotaDone = false
 	resp, err := cc.b.serveAuthorized(ctx, h, cc, req) // admin_authz.go
 	if err != nil {
 		return err
 	}
-	if cc.fetchQuota == nil {
+	if !cc.fetchQuotaDone {
 		setThrottle(resp, cc.applyQuotas(key, size, resp, time.Since(cc.serveStart)))
 	}
 	a.finish, a.splices, cc.splices = ready(resp), cc.splices, nil

@@ -111,7 +111,7 @@ func (cc *clientConn) boundFetch(req kmsg.Request) {
 // FetchContext.getThrottledResponse).
 func (cc *clientConn) fetchThrottled(resp *kmsg.FetchResponse) bool {
 	t := cc.applyQuotas(kmsg.Fetch.Int16(), 0, resp, time.Since(cc.serveStart))
-	cc.fetchQuota = &t
+	cc.fetchQuotaDone = true
 	if t <= 0 {
 		return false
 	}
