@@ -18,7 +18,6 @@ const (
 	txnTopic      = "txn"  // the transactional producer's topic
 	idemTopic     = "idem" // the idempotent peer's topic
 	txnPartitions = 4
-	txnRecords    = 100 // records per transaction (and per peer flush)
 	// txnRoundTxns is the alternation round: this many transactions,
 	// then as many records from the peer (or the other way round).
 	txnRoundTxns = 10
@@ -65,10 +64,13 @@ const (
 // With -benchtime 1x (CI) the run is one transaction of one record.
 // Measure with a fixed count (-benchtime 20000x: 200 transactions, 20 MiB).
 func BenchmarkTxnProduce(b *testing.B) {
-	b.Run("txn", benchmarkTxnProduce)
+	b.Run("txn", func(b *testing.B) { benchmarkTxnProduce(b, 100) })
+	b.Run("txn-1000", func(b *testing.B) { benchmarkTxnProduce(b, 1000) })
 }
 
-func benchmarkTxnProduce(b *testing.B) {
+// benchmarkTxnProduce runs BenchmarkTxnProduce with txnRecords records per
+// transaction (and per peer flush).
+func benchmarkTxnProduce(b *testing.B, txnRecords int) {
 	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
 	defer cancel()
 	addr := startSluice(b, filepath.Join(b.TempDir(), "sluice"))

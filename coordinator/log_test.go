@@ -16,6 +16,7 @@ type memLog struct {
 	mu       sync.Mutex
 	batches  [][]Record
 	failNext bool
+	failed   [][]Record // the appends failNext refused
 }
 
 func (l *memLog) Append(ctx context.Context, recs []Record) error {
@@ -23,6 +24,7 @@ func (l *memLog) Append(ctx context.Context, recs []Record) error {
 	defer l.mu.Unlock()
 	if l.failNext {
 		l.failNext = false
+		l.failed = append(l.failed, append([]Record(nil), recs...))
 		return errors.New("injected append failure")
 	}
 	l.batches = append(l.batches, append([]Record(nil), recs...))

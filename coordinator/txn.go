@@ -221,6 +221,27 @@ type txnMeta struct {
 
 	// pending is set while a change to this transaction is being written.
 	pending bool
+	// queued are the AddPartitionsToTxn calls waiting for this prepared
+	// transaction to complete (see queuedAdd). Not in the log.
+	queued []*queuedAdd
+}
+
+// queuedAdd is an AddPartitionsToTxn (or AddOffsetsToTxn) of the
+// producer's next transaction that waits while the previous one is
+// completing. Once the markers are written, complete folds the queued
+// adds of the producer id and epoch the completion leaves into the
+// completion's record: one write of the next transaction, Ongoing with
+// their partitions, instead of CompleteCommit (or CompleteAbort) and then
+// the add (Sluice's: Kafka answers CONCURRENT_TRANSACTIONS until the
+// completion is written and the client retries). The record is the one
+// Kafka's add would write after the completion; a coordinator loading it
+// finds the next transaction ongoing, the previous one's markers being
+// already on every partition.
+type queuedAdd struct {
+	pid   int64
+	epoch int16
+	parts []TxnPartition
+	tv    int16
 }
 
 // clone returns a copy of t with its own partition set.
@@ -231,6 +252,7 @@ func (t *txnMeta) clone() *txnMeta {
 		n.parts[tp] = struct{}{}
 	}
 	n.pending = false
+	n.queued = nil
 	return &n
 }
 

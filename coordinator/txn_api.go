@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 
@@ -275,7 +276,9 @@ func (c *TxnCoordinator) addPartitions(ctx context.Context, id string, pid int64
 		return code
 	}
 	s.mu.Lock()
+	q := queueAdd(s.txns[id], pid, epoch, parts, tv, wait)
 	t := c.awaitCompleted(ctx, s, id, pid, epoch, wait)
+	unqueueAdd(s.txns[id], q)
 	switch {
 	case s.gone:
 		s.mu.Unlock()
@@ -310,6 +313,29 @@ func (c *TxnCoordinator) addPartitions(ctx context.Context, id string, pid int64
 	t.pending = true
 	s.mu.Unlock()
 	return c.write(ctx, s, t, n, false)
+}
+
+// queueAdd queues an add of parts on t (s.mu held) when it will wait for
+// t's completion (awaitCompleted's condition), so that the completion can
+// fold it in (foldQueuedAdds); nil otherwise.
+func queueAdd(t *txnMeta, pid int64, epoch int16, parts []TxnPartition, tv int16, wait time.Duration) *queuedAdd {
+	if wait <= 0 || !t.awaited(pid, epoch) {
+		return nil
+	}
+	q := &queuedAdd{pid: pid, epoch: epoch, parts: parts, tv: tv}
+	t.queued = append(t.queued, q)
+	return q
+}
+
+// unqueueAdd removes q from t's queue (s.mu held) if the completion did
+// not take it.
+func unqueueAdd(t *txnMeta, q *queuedAdd) {
+	if t == nil || q == nil {
+		return
+	}
+	if i := slices.Index(t.queued, q); i >= 0 {
+		t.queued = slices.Delete(t.queued, i, i+1)
+	}
 }
 
 func (t *txnMeta) hasAll(parts []TxnPartition) bool {
@@ -848,6 +874,13 @@ func (t *txnMeta) completing() bool {
 	return t.pending || t.state == txnPrepareCommit || t.state == txnPrepareAbort
 }
 
+// awaited reports whether a request of the producer (pid, epoch) waits
+// for t (nil: none) to complete: t is completing, and its producer is the
+// request's or the one the completion moves to.
+func (t *txnMeta) awaited(pid int64, epoch int16) bool {
+	return t != nil && t.completing() && (t.producerID == pid && t.epoch == epoch || t.completesInto(pid, epoch))
+}
+
 // awaitCompleted returns id's transaction once the producer's (pid,
 // epoch) previous transaction is no longer completing, or after wait
 // (real time), or when ctx ends, whichever is first; the
@@ -855,7 +888,7 @@ func (t *txnMeta) completing() bool {
 // still completing). s.mu is held on entry and on return.
 func (c *TxnCoordinator) awaitCompleted(ctx context.Context, s *txnShard, id string, pid int64, epoch int16, wait time.Duration) *txnMeta {
 	t := s.txns[id]
-	if wait <= 0 || t == nil || !t.completing() || !(t.producerID == pid && t.epoch == epoch || t.completesInto(pid, epoch)) {
+	if wait <= 0 || !t.awaited(pid, epoch) {
 		return t
 	}
 	timer := time.NewTimer(wait)

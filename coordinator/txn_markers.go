@@ -68,7 +68,7 @@ func (c *TxnCoordinator) complete(s *txnShard, t *txnMeta) {
 			}
 			continue
 		}
-		next := prepareComplete(t, c.now())
+		next := foldQueuedAdds(t, prepareComplete(t, c.now()))
 		t.pending = true
 		s.mu.Unlock()
 		code := c.write(s.ctx, s, t, next, false)
@@ -98,6 +98,38 @@ func prepareComplete(t *txnMeta, nowMs int64) *txnMeta {
 	}
 	n.nextProducerID = -1
 	return n
+}
+
+// foldQueuedAdds takes the adds queued on t (s.mu held) that the
+// completed state next admits (Kafka's handleAddPartitionsToTransaction on
+// a completed transaction: the same producer id and epoch) and returns
+// next with them applied: the next transaction, Ongoing, started now with
+// their partitions. With none, next is returned as it is. The adds of
+// another producer id or epoch are left to find the transaction as it
+// then is.
+func foldQueuedAdds(t *txnMeta, next *txnMeta) *txnMeta {
+	var take []*queuedAdd
+	rest := t.queued[:0]
+	for _, q := range t.queued {
+		if q.pid == next.producerID && q.epoch == next.epoch {
+			take = append(take, q)
+		} else {
+			rest = append(rest, q)
+		}
+	}
+	clear(t.queued[len(rest):])
+	t.queued = rest
+	if len(take) == 0 {
+		return next
+	}
+	next.state, next.startMs = txnOngoing, next.updateMs
+	for _, q := range take {
+		next.tv = q.tv
+		for _, p := range q.parts {
+			next.parts[p] = struct{}{}
+		}
+	}
+	return next
 }
 
 // sendMarkers writes m to parts until each is written or dropped. It
