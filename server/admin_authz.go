@@ -68,16 +68,17 @@ var adminChecks = map[int16]apiCheck{
 	67: clusterCheck(kmsg.ACLOperationClusterAction),
 }
 
-// serveAuthorized runs h on req after its admin check, if any (conn.go).
+// serveAuthorized runs h on req after its admin check, if any (conn.go),
+// under the controller mutation quota (serveMutating).
 func (b *Broker) serveAuthorized(ctx context.Context, h handler, cc *clientConn, req kmsg.Request) (kmsg.Response, error) {
 	check := adminChecks[h.key]
 	if check == nil || b.authz == nil || cc == nil || b.fromBroker(cc) {
-		return h.serve(ctx, b, cc, req)
+		return b.serveMutating(ctx, h, cc, req) // quota_mutation.go
 	}
 	var err error
 	resp := check(b, cc, req, func(req kmsg.Request) kmsg.Response {
 		var resp kmsg.Response
-		resp, err = h.serve(ctx, b, cc, req)
+		resp, err = b.serveMutating(ctx, h, cc, req)
 		return resp
 	})
 	if err != nil {

@@ -89,10 +89,13 @@ type clientConn struct {
 	// request's serving began; fetchQuotaDone is set once
 	// fetchThrottled applied the quotas to the current Fetch. All the
 	// reader's.
-	mutedUntil     time.Time
-	fetchWaited    time.Duration
-	serveStart     time.Time
-	fetchQuotaDone bool
+	mutedUntil time.Time
+	// mutationThrottle is the controller_mutation_rate throttle of the
+	// request being served, in ms (serveMutating; applyQuotas takes it).
+	mutationThrottle int64
+	fetchWaited      time.Duration
+	serveStart       time.Time
+	fetchQuotaDone   bool
 
 	answers chan *answer // reader to writer, in request order; never full
 

@@ -46,6 +46,7 @@ func (b *Broker) Start() error {
 	b.limits = newConnLimits(int(b.cfg.MaxConnections), int(b.cfg.MaxConnectionsPerIP), overrides)
 	b.reqMem = newRequestMemory(b.cfg.QueuedMaxRequestBytes, int64(b.cfg.SocketRequestMaxBytes))
 	b.quotas = newQuotaManager(b.meta, b.cfg.QuotaWindowNum, b.cfg.QuotaWindowSizeSeconds, b.cfg.MaxConnectionCreationRate)
+	b.quotas.mutBurstSeconds = float64(b.cfg.ControllerQuotaWindowNum) * float64(b.cfg.ControllerQuotaWindowSizeSeconds)
 	if b.logEvery <= 0 {
 		b.logEvery = defaultLogEvery
 	}

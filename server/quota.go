@@ -19,6 +19,9 @@ package server
 //     address (ip entities; over it the connection is closed after the
 //     throttle time), and max.connection.creation.rate over the broker
 //     (over it the acceptor waits the throttle time).
+//   - controller_mutation_rate: partitions created or deleted per second
+//     by CreateTopics, CreatePartitions and DeleteTopics, a token bucket
+//     (quota_mutation.go).
 //
 // The user, client-id quotas are looked up in Kafka's precedence, from
 // /config/users/<user>/clients/<client-id> down to /config/clients/<default>
@@ -67,13 +70,15 @@ const (
 	quotaFetch
 	quotaRequest
 	quotaConnIP
+	quotaMutation // a token bucket (quota_mutation.go)
 )
 
 var quotaKindKeys = [...]string{
-	quotaProduce: meta.QuotaProducerByteRate,
-	quotaFetch:   meta.QuotaConsumerByteRate,
-	quotaRequest: meta.QuotaRequestPercentage,
-	quotaConnIP:  meta.QuotaConnectionCreationRate,
+	quotaProduce:  meta.QuotaProducerByteRate,
+	quotaFetch:    meta.QuotaConsumerByteRate,
+	quotaRequest:  meta.QuotaRequestPercentage,
+	quotaConnIP:   meta.QuotaConnectionCreationRate,
+	quotaMutation: meta.QuotaControllerMutationRate,
 }
 
 // quotaEnt is a user, client-id entity; a has* false type is absent, an
@@ -97,6 +102,10 @@ type quotaManager struct {
 	samples  int
 	windowMs int64
 	brokerMs float64 // max.connection.creation.rate
+	// mutBurstSeconds is controller.quota.window.num ×
+	// controller.quota.window.size.seconds: a controller_mutation_rate
+	// bucket holds the rate × this many tokens.
+	mutBurstSeconds float64
 
 	// limits is the current quota values (a quotaLimits, replaced
 	// whole), read without mu: a connection without quotas takes no lock.

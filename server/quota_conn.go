@@ -55,31 +55,32 @@ func (cc *clientConn) quotaExempt(key int16) bool {
 // Produce's size (reqSize) on producer_byte_rate, a Fetch response's size
 // on consumer_byte_rate, the time spent serving it (served, less a Fetch
 // long poll's wait) on request_percentage. It returns the throttle time,
-// the largest of the quotas' (Kafka's KafkaApis), and mutes the
+// the largest of the quotas' and of the controller mutation quota's
+// (serveMutating; Kafka's KafkaApis and RequestHandlerHelper), and mutes the
 // connection for it: the reader reads nothing more until it has passed.
 func (cc *clientConn) applyQuotas(key int16, reqSize int32, resp kmsg.Response, served time.Duration) int32 {
 	waited := cc.fetchWaited
 	cc.fetchWaited = 0
+	t := cc.mutationThrottle
+	cc.mutationThrottle = 0
 	q := cc.b.quotas
 	if q == nil || cc.quotaExempt(key) {
 		return 0
 	}
 	l := q.current()
-	if len(l.by[quotaProduce])+len(l.by[quotaFetch])+len(l.by[quotaRequest]) == 0 {
-		return 0 // no client quotas: nothing recorded
-	}
-	user, client := quotaUser(cc.principal()), cc.clientID
-	var t int64
-	switch kmsg.Key(key) {
-	case kmsg.Produce:
-		t = q.record(l, quotaProduce, user, client, float64(reqSize))
-	case kmsg.Fetch:
-		if resp != nil {
-			t = q.record(l, quotaFetch, user, client, float64(fetchResponseBytes(resp, cc.splices)))
+	if len(l.by[quotaProduce])+len(l.by[quotaFetch])+len(l.by[quotaRequest]) > 0 {
+		user, client := quotaUser(cc.principal()), cc.clientID
+		switch kmsg.Key(key) {
+		case kmsg.Produce:
+			t = max(t, q.record(l, quotaProduce, user, client, float64(reqSize)))
+		case kmsg.Fetch:
+			if resp != nil {
+				t = max(t, q.record(l, quotaFetch, user, client, float64(fetchResponseBytes(resp, cc.splices))))
+			}
 		}
+		busy := max(served-waited, 0)
+		t = max(t, q.record(l, quotaRequest, user, client, float64(busy.Nanoseconds())*100/float64(time.Second)))
 	}
-	busy := max(served-waited, 0)
-	t = max(t, q.record(l, quotaRequest, user, client, float64(busy.Nanoseconds())*100/float64(time.Second)))
 	if t <= 0 {
 		return 0
 	}

@@ -12,6 +12,12 @@ type rateSensor struct {
 	samples []rateSample
 	cur     int
 	last    int64 // unix ms of the latest record (inactive sensor expiry)
+
+	// A controller_mutation_rate sensor is a token bucket instead
+	// (quota_mutation.go): bucket once it is, its tokens at tokensMs.
+	bucket   bool
+	tokens   float64
+	tokensMs int64
 }
 
 type rateSample struct {

@@ -521,6 +521,15 @@ type Config struct {
 	// (Kafka's).
 	QuotaWindowSizeSeconds int32
 
+	// ControllerQuotaWindowNum and ControllerQuotaWindowSizeSeconds size
+	// the controller_mutation_rate token bucket (KIP-599): it holds at
+	// most the quota × num × size seconds of partition mutations. Keys
+	// controller.quota.window.num (int >= 1, default 11) and
+	// controller.quota.window.size.seconds (seconds, int >= 1, default
+	// 1), Kafka's.
+	ControllerQuotaWindowNum         int32
+	ControllerQuotaWindowSizeSeconds int32
+
 	// ConnectionsMaxIdleMs closes a connection that has neither a request
 	// being read or served nor a response being written for this long.
 	// Key connections.max.idle.ms; milliseconds, long; negative never
@@ -854,6 +863,8 @@ func Default() Config {
 		MaxConnectionCreationRate:              math.MaxInt32,
 		QuotaWindowNum:                         11,
 		QuotaWindowSizeSeconds:                 1,
+		ControllerQuotaWindowNum:               11,
+		ControllerQuotaWindowSizeSeconds:       1,
 		ConnectionsMaxIdleMs:                   600000,
 		RequestReceiveTimeoutMs:                30000,
 		MetricsListen:                          DefaultMetricsListen,

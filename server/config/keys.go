@@ -200,6 +200,8 @@ var keyTable = []spec{
 	intKey("max.connection.creation.rate", func(c *Config) *int32 { return &c.MaxConnectionCreationRate }, 0, math.MaxInt32),
 	intKey("quota.window.num", func(c *Config) *int32 { return &c.QuotaWindowNum }, 1, math.MaxInt32),
 	intKey("quota.window.size.seconds", func(c *Config) *int32 { return &c.QuotaWindowSizeSeconds }, 1, math.MaxInt32),
+	intKey("controller.quota.window.num", func(c *Config) *int32 { return &c.ControllerQuotaWindowNum }, 1, math.MaxInt32),
+	intKey("controller.quota.window.size.seconds", func(c *Config) *int32 { return &c.ControllerQuotaWindowSizeSeconds }, 1, math.MaxInt32),
 	intKey("connections.max.idle.ms", func(c *Config) *int64 { return &c.ConnectionsMaxIdleMs }, math.MinInt64, math.MaxInt64),
 	intKey("sluice.request.receive.timeout.ms", func(c *Config) *int32 { return &c.RequestReceiveTimeoutMs }, 1, math.MaxInt32),
 	{
