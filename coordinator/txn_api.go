@@ -276,9 +276,10 @@ func (c *TxnCoordinator) addPartitions(ctx context.Context, id string, pid int64
 		return code
 	}
 	s.mu.Lock()
-	q := queueAdd(s.txns[id], pid, epoch, parts, tv, wait)
+	queuedOn := s.txns[id]
+	q := queueAdd(queuedOn, pid, epoch, parts, tv, wait)
 	t := c.awaitCompleted(ctx, s, id, pid, epoch, wait)
-	unqueueAdd(s.txns[id], q)
+	unqueueAdd(queuedOn, q)
 	switch {
 	case s.gone:
 		s.mu.Unlock()
