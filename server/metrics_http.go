@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -53,8 +54,21 @@ func (b *Broker) listenMetrics() (net.Listener, error) {
 		}
 		return nil, fmt.Errorf("server: metrics.listen %s: cannot listen: %w", b.cfg.MetricsListen, err)
 	}
+	if b.cfg.MetricsSSLEnabled {
+		tc, err := b.cfg.ListenerSSL(metricsSSLListener).ServerTLS()
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("server: sluice.metrics.ssl.enabled: the ssl.* keys (or listener.name.%s.ssl.*): %w", metricsSSLListener, err)
+		}
+		tc.NextProtos = []string{"http/1.1"} // Serve on a TLS listener speaks HTTP/1.1 only
+		ln = tls.NewListener(ln, tc)
+	}
 	return ln, nil
 }
+
+// metricsSSLListener is the listener name whose listener.name.<name>.ssl.*
+// keys override the ssl.* keys for the metrics listener's TLS.
+const metricsSSLListener = "metrics"
 
 // serveMetrics starts the HTTP server on ln (Start, once the Kafka
 // listeners are bound: the console's bootstrap is their addresses).
@@ -92,7 +106,9 @@ func (b *Broker) serveMetrics(ln net.Listener) {
 	})
 	mux.Handle("/ui/", ui)
 	mux.Handle("/{$}", http.RedirectHandler("/ui/", http.StatusFound))
-	ms.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	// The server's own errors (a failed TLS handshake: a plaintext
+	// request on an HTTPS port, a scanner) at debug level.
+	ms.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(b.logger.Handler(), slog.LevelDebug)}
 	b.httpSrv = ms
 	b.logger.Info("sluice: metrics listening", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz /ui/")
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -346,4 +347,42 @@ func newUnstarted(sets ...string) (*Broker, error) {
 		return nil, err
 	}
 	return New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// sluice.metrics.ssl.enabled: the metrics listener (metrics, health
+// checks, the console) speaks HTTPS with the ssl.* keys, and a plaintext
+// request gets no page; a keystore that cannot be read stops start-up.
+func TestTLSMetricsListener(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t)
+	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
+	b := newTestBroker(t, nil, slog.LevelInfo, nil, tlsSets(ca, srv, "metrics.listen=127.0.0.1:0", "sluice.metrics.ssl.enabled=true")...)
+	addr := b.MetricsAddr().String()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(nil)}}
+	for _, path := range []string{"/healthz", "/metrics", "/ui/"} {
+		resp, err := hc.Get("https://" + addr + path)
+		if err != nil {
+			t.Fatalf("https %s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) == 0 {
+			t.Errorf("https %s: %s, %d bytes", path, resp.Status, len(body))
+		}
+	}
+	plain := &http.Client{Timeout: 10 * time.Second}
+	if resp, err := plain.Get("http://" + addr + "/healthz"); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("plain http answered %s: %q", resp.Status, body)
+		}
+	}
+
+	bad := ca.Issue(t, tlstest.Options{CommonName: "broker"})
+	os.WriteFile(bad.File, []byte("not pem"), 0o600)
+	_, err := startTLSBrokerErr(t, "metrics.listen=127.0.0.1:0", "sluice.metrics.ssl.enabled=true", "ssl.keystore.type=PEM", "ssl.keystore.location="+bad.File)
+	if err == nil || !strings.Contains(err.Error(), "sluice.metrics.ssl.enabled") {
+		t.Errorf("Start with an unreadable keystore = %v", err)
+	}
 }

@@ -560,6 +560,14 @@ type Config struct {
 	// exposes JMX); Sluice's.
 	MetricsListen string
 
+	// MetricsSSLEnabled serves the metrics listener (metrics, health
+	// checks and the console) over TLS, with the ssl.* keys (overridden by
+	// listener.name.metrics.ssl.*): the keystore is the server
+	// certificate, ssl.client.auth asks for client certificates as on a
+	// Kafka listener. Key sluice.metrics.ssl.enabled; bool. Default false.
+	// Sluice's key.
+	MetricsSSLEnabled bool
+
 	// BrokerDownWarningIntervalMs is how often every broker logs a
 	// warning for each registered broker that has been fenced (down) for
 	// at least that long, naming it and the partitions it leaves

@@ -140,6 +140,7 @@ var keyTable = []spec{
 	},
 	intKey("replica.lag.time.max.ms", func(c *Config) *int64 { return &c.ReplicaLagTimeMaxMs }, 1, math.MaxInt64),
 	boolKey("auto.leader.rebalance.enable", func(c *Config) *bool { return &c.AutoLeaderRebalanceEnable }),
+	boolKey("sluice.metrics.ssl.enabled", func(c *Config) *bool { return &c.MetricsSSLEnabled }),
 	intKey("leader.imbalance.check.interval.seconds", func(c *Config) *int64 { return &c.LeaderImbalanceCheckIntervalSeconds }, 1, math.MaxInt64),
 	intKey("leader.imbalance.per.broker.percentage", func(c *Config) *int32 { return &c.LeaderImbalancePerBrokerPercentage }, 0, 100),
 	boolKey("unclean.leader.election.enable", func(c *Config) *bool { return &c.UncleanLeaderElectionEnable }),
