@@ -41,6 +41,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/meta"
@@ -63,7 +64,8 @@ type consoleAuth struct {
 	b        *Broker
 	listener string // the SASL listener the console dials
 
-	slots chan struct{} // consoleAuthConcurrency PBKDF2 derivations
+	slots   chan struct{} // consoleAuthConcurrency PBKDF2 derivations
+	derived atomic.Int64  // PBKDF2 derivations run (tests)
 
 	mu   sync.Mutex
 	seen map[[32]byte]time.Time // successful SCRAM checks, until then
@@ -129,13 +131,28 @@ func (a *consoleAuth) login(user, pass string) (console.User, bool) {
 			continue
 		}
 		cred, ok := a.b.meta.ScramCredential(user, mech)
-		if !ok || !a.scramMatches(mech, cred, pass) {
+		if !ok {
+			// An unknown user costs the derivation a known one's wrong
+			// password costs, so the answer's timing does not tell
+			// which users exist.
+			a.scramMatches(mech, unknownScramUser(user), pass)
+			continue
+		}
+		if !a.scramMatches(mech, cred, pass) {
 			continue
 		}
 		m, _ := config.ClientMechanism(name, user, pass)
 		return console.User{Key: key(name), SASL: m}, true
 	}
 	return console.User{}, false
+}
+
+// unknownScramUser is a credential no password matches (its StoredKey
+// is empty), with Kafka's default iteration count (4096, the
+// kafka-configs.sh default and the usual one), for an unknown user's
+// login to derive against.
+func unknownScramUser(user string) meta.ScramCredential {
+	return meta.ScramCredential{User: user, Salt: []byte("sluice-console-unknown-user"), Iterations: 4096}
 }
 
 // scramMatches reports whether pass derives cred's StoredKey (RFC 5802:
@@ -156,6 +173,7 @@ func (a *consoleAuth) scramMatches(mech meta.ScramMechanism, cred meta.ScramCred
 	}
 	newHash := scramHash(mech)
 	a.slots <- struct{}{}
+	a.derived.Add(1)
 	salted, err := pbkdf2.Key(newHash, pass, cred.Salt, int(cred.Iterations), newHash().Size())
 	<-a.slots
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/meta"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -127,5 +128,50 @@ func TestConsoleRefusedWithAuthorizer(t *testing.T) {
 	}
 	if n := len(logs.lines("web console is disabled")); n != 1 {
 		t.Errorf("%d log lines on the refused console, want 1:\n%s", n, logs.String())
+	}
+}
+
+// A console login of an unknown SCRAM user runs the same PBKDF2
+// derivation as a known user's wrong password, so the answer's timing
+// does not tell which users exist.
+func TestConsoleUnknownUserDerives(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t, nil, slog.LevelInfo, nil,
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+		"listener.name.sasl_plaintext.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, b.ListenerAddr("PLAINTEXT").String()))
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "bob-secret"}}); err != nil || res["bob"].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := b.meta.ScramCredential("bob", meta.ScramSHA256); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bob's credential not applied")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a := newConsoleAuth(b, "SASL_PLAINTEXT")
+	derivations := func(user, pass string) int64 {
+		t.Helper()
+		before := a.derived.Load()
+		if _, ok := a.login(user, pass); ok {
+			t.Fatalf("%s/%s logged in", user, pass)
+		}
+		return a.derived.Load() - before
+	}
+	// Two SCRAM mechanisms: one derivation each, known user or not.
+	if n := derivations("bob", "wrong"); n != 2 {
+		t.Errorf("bob's wrong password: %d derivations, want 2", n)
+	}
+	if n := derivations("nobody", "wrong"); n != 2 {
+		t.Errorf("an unknown user: %d derivations, want 2 (as a known user's)", n)
+	}
+	if _, ok := a.login("bob", "bob-secret"); !ok {
+		t.Error("bob's password refused")
 	}
 }
