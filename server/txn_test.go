@@ -567,13 +567,26 @@ func TestClusterWriteTxnMarkersV2(t *testing.T) {
 	parts := []coordinator.TxnPartition{{Topic: "cwtm", Partition: 0}}
 	m := coordinator.Marker{ProducerID: ap.ProducerID, ProducerEpoch: int16(ap.ProducerEpoch), Commit: true,
 		CoordinatorEpoch: ap.CoordinatorEpoch, TransactionVersion: 2}
+	// The answer once it is not a retriable error (a leader the sender
+	// does not know yet, replicas falling behind on a loaded machine),
+	// which the coordinator would retry too.
+	write := func(from *Broker) (err error) {
+		eventually(t, 30*time.Second, "a marker answer that is not retriable", func() error {
+			err = (markerWriter{from}).WriteMarkers(ctx, m, parts)[parts[0]]
+			if kerr.IsRetriable(err) {
+				return err
+			}
+			return nil
+		})
+		return err
+	}
 	for _, from := range []*Broker{tc.broker(int(leader - 1)), other} {
-		if err := (markerWriter{from}).WriteMarkers(ctx, m, parts)[parts[0]]; !errors.Is(err, kerr.InvalidProducerEpoch) {
+		if err := write(from); !errors.Is(err, kerr.InvalidProducerEpoch) {
 			t.Fatalf("a version 2 marker at the ongoing transaction's epoch from node %d: %v, want %v", from.cfg.NodeID, err, kerr.InvalidProducerEpoch)
 		}
 	}
 	m.ProducerEpoch++
-	if err := (markerWriter{other}).WriteMarkers(ctx, m, parts)[parts[0]]; err != nil {
+	if err := write(other); err != nil {
 		t.Fatalf("a version 2 marker above the epoch: %v", err)
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
