@@ -148,7 +148,11 @@ type Marker struct {
 	// partition of the coordinator writing the marker.
 	CoordinatorEpoch int32
 	// TransactionVersion is the transaction's client transaction version
-	// (KIP-890: 2 when every EndTxn bumps the epoch).
+	// (KIP-890: 2 when every EndTxn bumps the epoch, so ProducerEpoch is
+	// then the bumped one), sent as WriteTxnMarkers v2's
+	// TransactionVersion (KIP-1228, as Kafka's coordinator sends its
+	// TransactionMetadata's clientTransactionVersion): a partition leader
+	// checks a version 2 marker's epoch with that version's rule.
 	TransactionVersion int16
 }
 

@@ -301,6 +301,7 @@ type appendReq struct {
 	guard         TxnGuard
 	inEpoch       bool  // AppendOptions.InLeaderEpoch
 	epoch         int32 // AppendOptions.LeaderEpoch
+	txnVersion    int16 // a marker's TxnMarker.TransactionVersion
 }
 
 // Append appends one record batch the broker itself built (the group
@@ -385,7 +386,7 @@ func (p *Partition) append(b []byte, checked *batch.Header, ar appendReq) (*Pend
 			return &Pending{res: noResult}, &NotLeaderError{Epoch: e, Reason: fmt.Sprintf("the append belongs to leader epoch %d", ar.epoch)}
 		}
 	}
-	dup, err := p.checkLocked(&h, b)
+	dup, err := p.checkLocked(&h, b, ar.txnVersion)
 	if err == nil && dup == nil {
 		err = p.admitTxnLocked(&h, ar.verifyTxn, ar.guard)
 	}

@@ -165,18 +165,40 @@ func (ps producerState) record(h *batch.Header, logAppendTime int64) (began int6
 // checkMarker checks a transaction marker for producer pid against its
 // state (Kafka's ProducerAppendInfo.appendEndTxnMarker): an epoch older
 // than the producer's is ErrInvalidProducerEpoch, a coordinator epoch
-// older than its last marker's ErrTransactionCoordinatorFenced.
-func (ps producerState) checkMarker(pid int64, epoch int16, coordinatorEpoch int32) error {
+// older than its last marker's ErrTransactionCoordinatorFenced. tv is the
+// marker's transaction version (WriteTxnMarkers v2, KIP-1228; 0 when not
+// known, as for a marker read from the log): from 2 on, the epoch rule is
+// markerEpochV2's.
+func (ps producerState) checkMarker(pid int64, epoch int16, coordinatorEpoch int32, tv int16) error {
 	e := ps[pid]
 	switch {
 	case e == nil:
 		return nil
+	case tv >= 2 && !markerEpochV2(epoch, e.epoch, e.txnFirst >= 0):
+		return fmt.Errorf("%w: transaction version %d marker of producer %d at epoch %d, the producer's is %d (transaction ongoing: %t)", ErrInvalidProducerEpoch, tv, pid, epoch, e.epoch, e.txnFirst >= 0)
 	case epoch < e.epoch:
 		return fmt.Errorf("%w: marker of producer %d at epoch %d, the producer's is %d", ErrInvalidProducerEpoch, pid, epoch, e.epoch)
 	case coordinatorEpoch < e.coordinatorEpoch:
 		return fmt.Errorf("%w: marker of producer %d with coordinator epoch %d, its last marker's was %d", ErrTransactionCoordinatorFenced, pid, coordinatorEpoch, e.coordinatorEpoch)
 	}
 	return nil
+}
+
+// markerEpochV2 is the producer epoch rule for a marker of transaction
+// version 2 (KIP-1228, Kafka 4.2's ProducerAppendInfo.checkProducerEpoch
+// with the marker's transactionVersion): such a marker carries the epoch
+// the coordinator bumped as it ended the transaction (KIP-890), so it must
+// be above the producer's epoch, current, at which the transaction's own
+// batches were written. An equal epoch is the marker of a transaction the
+// producer already ended at that epoch: while the producer has a
+// transaction ongoing (ongoing: its next one, at that epoch) it is a late
+// marker that must not end it, and is refused; with none ongoing it is the
+// coordinator sending the written marker again (a lost answer, or a new
+// coordinator completing the prepared transaction), accepted as Kafka
+// accepts it since KAFKA-19999. A marker of a lower transaction version
+// only has to be at or above current.
+func markerEpochV2(epoch, current int16, ongoing bool) bool {
+	return epoch > current || epoch == current && !ongoing
 }
 
 // recordMarker notes a written transaction marker at offset (also used to

@@ -386,7 +386,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, ar appendReq) (*Pending, 
 		pr.proposed = time.Now()
 	}
 	p.appendMu.Lock()
-	orig, dup, err := rs.checkProducer(p.producers, h, b)
+	orig, dup, err := rs.checkProducer(p.producers, h, b, ar.txnVersion)
 	if err != nil {
 		p.appendMu.Unlock()
 		return &Pending{res: noResult}, err
@@ -436,7 +436,7 @@ func (p *Partition) propose(b []byte, h *batch.Header, ar appendReq) (*Pending, 
 			p.appendMu.Lock()
 			err := p.admitTxnLocked(&pr.h, ar.verifyTxn, ar.guard)
 			if err == nil && pr.h.Control() {
-				err = p.admitMarkerLocked(&pr.h, b)
+				err = p.admitMarkerLocked(&pr.h, b, ar.txnVersion)
 			}
 			p.appendMu.Unlock()
 			if err != nil {
@@ -507,18 +507,23 @@ func sequenced(h *batch.Header) bool { return h.BaseSequence >= 0 && !h.Control(
 
 // checkProducer is producerState.check seeing the leader's inflight
 // proposals too: a retry of one of them returns it (orig), of a written
-// batch that batch (dup).
-func (rs *raftState) checkProducer(ps producerState, h *batch.Header, b []byte) (orig *proposal, dup *producerBatch, err error) {
+// batch that batch (dup). tv is a marker's transaction version.
+func (rs *raftState) checkProducer(ps producerState, h *batch.Header, b []byte, tv int16) (orig *proposal, dup *producerBatch, err error) {
 	list := rs.inflight[h.ProducerID]
 	if h.ProducerID >= 0 && (h.Control() || h.BaseSequence < 0) {
 		// A marker or a batch without sequence (txn.go): its epoch is
-		// checked against the newest inflight batch's too; it is not
-		// inflight itself (no retry of it is recognised).
-		if len(list) > 0 && h.ProducerEpoch < list[len(list)-1].h.ProducerEpoch {
-			return nil, nil, ErrInvalidProducerEpoch
+		// checked against the newest inflight batch's too (a data
+		// batch: a version 2 marker's must be above it, markerEpochV2);
+		// it is not inflight itself (no retry of it is recognised).
+		if n := len(list); n > 0 {
+			newest := &list[n-1].h
+			if h.ProducerEpoch < newest.ProducerEpoch ||
+				h.Control() && tv >= 2 && newest.Transactional() && !markerEpochV2(h.ProducerEpoch, newest.ProducerEpoch, true) {
+				return nil, nil, ErrInvalidProducerEpoch
+			}
 		}
 		if h.Control() {
-			return nil, nil, checkMarkerBatch(ps, h, b)
+			return nil, nil, checkMarkerBatch(ps, h, b, tv)
 		}
 		dup, err = ps.check(h)
 		return nil, dup, err

@@ -63,6 +63,12 @@ type TxnMarker struct {
 	ProducerEpoch    int16
 	Commit           bool // false: abort
 	CoordinatorEpoch int32
+	// TransactionVersion is the transaction's version as the coordinator
+	// sends it (WriteTxnMarkers v2, KIP-1228; 0 from older senders): from
+	// 2 on, ProducerEpoch is the epoch the coordinator bumped as it ended
+	// the transaction, which WriteTxnMarker checks with markerEpochV2's
+	// rule. It is not written to the log.
+	TransactionVersion int16
 }
 
 // AbortedTxn is one aborted transaction overlapping a fetched range
@@ -171,7 +177,11 @@ func parseMarker(b []byte) (commit bool, coordinatorEpoch int32, ok bool) {
 // nothing and its error is returned. The leader checks a marker before
 // proposing it, but two markers proposed at once both pass that check;
 // raft's order decides which one counts, the same on every replica and
-// in a replay of the log.
+// in a replay of the log. The check here is the transaction version 1
+// rule (the log does not say a marker's version; Kafka does not check a
+// replicated marker's epoch at all): a version 2 marker is checked with
+// its own rule as the leader proposes it (checkMarkerBatch,
+// admitMarkerLocked), and what passes that passes this.
 func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat int64) (aborted abortedTxn, ok bool, err error) {
 	if !h.Control() {
 		if first := ps.record(h, lat); first >= 0 {
@@ -186,7 +196,7 @@ func applyBatch(ps producerState, t *txnLog, h *batch.Header, data []byte, lat i
 	if !isMarker {
 		return aborted, false, nil
 	}
-	if err := ps.checkMarker(h.ProducerID, h.ProducerEpoch, coordEpoch); err != nil {
+	if err := ps.checkMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, 0); err != nil {
 		return aborted, false, err
 	}
 	ts := h.MaxTimestamp
@@ -243,7 +253,9 @@ func newTxnLog(ps producerState) txnLog {
 // batch header, base sequence -1) and returns its offset once committed
 // (acks=all semantics, as Append). Leader only: a follower returns a
 // *NotLeaderError. Errors: ErrInvalidProducerEpoch when m.ProducerEpoch is
-// below the producer's current epoch, ErrTransactionCoordinatorFenced when
+// below the producer's current epoch (with m.TransactionVersion 2 or more:
+// not above it, unless equal with no transaction ongoing, a marker sent
+// again; KIP-1228, see markerEpochV2), ErrTransactionCoordinatorFenced when
 // m.CoordinatorEpoch is below the coordinator epoch of the producer's
 // last marker (both Kafka's ProducerAppendInfo.appendEndTxnMarker). The
 // marker takes one offset; every replica that writes it ends the
@@ -258,7 +270,7 @@ func (p *Partition) WriteTxnMarker(ctx context.Context, m TxnMarker) (int64, err
 	if err != nil {
 		return -1, err
 	}
-	pd, err := p.append(b, &h, appendReq{acks: AcksAll})
+	pd, err := p.append(b, &h, appendReq{acks: AcksAll, txnVersion: m.TransactionVersion})
 	if err != nil {
 		return -1, err
 	}
@@ -374,22 +386,23 @@ func (p *Partition) Producers() []ProducerInfo {
 }
 
 // checkLocked checks an incoming batch b (header h) against the producer
-// state (appendMu held): a marker with checkMarker, any other batch with
-// producerState.check.
-func (p *Partition) checkLocked(h *batch.Header, b []byte) (*producerBatch, error) {
+// state (appendMu held): a marker of transaction version tv with
+// checkMarker, any other batch with producerState.check.
+func (p *Partition) checkLocked(h *batch.Header, b []byte, tv int16) (*producerBatch, error) {
 	if h.Control() {
-		return nil, checkMarkerBatch(p.producers, h, b)
+		return nil, checkMarkerBatch(p.producers, h, b, tv)
 	}
 	return p.producers.check(h)
 }
 
-// checkMarkerBatch checks marker batch b (header h) with checkMarker.
-func checkMarkerBatch(ps producerState, h *batch.Header, b []byte) error {
+// checkMarkerBatch checks marker batch b (header h) of transaction version
+// tv with checkMarker.
+func checkMarkerBatch(ps producerState, h *batch.Header, b []byte, tv int16) error {
 	_, coordEpoch, ok := parseMarker(b)
 	if !ok {
 		return fmt.Errorf("%w: a control batch that is no transaction marker", ErrInvalidRecord)
 	}
-	return ps.checkMarker(h.ProducerID, h.ProducerEpoch, coordEpoch)
+	return ps.checkMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, tv)
 }
 
 // rebuildTxnIndex brings the log's transaction index in line with a

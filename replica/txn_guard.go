@@ -219,20 +219,23 @@ func (p *Partition) txnTouchedLocked(h *batch.Header, b []byte, proposal int64) 
 	p.guards.proj[h.ProducerID] = pj
 }
 
-// admitMarkerLocked checks marker batch b (header h) as it is proposed,
-// in raft's proposal order, against the producer's newest proposal not
-// yet written, else its written state (checkMarker's rules): two
-// coordinators' markers that both passed the check before proposing
-// cannot both be written. appendMu is held.
-func (p *Partition) admitMarkerLocked(h *batch.Header, b []byte) error {
+// admitMarkerLocked checks marker batch b (header h) of transaction
+// version tv as it is proposed, in raft's proposal order, against the
+// producer's newest proposal not yet written, else its written state
+// (checkMarker's rules; a proposed data batch is an ongoing transaction
+// for markerEpochV2): two coordinators' markers that both passed the
+// check before proposing cannot both be written. appendMu is held.
+func (p *Partition) admitMarkerLocked(h *batch.Header, b []byte, tv int16) error {
 	pj, ok := p.guards.proj[h.ProducerID]
 	if !ok {
-		return checkMarkerBatch(p.producers, h, b)
+		return checkMarkerBatch(p.producers, h, b, tv)
 	}
 	_, ce, ok := parseMarker(b)
 	switch {
 	case !ok:
 		return nil // refused before proposing
+	case tv >= 2 && !markerEpochV2(h.ProducerEpoch, pj.epoch, pj.open):
+		return fmt.Errorf("%w: transaction version %d marker of producer %d at epoch %d, its newest proposal's is %d (a data batch: %t)", ErrInvalidProducerEpoch, tv, h.ProducerID, h.ProducerEpoch, pj.epoch, pj.open)
 	case h.ProducerEpoch < pj.epoch:
 		return fmt.Errorf("%w: marker of producer %d at epoch %d, its newest proposal's is %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, pj.epoch)
 	case pj.coordKnown && ce < pj.coordEpoch:

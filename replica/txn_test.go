@@ -578,34 +578,9 @@ func TestTxnRaftMarkerCoordinatorEpochOrder(t *testing.T) {
 		{name: "p1 begins", data: txnBatch(1, 0, 0, 2, true, 1000), offset: 0, lso: 0, hw: 2},
 	}, lead)
 
-	// The in-sync replicas read once and kept (reading them again would
-	// wait for the worker held below).
-	rs := lead.rs
-	var isrErr error
-	r.do(func() { _, isrErr = rs.inSync(lead, time.Now(), true) })
-	if isrErr != nil {
-		t.Fatal(isrErr)
-	}
-	lead.mu.Lock()
-	rs.isrAt = time.Now().Add(time.Hour)
-	lead.mu.Unlock()
-	pending := func() int {
-		rs.pmu.Lock()
-		defer rs.pmu.Unlock()
-		return len(rs.pending)
-	}
-
 	// Hold the group's worker so that both markers are checked and posted
 	// before either is proposed.
-	started, release := make(chan struct{}), make(chan struct{})
-	if err := rs.host.post(rs.id, func(*raft.RawNode) error {
-		close(started)
-		<-release
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	<-started
+	pending, release := holdWorker(t, r, lead)
 	type answer struct {
 		off int64
 		err error
@@ -621,7 +596,7 @@ func TestTxnRaftMarkerCoordinatorEpochOrder(t *testing.T) {
 	}
 	newer := write(6, 1)
 	older := write(5, 2)
-	close(release)
+	release()
 	var a6, a5 answer
 	r.do(func() { a6, a5 = <-newer, <-older })
 	if a6.err != nil || a6.off != 2 {
@@ -703,5 +678,187 @@ func TestApplyBatchStaleMarker(t *testing.T) {
 	}
 	if len(aborts) != 1 || aborts[0].last != 2 {
 		t.Fatalf("aborted %+v, want the one ended at offset 2", aborts)
+	}
+}
+
+// txnV2Scenario: producer 1's markers of transaction version 2 carry the
+// epoch bumped at the end of the transaction (KIP-890) and are checked
+// with KIP-1228's rule (markerEpochV2); a version 1 marker keeps the
+// old one.
+func txnV2Scenario() []txnStep {
+	v2 := func(epoch int16, commit bool) *TxnMarker {
+		return &TxnMarker{ProducerID: 1, ProducerEpoch: epoch, Commit: commit, CoordinatorEpoch: 5, TransactionVersion: 2}
+	}
+	return []txnStep{
+		{name: "p1 begins at epoch 0", data: txnBatch(1, 0, 0, 2, true, 1000), offset: 0, lso: 0, hw: 2},
+		{name: "v2 marker at the transaction's own epoch", marker: v2(0, true), err: ErrInvalidProducerEpoch, lso: 0, hw: 2},
+		{name: "v2 commit at the bumped epoch", marker: v2(1, true), offset: 2, lso: 3, hw: 3},
+		{name: "the v2 commit sent again (no transaction ongoing)", marker: v2(1, true), offset: 3, lso: 4, hw: 4},
+		{name: "p1's next transaction at epoch 1", data: txnBatch(1, 1, 0, 1, true, 2000), offset: 4, lso: 4, hw: 5},
+		{name: "the previous transaction's v2 marker, late", marker: v2(1, true), err: ErrInvalidProducerEpoch, lso: 4, hw: 5},
+		{name: "v2 marker below the epoch", marker: v2(0, false), err: ErrInvalidProducerEpoch, lso: 4, hw: 5},
+		{name: "v2 abort at the bumped epoch", marker: v2(2, false), offset: 5, lso: 6, hw: 6},
+		{name: "p1's next transaction at epoch 2", data: txnBatch(1, 2, 0, 1, true, 3000), offset: 6, lso: 6, hw: 7},
+		{name: "v1 marker below the epoch", marker: &TxnMarker{ProducerID: 1, ProducerEpoch: 1, CoordinatorEpoch: 5}, err: ErrInvalidProducerEpoch, lso: 6, hw: 7},
+		{name: "v1 marker at the epoch (the old rule)", marker: &TxnMarker{ProducerID: 1, ProducerEpoch: 2, Commit: true, CoordinatorEpoch: 5}, offset: 7, lso: 8, hw: 8},
+		{name: "v2 marker of an unknown producer", marker: &TxnMarker{ProducerID: 3, ProducerEpoch: 4, CoordinatorEpoch: 1, TransactionVersion: 2}, offset: 8, lso: 9, hw: 9},
+	}
+}
+
+// A marker of transaction version 2 is checked with KIP-1228's epoch
+// rule on a single replica and on a raft leader; the replicas agree.
+func TestTxnV2MarkerEpoch(t *testing.T) {
+	t.Run("single replica", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Log.FlushMessages = 1
+		p := openAt(t, vfs.NewMem(), cfg, Options{})
+		defer p.Close()
+		runTxnSteps(t, direct(t), txnV2Scenario(), p)
+	})
+	t.Run("raft", func(t *testing.T) {
+		c, g := txnRaftGroup(t, 13)
+		views := []*Partition{c.nodes[1].parts[g], c.nodes[2].parts[g], c.nodes[3].parts[g]}
+		runTxnSteps(t, raftRunner(c), txnV2Scenario(), views[0], views...)
+	})
+}
+
+func TestMarkerEpochV2(t *testing.T) {
+	for _, tc := range []struct {
+		epoch, current int16
+		ongoing, ok    bool
+	}{
+		{5, 4, true, true},
+		{5, 4, false, true},
+		{4, 4, false, true}, // sent again
+		{4, 4, true, false}, // late: the next transaction is ongoing
+		{3, 4, false, false},
+		{3, 4, true, false},
+	} {
+		if got := markerEpochV2(tc.epoch, tc.current, tc.ongoing); got != tc.ok {
+			t.Errorf("markerEpochV2(%d, %d, ongoing %t) = %t, want %t", tc.epoch, tc.current, tc.ongoing, got, tc.ok)
+		}
+	}
+}
+
+// txnRaftGroup starts a three-node raft cluster (seed: its randomness)
+// with one group, g, that node 1 leads.
+func txnRaftGroup(t *testing.T, seed uint64) (c *pcluster, g GroupID) {
+	t.Helper()
+	c = newPCluster(t, 3, 1, seed)
+	c.startAll()
+	g = c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	return c, g
+}
+
+// holdWorker holds the raft worker of lead's group (until release) so
+// that appends are checked and posted but not proposed; pending is how
+// many are posted. The in-sync replicas are read once first and kept
+// (reading them again would wait for the held worker).
+func holdWorker(t *testing.T, r txnRunner, lead *Partition) (pending func() int, release func()) {
+	t.Helper()
+	rs := lead.rs
+	var isrErr error
+	r.do(func() { _, isrErr = rs.inSync(lead, time.Now(), true) })
+	if isrErr != nil {
+		t.Fatal(isrErr)
+	}
+	lead.mu.Lock()
+	rs.isrAt = time.Now().Add(time.Hour)
+	lead.mu.Unlock()
+	started, held := make(chan struct{}), make(chan struct{})
+	if err := rs.host.post(rs.id, func(*raft.RawNode) error {
+		close(started)
+		<-held
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	return func() int {
+		rs.pmu.Lock()
+		defer rs.pmu.Unlock()
+		return len(rs.pending)
+	}, func() { close(held) }
+}
+
+// A broker's transactional batch without sequence (TxnOffsetCommit's
+// offsets) begins the producer's next transaction at the epoch of its
+// previous version 2 marker, and that marker, sent again, is posted
+// before the batch is written: it passes the check against the written
+// state (no transaction ongoing: a marker sent again), but is proposed
+// after the batch, so the check in proposal order (admitMarkerLocked)
+// refuses it (KIP-1228's rule against the newest proposal) instead of
+// letting it end the new transaction.
+func TestTxnRaftV2MarkerProposalOrder(t *testing.T) {
+	c, g := txnRaftGroup(t, 14)
+	lead := c.nodes[1].parts[g]
+	r := raftRunner(c)
+	ctx := context.Background()
+	v2 := TxnMarker{ProducerID: 1, ProducerEpoch: 1, Commit: true, CoordinatorEpoch: 5, TransactionVersion: 2}
+	runTxnSteps(t, r, []txnStep{
+		{name: "p1 begins", data: txnBatch(1, 0, 0, 2, true, 1000), offset: 0, lso: 0, hw: 2},
+		{name: "v2 commit", marker: &v2, offset: 2, lso: 3, hw: 3},
+	}, lead)
+
+	pending, release := holdWorker(t, r, lead)
+	data, marker := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := lead.AppendRecordsAs(ctx, 2000, ProducerTag{ID: 1, Epoch: 1, Transactional: true}, AppendOptions{}, []Record{{Key: []byte("k")}})
+		data <- err
+	}()
+	waitFor(t, "the batch to be posted", func() bool { return pending() == 1 })
+	go func() {
+		_, err := lead.WriteTxnMarker(ctx, v2)
+		marker <- err
+	}()
+	waitFor(t, "the marker to be posted", func() bool { return pending() == 2 })
+	release()
+	var derr, merr error
+	r.do(func() { derr, merr = <-data, <-marker })
+	if derr != nil {
+		t.Fatalf("the transactional batch: %v", derr)
+	}
+	if !errors.Is(merr, ErrInvalidProducerEpoch) {
+		t.Fatalf("the v2 marker proposed after the batch: %v, want %v", merr, ErrInvalidProducerEpoch)
+	}
+	c.drive("the batch committed", func() bool { return lead.HighWatermark() == 4 })
+	if lso := lead.LastStableOffset(); lso != 3 {
+		t.Fatalf("last stable offset %d, want 3 (the new transaction still ongoing)", lso)
+	}
+
+	// A producer's sequenced batch in flight (checkProducer's inflight
+	// list) refuses such a marker before it is posted.
+	v2.ProducerID = 2
+	runTxnSteps(t, r, []txnStep{
+		{name: "p2 begins", data: txnBatch(2, 0, 0, 1, true, 1000), offset: 4, lso: 3, hw: 5},
+		{name: "p2's v2 commit", marker: &v2, offset: 5, lso: 3, hw: 6},
+	}, lead)
+	pending, release = holdWorker(t, r, lead)
+	pd, err := lead.Produce(txnBatch(2, 1, 0, 1, true, 2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, err := lead.WriteTxnMarker(ctx, v2)
+		marker <- err
+	}()
+	waitFor(t, "the marker to be refused or posted", func() bool { return len(marker) == 1 || pending() == 2 })
+	posted := pending() == 2
+	release()
+	if posted {
+		t.Fatal("the v2 marker behind p2's batch in flight was posted, not refused at once")
+	}
+	r.do(func() { merr = <-marker })
+	if !errors.Is(merr, ErrInvalidProducerEpoch) {
+		t.Fatalf("the v2 marker behind p2's batch in flight: %v, want %v", merr, ErrInvalidProducerEpoch)
+	}
+	var res segment.AppendResult
+	r.do(func() { res, derr = pd.Wait(ctx) })
+	if derr != nil || res.BaseOffset != 6 {
+		t.Fatalf("p2's batch: offset %d, %v", res.BaseOffset, derr)
 	}
 }

@@ -57,7 +57,7 @@ func init() {
 	txnAPI(66, 1, func(c *coordinator.TxnCoordinator, ctx context.Context, _ *Broker, req *kmsg.ListTransactionsRequest) kmsg.Response {
 		return c.ListTransactions(ctx, req)
 	})
-	register(handler{key: 27, minVersion: 0, maxVersion: 1, serve: serveWriteTxnMarkers})
+	register(handler{key: 27, minVersion: 0, maxVersion: 2, serve: serveWriteTxnMarkers})
 	register(handler{key: 28, minVersion: 0, maxVersion: 5, serve: checkTxnOffsetCommit})
 	register(handler{key: 61, minVersion: 0, maxVersion: 0, serve: serveDescribeProducers})
 }
@@ -176,12 +176,17 @@ func (w markerWriter) WriteMarkers(ctx context.Context, m coordinator.Marker, pa
 }
 
 // writeRemote sends one WriteTxnMarkers request with m for tps to their
-// leader and reports each partition's error with setErr.
+// leader and reports each partition's error with setErr. The request
+// carries the transaction's version (KIP-1228): the peer client sends the
+// highest version both ends support, v2 to a leader that lists it, else
+// v1, which has no TransactionVersion field (kmsg leaves it out), as
+// Kafka's coordinator always sets it and lets the version decide.
 func (w markerWriter) writeRemote(ctx context.Context, leader int32, m coordinator.Marker, tps []coordinator.TxnPartition, setErr func(coordinator.TxnPartition, error)) {
 	b := w.b
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	rm.TransactionVersion = int8(m.TransactionVersion)
 	byTopic := map[string]int{}
 	for _, tp := range tps {
 		i, ok := byTopic[tp.Topic]
@@ -234,7 +239,8 @@ func (b *Broker) writeMarkerHere(ctx context.Context, topic string, partition in
 		}
 		return kafkaErrorf(kerr.UnknownTopicOrPartition, "topic %s does not exist", topic)
 	}
-	if _, err := part.WriteTxnMarker(ctx, replica.TxnMarker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}); err != nil {
+	if _, err := part.WriteTxnMarker(ctx, replica.TxnMarker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit,
+		CoordinatorEpoch: m.CoordinatorEpoch, TransactionVersion: m.TransactionVersion}); err != nil {
 		return err
 	}
 	if topic == offsetsTopic {
@@ -243,12 +249,19 @@ func (b *Broker) writeMarkerHere(ctx context.Context, topic string, partition in
 	return nil
 }
 
-// WriteTxnMarkers, versions 0-1 (v1 is flexible): from a transaction
+// WriteTxnMarkers, versions 0-2 (v1 is flexible; v2 adds each marker's
+// TransactionVersion, KIP-1228, Kafka 4.2): from a transaction
 // coordinator, the markers to write to partitions this broker leads. Each
 // partition answers on its own: NOT_LEADER_OR_FOLLOWER,
-// UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH (an older epoch
-// than the partition's producer state), TRANSACTION_COORDINATOR_FENCED (an
-// older coordinator epoch), as Kafka's ReplicaManager answers.
+// UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH,
+// TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch than the
+// producer's last marker's), as Kafka's ReplicaManager answers. INVALID_PRODUCER_EPOCH is the epoch rule of the
+// marker's transaction version (replica.Partition.WriteTxnMarker): below
+// 2 (and at v0-1, which do not say), an epoch older than the partition's
+// producer state's; from 2 on (the coordinator bumped the epoch as it
+// ended the transaction, KIP-890), an epoch not above it, except an equal
+// one with no transaction ongoing, the same marker sent again (Kafka's
+// ProducerAppendInfo.checkProducerEpoch, KIP-1228 and KAFKA-19999).
 func serveWriteTxnMarkers(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
@@ -258,6 +271,9 @@ func serveWriteTxnMarkers(ctx context.Context, b *Broker, cc *clientConn, kreq k
 	allowed := b.authorized(cc, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, clusterResource) || b.clusterAction(cc)
 	for _, rm := range req.Markers {
 		m := coordinator.Marker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch}
+		if req.Version >= 2 {
+			m.TransactionVersion = int16(rm.TransactionVersion)
+		}
 		om := kmsg.NewWriteTxnMarkersResponseMarker()
 		om.ProducerID = rm.ProducerID
 		for _, rt := range rm.Topics {

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/coordinator"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // txnSets are the broker settings of the transaction tests: a small
@@ -234,20 +236,27 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	}
 }
 
+// startTxnCluster starts three brokers with txnSets and creates topic
+// with the given number of partitions, three replicas each, and returns
+// once every partition has a leader and all three in sync.
+func startTxnCluster(t *testing.T, ctx context.Context, topic string, partitions int32) (*testCluster, []partitionState) {
+	t.Helper()
+	tc := startCluster(t, 3, txnSets...)
+	tc.waitBrokers(3)
+	if _, err := kadm.NewClient(tc.client()).CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	return tc, tc.waitLeaders(topic, 3)
+}
+
 // The same transactions on a three-broker cluster: the coordinator and
 // the partitions' leaders are on different brokers, so markers go out
 // with WriteTxnMarkers.
 func TestClusterTxn(t *testing.T) {
 	t.Parallel()
-	tc := startCluster(t, 3, txnSets...)
-	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(tc.client())
-	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "ctxn"); err != nil {
-		t.Fatal(err)
-	}
-	tc.waitLeaders("ctxn", 3)
+	tc, _ := startTxnCluster(t, ctx, "ctxn", 3)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tc.addrs()...), kgo.TransactionalID("ctxn-producer"), kgo.DefaultProduceTopic("ctxn"),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
@@ -401,5 +410,190 @@ func TestTxnListOffsetsReadCommitted(t *testing.T) {
 	waitFor(t, 10*time.Second, "the last stable offset past the commit", func() bool { return part.LastStableOffset() == 4 })
 	if off, ts := list(1, -3); off != 2 || ts != t2.UnixMilli() {
 		t.Errorf("read_committed, max timestamp after the commit: offset %d timestamp %d, want 2 and %d", off, ts, t2.UnixMilli())
+	}
+}
+
+// WriteTxnMarkers v1 and v2 sent by hand, as a transaction coordinator
+// sends them (the broker has no authorizer), to the leader of a partition
+// where a franz-go producer of transaction.version 2 (EndTxn v5: every
+// end bumps the epoch) has a transaction ongoing at the epoch its
+// previous commit's marker carried. A v2 marker (TransactionVersion 2) is
+// checked with KIP-1228's rule: at that epoch it is the previous
+// transaction's marker arriving late and INVALID_PRODUCER_EPOCH, above it
+// it is written, and the same marker sent again is accepted; a v1 marker
+// keeps the old rule, an epoch not below the producer's. The producer's
+// own ends, whose markers the coordinator writes at v2 in process, still
+// complete.
+func TestTxnWriteTxnMarkersV2(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "", txnSets...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.createTopic("wtm", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, addr, kgo.TransactionalID("wtm-producer"), kgo.DefaultProduceTopic("wtm"))
+	v1 := kversion.Stable()
+	v1.SetMaxKeyVersion(kmsg.WriteTxnMarkers.Int16(), 1)
+	raw2, raw1 := newClient(t, addr), newClient(t, addr, kgo.MaxVersions(v1))
+
+	producer := func() kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+		t.Helper()
+		return onlyProducer(t, ctx, raw2, "wtm")
+	}
+	ongoing := func(epoch int16) kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint("o", epoch))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		ap := producer()
+		if ap.CurrentTxnStartOffset < 0 || epoch >= 0 && ap.ProducerEpoch != int32(epoch) {
+			t.Fatalf("the producer's ongoing transaction: %+v, want one at epoch %d", ap, epoch)
+		}
+		return ap
+	}
+	type marker struct {
+		name    string
+		cl      *kgo.Client
+		version int16
+		epoch   int32 // producer epoch, relative to the ongoing transaction's
+		commit  bool
+		want    int16
+	}
+	send := func(ap kmsg.DescribeProducersResponseTopicPartitionActiveProducer, ms ...marker) {
+		t.Helper()
+		for _, m := range ms {
+			req := kmsg.NewPtrWriteTxnMarkersRequest()
+			rm := kmsg.NewWriteTxnMarkersRequestMarker()
+			rm.ProducerID, rm.ProducerEpoch = ap.ProducerID, int16(ap.ProducerEpoch+m.epoch)
+			rm.Committed, rm.CoordinatorEpoch = m.commit, ap.CoordinatorEpoch
+			rm.TransactionVersion = 2 // not sent at v1
+			rm.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "wtm", Partitions: []int32{0}}}
+			req.Markers = append(req.Markers, rm)
+			resp := request[*kmsg.WriteTxnMarkersResponse](t, ctx, m.cl, req)
+			if resp.Version != m.version {
+				t.Fatalf("%s: sent at v%d, want v%d", m.name, resp.Version, m.version)
+			}
+			if got := resp.Markers[0].Topics[0].Partitions[0].ErrorCode; got != m.want {
+				t.Fatalf("%s: %s, want %s", m.name, codeName(got), codeName(m.want))
+			}
+		}
+	}
+
+	if err := produceTxn(ctx, cl, "wtm", true, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	ap := ongoing(-1)
+	stale := kerr.InvalidProducerEpoch.Code
+	send(ap,
+		marker{"v2 marker at the ongoing transaction's epoch (the previous one's, late)", raw2, 2, 0, true, stale},
+		marker{"v2 marker below the epoch", raw2, 2, -1, true, stale},
+		marker{"v1 marker below the epoch", raw1, 1, -1, true, stale},
+		marker{"v2 abort at the bumped epoch", raw2, 2, 1, false, 0},
+		marker{"the v2 abort sent again", raw2, 2, 1, false, 0},
+		marker{"v1 marker at the epoch the abort went below", raw1, 1, 0, false, stale},
+	)
+	// The coordinator's own abort, at the same bumped epoch, is taken as
+	// the marker sent again.
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal("the producer's abort:", err)
+	}
+	if got := producer(); got.ProducerEpoch != ap.ProducerEpoch+1 || got.CurrentTxnStartOffset != -1 {
+		t.Fatalf("after the abort: %+v, want epoch %d and no transaction", got, ap.ProducerEpoch+1)
+	}
+
+	ap = ongoing(int16(ap.ProducerEpoch + 1))
+	send(ap, marker{"v1 commit at the ongoing transaction's epoch (the old rule)", raw1, 1, 0, true, 0})
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal("the producer's commit:", err)
+	}
+	if err := produceTxn(ctx, cl, "wtm", true, "c2"); err != nil {
+		t.Fatal(err)
+	}
+	got := consumeIsolated(t, ctx, []string{addr}, "wtm", true, 3)
+	if want := []string{"c1", fmt.Sprint("o", ap.ProducerEpoch), "c2"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed read %q, want %q", got, want)
+	}
+}
+
+// onlyProducer is the one producer DescribeProducers lists on partition 0
+// of topic, asked of cl's seed broker: its epoch, the start of its
+// ongoing transaction (-1: none), its last marker's coordinator epoch.
+func onlyProducer(t *testing.T, ctx context.Context, cl *kgo.Client, topic string) kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+	t.Helper()
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	req.Topics = append(req.Topics, rt)
+	resp := request[*kmsg.DescribeProducersResponse](t, ctx, cl, req)
+	ps := resp.Topics[0].Partitions[0].ActiveProducers
+	if len(ps) != 1 {
+		t.Fatalf("DescribeProducers: %+v", resp.Topics[0].Partitions[0])
+	}
+	return ps[0]
+}
+
+// The coordinator's markers to a partition another broker leads go as
+// WriteTxnMarkers v2 with the transaction's version (KIP-1228), so the
+// leader checks them with version 2's epoch rule: from a broker that is
+// not the leader (and from the leader, in process), a marker of
+// transaction version 2 at the epoch of the producer's ongoing
+// transaction is INVALID_PRODUCER_EPOCH, one above it is written, and the
+// producer's commit (its marker at that epoch) still completes.
+func TestClusterWriteTxnMarkersV2(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tc, led := startTxnCluster(t, ctx, "cwtm", 1)
+	leader := led[0].leader
+	cl := tc.client(kgo.TransactionalID("cwtm-producer"), kgo.DefaultProduceTopic("cwtm"))
+	if err := produceTxn(ctx, cl, "cwtm", true, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("o1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	ap := onlyProducer(t, ctx, tc.direct(int(leader-1)), "cwtm")
+	if ap.CurrentTxnStartOffset < 0 {
+		t.Fatalf("no transaction ongoing: %+v", ap)
+	}
+	other := tc.broker(int(leader) % 3) // node leader%3+1, not the leader
+	parts := []coordinator.TxnPartition{{Topic: "cwtm", Partition: 0}}
+	m := coordinator.Marker{ProducerID: ap.ProducerID, ProducerEpoch: int16(ap.ProducerEpoch), Commit: true,
+		CoordinatorEpoch: ap.CoordinatorEpoch, TransactionVersion: 2}
+	// The answer once it is not a retriable error (a leader the sender
+	// does not know yet, replicas falling behind on a loaded machine),
+	// which the coordinator would retry too.
+	write := func(from *Broker) (err error) {
+		eventually(t, 30*time.Second, "a marker answer that is not retriable", func() error {
+			err = (markerWriter{from}).WriteMarkers(ctx, m, parts)[parts[0]]
+			if kerr.IsRetriable(err) {
+				return err
+			}
+			return nil
+		})
+		return err
+	}
+	for _, from := range []*Broker{tc.broker(int(leader - 1)), other} {
+		if err := write(from); !errors.Is(err, kerr.InvalidProducerEpoch) {
+			t.Fatalf("a version 2 marker at the ongoing transaction's epoch from node %d: %v, want %v", from.cfg.NodeID, err, kerr.InvalidProducerEpoch)
+		}
+	}
+	m.ProducerEpoch++
+	if err := write(other); err != nil {
+		t.Fatalf("a version 2 marker above the epoch: %v", err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal("the producer's commit:", err)
+	}
+	got := consumeIsolated(t, ctx, tc.addrs(), "cwtm", true, 2)
+	if !slices.Equal(got, []string{"c1", "o1"}) {
+		t.Fatalf("read_committed read %q, want c1, o1", got)
 	}
 }
