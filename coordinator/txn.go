@@ -418,6 +418,7 @@ func (c *TxnCoordinator) Unload(p int32) {
 func (s *txnShard) drop() {
 	s.mu.Lock()
 	s.gone = true
+	s.noteChangedLocked() // waiters answer NOT_COORDINATOR now
 	s.mu.Unlock()
 	s.cancel()
 }

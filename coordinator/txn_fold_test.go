@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"context"
+	"math"
 	"sort"
 	"testing"
 	"time"
@@ -182,5 +184,35 @@ func TestTxnCompletionFoldFails(t *testing.T) {
 		}
 		e.clk.Advance(txnRetryBackoff) // the completion's retry
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// After a TV2 epoch overflow, the folded record is the new producer id's
+// transaction at epoch 0, its previous producer id the new one (as the
+// add's own transition from CompleteCommit would write), so a KIP-360
+// retry of InitProducerId with the old id and epoch is fenced.
+func TestTxnCompletionFoldAfterOverflow(t *testing.T) {
+	log := &memLog{}
+	seed := &txnMeta{id: "ov", producerID: 500, prevProducerID: -1, nextProducerID: -1, epoch: math.MaxInt16 - 1, lastEpoch: -1,
+		timeoutMs: 60_000, state: txnOngoing, parts: map[TxnPartition]struct{}{tpA: {}}, startMs: 1, updateMs: 2, tv: 2}
+	_ = log.Append(context.Background(), []Record{txnRecord(seed)})
+	e := newTxnEnv(t, log, func(c *TxnConfig) { c.BrokerAddWait = time.Minute })
+	e.markers.block = make(chan struct{})
+	r := e.end(5, "ov", 500, math.MaxInt16-1, true)
+	if r.ErrorCode != 0 || r.ProducerID != 1000 || r.ProducerEpoch != 0 {
+		t.Fatalf("overflow: %+v", r)
+	}
+	added := make(chan int16, 1)
+	go func() { added <- e.addV5("ov", 1000, 0, tpB) }()
+	e.waitQueued("ov", 1)
+	close(e.markers.block)
+	wantCode(t, "the new id's add", <-added, 0)
+	states := e.states("ov")
+	last := states[len(states)-1]
+	if last.state != txnOngoing || last.producerID != 1000 || last.epoch != 0 || last.prevProducerID != 1000 {
+		t.Fatalf("folded record: %s producer %d/%d prev %d; want Ongoing 1000/0 prev 1000", last.state, last.producerID, last.epoch, last.prevProducerID)
+	}
+	if r := e.init("ov", 4, 60_000, 500, math.MaxInt16-1); r.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("InitProducerId with the old id and epoch: %v, want PRODUCER_FENCED", kerr.ErrorForCode(r.ErrorCode))
 	}
 }

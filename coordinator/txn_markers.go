@@ -73,7 +73,7 @@ func (c *TxnCoordinator) complete(s *txnShard, t *txnMeta) {
 		s.mu.Unlock()
 		code := c.write(s.ctx, s, t, next, false)
 		if code == 0 {
-			c.cfg.Logger.Debug("coordinator: transaction completed", "transactional_id", t.id, "state", next.state.String())
+			c.cfg.Logger.Debug("coordinator: transaction completed", "transactional_id", t.id, "state", next.state.String(), "next_transaction_started", next.state == txnOngoing)
 			return
 		}
 		if !c.sleep(s.ctx, txnRetryBackoff) {
@@ -122,9 +122,14 @@ func foldQueuedAdds(t *txnMeta, next *txnMeta) *txnMeta {
 	if len(take) == 0 {
 		return next
 	}
-	next.state, next.startMs = txnOngoing, next.updateMs
+	// As the add's own transition from the completed state would: the
+	// previous producer id is the current one (after an epoch overflow,
+	// the one the completion moved to), and the transaction version the
+	// highest the adds carry (AddOffsetsToTxn carries none).
+	next.state, next.startMs, next.prevProducerID = txnOngoing, next.updateMs, next.producerID
+	next.tv = 0
 	for _, q := range take {
-		next.tv = q.tv
+		next.tv = max(next.tv, q.tv)
 		for _, p := range q.parts {
 			next.parts[p] = struct{}{}
 		}

@@ -39,7 +39,11 @@ func (b *Broker) Banner(configSource string) string {
 	}
 	switch ma := b.MetricsAddr(); {
 	case ma != nil:
-		base := "http://" + urlHost(ma)
+		scheme := "http://"
+		if b.cfg.MetricsSSLEnabled {
+			scheme = "https://"
+		}
+		base := scheme + urlHost(ma)
 		line("console", base+"/ui/")
 		line("metrics", base+"/metrics  (health: "+base+"/healthz, "+base+"/readyz)")
 	case b.cfg.MetricsListen == "":

@@ -55,7 +55,14 @@ func (b *Broker) listenMetrics() (net.Listener, error) {
 		return nil, fmt.Errorf("server: metrics.listen %s: cannot listen: %w", b.cfg.MetricsListen, err)
 	}
 	if b.cfg.MetricsSSLEnabled {
-		tc, err := b.cfg.ListenerSSL(metricsSSLListener).ServerTLS()
+		s := b.cfg.ListenerSSL(metricsSSLListener)
+		if !b.cfg.ListenerSSLSet(metricsSSLListener, "ssl.client.auth") {
+			// Health probes and scrapers rarely hold client
+			// certificates: the Kafka listeners' ssl.client.auth
+			// applies here only when set for this listener.
+			s.ClientAuth = "none"
+		}
+		tc, err := s.ServerTLS()
 		if err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("server: sluice.metrics.ssl.enabled: the ssl.* keys (or listener.name.%s.ssl.*): %w", metricsSSLListener, err)

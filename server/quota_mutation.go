@@ -35,6 +35,7 @@ package server
 import (
 	"context"
 	"math"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -90,9 +91,12 @@ func (cc *clientConn) mutationQuotaFor(key kmsg.Key, version int16) *mutationQuo
 }
 
 // take takes n tokens for a topic. It reports false, taking none, when
-// the quota is strict and the bucket is below zero (the topic answers
-// THROTTLING_QUOTA_EXCEEDED).
+// the quota is strict, n is positive and the bucket is below zero (the
+// topic answers THROTTLING_QUOTA_EXCEEDED).
 func (m *mutationQuota) take(n float64) bool {
+	if n <= 0 {
+		return true // a topic that mutates nothing (it will fail) is not held
+	}
 	q := m.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -124,7 +128,9 @@ func (m *mutationQuota) giveBack(n float64) {
 	if s := q.sensorLocked(m.key, now, false); s != nil && s.bucket {
 		s.refill(m.rate, m.rate*q.mutBurstSeconds, now)
 		s.tokens = min(s.tokens+n, m.rate*q.mutBurstSeconds)
-		if !m.strict {
+		if !m.strict || m.throttle > 0 {
+			// A refusal's throttle is the time back to zero from
+			// the bucket as the request leaves it.
 			m.throttle = bucketThrottleMs(s.tokens, m.rate)
 		}
 	}
@@ -160,21 +166,30 @@ func (b *Broker) serveMutating(ctx context.Context, h handler, cc *clientConn, k
 	defer func() { cc.mutationThrottle = max(cc.mutationThrottle, m.throttle) }()
 	switch req := kreq.(type) {
 	case *kmsg.CreateTopicsRequest:
+		seen := map[string]int{}
+		for _, rt := range req.Topics {
+			seen[rt.Topic]++
+		}
 		return serveQuotaTopics(ctx, b, cc, h, req, m, &req.Topics,
-			func(rt kmsg.CreateTopicsRequestTopic) (string, float64) {
+			func(rt kmsg.CreateTopicsRequestTopic) quotaEntry {
+				e := quotaEntry{name: rt.Topic}
+				if _, exists := b.meta.Topic(rt.Topic); exists || isInternalTopic(rt.Topic) || seen[rt.Topic] > 1 {
+					return e // fails: TOPIC_ALREADY_EXISTS, INVALID_REQUEST, ...
+				}
 				n := rt.NumPartitions
 				switch {
 				case len(rt.ReplicaAssignment) > 0:
 					n = int32(len(rt.ReplicaAssignment))
-				case n < 0:
+				case n == -1:
 					n = b.cfg.NumPartitions
 				}
-				return rt.Topic, float64(n)
+				e.n = float64(max(n, 0)) // 0 or below -1: INVALID_PARTITIONS
+				return e
 			},
 			func(resp *kmsg.CreateTopicsResponse) []topicResult {
 				out := make([]topicResult, len(resp.Topics))
 				for i, st := range resp.Topics {
-					out[i] = topicResult{st.Topic, st.ErrorCode}
+					out[i] = topicResult{name: &st.Topic, code: st.ErrorCode}
 				}
 				return out
 			},
@@ -185,17 +200,17 @@ func (b *Broker) serveMutating(ctx context.Context, h handler, cc *clientConn, k
 			})
 	case *kmsg.CreatePartitionsRequest:
 		return serveQuotaTopics(ctx, b, cc, h, req, m, &req.Topics,
-			func(rt kmsg.CreatePartitionsRequestTopic) (string, float64) {
+			func(rt kmsg.CreatePartitionsRequestTopic) quotaEntry {
 				t, ok := b.meta.Topic(rt.Topic)
 				if !ok || rt.Count <= t.Partitions {
-					return rt.Topic, 0
+					return quotaEntry{name: rt.Topic} // fails
 				}
-				return rt.Topic, float64(rt.Count - t.Partitions)
+				return quotaEntry{name: rt.Topic, n: float64(rt.Count - t.Partitions)}
 			},
 			func(resp *kmsg.CreatePartitionsResponse) []topicResult {
 				out := make([]topicResult, len(resp.Topics))
 				for i, st := range resp.Topics {
-					out[i] = topicResult{st.Topic, st.ErrorCode}
+					out[i] = topicResult{name: &st.Topic, code: st.ErrorCode}
 				}
 				return out
 			},
@@ -207,7 +222,7 @@ func (b *Broker) serveMutating(ctx context.Context, h handler, cc *clientConn, k
 	case *kmsg.DeleteTopicsRequest:
 		if req.Version < 6 {
 			return serveQuotaTopics(ctx, b, cc, h, req, m, &req.TopicNames,
-				func(name string) (string, float64) { return name, b.deletedPartitions(name) },
+				func(name string) quotaEntry { return quotaEntry{name: name, n: b.deletedPartitions(name)} },
 				deleteResults,
 				func(resp *kmsg.DeleteTopicsResponse, name string) {
 					st := kmsg.NewDeleteTopicsResponseTopic()
@@ -216,46 +231,49 @@ func (b *Broker) serveMutating(ctx context.Context, h handler, cc *clientConn, k
 				})
 		}
 		return serveQuotaTopics(ctx, b, cc, h, req, m, &req.Topics,
-			func(rt kmsg.DeleteTopicsRequestTopic) (string, float64) {
+			func(rt kmsg.DeleteTopicsRequestTopic) quotaEntry {
 				name := b.deleteTopicName(rt.Topic, rt.TopicID)
-				return name, b.deletedPartitions(name)
+				return quotaEntry{name: name, id: rt.TopicID, n: b.deletedPartitions(name)}
 			},
 			deleteResults,
 			func(resp *kmsg.DeleteTopicsResponse, rt kmsg.DeleteTopicsRequestTopic) {
 				st := kmsg.NewDeleteTopicsResponseTopic()
 				st.Topic, st.TopicID, st.ErrorCode, st.ErrorMessage = rt.Topic, rt.TopicID, kerr.ThrottlingQuotaExceeded.Code, errThrottled
+				if name := b.deleteTopicName(rt.Topic, rt.TopicID); st.Topic == nil && name != "" {
+					st.Topic = kmsg.StringPtr(name)
+				}
 				resp.Topics = append(resp.Topics, st)
 			})
 	}
 	return h.serve(ctx, b, cc, kreq)
 }
 
-// topicResult is a served topic's name and error code.
-type topicResult struct {
+// quotaEntry is one topic entry of a mutating request: its name (a
+// DeleteTopics entry given by ID: the topic's name, "" if unknown), its
+// ID (DeleteTopics v6), and the tokens it costs (0: it will fail).
+type quotaEntry struct {
 	name string
+	id   [16]byte
+	n    float64
+}
+
+// topicResult is a served topic's name (nil: none), ID and error code.
+type topicResult struct {
+	name *string
+	id   [16]byte
 	code int16
 }
 
 func deleteResults(resp *kmsg.DeleteTopicsResponse) []topicResult {
 	out := make([]topicResult, len(resp.Topics))
 	for i, st := range resp.Topics {
-		var name string
-		if st.Topic != nil {
-			name = *st.Topic
-		} else {
-			name = topicIDName(st.TopicID)
-		}
-		out[i] = topicResult{name, st.ErrorCode}
+		out[i] = topicResult{st.Topic, st.TopicID, st.ErrorCode}
 	}
 	return out
 }
 
-// topicIDName is the key a topic given by ID is known by in
-// serveQuotaTopics when its name is unknown.
-func topicIDName(id [16]byte) string { return "\x00id:" + string(id[:]) }
-
 // deleteTopicName is the name of a DeleteTopics topic given by name or
-// ID, or topicIDName of an unknown ID.
+// ID, "" for an unknown ID.
 func (b *Broker) deleteTopicName(name *string, id [16]byte) string {
 	if name != nil {
 		return *name
@@ -263,7 +281,7 @@ func (b *Broker) deleteTopicName(name *string, id [16]byte) string {
 	if t, ok := b.meta.TopicByID(id); ok {
 		return t.Name
 	}
-	return topicIDName(id)
+	return ""
 }
 
 // deletedPartitions is the partition count deleting topic name removes
@@ -275,21 +293,24 @@ func (b *Broker) deletedPartitions(name string) float64 {
 	return 0
 }
 
-// serveQuotaTopics takes m's tokens for each topic of *topics in order
-// (cost gives its name and partitions), serves the request with the
-// topics admitted, answers the refused ones with refuse, and gives the
-// tokens of the topics that failed back (results reads the served
-// response's topics).
+// serveQuotaTopics takes m's tokens for each topic entry of *topics in
+// order (cost gives its name and tokens), serves the request with the
+// entries admitted, answers the refused ones with refuse, and gives back
+// the tokens of each admitted entry that failed (results reads the served
+// response's topics; a failed result gives back one entry of its name,
+// else of its ID, once).
 func serveQuotaTopics[Req kmsg.Request, Resp kmsg.Response, T any](ctx context.Context, b *Broker, cc *clientConn, h handler, req Req, m *mutationQuota, topics *[]T,
-	cost func(T) (string, float64), results func(Resp) []topicResult, refuse func(Resp, T)) (kmsg.Response, error) {
+	cost func(T) quotaEntry, results func(Resp) []topicResult, refuse func(Resp, T)) (kmsg.Response, error) {
 	all := *topics
-	var admitted, refused []T
-	taken := map[string]float64{}
+	var (
+		admitted, refused []T
+		taken             []quotaEntry // admitted's, n 0 once given back
+	)
 	for _, t := range all {
-		name, n := cost(t)
-		if m.take(n) {
+		e := cost(t)
+		if m.take(e.n) {
 			admitted = append(admitted, t)
-			taken[name] += n
+			taken = append(taken, e)
 		} else {
 			refused = append(refused, t)
 		}
@@ -300,16 +321,22 @@ func serveQuotaTopics[Req kmsg.Request, Resp kmsg.Response, T any](ctx context.C
 		served, err := h.serve(ctx, b, cc, req)
 		*topics = all
 		if err != nil {
-			for _, n := range taken {
-				m.giveBack(n)
+			for _, e := range taken {
+				m.giveBack(e.n)
 			}
 			return nil, err
 		}
 		resp = served.(Resp)
 		for _, r := range results(resp) {
-			if r.code != 0 {
-				m.giveBack(taken[r.name])
-				delete(taken, r.name)
+			if r.code == 0 {
+				continue
+			}
+			i := slices.IndexFunc(taken, func(e quotaEntry) bool {
+				return e.n > 0 && (r.name != nil && *r.name == e.name || r.name == nil && r.id == e.id)
+			})
+			if i >= 0 {
+				m.giveBack(taken[i].n)
+				taken[i].n = 0
 			}
 		}
 	}

@@ -91,8 +91,10 @@ func TestQuotaControllerMutation(t *testing.T) {
 	want := func(what string, got map[string]int16, throttle, wantThrottle int32, codes map[string]int16) {
 		t.Helper()
 		for name, c := range codes {
-			if got[name] != c {
-				t.Errorf("%s: %s answered %v, want %v", what, name, kerr.ErrorForCode(got[name]), kerr.ErrorForCode(c))
+			if g, ok := got[name]; !ok {
+				t.Errorf("%s: %s not answered", what, name)
+			} else if g != c {
+				t.Errorf("%s: %s answered %v, want %v", what, name, kerr.ErrorForCode(g), kerr.ErrorForCode(c))
 			}
 		}
 		if throttle != wantThrottle {
@@ -112,14 +114,26 @@ func TestQuotaControllerMutation(t *testing.T) {
 		t.Fatal("m3 created over the quota")
 	}
 
-	// 1 s later: 4 tokens. A topic that fails (it exists) gives its
-	// tokens back, so both of the next request's topics are admitted
-	// (4 -> 0 -> -1); without the give-back m5 would be refused.
+	// 1 s later: 4 tokens. A topic the broker refuses (an invalid
+	// config) gives its tokens back, and one that exists costs none
+	// (however many partitions it asks for), so m4 and m5 are both
+	// admitted (4 -> 0 -> -1); without either rule m5 would be refused.
 	advance(time.Second)
-	got, th = create(7, map[string]int32{"m1": 4}, "m1")
-	want("m1 again", got, th, 0, map[string]int16{"m1": kerr.TopicAlreadyExists.Code})
-	got, th = create(7, map[string]int32{"m4": 4, "m5": 1}, "m4", "m5")
-	want("m4, m5", got, th, 0, map[string]int16{"m4": 0, "m5": 0})
+	bad := kmsg.NewPtrCreateTopicsRequest()
+	bad.TimeoutMillis = 10000
+	bt := kmsg.NewCreateTopicsRequestTopic()
+	bt.Topic, bt.NumPartitions, bt.ReplicationFactor = "mx", 4, 1
+	bt.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "cleanup.policy", Value: kmsg.StringPtr("nope")}}
+	bad.Topics = append(bad.Topics, bt)
+	br := roundTrip(bad, 7).(*kmsg.CreateTopicsResponse)
+	want("mx (invalid config)", topicCodes(t, br), br.ThrottleMillis, 0, map[string]int16{"mx": kerr.InvalidConfig.Code})
+	got, th = create(7, map[string]int32{"m1": 500, "m4": 4, "m5": 1}, "m1", "m4", "m5")
+	want("m1 again, m4, m5", got, th, 0, map[string]int16{"m1": kerr.TopicAlreadyExists.Code, "m4": 0, "m5": 0})
+
+	// Below zero, a topic that would fail anyway costs nothing and gets
+	// its own error, not THROTTLING_QUOTA_EXCEEDED.
+	got, th = create(7, map[string]int32{"m1": 500}, "m1")
+	want("m1 at -1", got, th, 0, map[string]int16{"m1": kerr.TopicAlreadyExists.Code})
 
 	// Permissive below CreateTopics v6: admitted at -1, throttled for
 	// the time back to 0 from -3.

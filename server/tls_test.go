@@ -356,8 +356,13 @@ func TestTLSMetricsListener(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewCA(t)
 	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
-	b := newTestBroker(t, nil, slog.LevelInfo, nil, tlsSets(ca, srv, "metrics.listen=127.0.0.1:0", "sluice.metrics.ssl.enabled=true")...)
+	// The Kafka listener requires client certificates; the metrics
+	// listener does not unless told to for itself.
+	b := newTestBroker(t, nil, slog.LevelInfo, nil, tlsSets(ca, srv, "metrics.listen=127.0.0.1:0", "sluice.metrics.ssl.enabled=true", "ssl.client.auth=required")...)
 	addr := b.MetricsAddr().String()
+	if banner := b.Banner(""); !strings.Contains(banner, "https://"+addr+"/ui/") {
+		t.Errorf("the banner does not name the console's https address:\n%s", banner)
+	}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(nil)}}
 	for _, path := range []string{"/healthz", "/metrics", "/ui/"} {
 		resp, err := hc.Get("https://" + addr + path)
@@ -377,6 +382,19 @@ func TestTLSMetricsListener(t *testing.T) {
 		if resp.StatusCode == http.StatusOK {
 			t.Errorf("plain http answered %s: %q", resp.Status, body)
 		}
+	}
+
+	mtls := newTestBroker(t, nil, slog.LevelInfo, nil, tlsSets(ca, srv, "metrics.listen=127.0.0.1:0", "sluice.metrics.ssl.enabled=true", "listener.name.metrics.ssl.client.auth=required")...)
+	if resp, err := hc.Get("https://" + mtls.MetricsAddr().String() + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Errorf("listener.name.metrics.ssl.client.auth=required: answered %s without a client certificate", resp.Status)
+	}
+	client := ca.Issue(t, tlstest.Options{CommonName: "prometheus"})
+	mhc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(client)}}
+	if resp, err := mhc.Get("https://" + mtls.MetricsAddr().String() + "/healthz"); err != nil {
+		t.Errorf("with a client certificate: %v", err)
+	} else {
+		resp.Body.Close()
 	}
 
 	bad := ca.Issue(t, tlstest.Options{CommonName: "broker"})

@@ -563,8 +563,8 @@ type Config struct {
 	// MetricsSSLEnabled serves the metrics listener (metrics, health
 	// checks and the console) over TLS, with the ssl.* keys (overridden by
 	// listener.name.metrics.ssl.*): the keystore is the server
-	// certificate, ssl.client.auth asks for client certificates as on a
-	// Kafka listener. Key sluice.metrics.ssl.enabled; bool. Default false.
+	// certificate; client certificates are asked for only with
+	// listener.name.metrics.ssl.client.auth (health probes hold none). Key sluice.metrics.ssl.enabled; bool. Default false.
 	// Sluice's key.
 	MetricsSSLEnabled bool
 

@@ -107,6 +107,13 @@ func (c *Config) ListenerSSL(listener string) SSLConfig {
 	return tmp.SSL
 }
 
+// ListenerSSLSet reports whether listener.name.<listener>.<key> is set
+// (key an ssl.* key).
+func (c *Config) ListenerSSLSet(listener, key string) bool {
+	_, ok := c.listenerSSL[strings.ToLower(listener)][key]
+	return ok
+}
+
 // setListenerSSL records listener.name.<listener>.<ssl key>=value, after
 // checking the value as the key's own. ok is false when key is not such
 // an override.
