@@ -35,6 +35,9 @@ const (
 //     partition per transaction), each one BeginTransaction, Produce,
 //     Flush, EndTransaction(TryCommit). One op is one record; MB/s counts
 //     value bytes.
+//   - txn-1000: the same with transactions of 1,000 records (and the
+//     peer's units of 1,000), where the writes a transaction adds weigh
+//     less (measure with -benchtime 100000x).
 //
 // The peer is an idempotent producer (kgo's default producer, acks=all)
 // producing the same records to a topic of its own on the same broker, in
