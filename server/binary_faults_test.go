@@ -61,7 +61,6 @@ func startServe(t *testing.T, bin, dir string, port int, control string, stderr 
 // makes produce fail with KAFKA_STORAGE_ERROR, {} makes it work again;
 // the normal build ignores the variable.
 func TestBinaryFaultsBuild(t *testing.T) {
-	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "sluice-faults")
 	if out, err := exec.Command("go", "build", "-tags", "faults", "-o", bin, "./cmd/sluice").CombinedOutput(); err != nil {
 		t.Fatalf("go build -tags faults: %v\n%s", err, out)

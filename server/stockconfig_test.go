@@ -21,7 +21,6 @@ import (
 // the node starts as a one-voter quorum, names the Kafka keys it does
 // not act on in one line, and a record produced is consumed.
 func TestKafkaStockFile(t *testing.T) {
-	t.Parallel()
 	bin, err := buildSluice()
 	if err != nil {
 		t.Fatal(err)
