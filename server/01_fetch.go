@@ -114,7 +114,9 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 			return resp, nil
 		}
 		waitStart := time.Now()
-		woke := waitAny(ctx, pass.waitOn, time.Until(deadline))
+		b.polling.Add(1)
+		woke := waitAny(ctx, b.pollsEnd, pass.waitOn, time.Until(deadline))
+		b.polling.Add(-1)
 		cc.fetchWaited += time.Since(waitStart) // not request time (quota_conn.go)
 		if !woke {
 			resp.Topics = nil
@@ -134,9 +136,9 @@ func serveFetch(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg.Reques
 	}
 }
 
-// waitAny waits until one channel is closed (true) or the time is up or
-// ctx is done (false).
-func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool {
+// waitAny waits until one of chans is closed (true) or the time is up,
+// ctx is done or end is closed (false).
+func waitAny(ctx context.Context, end <-chan struct{}, chans []<-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	woke := make(chan struct{}, 1)
@@ -159,6 +161,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 		return true
 	case <-t.C:
 	case <-ctx.Done():
+	case <-end:
 	}
 	return false
 }

@@ -96,6 +96,12 @@ type Broker struct {
 	connMu  sync.Mutex
 	conns   map[net.Conn]struct{}
 	closing bool // Close has begun: accepted connections are dropped
+	// pollsEnd is closed once Close has stopped reading requests: a
+	// Fetch waiting for data (a long poll, up to its MaxWaitMs) answers
+	// at once with what it has, instead of holding Close until then.
+	pollsEnd chan struct{}
+	// polling counts the Fetches waiting for data now (tests wait on it).
+	polling atomic.Int32
 	// noControlledShutdown (tests) makes Close skip the cluster's
 	// controlled shutdown, as for a crash.
 	noControlledShutdown bool
@@ -190,7 +196,7 @@ func NewWithOptions(cfg config.Config, opts Options) (*Broker, error) {
 	}
 	lock := io.Closer(locks)
 	batch.SetDecompressionMemory(cfg.DecompressionMemoryBytes) // process-wide
-	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, now: opts.Now, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, sessions: newFetchSessions(), fatal: make(chan error, 1), leaseWait: leaseWait}
+	b := &Broker{cfg: cfg, logger: logger, fs: opts.FS, metaFS: opts.MetaFS, now: opts.Now, lock: lock, files: segment.NewFileCache(segmentFilesMax(&cfg)), parts: map[topicPartition]*replica.Partition{}, offline: map[topicPartition]offlinePartition{}, conns: map[net.Conn]struct{}{}, pollsEnd: make(chan struct{}), sessions: newFetchSessions(), fatal: make(chan error, 1), leaseWait: leaseWait}
 	if cfg.MetricsListen != "" {
 		b.metrics = newBrokerMetrics(b)
 	}
@@ -324,13 +330,18 @@ func (b *Broker) close() error {
 			}
 		}
 		b.connMu.Unlock()
+		// No request is read from here on: the long polls answer now
+		// (Kafka does not wait for its delayed fetches either: its
+		// shutdown stops the socket server first).
+		close(b.pollsEnd)
 		done := make(chan struct{})
 		go func() { b.wg.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			// Requests still running (long polls) are cut short, and
-			// connections blocked anywhere are closed.
+			// Requests still running are cut short, and connections
+			// blocked anywhere are closed.
+			b.logger.Warn("sluice: shutdown: requests still running after 10s are cut short and their connections closed")
 			b.cancel()
 			b.connMu.Lock()
 			for c := range b.conns {

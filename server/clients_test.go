@@ -39,6 +39,7 @@ func runTool(t *testing.T, stdin string, name string, args ...string) string {
 
 // kcat (librdkafka) produces keyed records and reads them back.
 func TestKcat(t *testing.T) {
+	t.Parallel()
 	kcat := needTool(t, "kcat")
 	_, addr := startBroker(t, "")
 	runTool(t, "k1:v1\nk2:v2\nk3:v3\n", kcat, "-b", addr, "-t", "kcat-topic", "-P", "-K:", "-X", "topic.request.required.acks=-1")
@@ -106,12 +107,14 @@ func pythonWith(t *testing.T, module string) string {
 }
 
 func TestKafkaPython(t *testing.T) {
+	t.Parallel()
 	py := pythonWith(t, "kafka")
 	_, addr := startBroker(t, "")
 	runTool(t, "", py, "-c", kafkaPythonScript, addr)
 }
 
 func TestConfluentKafkaPython(t *testing.T) {
+	t.Parallel()
 	py := pythonWith(t, "confluent_kafka")
 	_, addr := startBroker(t, "")
 	runTool(t, "", py, "-c", confluentScript, addr)
@@ -121,6 +124,7 @@ func TestConfluentKafkaPython(t *testing.T) {
 // lists Produce v0 (librdkafka#4956, KAFKA-18659): its gzip, snappy and lz4
 // batches must arrive, and be stored, compressed.
 func TestKcatCompressionStored(t *testing.T) {
+	t.Parallel()
 	kcat := needTool(t, "kcat")
 	b, addr := startBroker(t, "")
 	for _, codec := range []struct {

@@ -165,6 +165,7 @@ func (b *consoleBrowser) count(css string) int {
 }
 
 func TestConsoleBrowserE2E(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the browser end-to-end test is long (-short)")
 	}

@@ -108,6 +108,7 @@ func crashBroker(t *testing.T, fs vfs.FS, mfs pebblevfs.FS) *Broker {
 }
 
 func TestBrokerCrash(t *testing.T) {
+	t.Parallel()
 	seeds := 6
 	if testing.Short() {
 		seeds = 2

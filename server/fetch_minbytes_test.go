@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -436,5 +437,35 @@ func TestFetchMinBytesReplicated(t *testing.T) {
 	}
 	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
 		t.Errorf("a follower answered %v, want NOT_LEADER_OR_FOLLOWER", kerr.ErrorForCode(code))
+	}
+}
+
+// A long poll waiting when Close begins is answered at once, with what
+// the partition has (as at MaxWaitMs), and Close does not wait out its
+// MaxWaitMs: without that, Close held until its 10 s cut-off (logged),
+// and every test whose consumer was polling paid it at clean-up.
+func TestCloseAnswersWaitingFetch(t *testing.T) {
+	t.Parallel()
+	logs := &logBuffer{}
+	b := newTestBroker(t, logs, slog.LevelInfo, nil)
+	topic, err := b.createTopic("mbclose", 1, 1, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, b.Addr().String())
+	f := minBytesFetch{topic: "mbclose", id: topic.ID, partitions: []int32{0}, minBytes: 10 << 20, maxWait: maxFetchWait, epoch: -1}
+	corr := rc.sendAt(f.request(), handlers[kmsg.Fetch.Int16()].maxVersion)
+	waitFor(t, 30*time.Second, "the Fetch waiting for data", func() bool { return b.polling.Load() == 1 })
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	resp := rc.recv(corr).(*kmsg.FetchResponse)
+	if got := batchesByPartition(t, resp); got[0] != 0 {
+		t.Errorf("the answer at Close carried %d batches of an empty partition", got[0])
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.lines("cut short"); len(l) != 0 {
+		t.Fatalf("Close cut requests short instead of answering the long poll: %q", l)
 	}
 }

@@ -188,6 +188,7 @@ func TestSegmentFileCacheBoundsBroker(t *testing.T) {
 // The zero-copy path (sendfile from OS files) releases every reference a
 // fetch took once its response is written.
 func TestZeroCopyReleasesFiles(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "", "log.segment.bytes=2048", "sluice.log.segment.open.files.max=2")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

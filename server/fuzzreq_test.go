@@ -14,6 +14,7 @@ import (
 // version served: the broker answers or closes the connection, and keeps
 // serving (a panic would take the test binary down).
 func TestRandomRequestBodies(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	if _, err := b.createTopic("fuzz", 2, 1, nil, false); err != nil {
 		t.Fatal(err)

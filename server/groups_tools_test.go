@@ -14,6 +14,7 @@ import (
 // commits on exit, and a second run resumes where the first stopped; the
 // group's records in __consumer_offsets are readable with kcat too.
 func TestKcatGroup(t *testing.T) {
+	t.Parallel()
 	kcat := needTool(t, "kcat")
 	_, addr := startBroker(t, "", groupSets...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -74,6 +75,7 @@ func sumOffsets(offs kadm.OffsetResponses, topic string) int64 {
 // kafka-python's group consumer: consume, commit, and a new consumer of
 // the group resumes after the commit.
 func TestKafkaPythonGroup(t *testing.T) {
+	t.Parallel()
 	py := pythonWith(t, "kafka")
 	_, addr := startBroker(t, "", groupSets...)
 	runTool(t, "", py, "-c", kafkaPythonGroupScript, addr)
@@ -112,6 +114,7 @@ print('ok')
 // confluent-kafka-python's group consumer, with the eager and the
 // cooperative-sticky assignors: consume, commit, resume.
 func TestConfluentKafkaPythonGroup(t *testing.T) {
+	t.Parallel()
 	py := pythonWith(t, "confluent_kafka")
 	for _, strategy := range []string{"range", "cooperative-sticky"} {
 		t.Run(strategy, func(t *testing.T) {

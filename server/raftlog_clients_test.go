@@ -25,6 +25,7 @@ import (
 // kafka-python, its latest offset is N, and OffsetForLeaderEpoch answers
 // each epoch's end where leadership moved.
 func TestRaftLogServedToClients(t *testing.T) {
+	t.Parallel()
 	const topic = "raftlog"
 	const rounds, batches, perBatch = 5, 3, 4
 	const n = rounds * batches * perBatch

@@ -20,6 +20,7 @@ import (
 // replica in place of its own partition (a test hook: brokers are not
 // replicated yet).
 func TestRaftPartitionErrorsToClients(t *testing.T) {
+	t.Parallel()
 	const topic = "nl"
 	g := newRaftGroup(t)
 	g.move(2) // a leader epoch past the first

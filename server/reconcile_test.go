@@ -23,6 +23,7 @@ import (
 // ReplicaManager.getPartitionOrError), and once the fault clears the
 // reconciler's retry opens it.
 func TestReconcilerRetriesFailedOpen(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	mfs := pebblevfs.NewMem()
 	b := crashBroker(t, mem, mfs)
@@ -117,6 +118,7 @@ func (fs *partialRemoveFS) Open(name string) (vfs.File, error) {
 // partition.metadata went but before the segment files did, and the broker
 // restarts before the new topic's partition was opened.
 func TestRecreatedTopicIgnoresPartlyRemovedFolder(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMem()
 	mfs := pebblevfs.NewMem()
 	fs := &partialRemoveFS{FS: mem}

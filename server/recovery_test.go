@@ -19,6 +19,7 @@ import (
 // After an unclean shutdown a broker that recovers many partitions logs
 // one line for them all (count, bytes, time), not one per partition.
 func TestRecoveryLogsOneSummaryLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg, err := config.Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0", "log.dirs=" + dir, "num.partitions=6"})
 	if err != nil {

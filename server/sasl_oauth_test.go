@@ -233,6 +233,7 @@ func TestSaslOAuthBearerSSLReauth(t *testing.T) {
 
 // kcat (librdkafka) with its own unsecured JWT (sasl.oauthbearer.config).
 func TestSaslOAuthBearerKcat(t *testing.T) {
+	t.Parallel()
 	kcat := needTool(t, "kcat")
 	b := newTestBroker(t, nil, slog.LevelInfo, nil, oauthSets...)
 	addr := b.ListenerAddr("SASL_PLAINTEXT").String()
@@ -253,6 +254,7 @@ func TestSaslOAuthBearerKcat(t *testing.T) {
 
 // confluent-kafka-python (librdkafka) with its unsecured JWT.
 func TestSaslOAuthBearerConfluentPython(t *testing.T) {
+	t.Parallel()
 	py := pythonWith(t, "confluent_kafka")
 	b := newTestBroker(t, nil, slog.LevelInfo, nil, oauthSets...)
 	runTool(t, "", py, "-c", confluentSaslScript, b.ListenerAddr("SASL_PLAINTEXT").String(), "OAUTHBEARER", "principal=alice scope=kafka", "", "ck-oauth")

@@ -86,6 +86,7 @@ func TestSaslSSL(t *testing.T) {
 // kcat (librdkafka) over SASL_SSL with PLAIN and SCRAM-SHA-512, trusting
 // the test CA (ssl.ca.location).
 func TestSaslSSLKcat(t *testing.T) {
+	t.Parallel()
 	kcat := needTool(t, "kcat")
 	b, ca := startSaslSSLBroker(t, nil, "listener.name.sasl_ssl.plain.sasl.jaas.config="+saslJaas)
 	addr := b.ListenerAddr("SASL_SSL").String()

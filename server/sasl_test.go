@@ -437,6 +437,7 @@ func TestSaslReauthentication(t *testing.T) {
 
 // kcat (librdkafka) over SASL_PLAINTEXT with PLAIN and SCRAM.
 func TestSaslKcat(t *testing.T) {
+	t.Parallel()
 	kcat := needTool(t, "kcat")
 	_, plainAddr, addr := startSaslBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -514,6 +515,7 @@ p.close()
 
 // confluent-kafka-python and kafka-python log in with PLAIN and SCRAM.
 func TestSaslPythonClients(t *testing.T) {
+	t.Parallel()
 	_, plainAddr, addr := startSaslBroker(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -89,6 +89,7 @@ func tlsRoundTrip(t *testing.T, addr string, tc *tls.Config, topic string, n int
 }
 
 func TestTLSProduceConsume(t *testing.T) {
+	t.Parallel()
 	ca := tlstest.NewCA(t)
 	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
 	var ps principals
@@ -112,6 +113,7 @@ func TestTLSProduceConsume(t *testing.T) {
 // ssl.client.auth=required: a client without a certificate is refused;
 // with one, its subject is mapped by ssl.principal.mapping.rules.
 func TestTLSMutualAuth(t *testing.T) {
+	t.Parallel()
 	ca := tlstest.NewCA(t)
 	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
 	alice := ca.Issue(t, tlstest.Options{CommonName: "Alice", OU: "eng", Client: true})
@@ -150,6 +152,7 @@ func tlsPing(addr string, tc *tls.Config) error {
 // ssl.client.auth=requested: a client without a certificate is served as
 // User:ANONYMOUS; a certificate no rule maps is refused, as in Kafka.
 func TestTLSRequestedAuthAndUnmappedSubject(t *testing.T) {
+	t.Parallel()
 	ca := tlstest.NewCA(t)
 	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
 	admin := ca.Issue(t, tlstest.Options{CommonName: "admin", Client: true})
@@ -225,6 +228,7 @@ func isClosedErr(err error) bool {
 
 // The client refuses a broker whose certificate has expired.
 func TestTLSExpiredServerCertificate(t *testing.T) {
+	t.Parallel()
 	ca := tlstest.NewCA(t)
 	srv := ca.Issue(t, tlstest.Options{CommonName: "broker", NotAfter: time.Now().Add(-time.Hour)})
 	b := newTestBroker(t, nil, slog.LevelInfo, nil, tlsSets(ca, srv)...)
@@ -241,6 +245,7 @@ func TestTLSExpiredServerCertificate(t *testing.T) {
 // Keys and passwords given inline are never shown by DescribeConfigs
 // (Kafka's PASSWORD keys: null and sensitive).
 func TestTLSDescribeConfigsHidesSecrets(t *testing.T) {
+	t.Parallel()
 	ca := tlstest.NewCA(t)
 	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
 	b := newTestBroker(t, nil, slog.LevelInfo, nil,
@@ -278,6 +283,7 @@ func TestTLSDescribeConfigsHidesSecrets(t *testing.T) {
 
 // A listener that cannot read its keystore fails Start, naming it.
 func TestTLSListenerBadKeystore(t *testing.T) {
+	t.Parallel()
 	ca := tlstest.NewCA(t)
 	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
 	os.WriteFile(srv.File, []byte("not pem"), 0o600)
@@ -299,6 +305,7 @@ func startTLSBrokerErr(t *testing.T, sets ...string) (*Broker, error) {
 
 // kcat (librdkafka) over SSL with Kafka's client keys.
 func TestTLSKcat(t *testing.T) {
+	t.Parallel()
 	kcat := needTool(t, "kcat")
 	ca := tlstest.NewCA(t)
 	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
@@ -314,6 +321,7 @@ func TestTLSKcat(t *testing.T) {
 // A three-node cluster whose every listener (clients, inter-broker,
 // controller and raft) is SSL with mutual TLS elects and replicates.
 func TestTLSClusterInterBroker(t *testing.T) {
+	t.Parallel()
 	ca := tlstest.NewCA(t)
 	srv := ca.Issue(t, tlstest.Options{CommonName: "broker"})
 	client := ca.Issue(t, tlstest.Options{CommonName: "app", Client: true})

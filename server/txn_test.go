@@ -315,6 +315,7 @@ print('ok')
 `
 
 func TestConfluentKafkaPythonTxn(t *testing.T) {
+	t.Parallel()
 	py := pythonWith(t, "confluent_kafka")
 	b, addr := startBroker(t, "", txnSets...)
 	if _, err := b.createTopic("ck-txn", 1, 1, nil, false); err != nil {

@@ -78,7 +78,22 @@ func (osFS) SyncDir(dir string) error {
 
 type osLock struct{ f *os.File }
 
-func (l osLock) Close() error { return l.f.Close() } // closing releases the flock
+// Close releases the flock explicitly before closing: a flock belongs to
+// the open file description, which a child this process is starting
+// shares until its exec has closed its copy of the descriptor (after
+// fork returned in the parent, on Linux); closing alone would leave the
+// lock held in that window, and a Lock right after it, as a restart in
+// the same process takes, would fail with ErrLocked.
+func (l osLock) Close() error {
+	unlockErr := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	if err := l.f.Close(); err != nil {
+		return err
+	}
+	if unlockErr != nil {
+		return fmt.Errorf("vfs: unlock %s: %w", l.f.Name(), unlockErr)
+	}
+	return nil
+}
 
 func (osFS) Lock(name string) (io.Closer, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
