@@ -195,14 +195,31 @@ func (p *Partition) admitTxnLocked(h *batch.Header, verify bool, g TxnGuard) err
 // txnTouchedLocked records that a batch of h's producer (b its bytes)
 // was appended (a single replica) or proposed (raft leader, with its
 // proposal id): a marker or a transactional batch voids the producer's
-// guard (Kafka's updateProducers clears the VerificationStateEntry), and
+// guard (Kafka's updateProducers clears the VerificationStateEntry; a
+// marker keeps the entry's lowest sequence, with a new guard), and
 // on a leader sets the producer's transaction as proposed. appendMu is
 // held.
 func (p *Partition) txnTouchedLocked(h *batch.Header, b []byte, proposal int64) {
 	if h.ProducerID < 0 || !h.Transactional() {
 		return
 	}
-	delete(p.guards.byPID, h.ProducerID)
+	if e, ok := p.guards.byPID[h.ProducerID]; ok && h.Control() {
+		// A marker voids the guard (a batch verified before it is
+		// refused after it) but not what the verifications started
+		// at their epoch know: the lowest sequence not appended yet.
+		// A transaction.version 2 producer's next transaction's first
+		// batch is verified while the previous one's marker is being
+		// written (its add waits for the markers); should that
+		// verification fail retriably, its pipelined successors must
+		// still wait behind it (StartTxnVerificationAt's behind), not
+		// be appended first: the marker leaves the producer with no
+		// batches at the new epoch, which would take any sequence.
+		p.guards.last++
+		e.guard = p.guards.last
+		p.guards.byPID[h.ProducerID] = e
+	} else {
+		delete(p.guards.byPID, h.ProducerID)
+	}
 	if proposal <= 0 {
 		return
 	}

@@ -317,3 +317,74 @@ func TestTxnVerificationLowestSequence(t *testing.T) {
 		}
 	}
 }
+
+// A marker written while a batch's verification is going on (a
+// transaction.version 2 producer's next transaction's first batch,
+// whose add waits for the previous transaction's markers) voids the
+// guard but keeps the lowest sequence: a pipelined successor whose
+// verification starts after the marker is still behind the first batch,
+// and is not appended before it (the marker leaves the producer with no
+// batches at its epoch, which would take any sequence).
+func TestTxnVerificationLowestSequenceSurvivesMarker(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		open func(t *testing.T) (txnRunner, *Partition)
+	}{
+		{"single", func(t *testing.T) (txnRunner, *Partition) {
+			cfg := testConfig()
+			cfg.Log.FlushMessages = 1
+			p := openAt(t, vfs.NewMem(), cfg, Options{})
+			t.Cleanup(func() { p.Close() })
+			return direct(t), p
+		}},
+		{"raft", func(t *testing.T) (txnRunner, *Partition) {
+			cl, lead := guardCluster(t, 23)
+			return raftRunner(cl), lead
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run, p := c.open(t)
+			ctx := context.Background()
+			// The previous transaction, at epoch 0, ongoing.
+			g0, _ := p.StartTxnVerification(5, 0)
+			if _, err := produceGuarded(run, p, txnBatch(5, 0, 0, 1, true, 1000), true, g0); err != nil {
+				t.Fatal(err)
+			}
+			// Its EndTxn bumped the epoch to 1; the next transaction's
+			// first batch (epoch 1, sequence 0) starts its verification.
+			first, ok, behind := p.StartTxnVerificationAt(5, 1, 0)
+			if !ok || behind {
+				t.Fatalf("the first batch: ok %v behind %v", ok, behind)
+			}
+			// The previous transaction's marker lands (version 2: the
+			// bumped epoch).
+			var err error
+			run.do(func() {
+				_, err = p.WriteTxnMarker(ctx, TxnMarker{ProducerID: 5, ProducerEpoch: 1, Commit: true, CoordinatorEpoch: 1, TransactionVersion: 2})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.TxnGuardHeld(5, 1, first) {
+				t.Fatal("the first batch's guard survived the marker")
+			}
+			// Its verification failed retriably; the pipelined second
+			// batch (sequence 3) arrives: behind.
+			if _, ok, behind := p.StartTxnVerificationAt(5, 1, 3); !ok || !behind {
+				t.Fatalf("the second batch after the marker: ok %v behind %v; want behind the first", ok, behind)
+			}
+			// The first, retried, is not behind, gets a fresh guard and
+			// is appended; the second then continues the transaction.
+			g, ok, behind := p.StartTxnVerificationAt(5, 1, 0)
+			if !ok || behind || g == first {
+				t.Fatalf("the first batch retried: guard %d (void %d) ok %v behind %v", g, first, ok, behind)
+			}
+			if _, err := produceGuarded(run, p, txnBatch(5, 1, 0, 3, true, 1000), true, g); err != nil {
+				t.Fatalf("the first batch: %v", err)
+			}
+			if _, err := produceGuarded(run, p, txnBatch(5, 1, 3, 1, true, 1000), true, NoTxnGuard); err != nil {
+				t.Fatalf("the second batch: %v", err)
+			}
+		})
+	}
+}
