@@ -100,8 +100,17 @@ func (ps producerState) check(h *batch.Header) (dup *producerBatch, err error) {
 			return nil, ErrOutOfOrderSequence
 		}
 	case len(e.batches) == 0:
-		// Known only from a marker (its batches went, or the marker
-		// bumped the epoch): any sequence starts it again.
+		// Known at this epoch only from a marker (a transaction
+		// version 2 marker bumped the epoch, or the producer's
+		// batches were never seen): its sequences start at 0 (Kafka's
+		// ProducerAppendInfo.checkSequence: an entry with an epoch and
+		// no batch has no last sequence, and only 0 follows none).
+		// Snapshots keep a producer's batches, so retention and
+		// DeleteRecords do not lead here; an unknown producer is e ==
+		// nil above.
+		if h.BaseSequence != 0 {
+			return nil, ErrOutOfOrderSequence
+		}
 	default:
 		last := lastSeqOf(h)
 		for i := range e.batches {

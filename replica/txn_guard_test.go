@@ -63,7 +63,7 @@ func guardSteps(t *testing.T, run txnRunner, write *Partition) {
 	if !ok || g == late {
 		t.Fatalf("a new verification after the marker: guard %d (void one %d), %v", g, late, ok)
 	}
-	first, err := produce(txnBatch(5, 0, 1, 1, true, 1000), true, g)
+	first, err := produce(txnBatch(5, 0, 0, 1, true, 1000), true, g)
 	if err != nil {
 		t.Fatalf("a verified batch: %v", err)
 	}
@@ -73,11 +73,11 @@ func guardSteps(t *testing.T, run txnRunner, write *Partition) {
 	if !write.TxnGuardHeld(5, 0, NoTxnGuard) {
 		t.Fatal("TxnGuardHeld: a batch of an ongoing transaction needs no guard")
 	}
-	if _, err := produce(txnBatch(5, 0, 2, 1, true, 1000), true, NoTxnGuard); err != nil {
+	if _, err := produce(txnBatch(5, 0, 1, 1, true, 1000), true, NoTxnGuard); err != nil {
 		t.Fatalf("a batch continuing the transaction: %v", err)
 	}
 	marker(TxnMarker{ProducerID: 5, ProducerEpoch: 0, Commit: true, CoordinatorEpoch: 1})
-	if _, err := produce(txnBatch(5, 0, 3, 1, true, 1000), true, g); !errors.Is(err, ErrInvalidTxnState) {
+	if _, err := produce(txnBatch(5, 0, 2, 1, true, 1000), true, g); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("a used guard after the commit: %v, want ErrInvalidTxnState", err)
 	}
 	// Without verification (transaction.partition.verification.enable=

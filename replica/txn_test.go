@@ -698,10 +698,16 @@ func txnV2Scenario() []txnStep {
 		{name: "the previous transaction's v2 marker, late", marker: v2(1, true), err: ErrInvalidProducerEpoch, lso: 4, hw: 5},
 		{name: "v2 marker below the epoch", marker: v2(0, false), err: ErrInvalidProducerEpoch, lso: 4, hw: 5},
 		{name: "v2 abort at the bumped epoch", marker: v2(2, false), offset: 5, lso: 6, hw: 6},
+		// The abort's bumped epoch left p1 no batch at epoch 2: its
+		// sequences start at 0 (Kafka's checkSequence: the last
+		// sequence of an entry with an epoch and no batch is none).
+		{name: "p1's next transaction at epoch 2, not at sequence 0", data: txnBatch(1, 2, 3, 1, true, 3000), err: ErrOutOfOrderSequence, lso: 6, hw: 6},
 		{name: "p1's next transaction at epoch 2", data: txnBatch(1, 2, 0, 1, true, 3000), offset: 6, lso: 6, hw: 7},
 		{name: "v1 marker below the epoch", marker: &TxnMarker{ProducerID: 1, ProducerEpoch: 1, CoordinatorEpoch: 5}, err: ErrInvalidProducerEpoch, lso: 6, hw: 7},
 		{name: "v1 marker at the epoch (the old rule)", marker: &TxnMarker{ProducerID: 1, ProducerEpoch: 2, Commit: true, CoordinatorEpoch: 5}, offset: 7, lso: 8, hw: 8},
 		{name: "v2 marker of an unknown producer", marker: &TxnMarker{ProducerID: 3, ProducerEpoch: 4, CoordinatorEpoch: 1, TransactionVersion: 2}, offset: 8, lso: 9, hw: 9},
+		{name: "p3, known from its marker only, not at sequence 0", data: txnBatch(3, 4, 7, 1, true, 4000), err: ErrOutOfOrderSequence, lso: 9, hw: 9},
+		{name: "p3 at sequence 0", data: txnBatch(3, 4, 0, 1, true, 4000), offset: 9, lso: 9, hw: 10},
 	}
 }
 
