@@ -62,15 +62,42 @@ func serveDeleteTopics(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg
 			seenIDs[rt.TopicID]++
 		}
 	}
+	// A topic named once by ID and once, in another entry, by name is
+	// deleted by neither: the name's entry answers INVALID_REQUEST with
+	// the ID, and the ID's entry gets no answer of its own (Kafka's
+	// ControllerApis.deleteTopics).
+	pairs := map[string][16]byte{} // name -> its ID, both named
+	for _, rt := range topics {
+		if rt.Topic == nil || rt.TopicID != [16]byte{} || seenNames[*rt.Topic] > 1 {
+			continue
+		}
+		if t, ok := b.meta.Topic(*rt.Topic); ok && seenIDs[t.ID] == 1 {
+			pairs[*rt.Topic] = t.ID
+		}
+	}
+	pairedIDs := map[[16]byte]bool{}
+	for _, id := range pairs {
+		pairedIDs[id] = true
+	}
 	for _, rt := range topics {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var pairID [16]byte
+		var paired bool
+		if rt.Topic != nil && rt.TopicID == [16]byte{} {
+			pairID, paired = pairs[*rt.Topic]
+		}
 		var err error
 		switch {
 		case rt.Topic != nil && rt.TopicID != [16]byte{}:
 			err = kafkaErrorf(kerr.InvalidRequest, "a topic is named by name or by id, not both")
 		case rt.Topic != nil && seenNames[*rt.Topic] > 1, rt.Topic == nil && seenIDs[rt.TopicID] > 1:
 			err = kafkaErrorf(kerr.InvalidRequest, "topic appears more than once in the request")
+		case rt.Topic == nil && pairedIDs[rt.TopicID]:
+			continue // answered by the entry naming it by name
+		case paired:
+			st.TopicID = pairID
+			err = kafkaErrorf(kerr.InvalidRequest, "the topic name maps to a topic id the request also names")
 		default:
 			var name string
 			if rt.Topic != nil {

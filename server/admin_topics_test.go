@@ -127,7 +127,7 @@ func TestDeleteTopicsByNameAndID(t *testing.T) {
 
 	goneID := mustCreate(t, ctx, adm, "gone", 2)
 	byID := mustCreate(t, ctx, adm, "byid", 1)
-	mustCreate(t, ctx, adm, "stays", 1)
+	staysID := mustCreate(t, ctx, adm, "stays", 1)
 	produceN(t, ctx, addr, "gone", 1, 5)
 	produceN(t, ctx, addr, "byid", 0, 3)
 	produceN(t, ctx, addr, "stays", 0, 2)
@@ -162,6 +162,25 @@ func TestDeleteTopicsByNameAndID(t *testing.T) {
 	assertNoDir(t, filepath.Join(dir, "byid-0"))
 	if end := endOffset(t, ctx, adm, "stays", 0); end != 2 {
 		t.Fatalf("untouched topic's end offset %d", end)
+	}
+
+	// A topic named by ID and, in another entry, by name: one answer,
+	// INVALID_REQUEST with both, and the topic stays (Kafka's
+	// ControllerApis.deleteTopics).
+	pair := kmsg.NewPtrDeleteTopicsRequest()
+	byIDEntry, byNameEntry := kmsg.NewDeleteTopicsRequestTopic(), kmsg.NewDeleteTopicsRequestTopic()
+	byIDEntry.TopicID, byNameEntry.Topic = staysID, kmsg.StringPtr("stays")
+	pair.Topics = append(pair.Topics, byIDEntry, byNameEntry)
+	pairResp, err := pair.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pairResp.Topics) != 1 || pairResp.Topics[0].ErrorCode != kerr.InvalidRequest.Code || pairResp.Topics[0].Topic == nil ||
+		*pairResp.Topics[0].Topic != "stays" || pairResp.Topics[0].TopicID != staysID {
+		t.Fatalf("delete by ID and by name: %+v", pairResp.Topics)
+	}
+	if end := endOffset(t, ctx, adm, "stays", 0); end != 2 {
+		t.Fatalf("the topic named twice: end offset %d", end)
 	}
 
 	// Deleting again: unknown by name and by ID.

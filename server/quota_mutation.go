@@ -35,7 +35,6 @@ package server
 import (
 	"context"
 	"math"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -331,12 +330,14 @@ func serveQuotaTopics[Req kmsg.Request, Resp kmsg.Response, T any](ctx context.C
 			if r.code == 0 {
 				continue
 			}
-			i := slices.IndexFunc(taken, func(e quotaEntry) bool {
-				return e.n > 0 && (r.name != nil && *r.name == e.name || r.name == nil && r.id == e.id)
-			})
-			if i >= 0 {
-				m.giveBack(taken[i].n)
-				taken[i].n = 0
+			// Every entry the failure names gives its tokens back: a
+			// DeleteTopics topic named by ID and by name fails once
+			// for both entries.
+			for i, e := range taken {
+				if e.n > 0 && (r.name != nil && *r.name == e.name || r.name == nil && r.id == e.id) {
+					m.giveBack(e.n)
+					taken[i].n = 0
+				}
 			}
 		}
 	}

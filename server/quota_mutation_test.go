@@ -164,7 +164,17 @@ func TestQuotaControllerMutation(t *testing.T) {
 	got, th = del(6, "m6")
 	want("delete m6 at -3", got, th, 600, map[string]int16{"m6": throttled})
 	advance(2 * time.Second) // -3 + 10 = 7
-	got, th = del(6, "m4")   // 4 partitions: 7 -> 3
+	// m2 named by ID and by name: refused (INVALID_REQUEST, one answer
+	// for both entries), so neither entry costs a token.
+	pair := kmsg.NewPtrDeleteTopicsRequest()
+	pair.TimeoutMillis = 10000
+	m2, _ := b.meta.Topic("m2")
+	byID, byName := kmsg.NewDeleteTopicsRequestTopic(), kmsg.NewDeleteTopicsRequestTopic()
+	byID.TopicID, byName.Topic = m2.ID, kmsg.StringPtr("m2")
+	pair.Topics = append(pair.Topics, byID, byName)
+	pairResp := roundTrip(pair, 6).(*kmsg.DeleteTopicsResponse)
+	want("delete m2 by ID and by name", topicCodes(t, pairResp), pairResp.ThrottleMillis, 0, map[string]int16{"m2": kerr.InvalidRequest.Code})
+	got, th = del(6, "m4") // 4 partitions: 7 -> 3
 	want("delete m4 by ID", got, th, 0, map[string]int16{"m4": 0})
 	got, th = del(4, "m2") // permissive: 3 -> 2
 	want("delete m2 (v4)", got, th, 0, map[string]int16{"m2": 0})
