@@ -351,7 +351,7 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 			if err != nil {
 				return err
 			}
-			opts := replica.Options{Log: segment.Options{Logger: logger}, Raft: &replica.RaftConfig{Host: c.hosts[id], Group: g, State: st, Voters: c.ids}}
+			opts := replica.Options{Log: segment.Options{Logger: logger}, Raft: &replica.RaftConfig{Host: h, Group: g, State: st, Voters: c.ids}}
 			p, err := replica.Open(fs, filepath.Join(root, fmt.Sprintf("p-%d", g.Partition)), tc, opts)
 			parts[i] = p
 			return err
