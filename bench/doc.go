@@ -59,7 +59,7 @@
 //     groups, the same code path) in alternating rounds (ratio,
 //     stored-ratio), and the bytes written to disk per byte produced per
 //     replica counted at the file systems (wa/replica, wa+state/replica);
-//     rf=1 and plain single replicas (no raft) on their own.
+//     rf=1 (one-voter groups, a single node's path) on its own.
 //   - BenchmarkRaftIdlePartitions: 1,000 idle RF=3 replicated partitions
 //     (3,000 segment logs, in memory) on three hosts: once quiesced, the
 //     process's CPU (cpu-%) and the heap per partition replica

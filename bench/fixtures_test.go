@@ -322,3 +322,31 @@ func mbps(bytes int64, d time.Duration) float64 {
 	}
 	return float64(bytes) / 1e6 / d.Seconds()
 }
+
+// alternate runs b.N ops in rounds of at most round ops: timed(n) under
+// the benchmark's timer, peer(n) outside it, the first of the two
+// rotating from round to round (so neither always runs on a cache or disk
+// the other warmed). It stops the timer first and leaves it stopped.
+func alternate(b *testing.B, round int, timed, peer func(n int) error) {
+	b.ResetTimer()
+	b.StopTimer()
+	for r, done := 0, 0; done < b.N; r++ {
+		n := min(round, b.N-done)
+		t := func() error {
+			b.StartTimer()
+			defer b.StopTimer()
+			return timed(n)
+		}
+		first, second := t, func() error { return peer(n) }
+		if r%2 == 1 {
+			first, second = second, first
+		}
+		if err := first(); err != nil {
+			b.Fatal(err)
+		}
+		if err := second(); err != nil {
+			b.Fatal(err)
+		}
+		done += n
+	}
+}

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/replica"
-	"github.com/sluicemq/sluice/segment"
-	"github.com/sluicemq/sluice/segment/vfs"
 )
 
 const (
@@ -21,12 +19,15 @@ const (
 )
 
 // BenchmarkPartitionAppend: partitionWriters goroutines append
-// appendBatch (16 x 1 KiB records, each goroutine re-using its own copy)
-// to one replica.Partition with flush.messages=1: every Append returns
-// after an fsync covered its batch, the fsyncs shared by concurrent
-// appends (group commit). One op is one acknowledged batch; MB/s counts
-// its bytes. fsyncs/append counts the file and folder syncs the log asks
-// for (through a counting vfs.FS) over the appends.
+// appendBatch (16 x 1 KiB records, each goroutine a fresh copy per
+// append: raft keeps the proposed slice) to one replica.Partition, a
+// one-voter raft group (a single node's partition: one host, a Transport
+// that drops every message, the Pebble state store on disk): every
+// Append returns after an fsync covered its batch, the fsyncs shared by
+// the appends of one Ready (group commit). One op is one acknowledged
+// batch; MB/s counts its bytes. fsyncs/append counts the partition's
+// file and folder syncs (through a counting vfs.FS) over the appends,
+// the state store's not included.
 //
 // The peer is the best group commit those writers allow, done by hand:
 // the same batch written sequentially to a plain file (one pwrite per
@@ -40,26 +41,10 @@ const (
 // their groups are 256 KiB at most.)
 func BenchmarkPartitionAppend(b *testing.B) {
 	dir := b.TempDir()
-	var syncs atomic.Int64
-	fs := vfs.NewErrorFS(vfs.Default, vfs.InjectorFunc(func(op vfs.Op, path string) error {
-		if op == vfs.OpSync || op == vfs.OpSyncDir {
-			syncs.Add(1)
-		}
-		return nil
-	}))
-	cfg := segment.DefaultConfig()
-	cfg.FlushMessages = 1 // Sluice's default: fsync before the ack
-	tc := replica.DefaultTopicConfig()
-	tc.Log = cfg
-	part, err := replica.Open(fs, filepath.Join(dir, "sluice"), tc, replica.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := part.Close(); err != nil {
-			b.Error(err)
-		}
-	}()
+	c := newPartCluster(b, partClusterConfig{replicas: 1, groups: 1, dir: filepath.Join(dir, "sluice"), noopNet: true})
+	defer c.close(b)
+	c.elect(b, func(int) uint64 { return 1 })
+	part := c.leaders()[0]
 	peer, err := newPlainLog(filepath.Join(dir, "plain"), 1<<62) // never rolls
 	if err != nil {
 		b.Fatal(err)
@@ -80,7 +65,7 @@ func BenchmarkPartitionAppend(b *testing.B) {
 		for w := range partitionWriters {
 			wg.Go(func() {
 				for next.Add(1) <= int64(n) {
-					if _, err := part.Append(context.Background(), batches[w], replica.AppendOptions{}); err != nil {
+					if _, err := part.Append(context.Background(), bytes.Clone(batches[w]), replica.AppendOptions{}); err != nil {
 						errs[w] = err
 						return
 					}
@@ -99,9 +84,9 @@ func BenchmarkPartitionAppend(b *testing.B) {
 	var plainTime time.Duration
 	var timedSyncs int64
 	alternate(b, partitionRoundBatches, func(n int) error {
-		before := syncs.Load()
+		before := c.partSyncs.Load()
 		err := appendRound(n)
-		timedSyncs += syncs.Load() - before
+		timedSyncs += c.partSyncs.Load() - before
 		return err
 	}, func(n int) error {
 		d, err := timeIt(func() error {

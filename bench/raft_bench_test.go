@@ -247,8 +247,7 @@ func (f *sparseFile) ReadAt(p []byte, off int64) (int, error) {
 
 // partClusterConfig describes a partCluster.
 type partClusterConfig struct {
-	replicas int    // 1 (a one-voter group, or no raft with noRaft) or 3
-	noRaft   bool   // plain single replicas (Options.Raft nil)
+	replicas int    // 1 (a one-voter group) or 3
 	groups   int    // partitions
 	dir      string // "": every replica on its own vfs.NewMem, with MemStateStores
 	noSync   bool   // the partitions' file and directory syncs do nothing
@@ -296,7 +295,7 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 	for g := range cfg.groups {
 		c.groups = append(c.groups, replica.GroupID{TopicID: [16]byte{0xbe, byte(g >> 8), byte(g)}, Partition: int32(g)})
 	}
-	if !cfg.noRaft && !cfg.noopNet {
+	if !cfg.noopNet {
 		for _, id := range c.ids {
 			tp, err := replica.ListenTCP(id, "127.0.0.1:0", logger)
 			if err != nil {
@@ -306,7 +305,7 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 		}
 	}
 	tc := replica.DefaultTopicConfig()
-	tc.Log.FlushMessages = 1 // a single replica fsyncs before the ack, as raft does
+	tc.Log.FlushMessages = 1 // Sluice's default (raft syncs every Ready whatever it says)
 	for _, id := range c.ids {
 		var fs vfs.FS = &sparseFS{FS: vfs.NewMem(), size: map[string]int64{}}
 		root := "/data"
@@ -314,51 +313,45 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 			fs, root = vfs.Default, filepath.Join(cfg.dir, fmt.Sprint(id))
 		}
 		fs = countFS{fs, &c.partBytes, &c.partSyncs, cfg.noSync}
-		var host *replica.Host
 		var hs replica.HardStateStore
-		if !cfg.noRaft {
-			for _, peer := range c.ids {
-				if peer != id && !cfg.noopNet {
-					c.tps[id].SetPeer(peer, c.tps[peer].Addr().String())
-				}
+		for _, peer := range c.ids {
+			if peer != id && !cfg.noopNet {
+				c.tps[id].SetPeer(peer, c.tps[peer].Addr().String())
 			}
-			if cfg.dir != "" {
-				st, err := replica.OpenStateStore(filepath.Join(root, "raft-state"), countPebbleFS{pvfs.Default, &c.storeBytes, &c.storeSyncs}, logger)
-				if err != nil {
-					b.Fatal(err)
-				}
-				c.stores[id], hs = st, st
-			} else {
-				hs = replica.NewMemStateStore()
-			}
-			hc := cfg.host
-			hc.NodeID, hc.HardState, hc.Logger = id, hs, logger
-			if cfg.noopNet {
-				hc.Transport = noopTransport{}
-			} else {
-				hc.Transport = c.tps[id]
-			}
-			h, err := replica.NewHost(hc)
+		}
+		if cfg.dir != "" {
+			st, err := replica.OpenStateStore(filepath.Join(root, "raft-state"), countPebbleFS{pvfs.Default, &c.storeBytes, &c.storeSyncs}, logger)
 			if err != nil {
 				b.Fatal(err)
 			}
-			c.hosts[id], host = h, h
-			if !cfg.noopNet {
-				c.tps[id].SetHost(h)
-			}
+			c.stores[id], hs = st, st
+		} else {
+			hs = replica.NewMemStateStore()
+		}
+		hc := cfg.host
+		hc.NodeID, hc.HardState, hc.Logger = id, hs, logger
+		if cfg.noopNet {
+			hc.Transport = noopTransport{}
+		} else {
+			hc.Transport = c.tps[id]
+		}
+		h, err := replica.NewHost(hc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.hosts[id] = h
+		if !cfg.noopNet {
+			c.tps[id].SetHost(h)
 		}
 		// Opened concurrently: each Open waits for a few fsyncs.
 		parts := make([]*replica.Partition, len(c.groups))
-		err := forEach(len(c.groups), func(i int) error {
+		err = forEach(len(c.groups), func(i int) error {
 			g := c.groups[i]
-			opts := replica.Options{Log: segment.Options{Logger: logger}}
-			if host != nil {
-				st, _, err := hs.Load(g)
-				if err != nil {
-					return err
-				}
-				opts.Raft = &replica.RaftConfig{Host: host, Group: g, State: st, Voters: c.ids}
+			st, _, err := hs.Load(g)
+			if err != nil {
+				return err
 			}
+			opts := replica.Options{Log: segment.Options{Logger: logger}, Raft: &replica.RaftConfig{Host: h, Group: g, State: st, Voters: c.ids}}
 			p, err := replica.Open(fs, filepath.Join(root, fmt.Sprintf("p-%d", g.Partition)), tc, opts)
 			parts[i] = p
 			return err
@@ -381,9 +374,6 @@ func newPartCluster(b *testing.B, cfg partClusterConfig) *partCluster {
 // leader hands over (TransferLeadership), retried until it holds.
 func (c *partCluster) elect(b *testing.B, lead func(i int) uint64) {
 	b.Helper()
-	if c.cfg.noRaft {
-		return
-	}
 	for i, g := range c.groups {
 		if err := c.hosts[lead(i)].Campaign(g); err != nil {
 			b.Fatal(err)
@@ -459,7 +449,7 @@ func (c *partCluster) close(b *testing.B) {
 		}
 	}
 	for _, id := range c.ids {
-		if !c.cfg.noRaft && !c.closed[id] {
+		if !c.closed[id] {
 			if tp := c.tps[id]; tp != nil {
 				tp.Close()
 			}
@@ -563,8 +553,8 @@ func produceRound(ctx context.Context, leaders []*replica.Partition, n int) erro
 //     log-fsyncs/op counts the partitions' file and folder syncs of all
 //     replicas, state-fsyncs/op the state stores', per op in the timed
 //     rounds.
-//   - rf=1: the same on a one-voter raft group per partition (one host).
-//   - single: plain single replicas (no raft), the same producers.
+//   - rf=1: the same on a one-voter raft group per partition (one host),
+//     a single node's path.
 func BenchmarkRaftProduce(b *testing.B) {
 	size := int64(len(appendBatch()))
 	ctx := context.Background()
@@ -599,9 +589,7 @@ func BenchmarkRaftProduce(b *testing.B) {
 		})
 		total := size * int64(b.N)
 		b.ReportMetric(float64(partSyncs)/float64(b.N), "log-fsyncs/op")
-		if !main.noRaft {
-			b.ReportMetric(float64(storeSyncs)/float64(b.N), "state-fsyncs/op")
-		}
+		b.ReportMetric(float64(storeSyncs)/float64(b.N), "state-fsyncs/op")
 		if pc != nil {
 			peerMBps := mbps(total, peerTime)
 			b.ReportMetric(peerMBps, "rf1-MB/s")
@@ -629,19 +617,18 @@ func BenchmarkRaftProduce(b *testing.B) {
 		c.close(b)
 		c.stores = nil // closed
 		c.parts = map[uint64][]*replica.Partition{}
-		c.cfg.noRaft = true // nothing left to close
+		for _, id := range c.ids {
+			c.closed[id] = true // nothing left to close
+		}
 		perReplica := float64(total) * float64(main.replicas)
 		part := float64(c.partBytes.Load() - part0)
 		b.ReportMetric(part/perReplica, "wa/replica")
-		if !main.noRaft {
-			b.ReportMetric((part+float64(c.storeBytes.Load()-store0))/perReplica, "wa+state/replica")
-		}
+		b.ReportMetric((part+float64(c.storeBytes.Load()-store0))/perReplica, "wa+state/replica")
 	}
 	b.Run("rf=3", func(b *testing.B) {
 		run(b, partClusterConfig{replicas: 3}, &partClusterConfig{replicas: 1})
 	})
 	b.Run("rf=1", func(b *testing.B) { run(b, partClusterConfig{replicas: 1}, nil) })
-	b.Run("single", func(b *testing.B) { run(b, partClusterConfig{replicas: 1, noRaft: true}, nil) })
 }
 
 // BenchmarkRaftIdlePartitions: idlePartitions idle RF=3 partitions (3,000

@@ -25,6 +25,10 @@ var (
 	// Kafka's Partition.checkCurrentLeaderEpoch).
 	ErrUnknownLeaderEpoch = errors.New("replica: unknown leader epoch")
 	ErrFencedLeaderEpoch  = errors.New("replica: fenced leader epoch")
+	// ErrNoRaft: Open without Options.Raft. Every partition is a raft
+	// group (a single replica a group of one voter), so there is no
+	// partition without one.
+	ErrNoRaft = errors.New("replica: Options.Raft is required (a single replica is a one-voter raft group)")
 	// ErrOffsetOutOfRange is OFFSET_OUT_OF_RANGE for DeleteRecords past
 	// the high watermark.
 	ErrOffsetOutOfRange = errors.New("replica: offset out of range")

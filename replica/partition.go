@@ -19,16 +19,17 @@ import (
 // through it, so replication can make each of them a replicated operation
 // in one place. It is safe for concurrent use.
 //
-// Locks: appendMu (the producer-state check and the append it guards),
-// then mu (high watermark, epoch, config). No fsync runs under either: a
-// batch's group-commit sync runs after appendMu is released.
+// Locks: appendMu (the producer-state check and the proposal it guards),
+// then mu (high watermark, epoch, config). No fsync runs under either:
+// the raft host's worker writes and syncs the proposed entries after
+// appendMu is released.
 type Partition struct {
 	log      *segment.Log
 	internal bool
 	sweeper  *segment.Sweeper
 	cleaner  *segment.Cleaner
 
-	// appendMu serializes the producer-state check with the append it
+	// appendMu serializes the producer-state check with the proposal it
 	// guards (not the fsync that follows, so commits still group).
 	appendMu  sync.Mutex
 	producers producerState
@@ -48,18 +49,14 @@ type Partition struct {
 	changed       chan struct{} // closed and replaced when the high watermark moves
 	txn           txnLog        // derived from producers (txn.go); written under appendMu too
 	epochs        epochCache
-	epochsDirty   bool // the cache changed since the file was written (single replica)
 
-	rs        *raftState    // nil for a single replica
+	rs        *raftState    // the partition's raft group (Options.Raft)
 	closing   chan struct{} // closed by Close
 	closeOnce sync.Once
 }
 
 // Options configure a Partition.
 type Options struct {
-	// LeaderEpoch is stamped into every appended batch's
-	// partitionLeaderEpoch field (the raft term, under replication).
-	LeaderEpoch int32
 	// Internal marks a partition of an internal topic (__consumer_offsets):
 	// only the broker writes to it (Append); Produce and DeleteRecords
 	// refuse with ErrInternalTopic, as Kafka does.
@@ -70,8 +67,10 @@ type Options struct {
 	Cleaner *segment.Cleaner
 	// Log is the log's collaborators (clock, logger, dedupe buffer).
 	Log segment.Options
-	// Raft, when set, makes the partition one replica of a raft group
-	// (raft_partition.go); nil: a single replica.
+	// Raft makes the partition one replica of a raft group
+	// (raft_partition.go). Required: every partition is a raft group, a
+	// single replica a group of one voter (issue 25: one path whatever
+	// the cluster's size); Open returns ErrNoRaft without it.
 	Raft *RaftConfig
 	// ProducerIDExpiration is how long an idempotent producer's state is
 	// kept after its newest batch's timestamp (Kafka's
@@ -80,13 +79,20 @@ type Options struct {
 	ProducerIDExpiration time.Duration
 }
 
-// Open opens (creating) the partition's log in dir on fs with cfg. Every
-// batch already in the log counts as committed (a single replica recovered
-// it from disk). Idempotent producers' state is the newest producer
-// snapshot at or below the log end offset (snapshot.go) with the batches
-// above it replayed from their headers; producers expired by
-// Options.ProducerIDExpiration are dropped.
+// Open opens (creating) the partition's log in dir on fs with cfg and
+// joins its raft group (opts.Raft; ErrNoRaft when nil): the high
+// watermark is the offset after the last entry the group's state machine
+// applied (raft delivers the committed entries above it again), so a log
+// without saved group state (written before its replica ran on raft) is
+// served once its lone voter's first term committed it. Idempotent
+// producers' state is the newest producer snapshot at or below the log
+// end offset (snapshot.go) with the batches above it replayed from their
+// headers; producers expired by Options.ProducerIDExpiration are
+// dropped.
 func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, error) {
+	if opts.Raft == nil {
+		return nil, fmt.Errorf("%w (%s)", ErrNoRaft, dir)
+	}
 	l, err := segment.Open(fs, dir, cfg.Log, opts.Log)
 	if err != nil {
 		return nil, err
@@ -102,7 +108,6 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 		expiration:    opts.ProducerIDExpiration,
 		cfg:           cfg,
 		highWatermark: l.LogEndOffset(),
-		leaderEpoch:   opts.LeaderEpoch,
 		changed:       make(chan struct{}),
 		closing:       make(chan struct{}),
 	}
@@ -120,24 +125,9 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 		l.Close()
 		return nil, fmt.Errorf("replica: leader epochs of %s: %w", dir, err)
 	}
-	if opts.Raft == nil {
-		// A single replica leads from Open on, in its epoch (Kafka's
-		// makeLeader assigns the epoch at the log end offset). The
-		// file is written at Close, not here (creating a topic of many
-		// partitions costs no extra fsyncs) nor on the append path; a
-		// crash before then rebuilds it from the batch headers.
-		// A log written by raft replicas has newer epochs: a single
-		// replica continues from its latest, never stamping an older
-		// epoch after a newer one.
-		p.mu.Lock()
-		p.leaderEpoch = max(p.leaderEpoch, p.epochs.latest())
-		p.epochsDirty = p.epochs.assign(p.leaderEpoch, l.LogEndOffset())
-		p.mu.Unlock()
-	} else {
-		if err := p.startRaft(*opts.Raft); err != nil {
-			l.Close()
-			return nil, fmt.Errorf("replica: raft group of %s: %w", dir, err)
-		}
+	if err := p.startRaft(*opts.Raft); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("replica: raft group of %s: %w", dir, err)
 	}
 	if p.sweeper != nil {
 		p.sweeper.Add(l)
@@ -152,27 +142,19 @@ func Open(fs vfs.FS, dir string, cfg TopicConfig, opts Options) (*Partition, err
 
 // Close stops retention and compaction of the partition (waiting for a
 // clean in progress), syncs and closes its log. Requests still holding the
-// partition get segment.ErrClosed. A raft partition's group leaves its
+// partition get segment.ErrClosed. The partition's group leaves its
 // Host first (Host.RemoveGroup: no worker touches it once Close returns)
 // and its waiting proposals fail (NOT_LEADER_OR_FOLLOWER, retriable); the
 // group's saved state stays in the HardStateStore, so a reopen resumes
 // it. A replica leaving the broker: Close, then HardStateStore.Delete
 // and remove the folder.
 func (p *Partition) Close() error {
-	if p.rs != nil {
-		// No worker touches the storage once the group has left; the
-		// proposals it would have completed fail (retriable).
-		p.rs.host.RemoveGroup(p.rs.id)
-		p.rs.failAll(p.notLeader("the partition closed"))
-		p.stopSnapshots() // raft_snapfiles.go
-	}
+	// No worker touches the storage once the group has left; the
+	// proposals it would have completed fail (retriable).
+	p.rs.host.RemoveGroup(p.rs.id)
+	p.rs.failAll(p.notLeader("the partition closed"))
+	p.stopSnapshots() // raft_snapfiles.go
 	p.closeOnce.Do(func() { close(p.closing) })
-	p.mu.Lock()
-	if p.epochsDirty && p.log.Damage() == nil {
-		p.saveEpochsLocked()
-		p.epochsDirty = false
-	}
-	p.mu.Unlock()
 	if p.sweeper != nil {
 		p.sweeper.Remove(p.log)
 	}
@@ -307,8 +289,7 @@ type appendReq struct {
 // Append appends one record batch the broker itself built (the group
 // coordinator's records; no client rules apply) and returns once it is
 // committed. b is modified in place (offsets, leader epoch). Errors are
-// Produce's, without the validation ones. On a raft partition it is a
-// produce with acks=all: leader only (a follower returns a
+// Produce's, without the validation ones. It is a produce with acks=all: leader only (a follower returns a
 // *NotLeaderError), min.insync.replicas checked (ErrNotEnoughReplicas),
 // returned once the entry committed; an internal topic's partition takes
 // it too.
@@ -321,8 +302,7 @@ func (p *Partition) Append(ctx context.Context, b []byte, opts AppendOptions) (s
 }
 
 // AppendAsync is Append without the wait: it returns once the batch has
-// its place in the log (appended on a single replica, proposed on a raft
-// leader), and the Pending's Wait returns once it is committed. Batches
+// its place in the log (proposed on the leader, raft_partition.go), and the Pending's Wait returns once it is committed. Batches
 // appended one after another commit in that order, or fail from the first
 // that fails (a leadership change drops every later proposal too).
 func (p *Partition) AppendAsync(b []byte, opts AppendOptions) (*Pending, error) {
@@ -336,7 +316,7 @@ func (p *Partition) appendOwn(b []byte, opts AppendOptions) (*Pending, error) {
 	if err != nil {
 		return &Pending{res: noResult}, err
 	}
-	return p.append(b, &h, appendReq{
+	return p.propose(b, &h, appendReq{
 		logAppendTime: opts.LogAppendTime, acks: AcksAll, verifyTxn: opts.VerifyTxn, guard: opts.Guard,
 		inEpoch: opts.InLeaderEpoch, epoch: opts.LeaderEpoch,
 	})
@@ -365,99 +345,6 @@ func (pd *Pending) Wait(ctx context.Context) (segment.AppendResult, error) {
 }
 
 var noResult = segment.AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
-
-// append checks b, a batch already checked (checked is its header: see
-// validate), against the producer state and appends it. A batch from
-// an idempotent producer that retries one of its latest 5 batches returns
-// the original offsets without appending again; a sequence gap returns
-// ErrOutOfOrderSequence and an older epoch ErrInvalidProducerEpoch. The
-// commit (a group-commit fsync when flush.messages=1, then the high
-// watermark moving) runs after appendMu is released, in the background:
-// the Pending reports it.
-func (p *Partition) append(b []byte, checked *batch.Header, ar appendReq) (*Pending, error) {
-	h := *checked
-	if p.rs != nil {
-		return p.propose(b, &h, ar)
-	}
-	p.appendMu.Lock()
-	if ar.inEpoch {
-		if e := p.LeaderEpoch(); e != ar.epoch {
-			p.appendMu.Unlock()
-			return &Pending{res: noResult}, &NotLeaderError{Epoch: e, Reason: fmt.Sprintf("the append belongs to leader epoch %d", ar.epoch)}
-		}
-	}
-	dup, err := p.checkLocked(&h, b, ar.txnVersion)
-	if err == nil && dup == nil {
-		err = p.admitTxnLocked(&h, ar.verifyTxn, ar.guard)
-	}
-	if err != nil {
-		p.appendMu.Unlock()
-		return &Pending{res: noResult}, err
-	}
-	if dup != nil {
-		p.appendMu.Unlock()
-		// The original may still be on its way to disk: it is answered
-		// for once it is committed too.
-		res := segment.AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.logAppendTime}
-		return p.commit(res, p.syncOnCommit()), nil
-	}
-	res, err := p.log.AppendWith(b, segment.AppendOptions{
-		SetLeaderEpoch: true,
-		LeaderEpoch:    p.LeaderEpoch(),
-		LogAppendTime:  ar.logAppendTime,
-		Checked:        checked,
-	})
-	if err == nil {
-		if res.Rolled {
-			// The state of every batch below the new segment
-			// (Kafka snapshots producer state at each roll),
-			// taken now and written in the background: no
-			// producer waits for its fsync.
-			write := p.snapshotLocked(res.BaseOffset)
-			p.snapWG.Add(1)
-			go func() {
-				defer p.snapWG.Done()
-				write()
-			}()
-		}
-		h.BaseOffset = res.BaseOffset
-		p.noteBatchLocked(&h, b, res.LogAppendTime)
-		p.txnTouchedLocked(&h, b, 0)
-	}
-	p.appendMu.Unlock()
-	if err != nil {
-		return &Pending{res: res}, err
-	}
-	sync := res.NeedSync
-	res.NeedSync = false // the commit does it
-	return p.commit(res, sync), nil
-}
-
-// syncOnCommit reports whether a retried batch must be fsynced before it
-// is answered for: flush.messages=1 (Sluice's default) as the topic config
-// says now. A fresh append asks the log (AppendResult.NeedSync).
-func (p *Partition) syncOnCommit() bool {
-	return p.Config().Log.FlushMessages == 1
-}
-
-// commit makes res committed: at once without a sync, else after a
-// group-commit Sync in its own goroutine (concurrent callers share one
-// fsync).
-func (p *Partition) commit(res segment.AppendResult, sync bool) *Pending {
-	pd := &Pending{res: res}
-	if !sync {
-		p.advance(res.LastOffset + 1)
-		return pd
-	}
-	pd.done = make(chan struct{})
-	go func() {
-		defer close(pd.done)
-		if pd.err = p.log.Sync(); pd.err == nil {
-			p.advance(res.LastOffset + 1)
-		}
-	}()
-	return pd
-}
 
 // advance moves the high watermark up to hw (never down) and wakes
 // waiters.

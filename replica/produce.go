@@ -30,10 +30,11 @@ func (p *Partition) Produce(records []byte) (*Pending, error) {
 
 // ProduceOptions are a produce request's choices.
 type ProduceOptions struct {
-	// Acks is the request's acks (AcksAll, AcksLeader, AcksNone): for a
-	// replicated partition, what the Pending waits for (commit, or the
-	// leader's durable append) and whether min.insync.replicas applies
-	// (AcksAll only). A single replica commits either way.
+	// Acks is the request's acks (AcksAll, AcksLeader, AcksNone): what
+	// the Pending waits for (commit, or the leader's durable append) and
+	// whether min.insync.replicas applies (AcksAll only). A one-voter
+	// group's leader commits what it made durable at once, so both wait
+	// for the same there.
 	Acks int16
 	// VerifyTxn applies KIP-890's verification rule (Kafka's
 	// transaction.partition.verification.enable): a transactional batch
@@ -59,7 +60,7 @@ func (p *Partition) ProduceWith(records []byte, opts ProduceOptions) (*Pending, 
 	if err != nil {
 		return &Pending{res: noResult}, err
 	}
-	return p.append(records, &h, appendReq{logAppendTime: cfg.LogAppendTime, acks: opts.Acks, verifyTxn: opts.VerifyTxn, guard: opts.Guard})
+	return p.propose(records, &h, appendReq{logAppendTime: cfg.LogAppendTime, acks: opts.Acks, verifyTxn: opts.VerifyTxn, guard: opts.Guard})
 }
 
 // validate checks records against cfg and returns what is to be stored,

@@ -15,9 +15,11 @@ func testConfig() TopicConfig {
 	return TopicConfig{Log: segment.DefaultConfig(), MaxMessageBytes: 1 << 20, KeepProducerCodec: true, MinInsyncReplicas: 1}
 }
 
+// openTest opens a partition as a one-voter raft group (openVoter) on a
+// new MemFS, closed when the test ends.
 func openTest(t *testing.T, cfg TopicConfig, opts Options) *Partition {
 	t.Helper()
-	p, err := Open(vfs.NewMem(), "/p-0", cfg, opts)
+	p, err := openVoter(t, vfs.NewMem(), "/p-0", cfg, opts, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,9 +218,16 @@ func TestUnknownProducerAnySequence(t *testing.T) {
 }
 
 // KIP-320: a newer current leader epoch is unknown, an older one fenced,
-// -1 is not checked.
+// -1 is not checked. The partition's epoch is its leader's raft term.
 func TestCheckLeaderEpoch(t *testing.T) {
-	p := openTest(t, testConfig(), Options{LeaderEpoch: 3})
+	p, err := openVoter(t, vfs.NewMem(), "/p-0", testConfig(), Options{}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if e := p.LeaderEpoch(); e != 3 {
+		t.Fatalf("leader epoch %d, want 3", e)
+	}
 	for _, tc := range []struct {
 		current int32
 		want    error

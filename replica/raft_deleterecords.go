@@ -113,27 +113,21 @@ func internalPayload(data []byte) (kind segment.EntryKind, payload []byte, err e
 // partition returns ErrInternalTopic, a topic whose cleanup.policy is
 // compact only ErrPolicyViolation.
 //
-// On a raft partition only the leader answers (a follower returns a
-// *NotLeaderError); the delete is a raft entry every replica applies, and
+// Only the leader answers (a follower returns a *NotLeaderError); the
+// delete is a raft entry every replica applies, and
 // the call returns once it committed and this replica applied it, waiting
 // up to DefaultDeleteRecordsTimeout (see DeleteRecordsContext).
 func (p *Partition) DeleteRecords(offset int64) (int64, error) {
-	if p.rs == nil {
-		return p.deleteRecords(offset)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultDeleteRecordsTimeout)
 	defer cancel()
 	return p.DeleteRecordsContext(ctx, offset)
 }
 
 // DeleteRecordsContext is DeleteRecords waiting until ctx ends at most
-// (the request's timeout) for a raft partition's entry to commit and
-// apply; then it returns ctx's error, and the delete may still take
-// effect (it is proposed). A single replica does not wait.
+// (the request's timeout) for its entry to commit and apply; then it
+// returns ctx's error, and the delete may still take effect (it is
+// proposed).
 func (p *Partition) DeleteRecordsContext(ctx context.Context, offset int64) (int64, error) {
-	if p.rs == nil {
-		return p.deleteRecords(offset)
-	}
 	if p.internal {
 		return -1, fmt.Errorf("%w: records of an internal topic cannot be deleted", ErrInternalTopic)
 	}
@@ -179,38 +173,17 @@ func (p *Partition) DeleteRecordsContext(ctx context.Context, offset int64) (int
 	return res.BaseOffset, nil // the log start offset after the entry applied
 }
 
-// deleteRecords is a single replica's DeleteRecords: Kafka's rules
-// against the high watermark, then the log start offset moves.
-func (p *Partition) deleteRecords(offset int64) (int64, error) {
-	if p.internal {
-		return -1, fmt.Errorf("%w: records of an internal topic cannot be deleted", ErrInternalTopic)
-	}
-	if cfg := p.Config().Log; !cfg.Deletes() {
-		return -1, fmt.Errorf("%w: Records of partitions of a topic with cleanup.policy=%s cannot be deleted", ErrPolicyViolation, cfg.CleanupPolicy)
-	}
-	hw := p.HighWatermark()
-	if offset == -1 {
-		offset = hw
-	}
-	if offset < 0 || offset > hw {
-		return -1, fmt.Errorf("%w: offset %d is outside [0, high watermark %d]", ErrOffsetOutOfRange, offset, hw)
-	}
-	return p.deleteBefore(offset)
-}
-
 // deleteBefore moves the log's start offset up to offset and removes the
-// producer snapshots below it (a raft replica keeps the one at the raft
-// log's start, which a raft snapshot sends).
+// producer snapshots below it, but the one at the raft log's start, which
+// a raft snapshot sends.
 func (p *Partition) deleteBefore(offset int64) (int64, error) {
 	lso, err := p.log.DeleteRecordsBefore(offset)
 	if err != nil {
 		return lso, err
 	}
 	keep := lso
-	if p.rs != nil {
-		if start, err := p.log.OffsetAfter(p.log.FirstIndex() - 1); err == nil {
-			keep = min(keep, start)
-		}
+	if start, err := p.log.OffsetAfter(p.log.FirstIndex() - 1); err == nil {
+		keep = min(keep, start)
 	}
 	p.snapMu.Lock()
 	if err := pruneSnapshots(p.fs, p.log.Dir(), keep); err != nil {

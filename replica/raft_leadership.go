@@ -26,17 +26,14 @@ var ErrNoTransferTarget = errors.New("replica: no in-sync replica to transfer le
 // an election timeout (and a new call may pick another target). Errors:
 // a *NotLeaderError (ErrNotLeader, or ErrLeaderNotAvailable during an
 // election) on a replica that does not lead; ErrNoTransferTarget when no
-// replica qualifies (a single-replica partition, a group of one voter, no
-// other voter in sync and up); the host's errors (ErrNoGroup once the
+// replica qualifies (a group of one voter, no other voter in sync and
+// up); the host's errors (ErrNoGroup once the
 // partition closed). Proposals
 // still waiting on this leader complete as raft decides (those not
 // committed before leadership moves fail with NOT_LEADER_OR_FOLLOWER,
 // retriable).
 func (p *Partition) TransferLeadershipAway() (to uint64, err error) {
 	rs := p.rs
-	if rs == nil {
-		return 0, fmt.Errorf("%w: a single replica", ErrNoTransferTarget)
-	}
 	if !p.IsLeader() {
 		return 0, p.notLeader("only the leader moves its leadership")
 	}

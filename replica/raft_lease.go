@@ -312,16 +312,13 @@ func (h *Host) AwaitLease(ctx context.Context, id GroupID) bool {
 var ErrNoReadLease = errors.New("replica: the leader holds no read lease (it may have been cut off or paused; a newer leader may exist)")
 
 // CheckReadLease returns nil when this replica may serve a read of the
-// partition now: a single replica, or the raft leader holding a read
-// lease. Otherwise a *NotLeaderError: the leader it knows of, or, on a
+// partition now: the raft leader holding a read lease (a one-voter
+// group's leader always holds one). Otherwise a *NotLeaderError: the leader it knows of, or, on a
 // leader without a lease, NoLease set (NOT_LEADER_OR_FOLLOWER with no
 // leader hint: the client asks the cluster again). It never waits; call
 // it after taking the state a read returns, right before answering.
 func (p *Partition) CheckReadLease() error {
 	rs := p.rs
-	if rs == nil {
-		return nil
-	}
 	if !p.IsLeader() {
 		return p.notLeader("reads go to the partition leader")
 	}
@@ -335,9 +332,6 @@ func (p *Partition) CheckReadLease() error {
 // lease renewal on a leader without one.
 func (p *Partition) AwaitReadLease(ctx context.Context) error {
 	rs := p.rs
-	if rs == nil {
-		return nil
-	}
 	if !p.IsLeader() {
 		return p.notLeader("reads go to the partition leader")
 	}

@@ -56,19 +56,13 @@ var (
 	// learner, a change that would leave no voter, a transfer to a
 	// replica that is not a voter).
 	ErrInvalidConfChange = errors.New("replica: invalid configuration change")
-	// ErrSingleReplica: a membership call on a partition opened without
-	// Options.Raft (a single replica has no group to change).
-	ErrSingleReplica = errors.New("replica: the partition is a single replica, not a raft group")
 )
 
 // Membership returns the group's configuration as this replica last
 // applied it: its voters and learners, in ascending order. Any replica
 // answers (a follower may lag the leader). It does not wake a quiesced
-// group. Errors: ErrSingleReplica; the host's (ErrNoGroup once closed).
+// group. Errors: the host's (ErrNoGroup once closed).
 func (p *Partition) Membership() (voters, learners []uint64, err error) {
-	if p.rs == nil {
-		return nil, nil, ErrSingleReplica
-	}
 	return p.rs.host.Membership(p.rs.id)
 }
 
@@ -104,9 +98,6 @@ func (p *Partition) RemoveReplica(id uint64) error {
 
 func (p *Partition) confChange(typ raftpb.ConfChangeType, id uint64) error {
 	rs := p.rs
-	if rs == nil {
-		return ErrSingleReplica
-	}
 	err := rs.host.proposeSingleChange(rs.id, typ, id)
 	if errors.Is(err, ErrNotRaftLeader) {
 		return p.notLeader(err.Error())
@@ -116,13 +107,9 @@ func (p *Partition) confChange(typ raftpb.ConfChangeType, id uint64) error {
 
 // Progress returns the group's replicas as this leader sees them
 // (Host.Progress: match, learner flag, last caught-up time), ascending
-// by id. Errors: *NotLeaderError on a replica that does not lead;
-// ErrSingleReplica.
+// by id. Errors: *NotLeaderError on a replica that does not lead.
 func (p *Partition) Progress() ([]ReplicaProgress, error) {
 	rs := p.rs
-	if rs == nil {
-		return nil, ErrSingleReplica
-	}
 	prog, err := rs.host.Progress(rs.id)
 	if errors.Is(err, ErrNotRaftLeader) {
 		return nil, p.notLeader(err.Error())
@@ -133,12 +120,9 @@ func (p *Partition) Progress() ([]ReplicaProgress, error) {
 // OffsetAfterIndex is the Kafka offset after raft entry index in this
 // replica's log (the base offset of the next data record): a replica's log
 // end offset as its leader knows it, for index its Progress Match. Errors:
-// ErrSingleReplica; the log's when index is not in it (below its raft
-// start, compacted, or past its last entry).
+// the log's when index is not in it (below its raft start, compacted, or
+// past its last entry).
 func (p *Partition) OffsetAfterIndex(index uint64) (int64, error) {
-	if p.rs == nil {
-		return 0, ErrSingleReplica
-	}
 	return p.log.OffsetAfter(index)
 }
 
@@ -147,14 +131,11 @@ func (p *Partition) OffsetAfterIndex(index uint64) (int64, error) {
 // returns once asked: the caller polls Leader (etcd raft abandons a
 // transfer not done within an election timeout; ask again). nil when to
 // is this replica. Errors: *NotLeaderError on a replica that does not
-// lead; ErrInvalidConfChange when to is not a voter; ErrSingleReplica.
+// lead; ErrInvalidConfChange when to is not a voter.
 // While the transfer runs raft drops proposals (produce answers
 // NOT_LEADER_OR_FOLLOWER, retriable).
 func (p *Partition) TransferLeadership(to uint64) error {
 	rs := p.rs
-	if rs == nil {
-		return ErrSingleReplica
-	}
 	err := rs.host.call(rs.id, true, func(g *group) error {
 		st := g.rn.BasicStatus()
 		if st.RaftState != raft.StateLeader {

@@ -616,25 +616,29 @@ func TestMembershipPendingRefused(t *testing.T) {
 	}
 }
 
-// A single replica has no group to change.
-func TestMembershipSingleReplica(t *testing.T) {
-	p, err := Open(vfs.NewMem(), "/p", DefaultTopicConfig(), Options{Log: segment.Options{Logger: quiet()}})
+// Open without Options.Raft fails: every partition is a raft group. A
+// one-voter group's leader has no replica to hand its leadership to.
+func TestOpenWithoutRaft(t *testing.T) {
+	fs := vfs.NewMem()
+	if p, err := Open(fs, "/p", DefaultTopicConfig(), Options{Log: segment.Options{Logger: quiet()}}); !errors.Is(err, ErrNoRaft) {
+		if p != nil {
+			p.Close()
+		}
+		t.Fatalf("Open without Options.Raft: %v, want ErrNoRaft", err)
+	}
+	p, err := openVoter(t, fs, "/p", DefaultTopicConfig(), Options{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, _, err := p.Membership(); !errors.Is(err, ErrSingleReplica) {
-		t.Fatalf("Membership: %v", err)
+	if v, l, err := p.Membership(); err != nil || !slices.Equal(v, []uint64{1}) || len(l) != 0 {
+		t.Fatalf("Membership: voters %v learners %v, %v", v, l, err)
 	}
-	for name, err := range map[string]error{
-		"AddLearner": p.AddLearner(2), "PromoteLearner": p.PromoteLearner(2), "RemoveReplica": p.RemoveReplica(2), "TransferLeadership": p.TransferLeadership(2),
-	} {
-		if !errors.Is(err, ErrSingleReplica) {
-			t.Fatalf("%s: %v", name, err)
-		}
+	if _, err := p.TransferLeadershipAway(); !errors.Is(err, ErrNoTransferTarget) {
+		t.Fatalf("TransferLeadershipAway: %v, want ErrNoTransferTarget", err)
 	}
-	if _, err := p.Progress(); !errors.Is(err, ErrSingleReplica) {
-		t.Fatalf("Progress: %v", err)
+	if err := p.TransferLeadership(2); !errors.Is(err, ErrInvalidConfChange) {
+		t.Fatalf("TransferLeadership to a replica that is not a voter: %v", err)
 	}
 }
 

@@ -42,7 +42,7 @@ import (
 // Apply and LeaderChanged, one call at a time per group; proposals run in
 // that worker too (Host.post). Fields marked "worker" belong to it. Locks:
 // appendMu (producer state, inflight), then mu (leader, epochs, high
-// watermark), as for a single replica.
+// watermark).
 
 // RaftConfig makes a Partition one replica of a raft group
 // (Options.Raft).
@@ -291,26 +291,15 @@ type raftState struct {
 
 // Leader returns the partition's leader as this replica knows it (0 and
 // ok=false while there is none) and its leader epoch (the leader's raft
-// term). A single-replica partition is its own leader.
+// term).
 func (p *Partition) Leader() (id uint64, epoch int32, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.rs == nil {
-		return 0, p.leaderEpoch, true
-	}
 	return p.rs.leader, p.leaderEpoch, p.rs.leader != 0
 }
 
-// Replicated reports whether the partition is a raft group (Options.Raft),
-// not a single replica.
-func (p *Partition) Replicated() bool { return p.rs != nil }
-
-// IsLeader reports whether this replica is the partition's leader (always
-// for a single replica).
+// IsLeader reports whether this replica is the partition's leader.
 func (p *Partition) IsLeader() bool {
-	if p.rs == nil {
-		return true
-	}
 	lead, _, _ := p.Leader()
 	return lead == p.rs.self
 }
@@ -323,12 +312,8 @@ func (p *Partition) notLeader(reason string) error {
 
 // ISR returns the in-sync replicas (the leader first): the replicas whose
 // raft progress reached the leader's durable log end within
-// replica.lag.time.max.ms, as the leader sees it. A follower returns nil;
-// a single replica itself.
+// replica.lag.time.max.ms, as the leader sees it. A follower returns nil.
 func (p *Partition) ISR() []uint64 {
-	if p.rs == nil {
-		return []uint64{0}
-	}
 	isr, _ := p.rs.inSync(p, time.Now(), true)
 	return isr
 }
@@ -355,8 +340,14 @@ func (rs *raftState) inSync(p *Partition, now time.Time, fresh bool) ([]uint64, 
 	return isr, nil
 }
 
-// propose is append for a replicated partition: leader only, producer
-// state checked with the inflight proposals, then proposed to raft.
+// propose is the one way a batch goes into the log: b, a batch already
+// checked (h is its header: see validate), on the leader only, checked
+// against the producer state with the inflight proposals, then proposed
+// to raft. A batch from an idempotent producer that retries one of its
+// latest 5 batches returns the original offsets without appending again;
+// a sequence gap returns ErrOutOfOrderSequence and an older epoch
+// ErrInvalidProducerEpoch. The Pending completes once the entry is
+// committed (acks=all) or durable on the leader (acks=1).
 func (p *Partition) propose(b []byte, h *batch.Header, ar appendReq) (*Pending, error) {
 	rs := p.rs
 	if !p.IsLeader() {
@@ -470,12 +461,8 @@ func (p *Partition) propose(b []byte, h *batch.Header, ar appendReq) (*Pending, 
 
 // Proposals is how many batches this replica has proposed since it
 // opened (DeleteRecords entries included): a produce counts here once
-// it is handed to raft, before it is written or committed. 0 on a single
-// replica.
+// it is handed to raft, before it is written or committed.
 func (p *Partition) Proposals() int64 {
-	if p.rs == nil {
-		return 0
-	}
 	return p.rs.nextID.Load()
 }
 

@@ -173,8 +173,8 @@ func TestLeaderSendsBeforeItsWrite(t *testing.T) {
 }
 
 // A raft leader refuses a produced batch the log would refuse (a bad CRC)
-// before proposing it, as a single replica's append does: it never
-// becomes an entry, and the leader keeps leading.
+// before proposing it: it never becomes an entry, and the leader keeps
+// leading.
 func TestCorruptProduceNotProposed(t *testing.T) {
 	c := newPCluster(t, 3, 1, 1)
 	c.startAll()

@@ -172,9 +172,7 @@ func (st *snapState) stop() {
 
 // stopSnapshots stops the partition's snapshot work (Close).
 func (p *Partition) stopSnapshots() {
-	if p.rs != nil {
-		p.rs.snap.stop()
-	}
+	p.rs.snap.stop()
 }
 
 // snapshotInterceptor is a GroupStorage that sees a MsgSnap or a

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/sluicemq/sluice/segment"
+	"github.com/sluicemq/sluice/segment/vfs"
 )
 
 // Raft snapshots. Retention is raft log compaction: it removes whole
@@ -166,7 +167,7 @@ type SnapshotState interface {
 // or at the log end holds nothing back.
 func retentionBound(p *Partition, applied uint64) uint64 {
 	bound := applied + 1
-	if p.rs == nil || p.rs.state == nil {
+	if p.rs.state == nil {
 		return bound
 	}
 	if idx, err := p.log.IndexAtOffset(p.rs.state.NextOffset()); err == nil && idx < bound {
@@ -393,7 +394,7 @@ func snapMetadata(p *Partition, index uint64) (raftSnapData, error) {
 	// as version 2 with the aborted transactions whose marker is below
 	// next (from the transaction index: a follower installing a
 	// compacted topic's segments adds them to its own).
-	if b, err := readFile(p, filepath.Join(p.log.Dir(), snapshotName(next))); err == nil {
+	if b, err := readFile(p.fs, filepath.Join(p.log.Dir(), snapshotName(next))); err == nil {
 		ps, _, err := decodeSnapshotTxn(b)
 		if err != nil {
 			d.producers = b // as read: the follower refuses it
@@ -423,8 +424,9 @@ func restoreState(p *Partition, d raftSnapData) error {
 	return nil
 }
 
-func readFile(p *Partition, name string) ([]byte, error) {
-	f, err := p.fs.Open(name)
+// readFile reads the whole file name on fs.
+func readFile(fs vfs.FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
 	if err != nil {
 		return nil, err
 	}

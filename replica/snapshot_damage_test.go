@@ -40,6 +40,21 @@ func TestDamagedOpenKeepsSnapshots(t *testing.T) {
 	sz, _ := f.Size()
 	f.Truncate(sz - 10)
 	f.Close()
+	// Its raft group's saved applied index lies past the damage: the
+	// group cannot start on it, and Open fails, after loading the
+	// producer state, which must not have touched the snapshots.
+	if p, err := openVoter(t, fs, snapDir, cfg, Options{}, 0); err == nil {
+		p.Close()
+		t.Fatal("opened a damaged log whose group applied entries past the damage")
+	}
+	if after := snapshotFiles(t, fs); !slices.Equal(after, before) {
+		t.Errorf("opening the damaged log changed its snapshots: %v -> %v", before, after)
+	}
+	// Without that group state (a log written before its replica ran on
+	// raft) it opens, damaged.
+	if err := fs.Remove(snapDir + ".raftstate"); err != nil {
+		t.Fatal(err)
+	}
 	p = openAt(t, fs, cfg, Options{})
 	if p.Failed() == nil {
 		t.Fatal("the cut segment did not damage the log")

@@ -3,8 +3,6 @@ package replica
 import (
 	"encoding/binary"
 	"errors"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"reflect"
 	"sync/atomic"
@@ -37,12 +35,12 @@ type testClock struct{ ms atomic.Int64 }
 
 func (c *testClock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
 
+// openAt opens the partition in snapDir on fs as a one-voter raft group
+// (openVoter; its group state kept on fs, so a reopen, or a reopen of a
+// crash clone of fs, resumes it).
 func openAt(t *testing.T, fs vfs.FS, cfg TopicConfig, opts Options) *Partition {
 	t.Helper()
-	if opts.Log.Logger == nil {
-		opts.Log.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	p, err := Open(fs, snapDir, cfg, opts)
+	p, err := openVoter(t, fs, snapDir, cfg, opts, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -270,7 +270,7 @@ func (p *Partition) WriteTxnMarker(ctx context.Context, m TxnMarker) (int64, err
 	if err != nil {
 		return -1, err
 	}
-	pd, err := p.append(b, &h, appendReq{acks: AcksAll, txnVersion: m.TransactionVersion})
+	pd, err := p.propose(b, &h, appendReq{acks: AcksAll, txnVersion: m.TransactionVersion})
 	if err != nil {
 		return -1, err
 	}
@@ -383,16 +383,6 @@ func (p *Partition) Producers() []ProducerInfo {
 	}
 	slices.SortFunc(out, func(a, b ProducerInfo) int { return int(min(max(a.ProducerID-b.ProducerID, -1), 1)) })
 	return out
-}
-
-// checkLocked checks an incoming batch b (header h) against the producer
-// state (appendMu held): a marker of transaction version tv with
-// checkMarker, any other batch with producerState.check.
-func (p *Partition) checkLocked(h *batch.Header, b []byte, tv int16) (*producerBatch, error) {
-	if h.Control() {
-		return nil, checkMarkerBatch(p.producers, h, b, tv)
-	}
-	return p.producers.check(h)
 }
 
 // checkMarkerBatch checks marker batch b (header h) of transaction version

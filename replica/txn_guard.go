@@ -164,7 +164,7 @@ func (p *Partition) txnOngoingLocked(id int64, epoch int16, inflight bool) bool 
 	if pj, ok := p.guards.proj[id]; ok {
 		return pj.open && pj.epoch == epoch
 	}
-	if inflight && p.rs != nil {
+	if inflight {
 		for _, pr := range p.rs.inflight[id] {
 			if pr.h.ProducerEpoch == epoch && pr.h.Transactional() {
 				return true
@@ -193,11 +193,10 @@ func (p *Partition) admitTxnLocked(h *batch.Header, verify bool, g TxnGuard) err
 }
 
 // txnTouchedLocked records that a batch of h's producer (b its bytes)
-// was appended (a single replica) or proposed (raft leader, with its
-// proposal id): a marker or a transactional batch voids the producer's
+// was proposed (with its proposal id, on the leader): a marker or a transactional batch voids the producer's
 // guard (Kafka's updateProducers clears the VerificationStateEntry; a
-// marker keeps the entry's lowest sequence, with a new guard), and
-// on a leader sets the producer's transaction as proposed. appendMu is
+// marker keeps the entry's lowest sequence, with a new guard), and sets
+// the producer's transaction as proposed. appendMu is
 // held.
 func (p *Partition) txnTouchedLocked(h *batch.Header, b []byte, proposal int64) {
 	if h.ProducerID < 0 || !h.Transactional() {
@@ -219,9 +218,6 @@ func (p *Partition) txnTouchedLocked(h *batch.Header, b []byte, proposal int64) 
 		p.guards.byPID[h.ProducerID] = e
 	} else {
 		delete(p.guards.byPID, h.ProducerID)
-	}
-	if proposal <= 0 {
-		return
 	}
 	if p.guards.proj == nil {
 		p.guards.proj = map[int64]txnProj{}

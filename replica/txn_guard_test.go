@@ -159,7 +159,7 @@ func TestTxnGuardProposalOrder(t *testing.T) {
 	var mpd, bpd *Pending
 	var merr, berr error
 	run.do(func() {
-		mpd, merr = lead.append(m, &mh, appendReq{acks: AcksAll})
+		mpd, merr = lead.propose(m, &mh, appendReq{acks: AcksAll})
 		bpd, berr = lead.ProduceWith(txnBatch(8, 0, 1, 1, true, 1000), ProduceOptions{Acks: AcksAll, VerifyTxn: true})
 		if merr == nil {
 			_, merr = mpd.Wait(ctx)
@@ -231,8 +231,13 @@ func TestAppendInLeaderEpoch(t *testing.T) {
 	}
 }
 
-func TestAppendInLeaderEpochSingleReplica(t *testing.T) {
-	p := openAt(t, vfs.NewMem(), testConfig(), Options{LeaderEpoch: 4})
+// A one-voter group's leader appends in its own epoch (its raft term)
+// only.
+func TestAppendInLeaderEpochOneVoter(t *testing.T) {
+	p, err := openVoter(t, vfs.NewMem(), snapDir, testConfig(), Options{}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer p.Close()
 	ctx := context.Background()
 	if _, err := p.AppendRecords(ctx, 1000, AppendOptions{InLeaderEpoch: true, LeaderEpoch: 4}, []Record{{Value: []byte("x")}}); err != nil {

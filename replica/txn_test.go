@@ -68,7 +68,7 @@ type txnRunner struct {
 	settle func(what string, cond func() bool)
 }
 
-// direct runs steps as they come (a single replica commits on its own).
+// direct runs steps as they come (a one-voter group commits on its own).
 func direct(t *testing.T) txnRunner {
 	return txnRunner{do: func(op func()) { op() }, settle: func(what string, cond func() bool) { waitFor(t, what, cond) }}
 }
@@ -201,7 +201,7 @@ func checkTxnState(t *testing.T, p *Partition) {
 	}
 }
 
-// A single replica: transactional produce, commit and abort markers, the
+// A single replica (a one-voter group): transactional produce, commit and abort markers, the
 // last stable offset, read_committed fetches; the state is the same after
 // a clean reopen and after a crash (rebuilt from the log, or from the
 // producer snapshots written at rolls with small segments).
@@ -712,9 +712,10 @@ func txnV2Scenario() []txnStep {
 }
 
 // A marker of transaction version 2 is checked with KIP-1228's epoch
-// rule on a single replica and on a raft leader; the replicas agree.
+// rule on a one-voter group's leader and on a raft leader of three; the
+// replicas agree.
 func TestTxnV2MarkerEpoch(t *testing.T) {
-	t.Run("single replica", func(t *testing.T) {
+	t.Run("one voter", func(t *testing.T) {
 		cfg := testConfig()
 		cfg.Log.FlushMessages = 1
 		p := openAt(t, vfs.NewMem(), cfg, Options{})

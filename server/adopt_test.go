@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/meta"
 	"github.com/sluicemq/sluice/replica"
+	"github.com/sluicemq/sluice/segment"
 	"github.com/sluicemq/sluice/segment/batch"
 	"github.com/sluicemq/sluice/segment/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,8 +18,9 @@ import (
 // writeSingleNodeDir writes a data dir as a single node did before it ran
 // as a one-voter cluster: the metadata in meta's local mode (a topic
 // without replica assignments, a config override) and plain partition
-// logs (replica's single-replica path, no raft state), n records in each
-// of the topic's 2 partitions.
+// logs (segment logs without raft state, as replica's retired
+// single-replica path wrote them), n records in each of the topic's 2
+// partitions.
 func writeSingleNodeDir(t *testing.T, dir, topic string, n int) {
 	t.Helper()
 	st, err := meta.Open(filepath.Join(dir, metaDirName), meta.Options{})
@@ -34,17 +36,17 @@ func writeSingleNodeDir(t *testing.T, dir, topic string, n int) {
 	}
 	for p := int32(0); p < 2; p++ {
 		pdir := filepath.Join(dir, partitionDirName(topic, p))
-		part, err := replica.Open(vfs.Default, pdir, replica.DefaultTopicConfig(), replica.Options{})
+		l, err := segment.Open(vfs.Default, pdir, replica.DefaultTopicConfig().Log, segment.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < n; i++ {
 			b := batch.Build(batch.NewBuildOptions(), []batch.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte(fmt.Sprintf("old-%d-%d", p, i))}})
-			if _, err := part.Append(context.Background(), b, replica.AppendOptions{}); err != nil {
+			if _, err := l.AppendWith(b, segment.AppendOptions{SetLeaderEpoch: true}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := part.Close(); err != nil {
+		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if err := writePartitionMetadata(vfs.Default, pdir, tp.ID); err != nil {

@@ -127,8 +127,7 @@ func currentLeader(err error) (id, epoch int32, ok bool) {
 
 // notLeader returns the NotLeaderError a replica that does not lead part
 // answers a client's Fetch, ListOffsets or OffsetForLeaderEpoch with, nil
-// on the leader (always, for a single replica). A replicated leader
-// without a read lease refuses too (NoLease: NOT_LEADER_OR_FOLLOWER, no
+// on the leader. A leader without a read lease refuses too (NoLease: NOT_LEADER_OR_FOLLOWER, no
 // hint; readlease.go). Follower fetching (KIP-392) is not served.
 func (b *Broker) notLeader(part *replica.Partition, what string) error {
 	if part.IsLeader() {

@@ -30,8 +30,8 @@ import (
 // Without a lease Fetch, ListOffsets and OffsetForLeaderEpoch answer
 // NOT_LEADER_OR_FOLLOWER (no leader hint), the coordinator
 // NOT_COORDINATOR: retriable errors after which clients refresh their
-// metadata or find the coordinator again. A single replica, and a group
-// of one voter, always holds one. Writes need none: a leader that lost its
+// metadata or find the coordinator again. A group of one voter always
+// holds one. Writes need none: a leader that lost its
 // quorum cannot commit.
 
 // leaseWait bounds how long a read waits for a lease renewal
@@ -39,10 +39,10 @@ import (
 const leaseWait = 300 * time.Millisecond
 
 // needsLease reports whether a read of p must wait for a lease renewal: a
-// replicated partition this broker leads without a lease (the check asks
-// for the renewal).
+// partition this broker leads without a lease (the check asks for the
+// renewal).
 func needsLease(p *replica.Partition) bool {
-	return p.Replicated() && p.IsLeader() && p.CheckReadLease() != nil
+	return p.IsLeader() && p.CheckReadLease() != nil
 }
 
 // awaitReadLeases waits, at most leaseWait (less when ctx ends sooner),
@@ -68,7 +68,7 @@ func (b *Broker) coordinatorSuspect(p int32) bool {
 	// Not IsLeader first: a replica that stepped down serves from its
 	// shard until the coordinator loop unloads it, and CheckReadLease
 	// refuses a follower.
-	return ok && part.Replicated() && part.CheckReadLease() != nil
+	return ok && part.CheckReadLease() != nil
 }
 
 // groupPartitions returns the __consumer_offsets partitions of the groups
