@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -126,7 +127,7 @@ func (cc *controllerClients) requestOnce(ctx context.Context, req kmsg.Request, 
 	if err != nil {
 		return nil, err
 	}
-	if code := topLevelCode(resp); code == kerr.NotController.Code {
+	if carriesNotController(resp) {
 		return nil, fmt.Errorf("server: node %d answered NOT_CONTROLLER", id)
 	}
 	return resp, nil
@@ -145,7 +146,9 @@ func (cc *controllerClients) tryTimeout(req kmsg.Request) time.Duration {
 }
 
 // serveHere serves a request to the active controller on this node, which
-// must be it (else errNoController, and the caller retries).
+// must be it (else errNoController, and the caller retries). A client's
+// admin request is served here as it would be from another broker: its
+// handler's forward serves it locally (servingHere).
 func (c *cluster) serveHere(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	if !c.isController() {
 		return nil, errNoController
@@ -153,18 +156,18 @@ func (c *cluster) serveHere(ctx context.Context, req kmsg.Request) (kmsg.Respons
 	if p, ok := req.(pinnedRequest); ok {
 		req = p.Request // forwarded: the caller sets the client's version on the answer
 	}
-	resp, err := handlers[req.Key()].serve(ctx, c.b, nil, req)
+	resp, err := handlers[req.Key()].serve(context.WithValue(ctx, servingHereKey{}, true), c.b, nil, req)
 	if err != nil {
 		return nil, err
 	}
-	if topLevelCode(resp) == kerr.NotController.Code {
+	if carriesNotController(resp) {
 		return nil, errNoController
 	}
 	return resp, nil
 }
 
 // topLevelCode is a response's top-level error code, for the responses
-// that have one (0 otherwise).
+// to the controller's broker APIs (0 otherwise).
 func topLevelCode(resp kmsg.Response) int16 {
 	switch r := resp.(type) {
 	case *kmsg.BrokerRegistrationResponse:
@@ -177,6 +180,54 @@ func topLevelCode(resp kmsg.Response) int16 {
 		return r.ErrorCode
 	}
 	return 0
+}
+
+// servingHereKey marks the context of a request serveHere serves: the
+// handler's forward serves it on this node.
+type servingHereKey struct{}
+
+// carriesNotController reports whether a response carries the error code
+// NOT_CONTROLLER anywhere: at the top level or in any topic, partition or
+// resource (Kafka's NodeToControllerRequestThread sends a request whose
+// response's errorCounts holds NOT_CONTROLLER to the next controller, and
+// a controller answers a forwarded request so whenever its response holds
+// one: RequestChannel.buildResponseSend). Every ErrorCode field of the
+// kmsg response, at any depth, is looked at.
+func carriesNotController(resp kmsg.Response) bool {
+	return hasErrorCode(reflect.ValueOf(resp), kerr.NotController.Code)
+}
+
+// hasErrorCode reports whether v, a kmsg message or a part of one, has an
+// int16 field named ErrorCode equal to code, at any depth.
+func hasErrorCode(v reflect.Value, code int16) bool {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		return !v.IsNil() && hasErrorCode(v.Elem(), code)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return false
+		}
+		for i := range v.Len() {
+			if hasErrorCode(v.Index(i), code) {
+				return true
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := v.Field(i)
+			if t.Field(i).Name == "ErrorCode" && f.Kind() == reflect.Int16 {
+				if f.Int() == int64(code) {
+					return true
+				}
+				continue
+			}
+			if hasErrorCode(f, code) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (cc *controllerClients) close() {
@@ -192,18 +243,28 @@ func (cc *controllerClients) close() {
 const forwardTimeout = 30 * time.Second
 
 // forward sends a client's admin request to the active controller and
-// returns the controller's answer at the client's version. ok is false on
-// the active controller itself (a single node's, once elected): the caller serves
-// the request. A controller that cannot be reached is NOT_CONTROLLER
-// (retriable). settled, when set, says whether this broker's own copy of
-// the metadata shows the change: forward waits (bounded) for it and for a
-// reconciler pass over it, so the client's next request here sees it.
+// returns the controller's answer at the client's version. ok is false
+// where the caller serves the request itself: in serveHere, and on the
+// active controller for a request another broker forwarded. A client's
+// request on the active controller goes through serveHere like any other,
+// so that an answer carrying NOT_CONTROLLER anywhere (the controller moved
+// under the change) is sent to the next controller rather than to the
+// client, as a Kafka broker's forwarding does (it forwards every admin
+// request, and retries its forwarded requests on NOT_CONTROLLER:
+// NodeToControllerRequestThread). A controller that cannot be reached
+// within forwardTimeout is NOT_CONTROLLER (retriable). settled, when
+// set, says whether this broker's own copy of the metadata shows the
+// change: forward waits (bounded) for it and for a reconciler pass over
+// it, so the client's next request here sees it.
 func (b *Broker) forward(ctx context.Context, cc *clientConn, kreq kmsg.Request, settled func(resp kmsg.Response) bool) (resp kmsg.Response, ok bool, err error) {
 	c := b.cl
-	if c.isController() {
+	if ctx.Value(servingHereKey{}) != nil {
 		return nil, false, nil
 	}
 	if cc != nil && strings.HasPrefix(cc.clientID, brokerClientIDPrefix) {
+		if c.isController() {
+			return nil, false, nil
+		}
 		// Forwarded already, by a broker that took this node for the
 		// controller: answer so rather than forward again (a loop
 		// during an election).

@@ -23,12 +23,15 @@ import (
 
 // minBytesWait is the MaxWaitMs of requests that must wait it out;
 // minBytesSlack is how much earlier than that an answer may come (timer
-// granularity), and minBytesPrompt how late an answer that must not wait
-// may come on a loaded machine (those requests ask to wait far longer).
+// granularity). minBytesLong is the MaxWaitMs of requests that must not
+// wait it out, and minBytesPrompt, half of it, how late their answer may
+// come: not a speed target, an answer that late is taken for one that
+// waited for MaxWaitMs.
 const (
 	minBytesWait   = 500 * time.Millisecond
 	minBytesSlack  = 50 * time.Millisecond
-	minBytesPrompt = 2500 * time.Millisecond
+	minBytesLong   = 10 * time.Second
+	minBytesPrompt = minBytesLong / 2
 )
 
 // produceEachPartition produces n small records to each partition of topic,
@@ -136,6 +139,7 @@ func batchesByPartition(t *testing.T, resp *kmsg.FetchResponse) map[int32]int {
 // a session (0) and incrementally (naming no partition): MinBytes 10 MiB
 // waits MaxWaitMs and returns every batch; MinBytes 1 answers at once.
 func TestFetchMinBytesEveryVersionAndShape(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	topic, err := b.createTopic("mbv", 3, 1, nil, false)
 	if err != nil {
@@ -176,7 +180,7 @@ func TestFetchMinBytesEveryVersionAndShape(t *testing.T) {
 			check("from the middle", mid, map[int32]int{1: 6})
 
 			prompt := three
-			prompt.minBytes, prompt.maxWait = 1, 10*time.Second
+			prompt.minBytes, prompt.maxWait = 1, minBytesLong
 			if d, resp := timedFetch(rc, v, prompt); d > minBytesPrompt {
 				t.Errorf("MinBytes 1 over 30 batches: answered after %v", d)
 			} else if got := batchesByPartition(t, resp); got[0]+got[1]+got[2] == 0 {
@@ -196,7 +200,7 @@ func TestFetchMinBytesEveryVersionAndShape(t *testing.T) {
 			inc.sessionID, inc.epoch, inc.omitTopics = resp.SessionID, 1, true
 			check("incremental (epoch 1)", inc, map[int32]int{0: 10, 1: 10, 2: 10})
 			inc.epoch = 2
-			inc.minBytes, inc.maxWait = 1, 10*time.Second
+			inc.minBytes, inc.maxWait = 1, minBytesLong
 			if d, resp := timedFetch(rc, v, inc); d > minBytesPrompt {
 				t.Errorf("incremental MinBytes 1: answered after %v", d)
 			} else if got := batchesByPartition(t, resp); got[0]+got[1]+got[2] == 0 {
@@ -213,6 +217,7 @@ func TestFetchMinBytesEveryVersionAndShape(t *testing.T) {
 // field says, and a v13+ request naming the topic only by name is
 // UNKNOWN_TOPIC_ID at once, as in Kafka).
 func TestFetchMinBytesThroughPinnedClient(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	if _, err := b.createTopic("mbc", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
@@ -245,6 +250,7 @@ func TestFetchMinBytesThroughPinnedClient(t *testing.T) {
 // stay below MinBytes, answers as soon as they reach it, and answers at
 // MaxWaitMs with what arrived when they never do.
 func TestFetchMinBytesNewDataDuringWait(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	topic, err := b.createTopic("mbw", 1, 1, nil, false)
 	if err != nil {
@@ -268,7 +274,7 @@ func TestFetchMinBytesNewDataDuringWait(t *testing.T) {
 
 		// Two new batches are needed: the first arrives after 200 ms
 		// and must not end the wait, the second after 700 ms must.
-		f.minBytes, f.maxWait = int32(one+1), 5*time.Second // more than one batch, less than two
+		f.minBytes, f.maxWait = int32(one+1), minBytesLong // more than one batch, less than two
 		first, second := produceAfter(200*time.Millisecond, "a"), produceAfter(700*time.Millisecond, "b")
 		d, resp := timedFetch(rc, v, f)
 		if err := <-first; err != nil {
@@ -322,6 +328,7 @@ func firstBatchSize(t *testing.T, rc *rawConn, id [16]byte) int {
 // left out of the read in Kafka (KafkaApis) and does not, and neither
 // does a topic ID the broker does not know next to one it does.
 func TestFetchMinBytesErrors(t *testing.T) {
+	t.Parallel()
 	b, addr := startBroker(t, "")
 	topic, err := b.createTopic("mbe", 2, 1, nil, false)
 	if err != nil {
@@ -331,7 +338,7 @@ func TestFetchMinBytesErrors(t *testing.T) {
 	rc := dialRaw(t, addr)
 	for _, v := range []int16{9, 11, handlers[kmsg.Fetch.Int16()].maxVersion} {
 		f := minBytesFetch{topic: "mbe", id: topic.ID, partitions: []int32{0, 1}, epochs: map[int32]int32{1: 99},
-			minBytes: 10 << 20, maxWait: 10 * time.Second, epoch: -1}
+			minBytes: 10 << 20, maxWait: minBytesLong, epoch: -1}
 		d, resp := timedFetch(rc, v, f)
 		if d > minBytesPrompt {
 			t.Errorf("v%d: a partition with a leader epoch from the future: answered after %v, want at once", v, d)
@@ -374,6 +381,7 @@ func TestFetchMinBytesErrors(t *testing.T) {
 // as a replicated batch reaches MinBytes during the wait, and a follower
 // answers NOT_LEADER_OR_FOLLOWER at once.
 func TestFetchMinBytesReplicated(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitBrokers(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -405,7 +413,7 @@ func TestFetchMinBytesReplicated(t *testing.T) {
 		if got := batchesByPartition(t, resp); got[0] != int(next) {
 			t.Errorf("v%d: returned %d batches, want %d", v, got[0], next)
 		}
-		f.minBytes, f.maxWait = 1, 10*time.Second
+		f.minBytes, f.maxWait = 1, minBytesLong
 		if d, _ := timedFetch(rc, v, f); d > minBytesPrompt {
 			t.Errorf("v%d: MinBytes 1 answered after %v", v, d)
 		}
@@ -430,7 +438,7 @@ func TestFetchMinBytesReplicated(t *testing.T) {
 	}
 	follower := leader%3 + 1
 	frc := dialRaw(t, fmt.Sprintf("127.0.0.1:%d", tc.cports[follower-1]))
-	f := minBytesFetch{topic: "mbr", id: id, partitions: []int32{0}, minBytes: 10 << 20, maxWait: 10 * time.Second, epoch: -1}
+	f := minBytesFetch{topic: "mbr", id: id, partitions: []int32{0}, minBytes: 10 << 20, maxWait: minBytesLong, epoch: -1}
 	d, resp := timedFetch(frc, handlers[kmsg.Fetch.Int16()].maxVersion, f)
 	if d > minBytesPrompt {
 		t.Errorf("a follower answered after %v, want at once", d)

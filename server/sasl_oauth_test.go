@@ -126,7 +126,7 @@ func TestSaslOAuthBearerWire(t *testing.T) {
 	if ar.ErrorCode != 0 || ar.SessionLifetimeMillis <= 0 || ar.SessionLifetimeMillis > 2000 {
 		t.Fatalf("a token expiring in 2s: %+v", ar)
 	}
-	time.Sleep(time.Duration(ar.SessionLifetimeMillis+200) * time.Millisecond)
+	time.Sleep(time.Duration(ar.SessionLifetimeMillis+200) * time.Millisecond) // past the token's exp; not a wait for a condition
 	meta := kmsg.NewPtrMetadataRequest()
 	meta.Version = 9
 	r.send(meta)

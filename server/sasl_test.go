@@ -409,7 +409,7 @@ func TestSaslReauthentication(t *testing.T) {
 		t.Fatalf("re-authenticate: %+v", ar)
 	}
 	r.roundTrip(meta)
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond) // past the floor again; not a wait for a condition
 	// As another user: refused and closed.
 	if ar := login(r, "admin", "admin-secret"); ar.ErrorCode != kerr.SaslAuthenticationFailed.Code {
 		t.Fatalf("re-authenticate as another user: %+v", ar)
@@ -419,7 +419,7 @@ func TestSaslReauthentication(t *testing.T) {
 	// Past the session's end, a request other than SaslHandshake closes.
 	r = dialSasl(t, addr)
 	login(r, "alice", "alice-secret")
-	time.Sleep(1600 * time.Millisecond)
+	time.Sleep(1600 * time.Millisecond) // past the 1.5 s session; not a wait for a condition
 	r.send(meta)
 	r.closed("request after the session expired")
 
@@ -431,7 +431,7 @@ func TestSaslReauthentication(t *testing.T) {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 			t.Fatalf("produce %d: %v", i, err)
 		}
-		time.Sleep(1 * time.Second)
+		time.Sleep(1 * time.Second) // the produces span sessions on purpose; not a wait for a condition
 	}
 }
 

@@ -200,7 +200,7 @@ func TestTxnV2BackToBack(t *testing.T) {
 				pid, epoch = resp.ProducerID, resp.ProducerEpoch
 				return
 			case kerr.ConcurrentTransactions.Code:
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // a retry's backoff; ctx bounds the retries
 			default:
 				t.Fatalf("EndTxn v5 (commit %v) at epoch %d: %v", commit, epoch, kerr.ErrorForCode(resp.ErrorCode))
 			}
@@ -245,7 +245,7 @@ func TestTxnV2BackToBack(t *testing.T) {
 				}
 			}
 			req.Topics[0].Partitions = again
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a retry's backoff; ctx bounds the retries
 		}
 		endTxn(true)
 		if round%3 == 2 {

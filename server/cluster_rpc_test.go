@@ -1,0 +1,56 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A forwarded answer is sent to the next controller when NOT_CONTROLLER
+// is anywhere in it, as Kafka's errorCounts sees it: the top level, a
+// resource, a topic's partition; another code anywhere is the answer.
+func TestCarriesNotController(t *testing.T) {
+	t.Parallel()
+	nc := kerr.NotController.Code
+	alter := func(codes ...int16) kmsg.Response {
+		r := kmsg.NewPtrIncrementalAlterConfigsResponse()
+		for _, c := range codes {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ErrorCode = c
+			r.Resources = append(r.Resources, rr)
+		}
+		return r
+	}
+	reassign := func(top, part int16) kmsg.Response {
+		r := kmsg.NewPtrAlterPartitionAssignmentsResponse()
+		r.ErrorCode = top
+		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+		rp.ErrorCode = part
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		return r
+	}
+	heartbeat := kmsg.NewPtrBrokerHeartbeatResponse()
+	heartbeat.ErrorCode = nc
+	for _, c := range []struct {
+		name string
+		resp kmsg.Response
+		want bool
+	}{
+		{"no resources", alter(), false},
+		{"resources fine", alter(0, 0), false},
+		{"a resource's other error", alter(0, kerr.InvalidConfig.Code), false},
+		{"a resource's NOT_CONTROLLER", alter(0, nc), true},
+		{"top level", reassign(nc, 0), true},
+		{"a partition's", reassign(0, nc), true},
+		{"a partition's other error", reassign(0, kerr.UnknownTopicOrPartition.Code), false},
+		{"a heartbeat's", heartbeat, true},
+		{"a fine heartbeat", kmsg.NewPtrBrokerHeartbeatResponse(), false},
+	} {
+		if got := carriesNotController(c.resp); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
