@@ -211,8 +211,8 @@ func (p *Partition) txnTouchedLocked(h *batch.Header, b []byte, proposal int64) 
 		// written (its add waits for the markers); should that
 		// verification fail retriably, its pipelined successors must
 		// still wait behind it (StartTxnVerificationAt's behind), not
-		// be appended first: the marker leaves the producer with no
-		// batches at the new epoch, which would take any sequence.
+		// be appended first (the marker leaves the producer with no
+		// batches at the new epoch, whose first must be sequence 0).
 		p.guards.last++
 		e.guard = p.guards.last
 		p.guards.byPID[h.ProducerID] = e

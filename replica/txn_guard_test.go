@@ -328,8 +328,10 @@ func TestTxnVerificationLowestSequence(t *testing.T) {
 // whose add waits for the previous transaction's markers) voids the
 // guard but keeps the lowest sequence: a pipelined successor whose
 // verification starts after the marker is still behind the first batch,
-// and is not appended before it (the marker leaves the producer with no
-// batches at its epoch, which would take any sequence).
+// and waits (the marker leaves the producer with no batches at its
+// epoch: were the successor not behind, it would be checked as the first
+// batch at the epoch and refused OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to
+// the client).
 func TestTxnVerificationLowestSequenceSurvivesMarker(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -54,50 +54,15 @@ func serveDeleteTopics(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg
 		}
 		return fresp, nil
 	}
-	seenNames, seenIDs := map[string]int{}, map[[16]byte]int{}
-	for _, rt := range topics {
-		if rt.Topic != nil {
-			seenNames[*rt.Topic]++
-		} else {
-			seenIDs[rt.TopicID]++
-		}
-	}
-	// A topic named once by ID and once, in another entry, by name is
-	// deleted by neither: the name's entry answers INVALID_REQUEST with
-	// the ID, and the ID's entry gets no answer of its own (Kafka's
-	// ControllerApis.deleteTopics).
-	pairs := map[string][16]byte{} // name -> its ID, both named
-	for _, rt := range topics {
-		if rt.Topic == nil || rt.TopicID != [16]byte{} || seenNames[*rt.Topic] > 1 {
-			continue
-		}
-		if t, ok := b.meta.Topic(*rt.Topic); ok && seenIDs[t.ID] == 1 {
-			pairs[*rt.Topic] = t.ID
-		}
-	}
-	pairedIDs := map[[16]byte]bool{}
-	for _, id := range pairs {
-		pairedIDs[id] = true
-	}
+	shape := b.deleteTopicsShape(topics)
 	for _, rt := range topics {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		var pairID [16]byte
-		var paired bool
-		if rt.Topic != nil && rt.TopicID == [16]byte{} {
-			pairID, paired = pairs[*rt.Topic]
-		}
-		var err error
+		answered, err := shape.refusal(rt, &st)
 		switch {
-		case rt.Topic != nil && rt.TopicID != [16]byte{}:
-			err = kafkaErrorf(kerr.InvalidRequest, "a topic is named by name or by id, not both")
-		case rt.Topic != nil && seenNames[*rt.Topic] > 1, rt.Topic == nil && seenIDs[rt.TopicID] > 1:
-			err = kafkaErrorf(kerr.InvalidRequest, "topic appears more than once in the request")
-		case rt.Topic == nil && pairedIDs[rt.TopicID]:
+		case answered:
 			continue // answered by the entry naming it by name
-		case paired:
-			st.TopicID = pairID
-			err = kafkaErrorf(kerr.InvalidRequest, "the topic name maps to a topic id the request also names")
+		case err != nil:
 		default:
 			var name string
 			if rt.Topic != nil {
@@ -116,4 +81,62 @@ func serveDeleteTopics(ctx context.Context, b *Broker, cc *clientConn, kreq kmsg
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
+}
+
+// deleteTopicsShape is what the entries of a DeleteTopics request say
+// about one another (Kafka's ControllerApis.deleteTopics): how often each
+// name and each ID is named, and the names whose topic's ID another entry
+// names.
+type deleteTopicsShape struct {
+	names     map[string]int
+	ids       map[[16]byte]int
+	pairs     map[string][16]byte // name -> its topic's ID, named too
+	pairedIDs map[[16]byte]bool
+}
+
+func (b *Broker) deleteTopicsShape(topics []kmsg.DeleteTopicsRequestTopic) deleteTopicsShape {
+	s := deleteTopicsShape{names: map[string]int{}, ids: map[[16]byte]int{}, pairs: map[string][16]byte{}, pairedIDs: map[[16]byte]bool{}}
+	for _, rt := range topics {
+		switch {
+		case rt.Topic != nil && rt.TopicID == [16]byte{}:
+			s.names[*rt.Topic]++
+		case rt.Topic == nil && rt.TopicID != [16]byte{}:
+			s.ids[rt.TopicID]++
+		}
+	}
+	for name, n := range s.names {
+		if t, ok := b.meta.Topic(name); ok && n == 1 && s.ids[t.ID] > 0 {
+			s.pairs[name] = t.ID
+			s.pairedIDs[t.ID] = true
+		}
+	}
+	return s
+}
+
+// refusal returns the INVALID_REQUEST an entry gets for the request's
+// shape, nil for an entry to serve; answered reports an ID entry that gets no
+// answer of its own: a topic named once by ID and once by name is deleted
+// by neither, the name's entry answering INVALID_REQUEST with the ID
+// (set in st). An entry refused here changes nothing.
+func (s deleteTopicsShape) refusal(rt kmsg.DeleteTopicsRequestTopic, st *kmsg.DeleteTopicsResponseTopic) (answered bool, err error) {
+	noID := rt.TopicID == [16]byte{}
+	switch {
+	case rt.Topic != nil && !noID:
+		return false, kafkaErrorf(kerr.InvalidRequest, "a topic is named by name or by id, not both")
+	case rt.Topic == nil && noID:
+		return false, kafkaErrorf(kerr.InvalidRequest, "neither a topic name nor a topic id")
+	case rt.Topic != nil && s.names[*rt.Topic] > 1, rt.Topic == nil && s.ids[rt.TopicID] > 1:
+		return false, kafkaErrorf(kerr.InvalidRequest, "topic appears more than once in the request")
+	case rt.Topic == nil && s.pairedIDs[rt.TopicID]:
+		return true, nil
+	}
+	if rt.Topic != nil {
+		if id, ok := s.pairs[*rt.Topic]; ok {
+			if st != nil {
+				st.TopicID = id
+			}
+			return false, kafkaErrorf(kerr.InvalidRequest, "the topic name maps to a topic id the request also names")
+		}
+	}
+	return false, nil
 }

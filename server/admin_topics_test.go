@@ -171,6 +171,26 @@ func TestDeleteTopicsByNameAndID(t *testing.T) {
 	byIDEntry, byNameEntry := kmsg.NewDeleteTopicsRequestTopic(), kmsg.NewDeleteTopicsRequestTopic()
 	byIDEntry.TopicID, byNameEntry.Topic = staysID, kmsg.StringPtr("stays")
 	pair.Topics = append(pair.Topics, byIDEntry, byNameEntry)
+	twice := kmsg.NewPtrDeleteTopicsRequest() // the ID twice and the name: the same
+	twice.Topics = append(twice.Topics, byIDEntry, byIDEntry, byNameEntry)
+	twiceResp, err := twice.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range twiceResp.Topics {
+		if st.ErrorCode != kerr.InvalidRequest.Code {
+			t.Fatalf("delete by ID twice and by name: %+v", twiceResp.Topics)
+		}
+	}
+	neither := kmsg.NewPtrDeleteTopicsRequest()
+	neither.Topics = append(neither.Topics, kmsg.NewDeleteTopicsRequestTopic())
+	neitherResp, err := neither.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(neitherResp.Topics) != 1 || neitherResp.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("delete naming neither a name nor an ID: %+v", neitherResp.Topics)
+	}
 	pairResp, err := pair.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)

@@ -186,31 +186,60 @@ func topLevelCode(resp kmsg.Response) int16 {
 // handler's forward serves it on this node.
 type servingHereKey struct{}
 
-// carriesNotController reports whether a response carries the error code
-// NOT_CONTROLLER anywhere: at the top level or in any topic, partition or
-// resource (Kafka's NodeToControllerRequestThread sends a request whose
-// response's errorCounts holds NOT_CONTROLLER to the next controller, and
-// a controller answers a forwarded request so whenever its response holds
-// one: RequestChannel.buildResponseSend). Every ErrorCode field of the
-// kmsg response, at any depth, is looked at.
+// carriesNotController reports whether a response says the controller
+// that served it applied none of it for lack of leadership: NOT_CONTROLLER
+// at the top level, or in every topic, partition or resource that has an
+// error code (and at least one). Such an answer goes to the next
+// controller, as Kafka's NodeToControllerRequestThread sends a forwarded
+// request whose answer holds NOT_CONTROLLER (RequestChannel's
+// buildResponseSend) again. Kafka's controller applies a request as one
+// write, all or nothing; Sluice's applies an admin request's entries one
+// by one (one metadata write each), so an answer where some entries
+// succeeded or failed otherwise is the client's: sent again, the entries
+// applied would answer TOPIC_ALREADY_EXISTS and the like, and the entries
+// that carry NOT_CONTROLLER are retriable for the client. Every ErrorCode
+// field of the kmsg response is looked at.
 func carriesNotController(resp kmsg.Response) bool {
-	return hasErrorCode(reflect.ValueOf(resp), kerr.NotController.Code)
-}
-
-// hasErrorCode reports whether v, a kmsg message or a part of one, has an
-// int16 field named ErrorCode equal to code, at any depth.
-func hasErrorCode(v reflect.Value, code int16) bool {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		return !v.IsNil() && hasErrorCode(v.Elem(), code)
-	case reflect.Slice:
-		if v.Type().Elem().Kind() == reflect.Uint8 {
+	v := reflect.ValueOf(resp)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
 			return false
 		}
-		for i := range v.Len() {
-			if hasErrorCode(v.Index(i), code) {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return false
+	}
+	var nc, other int
+	t := v.Type()
+	for i := range t.NumField() {
+		f := v.Field(i)
+		if t.Field(i).Name == "ErrorCode" && f.Kind() == reflect.Int16 {
+			if f.Int() == int64(kerr.NotController.Code) {
 				return true
 			}
+			continue
+		}
+		countErrorCodes(f, kerr.NotController.Code, &nc, &other)
+	}
+	return nc > 0 && other == 0
+}
+
+// countErrorCodes counts the int16 fields named ErrorCode in v, a part of
+// a kmsg message, at any depth: those equal to code in *match, the others
+// in *other.
+func countErrorCodes(v reflect.Value, code int16, match, other *int) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			countErrorCodes(v.Elem(), code, match, other)
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return
+		}
+		for i := range v.Len() {
+			countErrorCodes(v.Index(i), code, match, other)
 		}
 	case reflect.Struct:
 		t := v.Type()
@@ -218,16 +247,15 @@ func hasErrorCode(v reflect.Value, code int16) bool {
 			f := v.Field(i)
 			if t.Field(i).Name == "ErrorCode" && f.Kind() == reflect.Int16 {
 				if f.Int() == int64(code) {
-					return true
+					*match++
+				} else {
+					*other++
 				}
 				continue
 			}
-			if hasErrorCode(f, code) {
-				return true
-			}
+			countErrorCodes(f, code, match, other)
 		}
 	}
-	return false
 }
 
 func (cc *controllerClients) close() {
@@ -247,9 +275,9 @@ const forwardTimeout = 30 * time.Second
 // where the caller serves the request itself: in serveHere, and on the
 // active controller for a request another broker forwarded. A client's
 // request on the active controller goes through serveHere like any other,
-// so that an answer carrying NOT_CONTROLLER anywhere (the controller moved
-// under the change) is sent to the next controller rather than to the
-// client, as a Kafka broker's forwarding does (it forwards every admin
+// so that an answer saying nothing was applied for lack of leadership
+// (carriesNotController: the controller moved under the change) is sent
+// to the next controller rather than to the client, as a Kafka broker's forwarding does (it forwards every admin
 // request, and retries its forwarded requests on NOT_CONTROLLER:
 // NodeToControllerRequestThread). A controller that cannot be reached
 // within forwardTimeout is NOT_CONTROLLER (retriable). settled, when

@@ -7,9 +7,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// A forwarded answer is sent to the next controller when NOT_CONTROLLER
-// is anywhere in it, as Kafka's errorCounts sees it: the top level, a
-// resource, a topic's partition; another code anywhere is the answer.
+// A forwarded answer is sent to the next controller when it says nothing
+// was applied for lack of leadership: NOT_CONTROLLER at the top level, or
+// in every resource or partition; an answer where some entry succeeded or
+// failed otherwise is the client's (sent again, the applied entries would
+// fail).
 func TestCarriesNotController(t *testing.T) {
 	t.Parallel()
 	nc := kerr.NotController.Code
@@ -42,7 +44,10 @@ func TestCarriesNotController(t *testing.T) {
 		{"no resources", alter(), false},
 		{"resources fine", alter(0, 0), false},
 		{"a resource's other error", alter(0, kerr.InvalidConfig.Code), false},
-		{"a resource's NOT_CONTROLLER", alter(0, nc), true},
+		{"a resource's NOT_CONTROLLER, another applied", alter(0, nc), false},
+		{"a resource's NOT_CONTROLLER, another failed", alter(kerr.InvalidConfig.Code, nc), false},
+		{"the one resource's NOT_CONTROLLER", alter(nc), true},
+		{"every resource's NOT_CONTROLLER", alter(nc, nc), true},
 		{"top level", reassign(nc, 0), true},
 		{"a partition's", reassign(0, nc), true},
 		{"a partition's other error", reassign(0, kerr.UnknownTopicOrPartition.Code), false},

@@ -35,6 +35,7 @@ package server
 import (
 	"context"
 	"math"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -171,7 +172,7 @@ func (b *Broker) serveMutating(ctx context.Context, h handler, cc *clientConn, k
 		}
 		return serveQuotaTopics(ctx, b, cc, h, req, m, &req.Topics,
 			func(rt kmsg.CreateTopicsRequestTopic) quotaEntry {
-				e := quotaEntry{name: rt.Topic}
+				e := quotaEntry{name: rt.Topic, byName: true}
 				if _, exists := b.meta.Topic(rt.Topic); exists || isInternalTopic(rt.Topic) || seen[rt.Topic] > 1 {
 					return e // fails: TOPIC_ALREADY_EXISTS, INVALID_REQUEST, ...
 				}
@@ -202,9 +203,9 @@ func (b *Broker) serveMutating(ctx context.Context, h handler, cc *clientConn, k
 			func(rt kmsg.CreatePartitionsRequestTopic) quotaEntry {
 				t, ok := b.meta.Topic(rt.Topic)
 				if !ok || rt.Count <= t.Partitions {
-					return quotaEntry{name: rt.Topic} // fails
+					return quotaEntry{name: rt.Topic, byName: true} // fails
 				}
-				return quotaEntry{name: rt.Topic, n: float64(rt.Count - t.Partitions)}
+				return quotaEntry{name: rt.Topic, byName: true, n: float64(rt.Count - t.Partitions)}
 			},
 			func(resp *kmsg.CreatePartitionsResponse) []topicResult {
 				out := make([]topicResult, len(resp.Topics))
@@ -220,8 +221,18 @@ func (b *Broker) serveMutating(ctx context.Context, h handler, cc *clientConn, k
 			})
 	case *kmsg.DeleteTopicsRequest:
 		if req.Version < 6 {
+			seen := map[string]int{}
+			for _, name := range req.TopicNames {
+				seen[name]++
+			}
 			return serveQuotaTopics(ctx, b, cc, h, req, m, &req.TopicNames,
-				func(name string) quotaEntry { return quotaEntry{name: name, n: b.deletedPartitions(name)} },
+				func(name string) quotaEntry {
+					e := quotaEntry{name: name, byName: true}
+					if seen[name] == 1 {
+						e.n = b.deletedPartitions(name)
+					} // else INVALID_REQUEST (named twice): free
+					return e
+				},
 				deleteResults,
 				func(resp *kmsg.DeleteTopicsResponse, name string) {
 					st := kmsg.NewDeleteTopicsResponseTopic()
@@ -229,10 +240,15 @@ func (b *Broker) serveMutating(ctx context.Context, h handler, cc *clientConn, k
 					resp.Topics = append(resp.Topics, st)
 				})
 		}
+		shape := b.deleteTopicsShape(req.Topics)
 		return serveQuotaTopics(ctx, b, cc, h, req, m, &req.Topics,
 			func(rt kmsg.DeleteTopicsRequestTopic) quotaEntry {
 				name := b.deleteTopicName(rt.Topic, rt.TopicID)
-				return quotaEntry{name: name, id: rt.TopicID, n: b.deletedPartitions(name)}
+				e := quotaEntry{name: name, byName: rt.Topic != nil, id: rt.TopicID}
+				if answered, err := shape.refusal(rt, nil); !answered && err == nil {
+					e.n = b.deletedPartitions(name)
+				} // else refused for the request's shape, whatever the bucket: free
+				return e
 			},
 			deleteResults,
 			func(resp *kmsg.DeleteTopicsResponse, rt kmsg.DeleteTopicsRequestTopic) {
@@ -248,12 +264,14 @@ func (b *Broker) serveMutating(ctx context.Context, h handler, cc *clientConn, k
 }
 
 // quotaEntry is one topic entry of a mutating request: its name (a
-// DeleteTopics entry given by ID: the topic's name, "" if unknown), its
-// ID (DeleteTopics v6), and the tokens it costs (0: it will fail).
+// DeleteTopics entry given by ID: the topic's name, "" if unknown),
+// whether the entry gave the name (not the ID), its ID (DeleteTopics v6),
+// and the tokens it costs (0: it will fail).
 type quotaEntry struct {
-	name string
-	id   [16]byte
-	n    float64
+	name   string
+	byName bool
+	id     [16]byte
+	n      float64
 }
 
 // topicResult is a served topic's name (nil: none), ID and error code.
@@ -296,8 +314,8 @@ func (b *Broker) deletedPartitions(name string) float64 {
 // order (cost gives its name and tokens), serves the request with the
 // entries admitted, answers the refused ones with refuse, and gives back
 // the tokens of each admitted entry that failed (results reads the served
-// response's topics; a failed result gives back one entry of its name,
-// else of its ID, once).
+// response's topics; a failed result naming a topic gives back one entry
+// that gave that name, one naming none an entry that gave its ID).
 func serveQuotaTopics[Req kmsg.Request, Resp kmsg.Response, T any](ctx context.Context, b *Broker, cc *clientConn, h handler, req Req, m *mutationQuota, topics *[]T,
 	cost func(T) quotaEntry, results func(Resp) []topicResult, refuse func(Resp, T)) (kmsg.Response, error) {
 	all := *topics
@@ -330,14 +348,18 @@ func serveQuotaTopics[Req kmsg.Request, Resp kmsg.Response, T any](ctx context.C
 			if r.code == 0 {
 				continue
 			}
-			// Every entry the failure names gives its tokens back: a
-			// DeleteTopics topic named by ID and by name fails once
-			// for both entries.
-			for i, e := range taken {
-				if e.n > 0 && (r.name != nil && *r.name == e.name || r.name == nil && r.id == e.id) {
-					m.giveBack(e.n)
-					taken[i].n = 0
+			i := slices.IndexFunc(taken, func(e quotaEntry) bool {
+				if e.n == 0 {
+					return false
 				}
+				if r.name != nil {
+					return e.byName && e.name == *r.name
+				}
+				return !e.byName && r.id != [16]byte{} && e.id == r.id
+			})
+			if i >= 0 {
+				m.giveBack(taken[i].n)
+				taken[i].n = 0
 			}
 		}
 	}

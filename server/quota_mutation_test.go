@@ -161,19 +161,33 @@ func TestQuotaControllerMutation(t *testing.T) {
 		resp := roundTrip(req, version).(*kmsg.DeleteTopicsResponse)
 		return topicCodes(t, resp), resp.ThrottleMillis
 	}
+	// m1 (10 partitions) named by ID and by name: INVALID_REQUEST, one
+	// answer for both entries, whatever the bucket, and free: the entries
+	// are refused for the request's shape before the quota (Kafka's
+	// ControllerApis.deleteTopics), so the bucket's 7 tokens cannot admit
+	// the ID's entry alone (which would delete m1) and refuse the name's.
+	pair := func(what string) {
+		t.Helper()
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.TimeoutMillis = 10000
+		m1, _ := b.meta.Topic("m1")
+		byID, byName := kmsg.NewDeleteTopicsRequestTopic(), kmsg.NewDeleteTopicsRequestTopic()
+		byID.TopicID, byName.Topic = m1.ID, kmsg.StringPtr("m1")
+		req.Topics = append(req.Topics, byID, byName)
+		resp := roundTrip(req, 6).(*kmsg.DeleteTopicsResponse)
+		want(what, topicCodes(t, resp), resp.ThrottleMillis, 0, map[string]int16{"m1": kerr.InvalidRequest.Code})
+		if len(resp.Topics) != 1 {
+			t.Errorf("%s: %d answers, want 1", what, len(resp.Topics))
+		}
+		if _, ok := b.meta.Topic("m1"); !ok {
+			t.Fatalf("%s: m1 deleted", what)
+		}
+	}
 	got, th = del(6, "m6")
 	want("delete m6 at -3", got, th, 600, map[string]int16{"m6": throttled})
+	pair("delete m1 by ID and by name at -3")
 	advance(2 * time.Second) // -3 + 10 = 7
-	// m2 named by ID and by name: refused (INVALID_REQUEST, one answer
-	// for both entries), so neither entry costs a token.
-	pair := kmsg.NewPtrDeleteTopicsRequest()
-	pair.TimeoutMillis = 10000
-	m2, _ := b.meta.Topic("m2")
-	byID, byName := kmsg.NewDeleteTopicsRequestTopic(), kmsg.NewDeleteTopicsRequestTopic()
-	byID.TopicID, byName.Topic = m2.ID, kmsg.StringPtr("m2")
-	pair.Topics = append(pair.Topics, byID, byName)
-	pairResp := roundTrip(pair, 6).(*kmsg.DeleteTopicsResponse)
-	want("delete m2 by ID and by name", topicCodes(t, pairResp), pairResp.ThrottleMillis, 0, map[string]int16{"m2": kerr.InvalidRequest.Code})
+	pair("delete m1 by ID and by name at 7")
 	got, th = del(6, "m4") // 4 partitions: 7 -> 3
 	want("delete m4 by ID", got, th, 0, map[string]int16{"m4": 0})
 	got, th = del(4, "m2") // permissive: 3 -> 2
