@@ -26,18 +26,27 @@ type spreadMember struct {
 
 	mu      sync.Mutex
 	owned   map[int32]bool
-	revoked map[int32]int64 // partition -> the heartbeats served when its revocation (or loss) called back
+	revoked map[int32]int64 // partition -> the heartbeats written when its revocation (or loss) called back
 
-	beats atomic.Int64 // ConsumerGroupHeartbeat responses the member read
+	beats   atomic.Int64 // ConsumerGroupHeartbeat responses the member read
+	written atomic.Int64 // ConsumerGroupHeartbeat requests the member wrote
 }
 
-// beatCounter counts the ConsumerGroupHeartbeat responses a client read:
-// the heartbeats the coordinator served it.
-type beatCounter struct{ n *atomic.Int64 }
+// beatCounter counts the ConsumerGroupHeartbeat requests a client wrote
+// and the responses it read (the heartbeats the coordinator served it).
+// franz-go has one heartbeat in flight at a time, so the n-th response
+// read answers the n-th request written.
+type beatCounter struct{ read, written *atomic.Int64 }
 
 func (h beatCounter) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	if key == kmsg.ConsumerGroupHeartbeat.Int16() && err == nil {
-		h.n.Add(1)
+		h.read.Add(1)
+	}
+}
+
+func (h beatCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == kmsg.ConsumerGroupHeartbeat.Int16() && err == nil {
+		h.written.Add(1)
 	}
 }
 
@@ -47,9 +56,11 @@ func (m *spreadMember) ownedParts() []int32 {
 	return slices.Sorted(maps.Keys(m.owned))
 }
 
-// holds reports whether the coordinator may still count partition p as
-// m's: m's client owns it, or gave it up but has not been served a
-// heartbeat since (the one that tells the coordinator).
+// holds reports whether, as far as m's client tells, the coordinator may
+// still count partition p as m's: the client owns it, or gave it up but
+// has not yet been served a heartbeat written after it did (a heartbeat
+// already in flight when the revocation called back does not carry it;
+// the next one does).
 func (m *spreadMember) holds(p int32) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -67,7 +78,7 @@ func (m *spreadMember) callback(add bool) func(context.Context, *kgo.Client, map
 					m.owned[p] = true
 				} else {
 					delete(m.owned, p)
-					m.revoked[p] = m.beats.Load()
+					m.revoked[p] = m.written.Load()
 				}
 			}
 		}
@@ -129,7 +140,7 @@ func (sg *spreadGroup) join() *spreadMember {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(m.callback(true)), kgo.OnPartitionsRevoked(m.callback(false)),
-		kgo.OnPartitionsLost(m.callback(false)), kgo.WithHooks(beatCounter{&m.beats}))
+		kgo.OnPartitionsLost(m.callback(false)), kgo.WithHooks(beatCounter{read: &m.beats, written: &m.written}))
 	if err != nil {
 		sg.t.Fatal(err)
 	}
@@ -244,15 +255,19 @@ func (sg *spreadGroup) spread() (bool, string, *kmsg.ConsumerGroupDescribeRespon
 // deliveries measures, in heartbeats, how long the coordinator takes to
 // hand a member a partition once KIP-848 lets it: from the first
 // description in which the partition is in the member's target
-// assignment, no other member holds it (its revocation is done and was
-// heartbeated, as far as the clients tell) and the member does not have
-// it yet, to
-// the first description in which the coordinator assigned it to the
+// assignment, no other member holds it and the member does not have it
+// yet, to the first description in which the coordinator assigned it to the
 // member. The count is of the member's heartbeats, so a slow machine
 // does not raise it; a coordinator that holds a free partition back for
 // rounds does. Readiness counts from the heartbeats after the
 // description that shows it, delivery to those before the description's
-// request: the description's own round trip is not counted.
+// request: the description's own round trip is not counted. Another
+// member holds the partition while the description has it in that
+// member's assignment (its client may not have called back for it yet),
+// or while that member's client holds it (spreadMember.holds: its
+// revocation has not called back, or no heartbeat written after it was
+// served yet, so the coordinator may still count it as pending
+// revocation, which the description does not show).
 type deliveries struct {
 	ready map[string]int64 // member ID and partition -> the member's heartbeats when it was ready
 	most  int64            // the most heartbeats a delivery took
@@ -271,9 +286,6 @@ func (d *deliveries) observe(sg *spreadGroup, g *kmsg.ConsumerGroupDescribeRespo
 			byID[id] = m
 		}
 	}
-	heldByOther := func(m *spreadMember, p int32) bool {
-		return slices.ContainsFunc(sg.members, func(o *spreadMember) bool { return o != m && o.holds(p) })
-	}
 	parts := func(a kmsg.Assignment) map[int32]bool {
 		set := map[int32]bool{}
 		for _, tp := range a.TopicPartitions {
@@ -282,6 +294,16 @@ func (d *deliveries) observe(sg *spreadGroup, g *kmsg.ConsumerGroupDescribeRespo
 			}
 		}
 		return set
+	}
+	describedOwners := map[int32][]string{} // partition -> the member IDs whose assignment has it
+	for _, dm := range g.Members {
+		for p := range parts(dm.Assignment) {
+			describedOwners[p] = append(describedOwners[p], dm.MemberID)
+		}
+	}
+	heldByOther := func(m *spreadMember, id string, p int32) bool {
+		return slices.ContainsFunc(describedOwners[p], func(o string) bool { return o != id }) ||
+			slices.ContainsFunc(sg.members, func(o *spreadMember) bool { return o != m && o.holds(p) })
 	}
 	seen := map[string]bool{}
 	for _, dm := range g.Members {
@@ -304,7 +326,7 @@ func (d *deliveries) observe(sg *spreadGroup, g *kmsg.ConsumerGroupDescribeRespo
 			case waiting:
 				seen[key] = true
 			default:
-				if !heldByOther(m, p) {
+				if !heldByOther(m, dm.MemberID, p) {
 					d.ready[key] = after[dm.MemberID]
 					seen[key] = true
 				}
@@ -379,13 +401,15 @@ func (sg *spreadGroup) waitConsumed(within time.Duration) {
 // interval, which franz-go uses instead of its own), and the
 // acknowledgement of that assignment. The test counts heartbeats, not
 // time (deliveries): a partition free for a member is in the answer to
-// the member's next heartbeat, or the one after if a heartbeat was in
-// flight (the member's, or its previous owner's when it called back);
-// maxDeliveryBeats allows that. A coordinator that holds free partitions
-// back for rounds fails it however fast the machine, and a slow machine
-// does not (the old bound, 6 intervals plus 5 s of wall clock, did under
-// -race on a loaded machine). spreadWait only ends a test whose group
-// never spreads.
+// the member's next heartbeat, or the one after if the member had one in
+// flight when it became free; maxDeliveryBeats allows that and one more
+// (a previous owner's heartbeat built before its revocation called back
+// but written after it ends the hold one heartbeat early: the test sees
+// when heartbeats are written, not when they are built). A coordinator
+// that holds free partitions back for rounds fails it however fast the
+// machine, and a slow machine does not (the old bound, 6 intervals plus
+// 5 s of wall clock, did under -race on a loaded machine). spreadWait
+// only ends a test whose group never spreads.
 const (
 	maxDeliveryBeats = 3
 	spreadWait       = 60 * time.Second
