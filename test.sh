@@ -90,13 +90,15 @@ for m in $modules; do
 	if [ "$m" = tools ]; then
 		# tools' multi-process tests (clustertest's scenarios, the chaos
 		# runner's schedules) each start a cluster of broker processes:
-		# one package at a time. The chaos runs (about a core each) run
-		# one at a time; clustertest's scenarios, which mostly wait (a
-		# third of a core each), two at a time (t.Parallel; -parallel is
-		# GOMAXPROCS). They and the alert rules' evaluator (Prometheus's
-		# rule engine, a large build) run without -race: the race detector
-		# would watch only their harness, not the brokers (separate
-		# processes, built without it); the rest of tools runs with it.
+		# one package at a time. Within each, the runs and scenarios
+		# mostly wait (on held faults, elections, timeouts: the chaos
+		# package's four used about 1.2 cores together, a clustertest
+		# scenario about a third of one), so they run two at a time
+		# (t.Parallel; -parallel is GOMAXPROCS). They and the alert
+		# rules' evaluator (Prometheus's rule engine, a large build) run
+		# without -race: the race detector would watch only their
+		# harness, not the brokers (separate processes, built without
+		# it); the rest of tools runs with it.
 		nonrace="./alerts/... ./chaos/... ./clustertest/..."
 		(cd "$m" && gotest -race -count=1 -timeout 20m -p 1 ${SLUICE_TEST_SHORT:+-short} $(go list ./... | grep -v -E '/tools/(alerts|chaos|clustertest)(/|$)'))
 		(cd "$m" && gotest -count=1 -timeout 20m -p 1 ${SLUICE_TEST_SHORT:+-short} $nonrace)
