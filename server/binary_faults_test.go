@@ -61,9 +61,9 @@ func startServe(t *testing.T, bin, dir string, port int, control string, stderr 
 // makes produce fail with KAFKA_STORAGE_ERROR, {} makes it work again;
 // the normal build ignores the variable.
 func TestBinaryFaultsBuild(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "sluice-faults")
-	if out, err := exec.Command("go", "build", "-tags", "faults", "-o", bin, "./cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags faults: %v\n%s", err, out)
+	bin, err := buildSluiceFaults()
+	if err != nil {
+		t.Fatal(err)
 	}
 	control := filepath.Join(t.TempDir(), "faults.json")
 	writeControl(t, control, `{}`)
@@ -95,7 +95,6 @@ func TestBinaryFaultsBuild(t *testing.T) {
 
 	writeControl(t, control, `{"fail_writes": true}`)
 	deadline = time.Now().Add(10 * time.Second)
-	var err error
 	for i := 1; ; i++ {
 		if err = produce(i); err != nil {
 			break

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,20 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// buildSluice builds the sluice binary once per test binary.
-var buildSluice = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "sluice-bin")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "sluice")
-	out, err := exec.Command("go", "build", "-o", bin, "./cmd/sluice").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
 
 func freePort(t *testing.T) int {
 	t.Helper()

@@ -26,6 +26,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// chaosParallel: the tests that start brokers (the three runs and
+// TestWorkloads) run in parallel, two at a time with go test's default
+// -parallel (GOMAXPROCS) on CI's two cores: the short schedule, the
+// longest (about two minutes), next to the other three in turn. One at a
+// time they took about 230 s; two at a time about 140 s, the package's
+// processes using about 1.2 cores on average (a run mostly waits: on
+// held faults, elections, timeouts). Each run has its own cluster, ports
+// and folder; the faults binary is built once (faultsBinary).
+
 // faultsBinary builds the broker with -tags faults, once per test binary.
 func faultsBinary(t *testing.T) string {
 	t.Helper()
@@ -100,6 +109,7 @@ func TestChaosShortSchedule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-broker cluster for about two minutes")
 	}
+	t.Parallel() // see chaosParallel
 	folder := newRunFolder(t, "short-schedule")
 	dir := folder.dir
 	bin := faultsBinary(t)
@@ -154,6 +164,7 @@ func TestChaosTxnShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-broker cluster for about a minute")
 	}
+	t.Parallel() // see chaosParallel
 	folder := newRunFolder(t, "txn-short")
 	dir := folder.dir
 	bin := faultsBinary(t)
@@ -212,6 +223,7 @@ func TestChaosFindsAcks1Losses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-broker cluster for about a minute")
 	}
+	t.Parallel() // see chaosParallel
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	var logs bytes.Buffer

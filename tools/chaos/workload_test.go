@@ -136,6 +136,7 @@ func TestWorkloads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
+	t.Parallel() // see chaosParallel
 	ctx, cancel := context.WithTimeout(context.Background(), 130*time.Second)
 	defer cancel()
 	addr := startBroker(t)

@@ -59,9 +59,9 @@
 //
 //	cd tools && go test -count=1 -v -run 'Scenario|Move|Rebalance|Elect' ./clustertest
 //
-// They run two at a time (go test's -parallel, GOMAXPROCS by default;
-// -parallel 1 runs them one by one), but for two of three down, which
-// runs alone first (needCluster). Each is bounded (90 s; the rolling
+// They run in parallel (go test's -parallel, GOMAXPROCS by default;
+// test.sh runs four at a time; -parallel 1 runs them one by one), but
+// for two of three down, which runs alone first (needCluster). Each is bounded (90 s; the rolling
 // restart, two of three down, the retention catch-up and the two
 // multi-step move scenarios 180 s) and
 // prints its times as "FAILOVER <what> ms=<n> ...", "MOVE <what> ms=<n>

@@ -32,10 +32,10 @@ const (
 // needCluster skips a scenario under go test -short (each starts three
 // broker processes and runs for tens of seconds) and, unless serial, runs
 // it in parallel with the package's other parallel scenarios: go test
-// runs -parallel of them at once, GOMAXPROCS by default, so two on CI's
-// two cores. A scenario mostly waits (on faults' timeouts, failovers,
-// polls: the package used about a third of one core when they ran one at
-// a time). A serial one runs alone, before the parallel ones: one whose
+// runs -parallel of them at once, GOMAXPROCS by default; test.sh runs
+// four at a time on CI's two cores. A scenario mostly waits (on faults'
+// timeouts, failovers, polls: the package used about a third of one core
+// when they ran one at a time; four at a time, about one core). A serial one runs alone, before the parallel ones: one whose
 // check rests on a wall-clock margin a loaded machine could eat.
 func needCluster(t *testing.T, serial bool) {
 	t.Helper()
