@@ -995,19 +995,16 @@ func TestClusterForwardingAndShutdownRegressions(t *testing.T) {
 	if cr.Topics[0].ErrorCode != kerr.InvalidTopicException.Code || cr.Topics[1].ErrorCode != 0 {
 		t.Fatalf("create __cluster_metadata and gone: %v, %v", kerr.ErrorForCode(cr.Topics[0].ErrorCode), kerr.ErrorForCode(cr.Topics[1].ErrorCode))
 	}
-	start := time.Now()
+	// "At once" is "without waiting out the request's timeout": it is
+	// ten minutes, and the test's context (60 s) fails the request long
+	// before (a deadline, not a speed target).
 	bad := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "rf5", 1, 5
 	bad.Topics = append(bad.Topics, rt)
-	bad.TimeoutMillis = 40000
+	bad.TimeoutMillis = 600000
 	if code := send(bad).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != kerr.InvalidReplicationFactor.Code {
 		t.Fatalf("rf 5: %v", kerr.ErrorForCode(code))
-	}
-	// Not a speed target: "at once" is "without waiting out the request's
-	// timeout" (40 s; the context allows 60).
-	if d := time.Since(start); d >= 20*time.Second {
-		t.Errorf("a refused forwarded creation took %v: it waited for its timeout", d)
 	}
 	del := kmsg.NewPtrDeleteTopicsRequest()
 	del.Version = 5
