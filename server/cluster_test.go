@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -115,6 +117,13 @@ func startClusterBefore(t *testing.T, n int, before func(*Broker), extra ...stri
 				}
 			}
 			tc.mu.Unlock()
+			if dir := os.Getenv("SLUICE_TEST_LOGDIR"); dir != "" {
+				// Every goroutine's stack, for a broker that hung.
+				var stacks bytes.Buffer
+				pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+				os.MkdirAll(dir, 0o755)
+				os.WriteFile(fmt.Sprintf("%s/%s-stacks.txt", dir, strings.ReplaceAll(t.Name(), "/", "_")), stacks.Bytes(), 0o644)
+			}
 			for i, l := range tc.logs {
 				t.Logf("broker %d log tail:\n%s", i+1, l.tail(6000))
 				if dir := os.Getenv("SLUICE_TEST_LOGDIR"); dir != "" {
