@@ -34,6 +34,10 @@ type chaosNet struct {
 	// closed (a slow transfer); snapHeld counts those waiting.
 	snapGate chan struct{}
 	snapHeld int
+	// hold, when set, picks messages to keep back until releaseHeld
+	// (held).
+	hold func(from uint64, gm GroupMessage) bool
+	held []chaosMsg
 }
 
 type chaosMsg struct {
@@ -90,6 +94,10 @@ func (s chaosSender) Send(msgs []GroupMessage) {
 			continue
 		}
 		gm.Msg = cloneMessage(gm.Msg)
+		if n.hold != nil && n.hold(s.from, gm) {
+			n.held = append(n.held, chaosMsg{to: to, gm: gm})
+			continue
+		}
 		if n.dup > 0 && n.rng.Float64() < n.dup {
 			n.delayed = append(n.delayed, chaosMsg{to: to, gm: GroupMessage{Group: gm.Group, Msg: cloneMessage(gm.Msg)}})
 		}
@@ -134,6 +142,24 @@ func (n *chaosNet) release() {
 	n.mu.Unlock()
 	for _, d := range out {
 		d.h.Deliver([]GroupMessage{d.gm})
+	}
+}
+
+// releaseHeld stops holding messages back and delivers those held, in
+// the order sent.
+func (n *chaosNet) releaseHeld() {
+	n.mu.Lock()
+	held := n.held
+	n.held, n.hold = nil, nil
+	hosts := map[uint64]*Host{}
+	for _, m := range held {
+		hosts[m.to] = n.hosts[m.to]
+	}
+	n.mu.Unlock()
+	for _, m := range held {
+		if h := hosts[m.to]; h != nil {
+			h.Deliver([]GroupMessage{m.gm})
+		}
 	}
 }
 

@@ -61,7 +61,14 @@ type progressVisit struct {
 	self  uint64
 	fresh bool      // the leader was just elected: unseen replicas start now
 	down  *[]uint64 // the peers the transport reports down (Host.PeerDown)
+	// stale: the replicas in StateSnapshot that acknowledged their
+	// snapshot (see resendStaleSnapshots).
+	stale []staleSnap
 }
+
+// staleSnap is a replica in StateSnapshot whose Match reached its pending
+// snapshot.
+type staleSnap struct{ id, match uint64 }
 
 // Progress returns the group's replicas as its leader sees them;
 // ErrNotRaftLeader on a replica that does not lead. It runs in the group's
@@ -106,8 +113,12 @@ func (h *Host) trackProgress(g *group) {
 	if g.visitFn == nil {
 		g.visitFn = g.visitProgress
 	}
+	g.pv.stale = g.pv.stale[:0]
 	g.rn.WithProgress(g.visitFn)
 	g.pv.fresh = false
+	if len(g.pv.stale) > 0 {
+		g.resendStaleSnapshots()
+	}
 	if cw, ok := g.machine.(copyWaiter); ok && cw.waitingCopies() {
 		// acks=all waiting for in-sync copies (raft_acks.go).
 		g.prog = g.prog[:0]
@@ -121,8 +132,32 @@ func (h *Host) trackProgress(g *group) {
 	}
 }
 
+// resendStaleSnapshots moves out of StateSnapshot the replicas that
+// acknowledged their snapshot when the leader's log had already moved on:
+// its retention removed the entries right after the snapshot (FirstIndex
+// past Match+1) before the acknowledgement arrived (a slow or lost answer,
+// the nudge of raft_snapfiles.go). etcd raft leaves such a replica in
+// StateSnapshot, paused, for good: it resumes only once Match+1 reaches
+// FirstIndex, and sends no new snapshot meanwhile. Reporting the snapshot
+// done (raft's ReportSnapshot) makes it probe from Match+1, which is
+// compacted, so raft sends a snapshot at the current FirstIndex-1.
+func (g *group) resendStaleSnapshots() {
+	first, err := g.storage.FirstIndex()
+	if err != nil {
+		return
+	}
+	for _, s := range g.pv.stale {
+		if s.match+1 < first {
+			g.rn.ReportSnapshot(s.id, raft.SnapshotFinish)
+		}
+	}
+}
+
 // visitProgress is trackProgress's visitor.
 func (g *group) visitProgress(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+	if pr.State == tracker.StateSnapshot && pr.PendingSnapshot > 0 && pr.Match >= pr.PendingSnapshot {
+		g.pv.stale = append(g.pv.stale, staleSnap{id, pr.Match})
+	}
 	// A follower that holds the leader's log but stopped answering is
 	// not caught up (Kafka: a follower that stops fetching leaves the
 	// ISR even when no record arrives): RecentActive (raft resets it

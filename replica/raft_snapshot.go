@@ -64,7 +64,14 @@ import (
 // only), and a follower answers a heartbeat whose commit index is below
 // its FirstIndex-1 with a MsgAppResp there (raft_snapfiles.go, nudge):
 // safe whenever sent, since every leader's log matches the committed
-// prefix. Both serve delete topics' snapshots too.
+// prefix. Both serve delete topics' snapshots too. An acknowledgement
+// (or nudge) that arrives after the leader's retention moved its
+// FirstIndex past the snapshot's index + 1 would leave the follower in
+// raft's StateSnapshot, paused, for good (etcd raft resumes it only from
+// a log that still holds the next entry, and sends no new snapshot
+// meanwhile): the leader's host reports that snapshot done
+// (raft_progress.go, resendStaleSnapshots), raft probes the compacted
+// index and sends a newer snapshot.
 //
 // A delete topic whose records feed a state machine kept outside the log
 // (the metadata log: meta.Store) sets RaftConfig.SnapshotState. The

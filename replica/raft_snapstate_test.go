@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // fakeMachine is a state machine fed by a partition's records (the
@@ -275,5 +277,80 @@ func TestRetentionKeepsWhatTheStateNeeds(t *testing.T) {
 	}
 	if !machines[2].apply(t, p2) || len(machines[2].vals) != 91 {
 		t.Fatalf("node 2's machine applied %d values", len(machines[2].vals))
+	}
+}
+
+// TestSnapshotAckAfterRetention: a follower's acknowledgement of a
+// snapshot reaches the leader only after the leader's retention removed
+// the entries right after the snapshot (its answer was slow or lost, and
+// the nudge came later). etcd raft keeps such a follower in
+// StateSnapshot, paused, for good; the host has the leader send a newer
+// snapshot, and the follower catches up.
+func TestSnapshotAckAfterRetention(t *testing.T) {
+	c := newPCluster(t, 3, 1, 11)
+	c.cfg.Log.SegmentBytes = 1024
+	c.cfg.Log.RetentionBytes = 2048
+	c.startAll()
+	g := c.groups[0]
+	if err := c.nodes[1].host.Campaign(g); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(1)
+	lead := c.nodes[1].parts[g]
+	produce := func(from, n int, settle bool) {
+		t.Helper()
+		var last *Pending
+		for i := range n {
+			pd, err := lead.ProduceWith(valueBatch(fmt.Sprintf("v%d", from+i)), ProduceOptions{Acks: AcksAll})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = pd
+		}
+		if _, err := c.wait(last); err != nil {
+			t.Fatal(err)
+		}
+		if settle {
+			c.settle()
+		}
+	}
+	retention := func() {
+		t.Helper()
+		for _, id := range []uint64{1, 2} {
+			if _, err := c.nodes[id].parts[g].DeleteOldSegments(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(0, 5, true)
+	c.stop(3)
+	produce(5, 100, true)
+	retention()
+	// Node 3's answers to the leader are held back: the snapshot's
+	// acknowledgement (and any nudge) arrives late.
+	c.net.mu.Lock()
+	c.net.hold = func(from uint64, gm GroupMessage) bool {
+		return from == 3 && gm.Msg.Type == raftpb.MsgAppResp && !gm.Msg.Reject
+	}
+	c.net.mu.Unlock()
+	c.start(3)
+	p3 := c.nodes[3].parts[g]
+	c.drive("node 3 to install a snapshot", func() bool { return p3.LogStartOffset() > 5 })
+	installed := p3.LogStartOffset()
+	// Meanwhile the leader's log moves on past the snapshot.
+	produce(105, 100, false) // node 3 cannot settle: its answers are held
+	retention()
+	if lso := lead.LogStartOffset(); lso <= installed {
+		t.Fatalf("the leader's log starts at %d, not past node 3's snapshot (%d)", lso, installed)
+	}
+	c.net.releaseHeld()
+	c.drive("node 3 to catch up", func() bool { return p3.HighWatermark() == lead.HighWatermark() })
+	if p3.LogStartOffset() <= installed {
+		t.Fatalf("node 3's log starts at %d: it caught up without a newer snapshot", p3.LogStartOffset())
+	}
+	produce(205, 3, true)
+	c.drive("node 3 to follow", func() bool { return p3.HighWatermark() == lead.HighWatermark() })
+	if got, want := records(t, p3), records(t, lead); !slices.Equal(got, want) {
+		t.Fatalf("node 3 serves %v\nthe leader %v", got, want)
 	}
 }
