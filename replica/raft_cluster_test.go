@@ -40,6 +40,7 @@ type pcluster struct {
 	joinVoters map[uint64][]uint64 // and voters
 	exactJoin  map[uint64]bool     // a node joining with the initial voters exactly (RaftConfig.Joining)
 	minTerm    map[uint64]uint64   // a joining node's RaftConfig.MinTerm
+	preferred  map[uint64]bool     // a node's RaftConfig.Preferred
 	groups     []GroupID
 	cfg        TopicConfig
 	lagTime    time.Duration
@@ -59,7 +60,7 @@ type pcluster struct {
 
 func newPCluster(t *testing.T, nodes, groups int, seed uint64) *pcluster {
 	t.Helper()
-	c := &pcluster{t: t, net: newChaosNet(seed), nodes: map[uint64]*pnode{}, joining: map[uint64][]uint64{}, joinVoters: map[uint64][]uint64{}, exactJoin: map[uint64]bool{}, minTerm: map[uint64]uint64{}, cfg: DefaultTopicConfig(), lagTime: DefaultReplicaLagTime}
+	c := &pcluster{t: t, net: newChaosNet(seed), nodes: map[uint64]*pnode{}, joining: map[uint64][]uint64{}, joinVoters: map[uint64][]uint64{}, exactJoin: map[uint64]bool{}, minTerm: map[uint64]uint64{}, preferred: map[uint64]bool{}, cfg: DefaultTopicConfig(), lagTime: DefaultReplicaLagTime}
 	for i := 1; i <= nodes; i++ {
 		c.voters = append(c.voters, uint64(i))
 	}
@@ -122,7 +123,7 @@ func (c *pcluster) start(id uint64) {
 			fs = vfs.NewErrorFS(n.fs, n.inject)
 		}
 		rc := &RaftConfig{Host: n.host, Group: g, State: st, Voters: c.votersOf(id), Learners: c.joining[id], ReplicaLagTime: c.lagTime,
-			Snapshots: c.net.fetcher(id), Joining: c.exactJoin[id] && len(st.ConfState.Voters) == 0, MinTerm: c.minTerm[id]}
+			Snapshots: c.net.fetcher(id), Joining: c.exactJoin[id] && len(st.ConfState.Voters) == 0, MinTerm: c.minTerm[id], Preferred: c.preferred[id]}
 		var opened atomic.Pointer[Partition]
 		if c.onLeader != nil {
 			rc.OnLeaderChange = c.onLeader(id, g, &opened)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -282,6 +283,17 @@ type GroupConfig struct {
 	// from an old configuration (RaftConfig.Joining): it neither ticks nor
 	// campaigns until it caught up (raft_join.go).
 	Joining bool
+	// CampaignIfNew makes a replica of a new group campaign as soon as it
+	// joins the host (RaftConfig.Preferred): new means a zero HardState,
+	// Applied 0, an empty log (Storage's LastIndex 0, so no snapshot
+	// either), not Joining, and this replica a voter of State's
+	// ConfState. It campaigns again every campaignEvery ticks,
+	// campaignTries times in all, while it knows of no leader and is not
+	// a candidate (raft_quiesce.go's retryCampaign; a peer that has not
+	// opened the group drops its requests); then raft's election timeout
+	// takes over. For any other group it changes nothing. A lone voter
+	// wins its first campaign at once.
+	CampaignIfNew bool
 }
 
 // ErrGroupExists and ErrNoGroup report AddGroup and the other calls on a
@@ -509,17 +521,39 @@ func (h *Host) AddGroup(gc GroupConfig) error {
 	}
 	g := &group{id: gc.ID, rn: rn, storage: gc.Storage, machine: gc.Machine, state: gc.State, saved: gc.State, term: gc.State.HardState.Term, joining: gc.Joining || gc.State.Joining}
 	h.initLease(g, gc.State)
+	campaign := gc.CampaignIfNew && !g.joining && newGroup(h.cfg.NodeID, gc)
+	if campaign {
+		// retryCampaign, in the group's first step, campaigns.
+		g.campaignTry, g.campaignLeft = campaignTries, 0
+	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return ErrHostClosed
 	}
 	if _, ok := h.groups[gc.ID]; ok {
+		h.mu.Unlock()
 		return ErrGroupExists
 	}
 	h.groups[gc.ID] = g
 	h.setTicking(g, true)
+	h.mu.Unlock()
+	if campaign {
+		h.sched.enqueue(g) // now, not at the next tick
+	}
 	return nil
+}
+
+// newGroup reports whether gc starts a group that never ran on this
+// replica (GroupConfig.CampaignIfNew): no term, vote, commit or applied
+// entry, nothing in the log and no snapshot, and self one of the voters
+// it starts with.
+func newGroup(self uint64, gc GroupConfig) bool {
+	if gc.State.HardState != (raftpb.HardState{}) || gc.State.Applied != 0 || !slices.Contains(gc.State.ConfState.Voters, self) {
+		return false
+	}
+	last, err := gc.Storage.LastIndex()
+	return err == nil && last == 0
 }
 
 // RemoveGroup takes a group off the host and returns once no worker

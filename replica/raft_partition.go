@@ -102,6 +102,21 @@ type RaftConfig struct {
 	// leaders. Ignored with a saved State (its term is durable). Default
 	// 0.
 	MinTerm uint64
+	// Preferred marks this replica as the one that should lead the group
+	// first: the owner's choice (the broker picks a new partition's first
+	// live replica in its assignment, as Kafka's controller makes it the
+	// leader at creation). When the group is new here (no saved State,
+	// an empty log, not Joining) the replica campaigns as soon as it
+	// joins the host, and again every few ticks while it knows of no
+	// leader (its peers may not have opened the group yet), so it leads
+	// after an election round trip instead of raft's election timeout
+	// (Host's GroupConfig.CampaignIfNew has the rule). A campaign only
+	// asks for votes: raft's election rules still decide, so a wrong
+	// choice (two replicas that both think they are preferred) costs at
+	// most an election. Ignored for a group that is not new (a restart,
+	// a reopened replica). Default false: the replica waits for raft's
+	// election timeout like every other.
+	Preferred bool
 	// ReplicaLagTime is Kafka's replica.lag.time.max.ms (default 30 s): a
 	// follower is in the ISR while it caught up with the leader's log end
 	// within it.

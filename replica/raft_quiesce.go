@@ -42,7 +42,9 @@ import (
 
 const (
 	// campaignEvery is how many ticks the designated replica waits
-	// between campaigns after its leader was reported down.
+	// between campaigns after its leader was reported down, and the
+	// preferred replica of a new group between its first campaigns
+	// (GroupConfig.CampaignIfNew).
 	campaignEvery = 2
 	// campaignTries is how many times it campaigns; raft's own election
 	// timeout takes over after that.
@@ -284,8 +286,9 @@ func (h *Host) designated(g *group, dead uint64) bool {
 	return low == h.cfg.NodeID
 }
 
-// retryCampaign campaigns for a designated replica whose group still has
-// no leader, every campaignEvery ticks, campaignTries times.
+// retryCampaign campaigns for a designated replica (or a new group's
+// preferred one) whose group still has no leader, every campaignEvery
+// ticks, campaignTries times.
 func (h *Host) retryCampaign(g *group) {
 	if g.campaignTry == 0 || g.joining {
 		return

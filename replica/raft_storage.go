@@ -197,6 +197,8 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		Machine: raftMachine{p},
 		State:   st,
 		Joining: rc.Joining,
+		// AddGroup campaigns only for a group new here.
+		CampaignIfNew: rc.Preferred,
 	})
 	if err != nil {
 		p.rs = nil

@@ -547,6 +547,10 @@ func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error)
 		// it (replica.RaftConfig.MinTerm).
 		minTerm = uint64(t.Leaders[p].LeaderEpoch)
 	}
+	// A new partition's first live replica campaigns as it opens
+	// (firstLeader); the replica checks that the group is new on it too
+	// (replica.RaftConfig.Preferred).
+	preferred := !saved && !everMoved && c.firstLeader(t, p) == c.self
 	return &replica.RaftConfig{
 		Host: c.host, Group: id, State: st, Voters: raftVoterIDs(t.InitialReplicas(p)),
 		// A replica without state, or one whose saved configuration
@@ -558,8 +562,31 @@ func (c *cluster) raftConfig(t meta.Topic, p int32) (*replica.RaftConfig, error)
 		// its reassignment completed still elects a leader.
 		Joining:        (!saved && everMoved) || (saved && !slices.Contains(st.ConfState.Voters, uint64(c.self)) && !slices.Contains(st.ConfState.Learners, uint64(c.self))),
 		MinTerm:        minTerm,
+		Preferred:      preferred,
 		ReplicaLagTime: time.Duration(c.b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		Snapshots:      c.transport.SnapshotFetcher(),
 		OnLeaderChange: func(uint64, uint64) { c.kickLeadership() },
 	}, nil
+}
+
+// firstLeader returns the replica that should lead partition p of t first:
+// the first in its assignment whose broker is registered and not fenced,
+// as Kafka's controller makes it the leader when it creates the partition
+// (ReplicationControlManager: the assignment's active replicas form the
+// ISR, the first of them leads). It is -1 when the partition already had
+// a leader (the metadata holds its leader epoch) or none of its replicas
+// is live. It only chooses who campaigns first (raftConfig): raft's
+// election decides, and brokers that see the fencing differently at that
+// moment at worst both campaign, or neither (then raft's election timeout
+// elects one).
+func (c *cluster) firstLeader(t meta.Topic, p int32) int32 {
+	if int(p) >= len(t.Assignments) || (int(p) < len(t.Leaders) && t.Leaders[p].LeaderEpoch >= 0) {
+		return -1
+	}
+	for _, id := range t.Assignments[p] {
+		if br, ok := c.b.meta.Broker(id); ok && !br.Fenced {
+			return id
+		}
+	}
+	return -1
 }
