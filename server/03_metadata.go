@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sluicemq/sluice/meta"
@@ -108,7 +109,7 @@ func serveMetadata(_ context.Context, b *Broker, cc *clientConn, kreq kmsg.Reque
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = rt.Topic
 			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			if err, failed := createErrs[*rt.Topic]; failed {
+			if err, refused := createErrs[*rt.Topic]; refused {
 				mt.ErrorCode = kafkaCode(err)
 			}
 			resp.Topics = append(resp.Topics, mt)
@@ -158,10 +159,17 @@ func (b *Broker) metadataAuthorizedOperations(cc *clientConn, req *kmsg.Metadata
 }
 
 // autoCreate creates the unknown topics a Metadata request names (the
-// internal topics aside), with the broker defaults, in one metadata commit:
-// at most sluice.auto.create.topics.max.per.request of them; the others are
-// refused with THROTTLING_QUOTA_EXCEEDED (retriable: a client asking again
-// gets the next ones). It returns the error of each topic not created.
+// internal topics aside), with the broker defaults, in one metadata commit.
+// It returns the answer of each topic it refused: INVALID_TOPIC_EXCEPTION
+// for a name that can never be valid, and THROTTLING_QUOTA_EXCEEDED
+// (retriable: a client asking again gets the next ones) past the first
+// sluice.auto.create.topics.max.per.request topics. A creation that fails
+// (INVALID_REPLICATION_FACTOR while too few brokers can take a replica, a
+// partition limit, the controller out of reach) is logged, not returned:
+// the topic is answered UNKNOWN_TOPIC_OR_PARTITION, which clients retry,
+// as Kafka's AutoTopicCreationManager checks only the name
+// (filterCreatableTopics) and answers every topic it sends to the
+// controller so, without waiting for the outcome.
 func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error {
 	var reqs []topicRequest
 	errs := map[string]error{}
@@ -175,6 +183,10 @@ func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error
 		if _, ok := b.meta.Topic(name); ok {
 			continue
 		}
+		if err := meta.ValidateTopicName(name); err != nil {
+			errs[name] = kafkaErrorf(kerr.InvalidTopicException, "%v", err)
+			continue
+		}
 		if len(reqs) >= int(b.cfg.AutoCreateTopicsMaxPerRequest) {
 			errs[name] = kafkaErrorf(kerr.ThrottlingQuotaExceeded,
 				"topic %q not auto-created: one request may create at most %d topics (sluice.auto.create.topics.max.per.request)", name, b.cfg.AutoCreateTopicsMaxPerRequest)
@@ -185,23 +197,24 @@ func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error
 	if len(reqs) == 0 {
 		return errs
 	}
+	failed := map[string]error{}
 	if !b.cl.isController() {
-		b.autoCreateRemote(reqs, errs)
-		return errs
-	}
-	_, cerrs := b.createTopics(reqs, false)
-	for i, err := range cerrs {
-		if err != nil && !errIs(err, kerr.TopicAlreadyExists) {
-			errs[reqs[i].name] = err
+		b.autoCreateRemote(reqs, failed)
+	} else {
+		_, cerrs := b.createTopics(reqs, false)
+		for i, err := range cerrs {
+			if err != nil && !errIs(err, kerr.TopicAlreadyExists) {
+				failed[reqs[i].name] = err
+			}
 		}
 	}
-	if n := len(errs); n > 0 {
+	if n := len(failed); n > 0 {
 		var first error
-		for _, err := range errs {
+		for _, err := range failed {
 			first = err
 			break
 		}
-		b.logger.Warn("sluice: metadata request: topics not auto-created", "refused", n, "asked", len(seen), "example", first.Error())
+		b.logger.Warn("sluice: metadata request: topics not auto-created (answered UNKNOWN_TOPIC_OR_PARTITION)", "failed", n, "asked", len(seen), "example", first.Error())
 	}
 	return errs
 }
@@ -209,8 +222,9 @@ func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error
 // autoCreateRemote has the active controller create topics a Metadata
 // request named (a cluster broker that is not the controller): one
 // CreateTopics with the broker defaults, then a bounded wait for this
-// broker's own metadata to show them. Errors go into errs by topic.
-func (b *Broker) autoCreateRemote(reqs []topicRequest, errs map[string]error) {
+// broker's own metadata to show them. The topics not created go into
+// failed with why.
+func (b *Broker) autoCreateRemote(reqs []topicRequest, failed map[string]error) {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = int32(forwardTimeout / time.Millisecond)
 	for _, r := range reqs {
@@ -223,7 +237,7 @@ func (b *Broker) autoCreateRemote(reqs []topicRequest, errs map[string]error) {
 	kresp, err := b.cl.ctrl.request(ctx, req)
 	if err != nil {
 		for _, r := range reqs {
-			errs[r.name] = kafkaErrorf(kerr.NotController, "topic %q not auto-created: the controller is not reachable: %v", r.name, err)
+			failed[r.name] = fmt.Errorf("topic %q not auto-created: the controller is not reachable: %w", r.name, err)
 		}
 		return
 	}
@@ -233,12 +247,12 @@ func (b *Broker) autoCreateRemote(reqs []topicRequest, errs map[string]error) {
 			if st.ErrorMessage != nil {
 				msg = *st.ErrorMessage
 			}
-			errs[st.Topic] = kafkaErrorf(kerr.ErrorForCode(code).(*kerr.Error), "topic %q not auto-created by the controller: %s", st.Topic, msg)
+			failed[st.Topic] = kafkaErrorf(kerr.ErrorForCode(code).(*kerr.Error), "topic %q not auto-created by the controller: %s", st.Topic, msg)
 		}
 	}
 	b.awaitLocalMetadata(ctx, func() bool {
 		for _, r := range reqs {
-			if _, failed := errs[r.name]; failed {
+			if _, no := failed[r.name]; no {
 				continue
 			}
 			if _, ok := b.meta.Topic(r.name); !ok {

@@ -280,7 +280,12 @@ const forwardTimeout = 30 * time.Second
 // to the next controller rather than to the client, as a Kafka broker's forwarding does (it forwards every admin
 // request, and retries its forwarded requests on NOT_CONTROLLER:
 // NodeToControllerRequestThread). A controller that cannot be reached
-// within forwardTimeout is NOT_CONTROLLER (retriable). settled, when
+// within forwardTimeout (or before ctx's deadline) is REQUEST_TIMED_OUT
+// (retriable), as Kafka's ForwardingManager answers a request its
+// NodeToControllerChannelManager timed out (onTimeout); a forward cut
+// short otherwise (this broker stopping) is NOT_CONTROLLER (retriable),
+// as is a request another broker forwarded to this node while it is not
+// the active controller (Kafka's controller answers so). settled, when
 // set, says whether this broker's own copy of the metadata shows the
 // change: forward waits (bounded) for it and for a reconciler pass over
 // it, so the client's next request here sees it.
@@ -307,6 +312,9 @@ func (b *Broker) forward(ctx context.Context, cc *clientConn, kreq kmsg.Request,
 	resp, err = c.ctrl.request(fctx, pinnedRequest{kreq, version})
 	kreq.SetVersion(version)
 	if err != nil {
+		if errors.Is(fctx.Err(), context.DeadlineExceeded) {
+			return nil, true, kafkaErrorf(kerr.RequestTimedOut, "no active controller answered in time (at most %v): %v", forwardTimeout, err)
+		}
 		return nil, true, kafkaErrorf(kerr.NotController, "%v", err)
 	}
 	resp.SetVersion(version)

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -57,5 +59,29 @@ func TestCarriesNotController(t *testing.T) {
 		if got := carriesNotController(c.resp); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A forwarded admin request that finds no controller before its timeout
+// answers REQUEST_TIMED_OUT, as Kafka's ForwardingManager answers a
+// request its NodeToControllerChannelManager timed out (onTimeout: the
+// request's error response for a TimeoutException); NOT_CONTROLLER stays
+// the answer of a node that is not the controller to a request forwarded
+// to it. Node 1 of three voters, the other two never started: no
+// controller is ever elected. The forward is given a short deadline of
+// its own in place of forwardTimeout (the same path: the wait ends).
+func TestForwardTimeoutIsRequestTimedOut(t *testing.T) {
+	t.Parallel()
+	b := startGateNode(t, &logBuffer{}, freePorts(t, 4), 3, 0)
+	defer b.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 1, 1
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, ok, err := b.forward(ctx, nil, req, nil)
+	if !ok || kafkaCode(err) != kerr.RequestTimedOut.Code {
+		t.Fatalf("forward without a controller: ok %v, %v (%v); want REQUEST_TIMED_OUT", ok, kerr.ErrorForCode(kafkaCode(err)), err)
 	}
 }

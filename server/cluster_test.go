@@ -1142,6 +1142,82 @@ func TestClusterAutoCreateThroughAnyBroker(t *testing.T) {
 	}
 }
 
+// With one of three brokers down, a topic auto-created with
+// default.replication.factor 3 through a broker that is not the
+// controller cannot be placed: the controller refuses the forwarded
+// creation (INVALID_REPLICATION_FACTOR), and Metadata answers
+// UNKNOWN_TOPIC_OR_PARTITION, which clients retry, as Kafka's
+// AutoTopicCreationManager answers every topic it sent to the controller;
+// once the broker is back, the same request creates it.
+func TestClusterAutoCreateUnplaceableIsRetriable(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 3)
+	tc.waitBrokers(3)
+	ctx, cancel := deadlineContext(t)
+	defer cancel()
+	ctrl, _, err := tc.controller(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []int // 0-based nodes that are not the controller
+	for i := range 3 {
+		if int32(i+1) != ctrl {
+			others = append(others, i)
+		}
+	}
+	down, via := others[0], others[1]
+	tc.crash(down)
+	// Until the controller takes the crashed broker out of placement, a
+	// creation with three replicas is placed on it: wait for a
+	// validate-only one to be refused.
+	check := kmsg.NewPtrCreateTopicsRequest()
+	check.ValidateOnly = true
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "probe", 1, 3
+	check.Topics = append(check.Topics, ct)
+	cl := tc.direct(via)
+	for {
+		resp, err := cl.Broker(via+1).Request(ctx, check)
+		if err == nil && resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode == kerr.InvalidReplicationFactor.Code {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("three replicas still placeable with broker %d down: %v", down+1, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("needs-three")
+	req.Topics = append(req.Topics, rt)
+	req.AllowAutoTopicCreation = true
+	resp, err := cl.Broker(via+1).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("auto-creation with broker %d down, through broker %d: %v, want UNKNOWN_TOPIC_OR_PARTITION", down+1, via+1, kerr.ErrorForCode(code))
+	}
+	if _, ok := tc.broker(via).meta.Topic("needs-three"); ok {
+		t.Fatal("the topic was created with a broker down")
+	}
+	tc.start(down)
+	tc.waitBrokers(3)
+	for {
+		resp, err := cl.Broker(via+1).Request(ctx, req)
+		if err == nil && resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("auto-creation with every broker back: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	tc.waitLeaders("needs-three", 3)
+}
+
 // A produce sent to a follower answers NOT_LEADER_OR_FOLLOWER with
 // KIP-951's hint: the current leader and epoch, and its endpoint in the
 // response's NodeEndpoints, so a client need not refresh its metadata.

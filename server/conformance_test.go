@@ -408,3 +408,41 @@ func TestSeveralLogDirs(t *testing.T) {
 		t.Fatalf("the second log dir is not locked: %v", err)
 	}
 }
+
+// An auto-creation that cannot be satisfied (default.replication.factor
+// above the brokers that can take a replica) answers Metadata
+// UNKNOWN_TOPIC_OR_PARTITION, which clients retry, not the creation's own
+// error: Kafka's AutoTopicCreationManager sends the creation to the
+// controller without waiting and answers every topic it sent so; only a
+// name that can never be valid answers INVALID_TOPIC_EXCEPTION
+// (filterCreatableTopics).
+func TestAutoCreateUnsatisfiableIsRetriable(t *testing.T) {
+	t.Parallel()
+	b, addr := startBroker(t, "", "default.replication.factor=3")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := newClient(t, addr)
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = true
+	for _, name := range []string{"needs-three", "not a name!"} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int16{"needs-three": kerr.UnknownTopicOrPartition.Code, "not a name!": kerr.InvalidTopicException.Code}
+	if len(resp.Topics) != len(want) {
+		t.Fatalf("%d topics answered, want %d", len(resp.Topics), len(want))
+	}
+	for _, mt := range resp.Topics {
+		if w, ok := want[*mt.Topic]; !ok || mt.ErrorCode != w {
+			t.Errorf("topic %q: %v, want %v", *mt.Topic, kerr.ErrorForCode(mt.ErrorCode), kerr.ErrorForCode(w))
+		}
+	}
+	if _, ok := b.meta.Topic("needs-three"); ok {
+		t.Error("a topic needing three replicas was created on one broker")
+	}
+}

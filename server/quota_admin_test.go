@@ -86,6 +86,7 @@ func TestClientQuotasAdmin(t *testing.T) {
 		setQuota(nil, "producer_byte_rate", 1),
 		setQuota(qent("user", "bob"), "producer_byte_rate", 1.5),
 		setQuota(qent("user", "bob"), "producer_byte_rate", -1),
+		setQuota(qent("user", "bob"), "controller_mutation_rate", 0), // Kafka: "must be greater than 0"
 		setQuota(qent("user", "bob"), "request_percentage", math.NaN()),
 		setQuota(qent("user", "bob"), "request_percentage", math.Inf(1)),
 		setQuota(qent("user", "bob"), "producer_byte_rate", 1e300), // too large for a long

@@ -138,7 +138,10 @@ func (m *mutationQuota) giveBack(n float64) {
 
 // bucketThrottleMs is Kafka's ControllerMutationQuotaManager.throttleTimeMs:
 // the time a bucket at tokens (below zero) needs to refill to zero at
-// rate, in ms; 0 at zero or above. At most math.MaxInt32.
+// rate, in ms; 0 at zero or above. At most math.MaxInt32 (a tiny rate;
+// Kafka's long is cut to an int there). A rate of 0 answers 0, but never
+// reaches a bucket: AlterClientQuotas refuses it, as Kafka's
+// ClientQuotaControlManager does (meta.ValidateQuotaValue).
 func bucketThrottleMs(tokens, rate float64) int64 {
 	if tokens >= 0 || rate <= 0 {
 		return 0

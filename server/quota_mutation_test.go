@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -259,5 +260,32 @@ func TestQuotaControllerMutationOtherEntity(t *testing.T) {
 		Ops: []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Remove: true}}})
 	if _, err := limited.CreateTopic(ctx, 3, 1, nil, "l3"); err != nil {
 		t.Fatalf("after the quota's removal: %v", err)
+	}
+}
+
+// A bucket's throttle time is Kafka's (ControllerMutationQuotaManager
+// throttleTimeMs): the time back to zero at the rate, rounded to the
+// millisecond; a tiny rate's is capped at math.MaxInt32, where Kafka's
+// long would be cut to an int's low 32 bits. A rate of 0 never reaches a
+// bucket: AlterClientQuotas refuses it, as Kafka's
+// ClientQuotaControlManager does ("must be greater than 0";
+// TestClientQuotasAdmin's bad entries).
+func TestBucketThrottleMs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		tokens, rate float64
+		want         int64
+	}{
+		{0, 10, 0},
+		{5, 10, 0},
+		{-5, 10, 500},
+		{-1, 3, 333},
+		{-1, 1e-6, 1e9},
+		{-1, 1e-7, math.MaxInt32},
+		{-1e300, 1, math.MaxInt32},
+	} {
+		if got := bucketThrottleMs(c.tokens, c.rate); got != c.want {
+			t.Errorf("bucketThrottleMs(%v, %v) = %d, want %d", c.tokens, c.rate, got, c.want)
+		}
 	}
 }

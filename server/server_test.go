@@ -76,6 +76,20 @@ func awaitCaughtUp(t *testing.T, b *Broker) {
 	b.recon.changed(ctx)
 }
 
+// deadlineContext is a context that ends a little before the test's
+// deadline (go test -timeout; ten minutes from now without one), for a
+// wait that has no speed target: it fails the test only when what it waits
+// for never comes, never because -race on a loaded machine is slow, and
+// it ends early enough for the test to report why.
+func deadlineContext(t *testing.T) (context.Context, context.CancelFunc) {
+	d, ok := t.Deadline()
+	if !ok {
+		d = time.Now().Add(10 * time.Minute)
+	}
+	d = d.Add(-min(30*time.Second, time.Until(d)/10))
+	return context.WithDeadline(context.Background(), d)
+}
+
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)

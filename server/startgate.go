@@ -13,8 +13,8 @@ import (
 // systems which assume that the socket being open indicates readiness are
 // not confused"). A client that came in the first second would otherwise
 // see a cluster without this broker: auto-creation on a one-voter node
-// has no broker to place the replica on (INVALID_REPLICATION_FACTOR, not
-// retriable for franz-go).
+// has no broker to place the replica on (the topic is not created, and
+// Metadata answers UNKNOWN_TOPIC_OR_PARTITION until it is).
 //
 // Sluice's clustered broker does the equivalent on its client listeners
 // (those not in controller.listener.names): their connections are

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,5 +142,51 @@ func TestSIGINTEndsCommandWithoutContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the child still runs 10 s after SIGINT")
+	}
+}
+
+// Every command that only groups others, run alone, is a bad command line
+// (exit 2, nothing on stdout, what is required and where help is), as the
+// root itself; its -h prints its help and exits 0. Every command's -h
+// gives each flag one default at most (pflag adds "(default X)" for a
+// non-zero default, beside any the usage states).
+func TestCommandTreeHelpAndParents(t *testing.T) {
+	var walk func(c *cobra.Command)
+	var parents, all [][]string
+	walk = func(c *cobra.Command) {
+		path := strings.Fields(c.CommandPath())[1:]
+		switch c.Name() {
+		case "help", "completion", "version":
+			return // TestCompletionAndHelp
+		}
+		all = append(all, path)
+		if c.HasSubCommands() {
+			parents = append(parents, path)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard))
+	if len(parents) < 10 {
+		t.Fatalf("found %d parent commands: %v", len(parents), parents)
+	}
+	for _, p := range parents {
+		code, stdout, stderr := sluice(t, p...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, "a command is required") || !strings.Contains(stderr, "-h for help") {
+			t.Errorf("sluice %s: exit %d, stdout %.80q, stderr %q; want exit 2, no stdout, \"a command is required\" and where help is",
+				strings.Join(p, " "), code, stdout, stderr)
+		}
+	}
+	for _, p := range all {
+		code, stdout, _ := sluice(t, append(slices.Clone(p), "-h")...)
+		if code != 0 || stdout == "" {
+			t.Errorf("sluice %s -h: exit %d, stdout %.80q; want its help, exit 0", strings.Join(p, " "), code, stdout)
+		}
+		for _, line := range strings.Split(stdout, "\n") {
+			if strings.Count(line, "(default") > 1 {
+				t.Errorf("sluice %s -h: a flag with two defaults: %s", strings.Join(p, " "), strings.TrimSpace(line))
+			}
+		}
 	}
 }

@@ -57,8 +57,11 @@ one's replicas colon-separated, preferred leader first; it gives the
 partition count and replication factor itself.`)
 	fs := c.Flags()
 	topic := fs.String("topic", "", "the `topic` to create")
-	parts := fs.Int32("partitions", -1, "`partitions` (default: the cluster's num.partitions)")
-	rf := fs.Int16("replication-factor", -1, "`replicas` per partition (default: the cluster's default.replication.factor)")
+	// Zero, not -1, as the flags' defaults: a flag left out sends -1 (the
+	// cluster's default), and pflag prints no default of its own beside
+	// the usage's (it leaves zero values out).
+	parts := fs.Int32("partitions", 0, "`partitions` (default: the cluster's num.partitions)")
+	rf := fs.Int16("replication-factor", 0, "`replicas` per partition (default: the cluster's default.replication.factor)")
 	configs := fs.StringArray("config", nil, "a topic config `key=value` (repeatable)")
 	assignment := fs.String("replica-assignment", "", "explicit `replicas`: partitions comma-separated, replicas colon-separated (1:2,2:3)")
 	ifNotExists := fs.Bool("if-not-exists", false, "succeed if the topic exists already")
@@ -73,12 +76,18 @@ partition count and replication factor itself.`)
 		}
 		req := kmsg.NewPtrCreateTopicsRequest()
 		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = *topic, *parts, *rf
-		if fs.Changed("partitions") && *parts < 1 {
-			return usageErrorf("--partitions must be at least 1, not %d", *parts)
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = *topic, -1, -1
+		if fs.Changed("partitions") {
+			if *parts < 1 {
+				return usageErrorf("--partitions must be at least 1, not %d", *parts)
+			}
+			rt.NumPartitions = *parts
 		}
-		if fs.Changed("replication-factor") && *rf < 1 {
-			return usageErrorf("--replication-factor must be at least 1, not %d", *rf)
+		if fs.Changed("replication-factor") {
+			if *rf < 1 {
+				return usageErrorf("--replication-factor must be at least 1, not %d", *rf)
+			}
+			rt.ReplicationFactor = *rf
 		}
 		if *assignment != "" {
 			if fs.Changed("partitions") || fs.Changed("replication-factor") {
