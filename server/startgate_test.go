@@ -42,23 +42,41 @@ func startGateNode(t *testing.T, logs *logBuffer, ports []int, voters int, gateM
 }
 
 // A one-voter KRaft-style node (Kafka's stock server.properties) serves
-// its client listener only once registered and unfenced: a producer that
-// connects the moment Start returns auto-creates its topic, where it got
-// INVALID_REPLICATION_FACTOR (no broker to place the replica on) before
-// the gate.
+// its client listener only once registered and unfenced, so the first
+// Metadata request sent the moment Start returns auto-creates its topic.
+// Before the gate that creation failed (no registered broker to place
+// the replica on): the broker logged that the topic was not auto-created
+// and answered UNKNOWN_TOPIC_OR_PARTITION, which a producer retries until
+// it succeeds, so only the first answer and the log tell the two apart.
 func TestStartGateOneVoterProduceAtOnce(t *testing.T) {
 	logs := &logBuffer{}
 	b := startGateNode(t, logs, freePorts(t, 2), 1, 0, "default.replication.factor=1", "offsets.topic.replication.factor=1")
 	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("first-second"))
+	const topic = "first-second"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := deadlineContext(t)
 	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		t.Fatalf("metadata at start-up: %v\n%s", err, logs.String())
+	}
+	if ts := kresp.(*kmsg.MetadataResponse).Topics; len(ts) != 1 || ts[0].ErrorCode != 0 || len(ts[0].Partitions) != 1 || ts[0].Partitions[0].Leader != 1 {
+		t.Errorf("the first Metadata answer does not show the topic auto-created and led by node 1: %+v\n%s", ts, logs.String())
+	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("hello")}).FirstErr(); err != nil {
 		t.Fatalf("produce at start-up: %v\n%s", err, logs.String())
+	}
+	if lines := logs.lines("not auto-created"); len(lines) != 0 {
+		t.Errorf("an auto-creation failed at start-up: %q", lines)
 	}
 	if len(logs.lines("the client listeners wait until this broker is registered")) == 0 || len(logs.lines("registered and unfenced; the client listeners serve")) != 1 {
 		t.Errorf("the gate's log lines are missing:\n%s", logs.String())
