@@ -165,8 +165,9 @@ func (b *Broker) metadataAuthorizedOperations(cc *clientConn, req *kmsg.Metadata
 // (retriable: a client asking again gets the next ones) past the first
 // sluice.auto.create.topics.max.per.request topics. A creation that fails
 // (INVALID_REPLICATION_FACTOR while too few brokers can take a replica, a
-// partition limit, the controller out of reach) is logged, not returned:
-// the topic is answered UNKNOWN_TOPIC_OR_PARTITION, which clients retry,
+// partition limit, the controller out of reach) is logged (summarized per
+// interval: clients retry without end), not returned: the topic is
+// answered UNKNOWN_TOPIC_OR_PARTITION, which clients retry,
 // as Kafka's AutoTopicCreationManager checks only the name
 // (filterCreatableTopics) and answers every topic it sends to the
 // controller so, without waiting for the outcome.
@@ -214,7 +215,7 @@ func (b *Broker) autoCreate(topics []kmsg.MetadataRequestTopic) map[string]error
 			first = err
 			break
 		}
-		b.logger.Warn("sluice: metadata request: topics not auto-created (answered UNKNOWN_TOPIC_OR_PARTITION)", "failed", n, "asked", len(seen), "example", first.Error())
+		b.autoCreateFails.note("failed", n, "asked", len(seen), "example", first.Error())
 	}
 	return errs
 }

@@ -82,6 +82,7 @@ type Broker struct {
 	logEvery                      time.Duration
 	badConns, refused, acceptErrs *logSummary
 	produceErrs                   *logSummary // storage errors of produce requests (a client retries them)
+	autoCreateFails               *logSummary // Metadata auto-creations that failed (clients retry them without end)
 	summariesDone                 chan struct{}
 
 	// peerLogins summarizes this node's SASL logins refused by other

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -406,6 +407,40 @@ func TestSeveralLogDirs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d2, lockName)); err != nil {
 		t.Fatalf("the second log dir is not locked: %v", err)
+	}
+}
+
+// Clients retry an auto-creation that fails without end, so a
+// default.replication.factor no broker set can satisfy logs one warning
+// per interval with the count of failed requests, not one per request.
+func TestAutoCreateFailuresLogSummarized(t *testing.T) {
+	t.Parallel()
+	logs := &logBuffer{}
+	b := newTestBroker(t, logs, slog.LevelInfo, func(b *Broker) { b.logEvery = time.Hour }, "default.replication.factor=3")
+	ctx, cancel := deadlineContext(t)
+	defer cancel()
+	cl := newClient(t, b.Addr().String())
+	const requests = 20
+	for range requests {
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = true
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("needs-three")
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Fatalf("answer %+v, want UNKNOWN_TOPIC_OR_PARTITION", resp.Topics)
+		}
+	}
+	if lines := logs.lines("level=WARN", "not auto-created"); len(lines) != 1 || !strings.Contains(lines[0], "INVALID_REPLICATION_FACTOR") {
+		t.Fatalf("%d warnings for %d failed auto-creations in one interval, want the first at once: %q", len(lines), requests, lines)
+	}
+	b.autoCreateFails.flush()
+	if lines := logs.lines("level=WARN", "not auto-created"); len(lines) != 2 || !strings.Contains(lines[1], fmt.Sprintf("count=%d", requests-1)) {
+		t.Errorf("the interval's summary does not count the other %d failures: %q", requests-1, lines)
 	}
 }
 

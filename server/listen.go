@@ -54,6 +54,7 @@ func (b *Broker) Start() error {
 	b.refused = newLogSummary(b.logger, slog.LevelInfo, "server: connections refused: max.connections.per.ip", b.logEvery)
 	b.acceptErrs = newLogSummary(b.logger, slog.LevelError, "sluice: accept failing; retrying", b.logEvery)
 	b.produceErrs = newLogSummary(b.logger, slog.LevelError, "sluice: produce failed (KAFKA_STORAGE_ERROR)", b.logEvery)
+	b.autoCreateFails = newLogSummary(b.logger, slog.LevelWarn, "sluice: metadata request: topics not auto-created (answered UNKNOWN_TOPIC_OR_PARTITION)", b.logEvery)
 	b.peerLogins = newLogSummary(b.logger, slog.LevelWarn, "sluice: SASL login to another node refused; check its listener's JAAS username and password and the sasl.mechanism.* keys", b.logEvery)
 	if b.lnTLS, err = buildListenerTLS(&b.cfg); err != nil {
 		return err
@@ -384,7 +385,7 @@ func (b *Broker) flushSummaries(done chan struct{}) {
 		case <-t.C:
 		case <-done:
 		}
-		for _, s := range []*logSummary{b.badConns, b.refused, b.acceptErrs, b.produceErrs, b.peerLogins} {
+		for _, s := range []*logSummary{b.badConns, b.refused, b.acceptErrs, b.produceErrs, b.autoCreateFails, b.peerLogins} {
 			s.flush()
 		}
 		select {
