@@ -2,10 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestTopicLifecycle(t *testing.T) {
@@ -64,7 +69,12 @@ func TestTopicLifecycle(t *testing.T) {
 func TestTopicUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"topic", "create"},
+		// Kafka's TopicCommand refuses an explicit count below 1; only an
+		// omitted flag means the cluster's default.
 		{"topic", "create", "--topic", "t", "--partitions", "0"},
+		{"topic", "create", "--topic", "t", "--partitions", "-1"},
+		{"topic", "create", "--topic", "t", "--replication-factor", "0"},
+		{"topic", "create", "--topic", "t", "--replication-factor", "-1"},
 		{"topic", "create", "--topic", "t", "--partitions", "2", "--replica-assignment", "1,1"},
 		{"topic", "create", "--topic", "t", "--config", "novalue"},
 		{"topic", "create", "--topic", "t", "--replica-assignment", "1:2,1"},
@@ -76,6 +86,51 @@ func TestTopicUsageErrors(t *testing.T) {
 		code, _, errOut := sluice(t, append(args, "--bootstrap-server", "127.0.0.1:1")...)
 		if code != 2 || !strings.Contains(errOut, "-h for help") {
 			t.Errorf("sluice %s: exit %d, %q; want 2 and a usage line", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
+
+// An omitted --partitions or --replication-factor sends -1 in
+// CreateTopics (the cluster's num.partitions and
+// default.replication.factor, KIP-464), a given one its value.
+func TestTopicCreateDefaultsSendMinusOne(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	b := []string{"--bootstrap-server", c.ListenAddrs()[0]}
+	var (
+		mu   sync.Mutex
+		sent [][2]int32 // NumPartitions, ReplicationFactor of each topic asked for
+	)
+	c.ControlKey(kmsg.CreateTopics.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rt := range kr.(*kmsg.CreateTopicsRequest).Topics {
+			sent = append(sent, [2]int32{rt.NumPartitions, int32(rt.ReplicationFactor)})
+		}
+		return nil, nil, false // kfake creates the topic
+	})
+	for i, tc := range []struct {
+		flags []string
+		want  [2]int32
+	}{
+		{nil, [2]int32{-1, -1}},
+		{[]string{"--partitions", "3"}, [2]int32{3, -1}},
+		{[]string{"--replication-factor", "1"}, [2]int32{-1, 1}},
+	} {
+		mu.Lock()
+		sent = nil
+		mu.Unlock()
+		topic := fmt.Sprintf("t%d", i)
+		mustSluice(t, append(append([]string{"topic", "create", "--topic", topic}, tc.flags...), b...)...)
+		mu.Lock()
+		got := slices.Clone(sent)
+		mu.Unlock()
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("sluice topic create %v: sent (partitions, replication factor) %v, want [%v]", tc.flags, got, tc.want)
 		}
 	}
 }
