@@ -1082,6 +1082,7 @@ func (h *Host) step(g *group) bool {
 		if h.holdsVote(g, &inbox[i].Msg) {
 			continue // a restarted replica's hold (raft_lease.go)
 		}
+		clampHeartbeatCommit(g, &inbox[i].Msg)
 		if err := g.rn.Step(inbox[i].Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 			h.cfg.Logger.Debug("replica: raft step", "group", g.id.String(), "err", err)
 		}
@@ -1096,6 +1097,23 @@ func (h *Host) step(g *group) bool {
 	h.retryCampaign(g)
 	h.noteTransfer(g)
 	return true
+}
+
+// clampHeartbeatCommit lowers a heartbeat's commit index to the last
+// index this replica's log holds. A leader sends min(the replica's match,
+// its commit), so it is past the log only when the replica lost entries
+// it had acknowledged (a voter that lost its disk and opened with an
+// empty log): etcd raft panics on it ("tocommit out of range"), which
+// would take the broker down. Clamped, the replica answers, the leader
+// finds its log short on the next append and catches it up. A commit
+// below raft's own is ignored by raft, so a lower one is always safe.
+func clampHeartbeatCommit(g *group, m *raftpb.Message) {
+	if m.Type != raftpb.MsgHeartbeat {
+		return
+	}
+	if last, err := g.storage.LastIndex(); err == nil && m.Commit > last {
+		m.Commit = last
+	}
 }
 
 // snapshotConfIndexer is a GroupStorage whose snapshots' ConfState may
