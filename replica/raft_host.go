@@ -1135,7 +1135,7 @@ func (h *Host) clampHeartbeatCommit(g *group, m *raftpb.Message) {
 // none there it stays, and the replica waits for the next election.
 // Called by the worker handling g, before m is stepped.
 func (h *Host) noteLostLog(g *group, m *raftpb.Message) {
-	if m.Type != raftpb.MsgAppResp || !m.Reject || g.role != raft.StateLeader {
+	if m.Type != raftpb.MsgAppResp || !m.Reject || g.role != raft.StateLeader || m.Term != g.rn.BasicStatus().Term {
 		return
 	}
 	var match, best, bestMatch uint64
