@@ -25,6 +25,11 @@ var (
 	// Kafka's Partition.checkCurrentLeaderEpoch).
 	ErrUnknownLeaderEpoch = errors.New("replica: unknown leader epoch")
 	ErrFencedLeaderEpoch  = errors.New("replica: fenced leader epoch")
+	// ErrLostCommitted: Open of a replica whose log ends before the
+	// entries its raft group's saved state says it committed or applied
+	// (a damaged log served only up to the damage, an older copy of a
+	// file): it cannot rejoin its group (Partition.holdsCommitted).
+	ErrLostCommitted = errors.New("replica: the log lost committed entries")
 	// ErrNoRaft: Open without Options.Raft. Every partition is a raft
 	// group (a single replica a group of one voter), so there is no
 	// partition without one.

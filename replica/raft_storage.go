@@ -117,6 +117,27 @@ func (s *partitionStorage) Sync() error {
 	return nil
 }
 
+// holdsCommitted checks that the log holds every entry st's commit and
+// applied indexes cover. A log that lost committed entries (damage
+// recovery stopped before them, a file replaced by an older copy) cannot
+// take part in its group: raft panics on a commit index past the log's
+// end, and the replica may have voted or acknowledged on what it lost.
+// The error names the damage when there is one, and what an operator can
+// do; the broker keeps the partition offline (KAFKA_STORAGE_ERROR).
+func (p *Partition) holdsCommitted(st GroupState) error {
+	need := max(st.HardState.Commit, st.Applied)
+	last := p.log.LastIndex()
+	if need <= last || need < p.log.FirstIndex() {
+		return nil
+	}
+	why := "recovery cut the log's tail (see its warning) or a file was replaced by an older copy"
+	if d := p.log.Damage(); d != nil {
+		why = d.Error()
+	}
+	return fmt.Errorf("%w: the raft group's saved state covers its entries up to index %d, but the log ends at index %d (%s); the replica stays offline: reassign the partition off this broker and back so it is copied again from its other replicas (with one replica the entries are lost: delete and recreate the topic)",
+		ErrLostCommitted, need, last, why)
+}
+
 // startRaft joins the partition's raft group on its host (Open with
 // Options.Raft): the high watermark is the offset after the last entry
 // the state machine applied (entries above it are applied again).
@@ -154,6 +175,9 @@ func (p *Partition) startRaft(rc RaftConfig) error {
 		// member it is not (a removed replica reopened, a placement
 		// mistake).
 		return fmt.Errorf("%w: node %d is not a replica of group %s (voters %v, learners %v)", ErrNotAReplica, self, rc.Group, st.ConfState.Voters, st.ConfState.Learners)
+	}
+	if err := p.holdsCommitted(st); err != nil {
+		return err
 	}
 	rs := &raftState{
 		host:     rc.Host,
