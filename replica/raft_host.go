@@ -1082,8 +1082,6 @@ func (h *Host) step(g *group) bool {
 		if h.holdsVote(g, &inbox[i].Msg) {
 			continue // a restarted replica's hold (raft_lease.go)
 		}
-		h.clampHeartbeatCommit(g, &inbox[i].Msg)
-		h.noteLostLog(g, &inbox[i].Msg)
 		if err := g.rn.Step(inbox[i].Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 			h.cfg.Logger.Debug("replica: raft step", "group", g.id.String(), "err", err)
 		}
@@ -1098,63 +1096,6 @@ func (h *Host) step(g *group) bool {
 	h.retryCampaign(g)
 	h.noteTransfer(g)
 	return true
-}
-
-// clampHeartbeatCommit lowers a heartbeat's commit index to the last
-// index this replica's log holds. A leader sends min(the replica's match,
-// its commit), so it is past the log only when the replica lost entries
-// it had acknowledged (a voter that lost its disk and opened with an
-// empty log): etcd raft panics on it ("tocommit out of range"), which
-// would take the broker down. A commit below raft's own is ignored by
-// raft, so a lower one is always safe. The leader is told with a
-// rejection at that commit whose hint is the log's end (noteLostLog), so
-// an idle group heals too, not only at its next append.
-func (h *Host) clampHeartbeatCommit(g *group, m *raftpb.Message) {
-	if m.Type != raftpb.MsgHeartbeat {
-		return
-	}
-	last, err := g.storage.LastIndex()
-	if err != nil || m.Commit <= last {
-		return
-	}
-	h.cfg.Transport.Send([]GroupMessage{{Group: g.id, Msg: raftpb.Message{
-		Type: raftpb.MsgAppResp, To: m.From, From: m.To, Term: m.Term, Index: m.Commit, Reject: true, RejectHint: last,
-	}}})
-	m.Commit = last
-}
-
-// noteLostLog moves the leadership away from a leader that cannot catch
-// up a replica which lost entries it had acknowledged (a voter that lost
-// its disk): the replica rejects the leader's append at or above the
-// Match the leader holds for it, with a hint (its log's end) below that
-// Match. etcd raft never lowers a Match and takes such a rejection for
-// a stale one, so this leader would never send it what it lost; a new
-// leader starts every follower's progress afresh and probes it back to
-// its log's end. The leadership goes to the voter, other than the two,
-// that holds the most (raft's transfer waits for it to catch up); with
-// none there it stays, and the replica waits for the next election.
-// Called by the worker handling g, before m is stepped.
-func (h *Host) noteLostLog(g *group, m *raftpb.Message) {
-	if m.Type != raftpb.MsgAppResp || !m.Reject || g.role != raft.StateLeader || m.Term != g.rn.BasicStatus().Term {
-		return
-	}
-	var match, best, bestMatch uint64
-	g.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		switch {
-		case id == m.From:
-			match = pr.Match
-		case id != h.cfg.NodeID && typ == raft.ProgressTypePeer && (best == 0 || pr.Match > bestMatch):
-			best, bestMatch = id, pr.Match
-		}
-	})
-	if match == 0 || m.Index < match || m.RejectHint >= match {
-		return // a stale rejection, or one raft's probing handles
-	}
-	h.cfg.Logger.Warn("replica: a replica lost entries it had acknowledged; the leadership moves so a new leader catches it up",
-		"group", g.id.String(), "replica", m.From, "acknowledged", match, "log_end", m.RejectHint, "to", best)
-	if best != 0 && g.rn.BasicStatus().LeadTransferee == 0 {
-		g.rn.TransferLeader(best)
-	}
 }
 
 // snapshotConfIndexer is a GroupStorage whose snapshots' ConfState may
