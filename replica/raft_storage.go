@@ -134,7 +134,7 @@ func (p *Partition) holdsCommitted(st GroupState) error {
 	if d := p.log.Damage(); d != nil {
 		why = d.Error()
 	}
-	return fmt.Errorf("%w: the raft group's saved state covers its entries up to index %d, but the log ends at index %d (%s); the replica stays offline: reassign the partition off this broker and back so it is copied again from its other replicas (with one replica the entries are lost: delete and recreate the topic)",
+	return fmt.Errorf("%w: the raft group's saved state covers its entries up to index %d, but the log ends at index %d (%s); the replica stays offline until the log's files are restored (Sluice cannot rebuild it from the other replicas yet; with one replica the entries are lost)",
 		ErrLostCommitted, need, last, why)
 }
 
