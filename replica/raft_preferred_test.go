@@ -9,8 +9,9 @@ import (
 // preferredElectionTicks is the election timeout of these tests: far more
 // ticks than the preferred replica's campaigns take, so a leader before it
 // can only come from an early campaign (raft's own timeout never fires
-// before ElectionTicks ticks).
-const preferredElectionTicks = 100
+// before ElectionTicks ticks). Paced at 20 ms a tick, it gives an election
+// round trip 6 s of a loaded machine's time.
+const preferredElectionTicks = 300
 
 // ticksUntil ticks c, one tick per every pace of polling, until cond
 // holds or limit ticks passed, and returns the ticks taken (limit when
