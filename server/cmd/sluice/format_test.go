@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,16 +62,40 @@ func startSluiceBroker(t *testing.T, sets ...string) *server.Broker {
 
 // startSluiceCluster starts an n-node Sluice cluster (every node a
 // controller voter and a broker, ids 1..n) and returns its
-// --bootstrap-server (every node's address).
+// --bootstrap-server (every node's address). Its ports are picked free
+// and closed before the brokers bind them, so another process may take
+// one meanwhile: a start that finds a port in use is tried again on new
+// ports (a few times).
 func startSluiceCluster(t *testing.T, n int) string {
 	t.Helper()
+	for try := 1; ; try++ {
+		addrs, err := tryStartSluiceCluster(t, n)
+		if err == nil {
+			return addrs
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || try == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("a picked port was taken meanwhile (%v): trying again on new ports", err)
+	}
+}
+
+// tryStartSluiceCluster is one attempt of startSluiceCluster; the brokers
+// of an attempt that failed are closed.
+func tryStartSluiceCluster(t *testing.T, n int) (string, error) {
+	t.Helper()
+	// Every listener stays open until all are picked: the ports differ.
+	var lns []net.Listener
 	var ports []int
 	for range 2 * n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
 		ln.Close()
 	}
 	var voters, addrs []string
@@ -82,7 +108,7 @@ func startSluiceCluster(t *testing.T, n int) string {
 		dirs[i] = t.TempDir() // removed after the brokers close
 	}
 	brokers := make([]*server.Broker, n)
-	t.Cleanup(func() {
+	closeAll := func() {
 		var wg sync.WaitGroup
 		for _, b := range brokers {
 			if b != nil {
@@ -90,7 +116,7 @@ func startSluiceCluster(t *testing.T, n int) string {
 			}
 		}
 		wg.Wait()
-	})
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
@@ -123,12 +149,12 @@ func startSluiceCluster(t *testing.T, n int) string {
 		})
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := errors.Join(errs...); err != nil {
+		closeAll()
+		return "", err
 	}
-	return strings.Join(addrs, ",")
+	t.Cleanup(closeAll)
+	return strings.Join(addrs, ","), nil
 }
 
 // startKfake starts a franz-go kfake cluster of one broker.
